@@ -1,0 +1,41 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "roam",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Netlink", targets: ["Netlink"]),
+        .library(name: "PathMonitor", targets: ["PathMonitor"]),
+        .executable(name: "roam", targets: ["roam"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // libnl-3 and libnl-route-3 as a system library: a modulemap and a header shim, nothing else.
+        .systemLibrary(
+            name: "CNetlink",
+            pkgConfig: "libnl-route-3.0",
+            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev", "libnl-genl-3-dev"])]
+        ),
+        .target(name: "Netlink", dependencies: ["CNetlink"]),
+        .target(name: "PathMonitor", dependencies: ["Netlink"]),
+        .executableTarget(
+            name: "roam",
+            dependencies: [
+                "PathMonitor",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "PathMonitorBenchmark",
+            dependencies: ["PathMonitor"],
+            path: "Benchmarks/PathMonitorBenchmark"
+        ),
+        .target(name: "TestSupport", dependencies: ["Netlink"], path: "Tests/TestSupport"),
+        .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
+        .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

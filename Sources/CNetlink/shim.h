@@ -1,0 +1,41 @@
+#ifndef ROAM_CNETLINK_SHIM_H
+#define ROAM_CNETLINK_SHIM_H
+
+// The libnl-3 headers Roam uses, plus the kernel UAPI headers whose constants
+// the Swift layer needs. No code lives here: see Sources/Netlink.
+
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
+#include <netlink/msg.h>
+#include <netlink/attr.h>
+#include <netlink/cache.h>
+#include <netlink/object.h>
+#include <netlink/addr.h>
+#include <netlink/errno.h>
+#include <netlink/route/rtnl.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/route.h>
+#include <netlink/route/rule.h>
+#include <netlink/genl/genl.h>
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/family.h>
+
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/if.h>
+#include <linux/if_addr.h>
+#include <linux/if_arp.h>
+#include <linux/if_link.h>
+#include <linux/net_namespace.h>
+#include <linux/sched.h>
+#include <sys/mount.h>
+#include <pthread.h>
+
+// glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
+extern int setns(int fd, int nstype);
+extern int unshare(int flags);
+extern int pthread_setname_np(pthread_t thread, const char *name);
+
+#endif

@@ -1,0 +1,105 @@
+import CNetlink
+import Glibc
+
+/// The one error type of the Netlink module: every failed libnl call or system call
+/// becomes a `NetlinkError` carrying the failing operation and its code.
+///
+/// Codes keep their origin: a libnl code (`NLE_*`) or an `errno` value. Use
+/// ``errno`` to compare either against a POSIX error, for example to tell
+/// "does not exist" from "not permitted".
+public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Where the code came from.
+    public enum Code: Sendable, Hashable {
+        /// A libnl error code, positive (`NLE_PERM` is 28). The corresponding C constants are `NLE_*`.
+        case libnl(Int32)
+        /// A POSIX `errno` value from a system call.
+        case errno(Int32)
+    }
+
+    /// The code reported by libnl or the kernel.
+    public var code: Code
+    /// What was being done, for example `rtnl_link_add(veth0)` or `setns(/run/netns/phone)`.
+    public var operation: String
+    /// An optional hint that tells the user what to do about it.
+    public var hint: String?
+
+    public init(_ code: Code, operation: String, hint: String? = nil) {
+        self.code = code
+        self.operation = operation
+        self.hint = hint
+    }
+
+    /// Makes an error from a libnl return value (negative or positive `NLE_*`).
+    public static func libnl(_ value: Int32, _ operation: String) -> NetlinkError {
+        NetlinkError(.libnl(abs(value)), operation: operation)
+    }
+
+    /// Makes an error from the current `errno`.
+    public static func posix(_ operation: String, errno value: Int32 = Glibc.errno) -> NetlinkError {
+        NetlinkError(.errno(value), operation: operation)
+    }
+
+    /// The POSIX error this code stands for, when there is one.
+    ///
+    /// libnl folds several errno values into one code (`ENOMEM` and `ENOBUFS` both become
+    /// `NLE_NOMEM`); the mapping returns the most common of them.
+    public var errno: Int32? {
+        switch code {
+        case .errno(let value): return value
+        case .libnl(let value):
+            switch value {
+            case NLE_INTR: return EINTR
+            case NLE_AGAIN: return EAGAIN
+            case NLE_NOMEM: return ENOMEM
+            case NLE_EXIST: return EEXIST
+            case NLE_INVAL: return EINVAL
+            case NLE_RANGE: return ERANGE
+            case NLE_MSGSIZE: return EMSGSIZE
+            case NLE_OPNOTSUPP: return EOPNOTSUPP
+            case NLE_AF_NOSUPPORT: return EAFNOSUPPORT
+            case NLE_OBJ_NOTFOUND: return ENOENT
+            case NLE_NOADDR: return EADDRNOTAVAIL
+            case NLE_BUSY: return EBUSY
+            case NLE_NOACCESS: return EACCES
+            case NLE_PERM: return EPERM
+            case NLE_NODEV: return ENODEV
+            default: return nil
+            }
+        }
+    }
+
+    /// True when the kernel refused for lack of privilege (`EPERM` or `EACCES`).
+    public var isPermissionDenied: Bool { errno == EPERM || errno == EACCES }
+    /// True when the object does not exist (`ENOENT`, `ENODEV`, `ESRCH`).
+    public var isNotFound: Bool { errno == ENOENT || errno == ENODEV || errno == ESRCH }
+    /// True when the object exists already (`EEXIST`).
+    public var isAlreadyExists: Bool { errno == EEXIST }
+
+    /// The text of the code, as libnl or `strerror` gives it.
+    public var reason: String {
+        switch code {
+        case .errno(let value): return String(cString: strerror(value))
+        case .libnl(let value): return String(cString: nl_geterror(value))
+        }
+    }
+
+    public var description: String {
+        let origin: String
+        switch code {
+        case .errno(let value): origin = "errno \(value)"
+        case .libnl(let value): origin = "libnl \(value)"
+        }
+        var text = "\(operation): \(reason) (\(origin))"
+        if let hint { text += "; \(hint)" }
+        return text
+    }
+}
+
+extension NetlinkError {
+    /// Returns a copy with a hint attached.
+    public func withHint(_ hint: String) -> NetlinkError {
+        var copy = self
+        copy.hint = hint
+        return copy
+    }
+}

@@ -1,0 +1,42 @@
+import CNetlink
+import Glibc
+
+/// An operating-system thread that belongs to one piece of work.
+///
+/// Network namespaces are a property of a thread, not of a process: a thread that calls
+/// `setns(2)` moves alone. Roam therefore never switches the namespace of a shared thread
+/// (the main thread, a Dispatch worker or the Swift concurrency pool); namespace work runs on
+/// a `PinnedThread` that is created for it and ends with it.
+public final class PinnedThread: Sendable {
+    private final class Context: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        init(body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+
+    private let handle: pthread_t
+    /// The name given to the thread (visible in `/proc/PID/task/TID/comm`, truncated to 15 bytes).
+    public let name: String
+
+    /// Starts a thread that runs `body` and then ends.
+    public init(name: String, _ body: @escaping @Sendable () -> Void) throws(NetlinkError) {
+        self.name = name
+        let context = Unmanaged.passRetained(Context(body: body)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { argument in
+            let context = Unmanaged<Context>.fromOpaque(argument!).takeRetainedValue()
+            context.body()
+            return nil
+        }, context)
+        if result != 0 {
+            Unmanaged<Context>.fromOpaque(context).release()
+            throw NetlinkError.posix("pthread_create(\(name))", errno: result)
+        }
+        _ = pthread_setname_np(thread, String(name.utf8.prefix(15))!)
+        self.handle = thread
+    }
+
+    /// Waits until the thread has ended. Call at most once.
+    public func join() {
+        pthread_join(handle, nil)
+    }
+}

@@ -1,0 +1,93 @@
+import CNetlink
+import Glibc
+
+extension NetlinkSocket {
+    /// Every interface of the socket's namespace.
+    public func links() throws(NetlinkError) -> [Link] {
+        try dump("dump links (RTM_GETLINK)", allocate: { rtnl_link_alloc_cache($0, AF_UNSPEC, $1) }, convert: { Link(libnl: $0) })
+    }
+
+    /// The interface named `name`, or nil when there is none.
+    public func link(named name: String) throws(NetlinkError) -> Link? {
+        try fetchLink(index: 0, name: name)
+    }
+
+    /// The interface with index `index`, or nil when there is none.
+    public func link(index: Int32) throws(NetlinkError) -> Link? {
+        try fetchLink(index: index, name: nil)
+    }
+
+    private func fetchLink(index: Int32, name: String?) throws(NetlinkError) -> Link? {
+        var result: OpaquePointer?
+        let code = rtnl_link_get_kernel(handle, index, name, &result)
+        if code == -NLE_NODEV || code == -NLE_OBJ_NOTFOUND { return nil }
+        if code < 0 { throw NetlinkError.libnl(code, "get link \(name ?? "#\(index)")") }
+        guard let result else { return nil }
+        defer { rtnl_link_put(result) }
+        return Link(libnl: result)
+    }
+
+    /// Creates a veth pair: `name` in this socket's namespace and `peerName` in `peerNamespace`
+    /// (the same namespace when nil). Both ends start down. Nothing is created anywhere else:
+    /// the kernel places the peer directly, so the host's namespace never holds it.
+    public func createVethPair(_ name: String, peer peerName: String, peerNamespace: NetworkNamespace? = nil) throws(NetlinkError) {
+        guard let link = rtnl_link_veth_alloc() else { throw NetlinkError.libnl(NLE_NOMEM, "rtnl_link_veth_alloc") }
+        defer { rtnl_link_veth_release(link) }
+        let peer = rtnl_link_veth_get_peer(link)!
+        defer { rtnl_link_put(peer) }
+        rtnl_link_set_name(link, name)
+        rtnl_link_set_name(peer, peerName)
+        var namespaceFile: FileDescriptor?
+        if let peerNamespace, peerNamespace != namespace {
+            namespaceFile = try peerNamespace.open()
+            rtnl_link_set_ns_fd(peer, namespaceFile!.rawValue)
+        }
+        try withExtendedLifetime(namespaceFile) { () throws(NetlinkError) in
+            try request("create veth \(name) <-> \(peerName)") {
+                rtnl_link_add($0, link, NLM_F_CREATE | NLM_F_EXCL)
+            }
+        }
+    }
+
+    /// Deletes the interface with index `index` (deleting one end of a veth pair removes both).
+    public func deleteLink(index: Int32) throws(NetlinkError) {
+        let link = rtnl_link_alloc()!
+        defer { rtnl_link_put(link) }
+        rtnl_link_set_ifindex(link, index)
+        try request("delete link #\(index)") { rtnl_link_delete($0, link) }
+    }
+
+    /// Changes attributes of an interface. Each argument left nil stays as it is.
+    ///
+    /// - Parameters:
+    ///   - up: sets (`true`) or clears (`false`) `IFF_UP`.
+    ///   - alias: the new alias; an empty string removes it.
+    ///   - mtu: the new MTU.
+    public func setLink(index: Int32, up: Bool? = nil, alias: String? = nil, mtu: UInt32? = nil, name: String? = nil) throws(NetlinkError) {
+        let original = rtnl_link_alloc()!
+        let change = rtnl_link_alloc()!
+        defer {
+            rtnl_link_put(original)
+            rtnl_link_put(change)
+        }
+        rtnl_link_set_ifindex(original, index)
+        var what: [String] = []
+        if let up {
+            if up { rtnl_link_set_flags(change, UInt32(IFF_UP.rawValue)) } else { rtnl_link_unset_flags(change, UInt32(IFF_UP.rawValue)) }
+            what.append(up ? "up" : "down")
+        }
+        if let alias {
+            rtnl_link_set_ifalias(change, alias)
+            what.append("alias '\(alias)'")
+        }
+        if let mtu {
+            rtnl_link_set_mtu(change, mtu)
+            what.append("mtu \(mtu)")
+        }
+        if let name {
+            rtnl_link_set_name(change, name)
+            what.append("name \(name)")
+        }
+        try request("set link #\(index) \(what.joined(separator: " "))") { rtnl_link_change($0, original, change, 0) }
+    }
+}
