@@ -32,6 +32,9 @@
 #include <linux/sched.h>
 #include <sys/mount.h>
 #include <pthread.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 
 // glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
 extern int setns(int fd, int nstype);

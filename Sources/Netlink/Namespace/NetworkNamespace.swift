@@ -6,7 +6,7 @@ import Glibc
 ///
 /// `NetworkNamespace` is a value: it refers to a namespace but opens nothing until used.
 /// Work inside another namespace runs on a dedicated thread (``perform(_:)``,
-/// ``spawnThread(name:isolatingSysfs:_:)``); netlink sockets opened there stay bound to the
+/// ``spawnThread(name:_:)``); netlink sockets opened there stay bound to the
 /// namespace and can then be used from any thread.
 public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
     /// The directory where named namespaces live, as with `ip netns`.
@@ -96,25 +96,16 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Starts a thread that enters this namespace and runs `body` there.
-    ///
-    /// With `isolatingSysfs`, the thread also gets a private mount namespace with a fresh
-    /// `/sys`, so that `/sys/class/net` lists this namespace's interfaces (sysfs shows the
-    /// network namespace of whoever mounted it). Nothing changes for the rest of the process.
-    /// `body` receives the error, if entering failed, so that it can report it.
+    /// Starts a thread that enters this namespace and runs `body` there. `body` receives the
+    /// error, if entering failed, so that it can report it.
     public func spawnThread(
         name: String,
-        isolatingSysfs: Bool = false,
         _ body: @escaping @Sendable (Result<Void, NetlinkError>) -> Void
     ) throws(NetlinkError) -> PinnedThread {
         let fd = try open()
-        let isCurrent = self.isCurrent
         return try PinnedThread(name: name) {
             do throws(NetlinkError) {
                 try NetworkNamespace.enter(fd)
-                if isolatingSysfs && !isCurrent {
-                    try NetworkNamespace.mountPrivateSysfs()
-                }
                 body(.success(()))
             } catch {
                 body(.failure(error))
@@ -137,8 +128,12 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Gives the calling thread its own mount namespace with `/sys` mounted for its network namespace.
-    static func mountPrivateSysfs() throws(NetlinkError) {
+    /// Gives the calling thread its own mount namespace with a fresh `/sys`, so that
+    /// `/sys/class/net` lists the interfaces of the thread's network namespace (sysfs shows the
+    /// network namespace of whoever mounted it). Mount changes stay private to the thread.
+    ///
+    /// Call it only on a thread you own, such as the one ``spawnThread(name:_:)`` starts.
+    public static func mountPrivateSysfsOnCurrentThread() throws(NetlinkError) {
         try systemCall("unshare(CLONE_NEWNS)") { unshare(CLONE_NEWNS) }
         // Keep every mount change of this thread away from the host's mount namespace.
         try systemCall("mount(/, MS_SLAVE|MS_REC)") { mount("", "/", nil, UInt(MS_SLAVE | MS_REC), nil) }

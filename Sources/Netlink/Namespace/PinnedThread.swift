@@ -35,8 +35,14 @@ public final class PinnedThread: Sendable {
         self.handle = thread
     }
 
-    /// Waits until the thread has ended. Call at most once.
+    /// Waits until the thread has ended. Call at most once, and not after ``detach()``.
     public func join() {
         pthread_join(handle, nil)
+    }
+
+    /// Lets the thread's resources go when it ends, for a thread nobody will join (one that
+    /// ends itself). Call at most once, and not after ``join()``.
+    public func detach() {
+        pthread_detach(handle)
     }
 }

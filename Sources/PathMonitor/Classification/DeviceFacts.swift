@@ -1,0 +1,100 @@
+import Glibc
+import Netlink
+
+/// What the kernel says about an interface's hardware beyond netlink: read from sysfs.
+public struct DeviceFacts: Sendable, Hashable {
+    /// `/sys/class/net/X/wireless` or `/sys/class/net/X/phy80211` exists.
+    public var isWireless: Bool
+    /// `DEVTYPE` from `/sys/class/net/X/uevent`: `wlan`, `wwan`, `bridge`, ...
+    public var deviceType: String?
+    /// The name of the driver bound to the device (`/sys/class/net/X/device/driver`).
+    public var driver: String?
+
+    public init(isWireless: Bool = false, deviceType: String? = nil, driver: String? = nil) {
+        self.isWireless = isWireless
+        self.deviceType = deviceType
+        self.driver = driver
+    }
+}
+
+/// Where device facts come from. Tests supply fixtures; monitors read sysfs.
+public protocol DeviceFactsSource: Sendable {
+    func facts(forInterfaceNamed name: String) -> DeviceFacts
+}
+
+/// Reads device facts from a sysfs tree (`/sys/class/net` by default).
+///
+/// sysfs shows the interfaces of the network namespace of whoever mounted it; a monitor of
+/// another namespace reads it from a pinned thread with a private `/sys` mounted there.
+public struct SysfsDeviceFacts: DeviceFactsSource {
+    public var root: String
+
+    public init(root: String = "/sys/class/net") {
+        self.root = root
+    }
+
+    public func facts(forInterfaceNamed name: String) -> DeviceFacts {
+        let base = "\(root)/\(name)"
+        let isWireless = access("\(base)/wireless", F_OK) == 0 || access("\(base)/phy80211", F_OK) == 0
+        var deviceType: String?
+        if let uevent = try? readTextFile("\(base)/uevent") {
+            for line in uevent.split(separator: "\n") where line.hasPrefix("DEVTYPE=") {
+                deviceType = String(line.dropFirst("DEVTYPE=".count))
+            }
+        }
+        var driver: String?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("\(base)/device/driver", &buffer, buffer.count - 1)
+        if count > 0 {
+            let target = String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            driver = target.split(separator: "/").last.map(String.init)
+        }
+        return DeviceFacts(isWireless: isWireless, deviceType: deviceType, driver: driver)
+    }
+}
+
+/// Turns what the kernel says of an interface, alias tags and interfaces-file rules into its
+/// type and cost.
+///
+/// Sources, later ones overriding earlier ones:
+/// 1. the kernel: loopback flag; `wireless`/`phy80211` in sysfs or `DEVTYPE=wlan` → Wi-Fi;
+///    `DEVTYPE=wwan`, a cellular modem driver, an `rmnet`/`wwan` link or raw-IP framing → cellular;
+///    Ethernet framing → wired Ethernet; anything else → other.
+/// 2. tags in the interface alias (``InterfaceTag``).
+/// 3. the interfaces file (``InterfaceRules``).
+///
+/// Cellular interfaces are expensive unless a tag or rule says otherwise. Nothing is
+/// constrained unless a tag or rule says so: constrained is Low Data Mode, a user's choice.
+public struct InterfaceClassifier: Sendable {
+    /// Drivers of cellular modems whose interfaces do not announce `DEVTYPE=wwan`.
+    public static let cellularDrivers: Set<String> = [
+        "qmi_wwan", "cdc_mbim", "mhi_net", "ipa", "rmnet", "huawei_cdc_ncm", "sierra_net", "cdc_ncm_mbim", "t7xx", "iosm",
+    ]
+
+    public var rules: InterfaceRules
+
+    public init(rules: InterfaceRules = InterfaceRules()) {
+        self.rules = rules
+    }
+
+    /// The type the kernel's facts alone give `link`.
+    public static func kernelType(of link: Link, facts: DeviceFacts) -> InterfaceType {
+        if link.isLoopback { return .loopback }
+        if facts.isWireless || facts.deviceType == "wlan" { return .wifi }
+        if facts.deviceType == "wwan" || facts.driver.map(cellularDrivers.contains) == true
+            || link.kind == "rmnet" || link.kind == "wwan" || link.hardwareType == .rawIP {
+            return .cellular
+        }
+        if link.hardwareType == .ethernet { return .wiredEthernet }
+        return .other
+    }
+
+    /// The final attributes of `link`.
+    public func classify(_ link: Link, facts: DeviceFacts) -> (type: InterfaceType, isExpensive: Bool, isConstrained: Bool) {
+        let attributes = InterfaceAttributes(type: Self.kernelType(of: link, facts: facts))
+            .overridden(by: InterfaceTag.attributes(fromAlias: link.alias))
+            .overridden(by: rules.attributes(forInterfaceNamed: link.name))
+        let type = attributes.type ?? .other
+        return (type, attributes.isExpensive ?? (type == .cellular), attributes.isConstrained ?? false)
+    }
+}

@@ -1,0 +1,132 @@
+/// Attributes that override what the kernel says of an interface: its type, and whether it
+/// is expensive or constrained. A nil field leaves the value to the next source.
+///
+/// The textual form is a list of items separated by commas or spaces:
+///
+/// | item | meaning |
+/// |---|---|
+/// | `type=T` | the interface type: `wifi`, `cellular`, `wiredEthernet` (or `wired`, `ethernet`), `loopback`, `other` |
+/// | `expensive` / `expensive=false` | mark the interface expensive, or not (cellular is expensive unless said otherwise) |
+/// | `constrained` / `constrained=false` | mark the interface constrained (Low Data Mode), or not |
+///
+/// Boolean values may be written `true`/`false`, `yes`/`no`, `on`/`off` or `1`/`0`.
+/// An alias tag is this form behind `roam:`, for example `roam:type=cellular,expensive,constrained`.
+public struct InterfaceAttributes: Sendable, Hashable {
+    public var type: InterfaceType?
+    public var isExpensive: Bool?
+    public var isConstrained: Bool?
+
+    public init(type: InterfaceType? = nil, isExpensive: Bool? = nil, isConstrained: Bool? = nil) {
+        self.type = type
+        self.isExpensive = isExpensive
+        self.isConstrained = isConstrained
+    }
+
+    /// True when no attribute is set.
+    public var isEmpty: Bool { type == nil && isExpensive == nil && isConstrained == nil }
+
+    /// These attributes, with every attribute that `other` sets taken from `other`.
+    public func overridden(by other: InterfaceAttributes) -> InterfaceAttributes {
+        InterfaceAttributes(
+            type: other.type ?? type,
+            isExpensive: other.isExpensive ?? isExpensive,
+            isConstrained: other.isConstrained ?? isConstrained
+        )
+    }
+
+    /// A problem found while parsing attributes.
+    public struct ParseError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The offending item, as written.
+        public var item: String
+        /// What is wrong with it.
+        public var message: String
+        public var description: String { "'\(item)': \(message)" }
+    }
+
+    /// Parses the textual form (see the type's documentation).
+    public init(parsing text: some StringProtocol) throws(ParseError) {
+        self.init()
+        for item in text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }) {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = parts[0].lowercased()
+            let value = parts.count == 2 ? String(parts[1]) : nil
+            switch key {
+            case "type":
+                guard let value, let type = InterfaceType(name: value) else {
+                    throw ParseError(item: String(item), message: "type must be one of wifi, cellular, wiredEthernet, loopback, other")
+                }
+                self.type = type
+            case "expensive":
+                isExpensive = try Self.boolean(value, item: item)
+            case "constrained":
+                isConstrained = try Self.boolean(value, item: item)
+            default:
+                let suggestion = ["type", "expensive", "constrained"].first { $0.hasPrefix(String(key.prefix(3))) }
+                throw ParseError(item: String(item), message: "unknown attribute '\(key)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "") + "; known: type=, expensive, constrained")
+            }
+        }
+    }
+
+    private static func boolean(_ value: String?, item: some StringProtocol) throws(ParseError) -> Bool {
+        guard let value else { return true }
+        switch value.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw ParseError(item: String(item), message: "expected true or false")
+        }
+    }
+
+    /// The textual form, as ``init(parsing:)`` reads it.
+    public var text: String {
+        var items: [String] = []
+        if let type { items.append("type=\(type.rawValue)") }
+        if let isExpensive { items.append(isExpensive ? "expensive" : "expensive=false") }
+        if let isConstrained { items.append(isConstrained ? "constrained" : "constrained=false") }
+        return items.joined(separator: ",")
+    }
+}
+
+/// The tags Roam reads from an interface's alias (`ip link set DEV alias ...`).
+///
+/// A tag is the word `roam:` followed by attributes (see ``InterfaceAttributes``), with no
+/// spaces inside, for example `roam:type=cellular,expensive,constrained`. It may stand anywhere
+/// in the alias, separated by spaces from other text: `uplink roam:type=wifi` is valid. Where
+/// several tags stand in one alias, later ones override earlier ones.
+public enum InterfaceTag {
+    /// The prefix that marks a tag.
+    public static let prefix = "roam:"
+
+    /// The attributes of every tag in `alias`. Unparsable tags are skipped (the alias belongs to
+    /// the system, and a monitor must not fail on it); ``problems(inAlias:)`` reports them.
+    public static func attributes(fromAlias alias: String?) -> InterfaceAttributes {
+        var result = InterfaceAttributes()
+        for tag in tags(in: alias) {
+            if let attributes = try? InterfaceAttributes(parsing: tag) {
+                result = result.overridden(by: attributes)
+            }
+        }
+        return result
+    }
+
+    /// The problems of the tags in `alias`, for tools that check tags they wrote.
+    public static func problems(inAlias alias: String?) -> [InterfaceAttributes.ParseError] {
+        tags(in: alias).compactMap { tag in
+            do throws(InterfaceAttributes.ParseError) {
+                _ = try InterfaceAttributes(parsing: tag)
+                return nil
+            } catch { return error }
+        }
+    }
+
+    /// The alias text that carries `attributes` as a tag.
+    public static func alias(for attributes: InterfaceAttributes) -> String {
+        prefix + attributes.text
+    }
+
+    private static func tags(in alias: String?) -> [Substring] {
+        guard let alias else { return [] }
+        return alias.split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { word in
+            word.hasPrefix(prefix) ? word.dropFirst(prefix.count) : nil
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Glibc
+
+/// Rules that give interfaces attributes by name: the contents of an interfaces file.
+///
+/// The file has one rule per line: a shell-style name pattern (`*`, `?`, `[...]`), then
+/// attributes in the form of ``InterfaceAttributes``. `#` starts a comment. Every rule whose
+/// pattern matches an interface applies, in file order, so a later line overrides an earlier
+/// one for the attributes it sets:
+///
+/// ```
+/// # pattern   attributes
+/// wl*         type=wifi
+/// wwan*       type=cellular                 # expensive by default
+/// usb*        type=wiredEthernet expensive  # a tethered phone
+/// wlp3s0      constrained                   # Low Data Mode on this Wi-Fi
+/// ```
+///
+/// These rules override both the kernel's classification and alias tags.
+public struct InterfaceRules: Sendable, Hashable {
+    /// One line of the file.
+    public struct Rule: Sendable, Hashable {
+        public var pattern: String
+        public var attributes: InterfaceAttributes
+        public init(pattern: String, attributes: InterfaceAttributes) {
+            self.pattern = pattern
+            self.attributes = attributes
+        }
+    }
+
+    public var rules: [Rule]
+
+    public init(_ rules: [Rule] = []) {
+        self.rules = rules
+    }
+
+    /// Parses the text of an interfaces file. `source` names the file in error messages.
+    public init(parsing text: String, source: String = "<interfaces>") throws(PathMonitorError) {
+        var rules: [Rule] = []
+        var problems: [String] = []
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard let pattern = words.first else { continue }
+            let rest = line[pattern.endIndex...]
+            do throws(InterfaceAttributes.ParseError) {
+                let attributes = try InterfaceAttributes(parsing: rest)
+                if attributes.isEmpty {
+                    problems.append("\(source):\(number + 1): error: no attributes for '\(pattern)'; write for example '\(pattern) type=wifi'")
+                } else {
+                    rules.append(Rule(pattern: String(pattern), attributes: attributes))
+                }
+            } catch {
+                problems.append("\(source):\(number + 1): error: \(error)")
+            }
+        }
+        if !problems.isEmpty {
+            throw PathMonitorError(.invalidInterfacesFile, problems.joined(separator: "\n"))
+        }
+        self.rules = rules
+    }
+
+    /// Reads and parses an interfaces file.
+    public init(contentsOfFile path: String) throws(PathMonitorError) {
+        let text: String
+        do throws(PathMonitorError) {
+            text = try readTextFile(path)
+        } catch {
+            throw PathMonitorError(.invalidInterfacesFile, "cannot read interfaces file \(path): \(error.message)")
+        }
+        try self.init(parsing: text, source: path)
+    }
+
+    /// The attributes the rules give the interface named `name`.
+    public func attributes(forInterfaceNamed name: String) -> InterfaceAttributes {
+        var result = InterfaceAttributes()
+        for rule in rules where fnmatch(rule.pattern, name, 0) == 0 {
+            result = result.overridden(by: rule.attributes)
+        }
+        return result
+    }
+}
+
+/// Reads a whole text file, with an error naming the cause.
+func readTextFile(_ path: String) throws(PathMonitorError) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+        throw PathMonitorError(.io, String(cString: strerror(errno)))
+    }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16384)
+    while true {
+        let count = read(fd, &chunk, chunk.count)
+        if count < 0 {
+            if errno == EINTR { continue }
+            throw PathMonitorError(.io, String(cString: strerror(errno)))
+        }
+        if count == 0 { break }
+        bytes.append(contentsOf: chunk[..<count])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

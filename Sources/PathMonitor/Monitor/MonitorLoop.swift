@@ -1,0 +1,226 @@
+import Glibc
+import Netlink
+
+/// The work of a monitor's pinned thread: follow rtnetlink, keep the snapshot, publish paths.
+final class MonitorLoop {
+    private let core: MonitorCore
+    private let namespace: NetworkNamespace
+    private let configuration: NetworkPathMonitor.Configuration
+    private let wakeup: Wakeup
+    private let evaluator: PathEvaluator
+    private let resolverPath: String
+    private var factsSource: (any DeviceFactsSource)?
+    private var snapshot = NetworkSnapshot()
+    private var facts: [Int32: (name: String, facts: DeviceFacts)] = [:]
+    private var resolvers = ResolverConfiguration()
+
+    // Work found while reading notifications, done before the next path is derived.
+    private var needsFullDump = false
+    private var needsRouteDump = false
+    private var isDirty = false
+
+    /// Settling stops after this many rounds of dump-and-drain even if the kernel keeps talking,
+    /// so that a path is published during an endless storm too.
+    private static let maximumSettleRounds = 8
+
+    init(core: MonitorCore, namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration, wakeup: Wakeup) {
+        self.core = core
+        self.namespace = namespace
+        self.configuration = configuration
+        self.wakeup = wakeup
+        self.evaluator = PathEvaluator(policy: configuration.policy, classifier: InterfaceClassifier(rules: configuration.interfaceRules))
+        self.resolverPath = configuration.resolverConfigurationPath ?? ResolverConfiguration.path(for: namespace)
+        self.factsSource = configuration.deviceFacts
+    }
+
+    /// Runs until the monitor is cancelled. Reports the outcome of setting up through `started`.
+    func run(started: StartSignal) {
+        let requests: NetlinkSocket
+        let events: NetlinkSocket
+        var watcher: DirectoryWatcher?
+        do throws(NetlinkError) {
+            if factsSource == nil {
+                // sysfs lists the namespace of whoever mounted it: another namespace needs its own
+                // /sys. Without it, classification falls back to what netlink says.
+                if namespace.isCurrent || (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil {
+                    factsSource = SysfsDeviceFacts()
+                }
+            }
+            requests = try NetlinkSocket(.route)
+            events = try NetlinkSocket(.route)
+            try events.subscribe(to: [.link, .ipv4Address, .ipv6Address, .ipv4Route, .ipv6Route])
+            try events.setNonBlocking()
+            try? events.setReceiveBufferSize(configuration.receiveBufferSize)
+            watcher = try? DirectoryWatcher(directories: resolverDirectories())
+            reloadResolvers()
+            try fullDump(requests)
+        } catch {
+            started.finish(.failure(PathMonitorError(starting: namespace, error)))
+            return
+        }
+        core.publish(evaluate())
+        started.finish(.success(()))
+
+        do throws(NetlinkError) {
+            try loop(events: events, requests: requests, watcher: watcher)
+        } catch {
+            // The kernel refused something it accepted at start: end the monitor visibly rather
+            // than publish a path that may be stale.
+            core.cancel()
+        }
+    }
+
+    private func loop(events: NetlinkSocket, requests: NetlinkSocket, watcher: DirectoryWatcher?) throws(NetlinkError) {
+        var descriptors = [events.fileDescriptor, wakeup.fileDescriptor.rawValue]
+        if let watcher { descriptors.append(watcher.fileDescriptor.rawValue) }
+        let resolverNames = resolverFileNames()
+
+        while !core.isCancelled {
+            let ready = try waitReadable(descriptors, timeoutMilliseconds: -1)
+            if ready[1] {
+                wakeup.reset()
+                continue
+            }
+            if ready[0] { try drain(events) }
+            if ready.count > 2, ready[2], let watcher, !watcher.changedNames().isDisjoint(with: resolverNames) {
+                reloadResolvers()
+            }
+            guard isDirty || needsFullDump || needsRouteDump else { continue }
+            if configuration.coalescingDelay > .zero {
+                try absorb(events, for: configuration.coalescingDelay)
+            }
+            try settle(events: events, requests: requests)
+            if isDirty {
+                isDirty = false
+                core.publish(evaluate())
+            }
+        }
+    }
+
+    /// Reads every queued notification into the snapshot.
+    private func drain(_ events: NetlinkSocket) throws(NetlinkError) {
+        var count = 0
+        while true {
+            let outcome = try events.receiveNotifications { notification in
+                count += 1
+                switch snapshot.apply(notification) {
+                case .unchanged: break
+                case .changed: isDirty = true
+                case .routesNeedResync:
+                    isDirty = true
+                    needsRouteDump = true
+                }
+            }
+            if outcome == .drained { break }
+            // ENOBUFS: notifications were lost. Keep reading what is queued, then dump everything.
+            needsFullDump = true
+            core.updateStatistics { $0.overruns += 1 }
+        }
+        if count > 0 { core.updateStatistics { $0.notificationsReceived += count } }
+    }
+
+    /// Keeps reading notifications for `delay` after the first one, so that one path is
+    /// published for a burst spread over time.
+    private func absorb(_ events: NetlinkSocket, for delay: Duration) throws(NetlinkError) {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: delay)
+        while !core.isCancelled {
+            let remaining = clock.now.duration(to: deadline)
+            guard remaining > .zero else { return }
+            let milliseconds = Int32(clamping: max(1, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+            let ready = try waitReadable([events.fileDescriptor, wakeup.fileDescriptor.rawValue], timeoutMilliseconds: milliseconds)
+            if ready[1] { return }
+            if ready[0] { try drain(events) }
+        }
+    }
+
+    /// Does the dumps notifications asked for, and reads what arrived meanwhile, until quiet.
+    private func settle(events: NetlinkSocket, requests: NetlinkSocket) throws(NetlinkError) {
+        for _ in 0..<Self.maximumSettleRounds {
+            if needsFullDump {
+                try fullDump(requests)
+            } else if needsRouteDump {
+                needsRouteDump = false
+                snapshot.replaceRoutes(try requests.routes())
+                isDirty = true
+                core.updateStatistics { $0.routeDumps += 1 }
+            } else {
+                return
+            }
+            // Notifications that raced the dump are newer than or equal to it: apply them.
+            try drain(events)
+        }
+    }
+
+    private func fullDump(_ requests: NetlinkSocket) throws(NetlinkError) {
+        needsFullDump = false
+        needsRouteDump = false
+        let links = try requests.links()
+        let addresses = try requests.addresses()
+        let routes = try requests.routes()
+        snapshot.replaceLinksAndAddresses(links: links, addresses: addresses)
+        snapshot.replaceRoutes(routes)
+        isDirty = true
+        core.updateStatistics { $0.fullDumps += 1 }
+    }
+
+    private func evaluate() -> NetworkPath {
+        var current: [Int32: DeviceFacts] = [:]
+        if let factsSource {
+            var refreshed: [Int32: (name: String, facts: DeviceFacts)] = [:]
+            for link in snapshot.links.values {
+                // A device's hardware does not change; read sysfs only for new or renamed interfaces.
+                if let known = facts[link.index], known.name == link.name {
+                    refreshed[link.index] = known
+                } else {
+                    refreshed[link.index] = (link.name, factsSource.facts(forInterfaceNamed: link.name))
+                }
+                current[link.index] = refreshed[link.index]!.facts
+            }
+            facts = refreshed
+        }
+        return evaluator.path(for: snapshot, facts: current, resolvers: resolvers)
+    }
+
+    private func reloadResolvers() {
+        let loaded = ResolverConfiguration.load(path: resolverPath)
+        guard loaded != resolvers else { return }
+        resolvers = loaded
+        let destinations = loaded.nameservers.map(\.address)
+        if destinations != snapshot.trackedDestinations {
+            snapshot.setTrackedDestinations(destinations)
+            needsRouteDump = true
+        }
+        isDirty = true
+    }
+
+    private func resolverDirectories() -> [String] {
+        var directories = [directoryName(resolverPath)]
+        if let real = realPath(resolverPath) {
+            let directory = directoryName(real)
+            if !directories.contains(directory) { directories.append(directory) }
+        }
+        return directories
+    }
+
+    private func resolverFileNames() -> Set<String> {
+        var names: Set<String> = [baseName(resolverPath)]
+        if let real = realPath(resolverPath) { names.insert(baseName(real)) }
+        return names
+    }
+}
+
+private func directoryName(_ path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+}
+
+private func baseName(_ path: String) -> String {
+    path.split(separator: "/").last.map(String.init) ?? path
+}
+
+private func realPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+}

@@ -1,0 +1,167 @@
+import Dispatch
+import Glibc
+import Netlink
+import Synchronization
+
+/// Watches the network path of one network namespace and publishes it whenever it changes: the
+/// Linux counterpart of Network.framework's `NWPathMonitor`.
+///
+/// The monitor follows rtnetlink on a thread of its own, pinned to the namespace. It keeps a
+/// snapshot of links, addresses and the routes that matter, derives a ``NetworkPath`` after
+/// every burst of notifications, and publishes it only when it differs from the last one. When
+/// the kernel drops notifications (the socket's receive buffer overflowed), it dumps everything
+/// again, so the last path published always matches the kernel once the burst is over.
+///
+/// ```swift
+/// let monitor = NetworkPathMonitor(namespace: try .named("phone"))
+/// try monitor.start()
+/// for await path in monitor.paths {
+///     print(path.status, path.primaryInterface?.name ?? "-", path.isExpensive)
+/// }
+/// ```
+///
+/// Paths reach you three ways: ``paths`` (an `AsyncSequence` that starts with the current path
+/// and keeps only the newest when you fall behind), ``onUpdate(queue:_:)`` (a callback, cancelled
+/// through the returned subscription) and ``currentPath``. A cancelled monitor stays cancelled;
+/// start a new one to watch again.
+public final class NetworkPathMonitor: Sendable {
+    /// How a monitor watches.
+    public struct Configuration: Sendable {
+        /// What the path may use.
+        public var policy: PathPolicy
+        /// Interfaces-file rules that override classification.
+        public var interfaceRules: InterfaceRules
+        /// The resolver file for ``NetworkPath/supportsDNS``; nil picks the namespace's
+        /// (`/etc/netns/NAME/resolv.conf` if present, else `/etc/resolv.conf`).
+        public var resolverConfigurationPath: String?
+        /// How long to wait after a notification for more before publishing. Zero publishes as
+        /// soon as the queued notifications are read, which already merges a burst the kernel
+        /// sends at once.
+        public var coalescingDelay: Duration
+        /// The netlink receive buffer. Larger buffers overflow later in storms; an overflow is
+        /// recovered from by a full dump either way.
+        public var receiveBufferSize: Int
+        /// Where device facts come from; nil reads sysfs (a private `/sys` for another namespace).
+        public var deviceFacts: (any DeviceFactsSource)?
+
+        public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
+                    resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
+                    receiveBufferSize: Int = 4 << 20, deviceFacts: (any DeviceFactsSource)? = nil) {
+            self.policy = policy
+            self.interfaceRules = interfaceRules
+            self.resolverConfigurationPath = resolverConfigurationPath
+            self.coalescingDelay = coalescingDelay
+            self.receiveBufferSize = receiveBufferSize
+            self.deviceFacts = deviceFacts
+        }
+    }
+
+    /// Counters of what a monitor did, for tests and benchmarks.
+    public struct Statistics: Sendable, Hashable {
+        /// Paths published (the first one included).
+        public var pathsPublished = 0
+        /// rtnetlink notifications read.
+        public var notificationsReceived = 0
+        /// Times the kernel reported dropped notifications (`ENOBUFS`).
+        public var overruns = 0
+        /// Full dumps of links, addresses and routes, the initial one included.
+        public var fullDumps = 0
+        /// Route-only dumps after an interface went down or away.
+        public var routeDumps = 0
+    }
+
+    /// The namespace watched.
+    public let namespace: NetworkNamespace
+    /// The configuration.
+    public let configuration: Configuration
+    private let core: MonitorCore
+
+    /// A monitor of `namespace` (the calling thread's by default) under `configuration`.
+    public init(namespace: NetworkNamespace = .current, configuration: Configuration = Configuration()) {
+        self.namespace = namespace
+        self.configuration = configuration
+        self.core = MonitorCore()
+    }
+
+    /// A monitor that uses only interfaces of `requiredInterfaceType`, as `NWPathMonitor(requiredInterfaceType:)`.
+    public convenience init(requiredInterfaceType: InterfaceType, namespace: NetworkNamespace = .current) {
+        self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(requiredInterfaceType: requiredInterfaceType)))
+    }
+
+    /// A monitor that uses no interface of the given types, as `NWPathMonitor(prohibitedInterfaceTypes:)`.
+    public convenience init(prohibitedInterfaceTypes: Set<InterfaceType>, namespace: NetworkNamespace = .current) {
+        self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(prohibitedInterfaceTypes: prohibitedInterfaceTypes)))
+    }
+
+    deinit {
+        core.cancel()
+    }
+
+    /// Starts watching. Returns once the first path is known (``currentPath`` is set).
+    ///
+    /// - Throws: ``PathMonitorError`` when the namespace does not exist, the process lacks the
+    ///   privilege to enter it, netlink fails, or the monitor was started before.
+    public func start() throws(PathMonitorError) {
+        try core.start(namespace: namespace, configuration: configuration)
+    }
+
+    /// Stops watching: no more updates are delivered, every ``paths`` sequence ends, and the
+    /// monitor's thread and sockets are gone when this returns (unless called from an update
+    /// handler running on the monitor's own thread, where the thread ends right after).
+    public func cancel() {
+        core.cancel()
+    }
+
+    /// Starts watching and runs until the calling task is cancelled, then cancels the monitor.
+    public func run() async throws {
+        try start()
+        let paths = self.paths
+        await withTaskCancellationHandler {
+            for await _ in paths {}
+        } onCancel: {
+            self.cancel()
+        }
+    }
+
+    /// The last path published; nil before ``start()``.
+    public var currentPath: NetworkPath? { core.currentPath }
+
+    /// Counters of what the monitor did so far.
+    public var statistics: Statistics { core.statistics }
+
+    /// The paths, starting with the current one (once started) and then each change. When the
+    /// consumer falls behind, only the newest path waits for it. Ends when the monitor is cancelled.
+    public var paths: AsyncStream<NetworkPath> { core.makeStream() }
+
+    /// Calls `handler` with the current path (once started) and with every change, in order.
+    ///
+    /// - Parameters:
+    ///   - queue: where to call `handler`; nil calls it on the monitor's thread, where it must not
+    ///     block for long (notifications queue up behind it).
+    /// - Returns: a subscription; cancel it, or let it go, to stop the calls.
+    public func onUpdate(queue: DispatchQueue? = nil, _ handler: @escaping @Sendable (NetworkPath) -> Void) -> PathUpdateSubscription {
+        core.subscribe(queue: queue, handler)
+    }
+}
+
+/// A registration for path updates; updates stop when it is cancelled or released.
+public final class PathUpdateSubscription: Sendable {
+    private let onCancel: Mutex<(@Sendable () -> Void)?>
+
+    init(_ onCancel: @escaping @Sendable () -> Void) {
+        self.onCancel = Mutex(onCancel)
+    }
+
+    /// Stops the updates. Idempotent.
+    public func cancel() {
+        let action = onCancel.withLock { action in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+
+    deinit {
+        cancel()
+    }
+}

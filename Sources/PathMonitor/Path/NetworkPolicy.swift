@@ -1,0 +1,31 @@
+/// What a monitor's client allows a path to use: the requirements of `NWPathMonitor`
+/// (`requiredInterfaceType`, `prohibitedInterfaceTypes`) and of `URLSessionConfiguration`
+/// (`allowsExpensiveNetworkAccess`, `allowsConstrainedNetworkAccess`).
+public struct PathPolicy: Sendable, Hashable {
+    /// Only interfaces of this type may be used.
+    public var requiredInterfaceType: InterfaceType?
+    /// Interfaces of these types may not be used.
+    public var prohibitedInterfaceTypes: Set<InterfaceType>
+    /// Expensive interfaces may not be used.
+    public var prohibitsExpensive: Bool
+    /// Constrained (Low Data Mode) interfaces may not be used.
+    public var prohibitsConstrained: Bool
+
+    public init(requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
+                prohibitsExpensive: Bool = false, prohibitsConstrained: Bool = false) {
+        self.requiredInterfaceType = requiredInterfaceType
+        self.prohibitedInterfaceTypes = prohibitedInterfaceTypes
+        self.prohibitsExpensive = prohibitsExpensive
+        self.prohibitsConstrained = prohibitsConstrained
+    }
+
+    /// Why the policy forbids `interface`, or nil when it permits it. Type rules are checked
+    /// first, then cost.
+    public func prohibition(of interface: NetworkInterface) -> UnsatisfiedReason? {
+        if let requiredInterfaceType, interface.type != requiredInterfaceType { return .prohibitedInterfaceType }
+        if prohibitedInterfaceTypes.contains(interface.type) { return .prohibitedInterfaceType }
+        if prohibitsExpensive && interface.isExpensive { return .prohibitedExpensive }
+        if prohibitsConstrained && interface.isConstrained { return .prohibitedConstrained }
+        return nil
+    }
+}

@@ -1,0 +1,173 @@
+import Netlink
+
+/// Derives a ``NetworkPath`` from kernel state under a policy. Pure: the same inputs give the
+/// same path, so every rule here is tested from fixtures without root.
+public struct PathEvaluator: Sendable {
+    public var policy: PathPolicy
+    public var classifier: InterfaceClassifier
+
+    public init(policy: PathPolicy = PathPolicy(), classifier: InterfaceClassifier = InterfaceClassifier()) {
+        self.policy = policy
+        self.classifier = classifier
+    }
+
+    /// A default route as seen from one interface.
+    private struct DefaultRoute {
+        var family: AddressFamily
+        var isMainTable: Bool
+        var metric: UInt32
+        var gateway: IPAddress?
+    }
+
+    private struct Candidate {
+        var link: Link
+        var interface: NetworkInterface
+        var isUsable: Bool
+        var defaults: [DefaultRoute]
+        var prohibition: UnsatisfiedReason?
+        var best: DefaultRoute? {
+            defaults.min { ($0.isMainTable ? 0 : 1, $0.metric) < ($1.isMainTable ? 0 : 1, $1.metric) }
+        }
+        var hasRoute: Bool { !defaults.isEmpty }
+    }
+
+    /// The path of `snapshot`.
+    ///
+    /// - Parameters:
+    ///   - facts: sysfs facts per interface index; missing entries count as none.
+    ///   - resolvers: the namespace's resolvers, for ``NetworkPath/supportsDNS``.
+    public func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts] = [:], resolvers: ResolverConfiguration = .init()) -> NetworkPath {
+        var byInterface: [Int32: [InterfaceAddress]] = [:]
+        for address in snapshot.addresses.values where address.isUsable {
+            byInterface[address.interfaceIndex, default: []].append(address)
+        }
+        var defaults: [Int32: [DefaultRoute]] = [:]
+        for route in snapshot.routes.values where route.isDefault {
+            for hop in route.nextHops where !hop.isDead {
+                guard let index = hop.interfaceIndex else { continue }
+                defaults[index, default: []].append(DefaultRoute(
+                    family: route.family, isMainTable: route.table == .main, metric: route.metric, gateway: hop.gateway))
+            }
+        }
+
+        let candidates: [Candidate] = snapshot.links.values.sorted { $0.index < $1.index }.map { link in
+            let addresses = (byInterface[link.index] ?? []).sorted(by: Self.addressOrder)
+            let kind = classifier.classify(link, facts: facts[link.index] ?? DeviceFacts())
+            let interface = NetworkInterface(
+                name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
+                isConstrained: kind.isConstrained, state: link.operationalState, mtu: link.mtu,
+                addresses: addresses.map(\.prefix))
+            let routable = addresses.filter { $0.family == .inet || !$0.address.isLinkLocal }
+            let isUsable = link.isRunning && (link.isLoopback ? !addresses.isEmpty : !routable.isEmpty)
+            // A default route helps only with a source address of its family.
+            let usableDefaults = link.isLoopback ? [] : (defaults[link.index] ?? []).filter { route in
+                routable.contains { $0.family == route.family }
+            }
+            return Candidate(link: link, interface: interface, isUsable: isUsable, defaults: isUsable ? usableDefaults : [],
+                             prohibition: policy.prohibition(of: interface))
+        }
+
+        let routed = candidates.filter(\.hasRoute)
+        let permittedRouted = routed.filter { $0.prohibition == nil }
+        let primaryOrder: (Candidate, Candidate) -> Bool = { lhs, rhs in
+            let l = lhs.best!, r = rhs.best!
+            return (l.isMainTable ? 0 : 1, l.metric, lhs.link.index) < (r.isMainTable ? 0 : 1, r.metric, rhs.link.index)
+        }
+        var primary = permittedRouted.min(by: primaryOrder)
+
+        let loopback = candidates.first { $0.link.isLoopback && $0.isUsable && $0.prohibition == nil }
+        var status: PathStatus = .satisfied
+        var reason: UnsatisfiedReason?
+        if primary == nil {
+            if policy.requiredInterfaceType == .loopback, let loopback {
+                primary = loopback
+            } else {
+                if let blocked = routed.min(by: primaryOrder) {
+                    reason = blocked.prohibition
+                } else if candidates.contains(where: { $0.isUsable && !$0.link.isLoopback }) {
+                    reason = .noRoute
+                } else {
+                    reason = .noUsableInterface
+                }
+                let waiting = candidates.contains {
+                    !$0.link.isLoopback && $0.link.isUp && $0.link.operationalState == .dormant && $0.prohibition == nil
+                }
+                status = waiting ? .requiresConnection : .unsatisfied
+            }
+        }
+
+        let available = candidates.filter { $0.isUsable && $0.prohibition == nil }.sorted { lhs, rhs in
+            Self.preference(lhs, primaryIndex: primary?.link.index) < Self.preference(rhs, primaryIndex: primary?.link.index)
+        }
+        let satisfied = status == .satisfied
+        let gateways = satisfied ? permittedRouted.sorted { lhs, rhs in
+            Self.preference(lhs, primaryIndex: primary?.link.index) < Self.preference(rhs, primaryIndex: primary?.link.index)
+        }.flatMap { candidate in
+            candidate.defaults.sorted { ($0.isMainTable ? 0 : 1, $0.metric) < ($1.isMainTable ? 0 : 1, $1.metric) }.compactMap(\.gateway)
+        } : []
+        let permittedIndices = Set(available.map(\.link.index))
+
+        return NetworkPath(
+            status: status,
+            unsatisfiedReason: satisfied ? nil : reason,
+            availableInterfaces: available.map(\.interface),
+            primaryInterface: primary?.interface,
+            isExpensive: primary?.interface.isExpensive ?? false,
+            isConstrained: primary?.interface.isConstrained ?? false,
+            supportsIPv4: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet } },
+            supportsIPv6: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet6 } },
+            supportsDNS: satisfied && Self.reachesResolver(resolvers, snapshot: snapshot, permitted: permittedIndices,
+                                                           usable: Set(candidates.filter(\.isUsable).map(\.link.index)),
+                                                           loopbackUsable: loopback != nil, names: available.map(\.link)),
+            gateways: gateways.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+        )
+    }
+
+    /// The sort key of the preference order: primary first, loopback last, then free before
+    /// costly, then wired, Wi-Fi, cellular, other, then by route metric and index.
+    private static func preference(_ candidate: Candidate, primaryIndex: Int32?) -> [Int] {
+        let interface = candidate.interface
+        let best = candidate.best
+        return [
+            candidate.link.index == primaryIndex ? 0 : 1,
+            interface.type == .loopback ? 1 : 0,
+            candidate.hasRoute ? 0 : 1,
+            interface.isExpensive ? 1 : 0,
+            interface.isConstrained ? 1 : 0,
+            interface.type.preferenceRank,
+            best.map { $0.isMainTable ? 0 : 1 } ?? 2,
+            Int(best?.metric ?? UInt32.max),
+            Int(candidate.link.index),
+        ]
+    }
+
+    private static func addressOrder(_ lhs: InterfaceAddress, _ rhs: InterfaceAddress) -> Bool {
+        (lhs.family == .inet ? 0 : 1, lhs.address.isLinkLocal ? 1 : 0, lhs.prefix) <
+            (rhs.family == .inet ? 0 : 1, rhs.address.isLinkLocal ? 1 : 0, rhs.prefix)
+    }
+
+    /// True when some resolver is reachable: a local stub through a usable loopback, a scoped
+    /// link-local server through its permitted interface, any other through the longest-prefix
+    /// main-table route over a running interface, if that interface is permitted. (Routes over
+    /// interfaces without carrier are passed over, as the kernel does with
+    /// `ignore_routes_with_linkdown`, which is what a connection manager gives you.)
+    private static func reachesResolver(_ resolvers: ResolverConfiguration, snapshot: NetworkSnapshot, permitted: Set<Int32>,
+                                        usable: Set<Int32>, loopbackUsable: Bool, names: [Link]) -> Bool {
+        resolvers.nameservers.contains { server in
+            if server.address.isLoopback { return loopbackUsable }
+            if let interfaceName = server.interfaceName {
+                return names.contains { $0.name == interfaceName }
+            }
+            let best = snapshot.routes.values
+                .filter { $0.table == .main && $0.type == .unicast && $0.destination.contains(server.address)
+                    && $0.interfaceIndices.contains(where: usable.contains) }
+                .min { ($1.destination.length, $0.metric) < ($0.destination.length, $1.metric) }
+            guard let best else { return false }
+            return best.interfaceIndices.contains(where: permitted.contains)
+        }
+    }
+}
+
+extension Array where Element == Int {
+    fileprivate static func < (lhs: [Int], rhs: [Int]) -> Bool { lhs.lexicographicallyPrecedes(rhs) }
+}

@@ -1,0 +1,51 @@
+import Netlink
+
+/// The DNS resolvers of a namespace, from a `resolv.conf` file.
+public struct ResolverConfiguration: Sendable, Hashable {
+    /// One `nameserver` line.
+    public struct Nameserver: Sendable, Hashable {
+        public var address: IPAddress
+        /// The interface of a link-local IPv6 server (`fe80::1%eth0`).
+        public var interfaceName: String?
+        public init(address: IPAddress, interfaceName: String? = nil) {
+            self.address = address
+            self.interfaceName = interfaceName
+        }
+    }
+
+    public var nameservers: [Nameserver]
+
+    public init(nameservers: [Nameserver] = []) {
+        self.nameservers = nameservers
+    }
+
+    /// Parses `resolv.conf` text; lines other than valid `nameserver` lines are ignored, as the resolver does.
+    public init(parsing text: String) {
+        var servers: [Nameserver] = []
+        for line in text.split(separator: "\n") {
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard words.count >= 2, words[0] == "nameserver" else { continue }
+            let parts = words[1].split(separator: "%", maxSplits: 1)
+            if let address = IPAddress(parts[0]) {
+                servers.append(Nameserver(address: address, interfaceName: parts.count == 2 ? String(parts[1]) : nil))
+            }
+        }
+        self.init(nameservers: servers)
+    }
+
+    /// The resolver file that programs in `namespace` see: `/etc/netns/NAME/resolv.conf` when it
+    /// exists (which `ip netns exec` bind-mounts over `/etc/resolv.conf`), else `/etc/resolv.conf`.
+    public static func path(for namespace: NetworkNamespace) -> String {
+        if let name = namespace.name {
+            let specific = "/etc/netns/\(name)/resolv.conf"
+            if (try? readTextFile(specific)) != nil { return specific }
+        }
+        return "/etc/resolv.conf"
+    }
+
+    /// Reads a resolver file; a missing or unreadable file means no resolvers.
+    public static func load(path: String) -> ResolverConfiguration {
+        guard let text = try? readTextFile(path) else { return ResolverConfiguration() }
+        return ResolverConfiguration(parsing: text)
+    }
+}

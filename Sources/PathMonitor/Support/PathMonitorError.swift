@@ -1,0 +1,47 @@
+import Netlink
+
+/// The one error type of the PathMonitor module.
+public struct PathMonitorError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public enum Code: String, Sendable, Hashable {
+        /// The namespace to watch does not exist or is not a network namespace.
+        case namespaceUnavailable
+        /// Watching needs privileges the process does not have.
+        case permissionDenied
+        /// The interfaces file cannot be read or parsed.
+        case invalidInterfacesFile
+        /// A file could not be read.
+        case io
+        /// A netlink operation failed.
+        case netlink
+        /// The monitor was used in a way its state does not allow (started twice, started after cancel).
+        case invalidState
+    }
+
+    public var code: Code
+    /// A message a user can act on.
+    public var message: String
+    /// The netlink failure behind this error, if any.
+    public var underlying: NetlinkError?
+
+    public init(_ code: Code, _ message: String, underlying: NetlinkError? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    /// Classifies a netlink failure that happened while starting to watch `namespace`.
+    init(starting namespace: NetworkNamespace, _ error: NetlinkError) {
+        if error.isPermissionDenied {
+            self.init(.permissionDenied, "watching \(namespace) requires root (CAP_SYS_ADMIN to enter another network namespace): \(error)", underlying: error)
+        } else if error.isNotFound || error.errno == EINVAL_ {
+            self.init(.namespaceUnavailable, "cannot watch \(namespace): \(error)", underlying: error)
+        } else {
+            self.init(.netlink, "cannot watch \(namespace): \(error)", underlying: error)
+        }
+    }
+
+    public var description: String { message }
+}
+
+private let EINVAL_: Int32 = 22

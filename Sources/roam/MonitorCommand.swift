@@ -1,0 +1,94 @@
+import ArgumentParser
+import Glibc
+import Netlink
+import PathMonitor
+
+/// `roam monitor`: print a namespace's network path, then every change.
+struct MonitorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "monitor",
+        abstract: "Print the network path now and on every change, until interrupted.",
+        discussion: """
+            Interface types: wifi, cellular, wiredEthernet (or wired), loopback, other. The kernel's \
+            classification can be overridden per interface by an alias tag (ip link set DEV alias \
+            'roam:type=cellular,expensive') or by an --interfaces file of 'PATTERN ATTRIBUTES' lines.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("Watch the named network namespace (as listed by `ip netns`) instead of the current one.", valueName: "name"))
+    var netns: String?
+
+    @Flag(name: .long, help: "Print one JSON object per line.")
+    var json = false
+
+    @Option(name: .long, help: ArgumentHelp("Use only interfaces of this type.", valueName: "type"))
+    var require: String?
+
+    @Option(name: .long, help: ArgumentHelp("Never use interfaces of this type (repeatable).", valueName: "type"))
+    var prohibit: [String] = []
+
+    @Flag(name: .long, help: "Never use expensive interfaces (cellular, hotspots).")
+    var prohibitExpensive = false
+
+    @Flag(name: .long, help: "Never use constrained interfaces (Low Data Mode).")
+    var prohibitConstrained = false
+
+    @Option(name: .long, help: ArgumentHelp("Interfaces file: lines of 'PATTERN ATTRIBUTES', e.g. 'wwan* type=cellular expensive'.", valueName: "file"))
+    var interfaces: String?
+
+    func validate() throws {
+        if let require, InterfaceType(name: require) == nil {
+            throw ValidationError("unknown interface type '\(require)' for --require; use wifi, cellular, wiredEthernet, loopback or other")
+        }
+        for type in prohibit where InterfaceType(name: type) == nil {
+            throw ValidationError("unknown interface type '\(type)' for --prohibit; use wifi, cellular, wiredEthernet, loopback or other")
+        }
+    }
+
+    func run() throws {
+        let namespace: NetworkNamespace
+        do {
+            namespace = try netns.map { try NetworkNamespace.named($0) } ?? .current
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        var configuration = NetworkPathMonitor.Configuration(policy: PathPolicy(
+            requiredInterfaceType: require.flatMap { InterfaceType(name: $0) },
+            prohibitedInterfaceTypes: Set(prohibit.compactMap { InterfaceType(name: $0) }),
+            prohibitsExpensive: prohibitExpensive,
+            prohibitsConstrained: prohibitConstrained))
+        if let interfaces {
+            do {
+                configuration.interfaceRules = try InterfaceRules(contentsOfFile: interfaces)
+            } catch {
+                printError("roam monitor: \(error)")
+                throw ExitCode.badInput
+            }
+        }
+
+        // SIGINT and SIGTERM end the monitor cleanly: block them before any thread starts (so
+        // every thread inherits the mask) and wait for them here.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+
+        let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
+        let json = self.json
+        let subscription = monitor.onUpdate { path in
+            let line = json ? path.json(time: RFC3339.now()).serialized : "\(RFC3339.now()) \(path.summary)"
+            writeLine(line)
+        }
+        do {
+            try monitor.start()
+        } catch {
+            printError("roam monitor: \(error)")
+            throw ExitCode.badInput
+        }
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        subscription.cancel()
+        monitor.cancel()
+    }
+}
