@@ -1,0 +1,132 @@
+import Glibc
+import Netlink
+import Testing
+import TestSupport
+
+/// Real netlink sockets in real namespaces. Root only; each test makes and removes its own namespace.
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to create network namespaces"), .serialized)
+struct NetlinkKernelTests {
+    @Test func createsListsAndDeletesNamespaces() throws {
+        let before = try HostNetworkState.capture()
+        let name = "roam-test-\(getpid())-lifecycle"
+        let namespace = try NetworkNamespace.create(named: name)
+        #expect(NetworkNamespace.list().contains(name))
+        #expect(throws: NetlinkError.self) { try NetworkNamespace.create(named: name) }
+        let links = try NetlinkSocket(.route, in: namespace).links()
+        #expect(links.map(\.name) == ["lo"])
+        try namespace.delete()
+        #expect(!NetworkNamespace.list().contains(name))
+        #expect(!namespace.exists)
+        #expect(try HostNetworkState.capture() == before)
+    }
+
+    @Test func reportsMissingNamespaceClearly() throws {
+        let error = #expect(throws: NetlinkError.self) {
+            _ = try NetlinkSocket(.route, in: try .named("roam-test-does-not-exist"))
+        }
+        #expect(error?.isNotFound == true)
+        #expect(error?.description.contains("ip netns list") == true)
+    }
+
+    @Test func changesLinksAddressesAndRoutesInsideTheNamespaceOnly() async throws {
+        let before = try HostNetworkState.capture()
+        try await TestNamespace.with { test in
+            let (index, peer) = try test.addUplink("up0", subnet: 7, metric: 50, alias: "roam:type=wifi")
+            let link = try #require(try test.socket.link(index: index))
+            #expect(link.name == "up0")
+            #expect(link.kind == "veth")
+            #expect(link.alias == "roam:type=wifi")
+            #expect(link.isUp)
+            try test.socket.addAddress(IPPrefix("fd00:7::2/64")!, interfaceIndex: index)
+            let addresses = try test.socket.addresses().filter { $0.interfaceIndex == index }
+            #expect(addresses.contains { $0.prefix == IPPrefix("198.18.7.2/24")! })
+            #expect(addresses.contains { $0.prefix == IPPrefix("fd00:7::2/64")! && $0.isUsable })
+            let defaults = try test.socket.routes(family: .inet).filter(\.isDefault)
+            #expect(defaults.count == 1)
+            #expect(defaults.first?.gateway == IPAddress("198.18.7.1"))
+            #expect(defaults.first?.metric == 50)
+            #expect(defaults.first?.interfaceIndices == [index])
+
+            try test.socket.setLink(index: index, mtu: 1400)
+            #expect(try test.socket.link(index: index)?.mtu == 1400)
+            try test.socket.deleteRoute(defaults[0])
+            #expect(try test.socket.routes(family: .inet).filter(\.isDefault).isEmpty)
+            try test.socket.deleteAddress(IPPrefix("198.18.7.2/24")!, interfaceIndex: index)
+            #expect(!(try test.socket.addresses()).contains { $0.prefix == IPPrefix("198.18.7.2/24")! })
+            try test.socket.deleteLink(index: peer)
+            #expect(try test.socket.link(index: index) == nil)
+        }
+        #expect(try HostNetworkState.capture() == before)
+    }
+
+    @Test func createsVethAcrossNamespaces() async throws {
+        try await TestNamespace.with { left in
+            try await TestNamespace.with { right in
+                try left.socket.createVethPair("x0", peer: "x1", peerNamespace: right.namespace)
+                #expect(try left.socket.link(named: "x0") != nil)
+                #expect(try left.socket.link(named: "x1") == nil)
+                #expect(try right.socket.link(named: "x1") != nil)
+            }
+        }
+    }
+
+    @Test func deliversNotifications() async throws {
+        try await TestNamespace.with { test in
+            let events = try NetlinkSocket(.route, in: test.namespace)
+            try events.subscribe(to: [.link, .ipv4Address, .ipv4Route])
+            try events.setNonBlocking()
+            let (index, _) = try test.addUplink("ev0", subnet: 9, metric: 10, alias: nil)
+            var seen: [Netlink.Notification] = []
+            // The requests above were acknowledged, so their notifications are already queued.
+            #expect(try events.receiveNotifications { seen.append($0) } == .drained)
+            #expect(seen.contains { if case .newLink(let link) = $0 { link.index == index && link.isUp } else { false } })
+            #expect(seen.contains { if case .newAddress(let address) = $0 { address.prefix == IPPrefix("198.18.9.2/24")! } else { false } })
+            #expect(seen.contains { if case .newRoute(let route) = $0 { route.isDefault && route.interfaceIndices == [index] } else { false } })
+        }
+    }
+
+    @Test func reportsOverrunWhenTheReceiveBufferOverflows() async throws {
+        try await TestNamespace.with { test in
+            let events = try NetlinkSocket(.route, in: test.namespace)
+            try events.subscribe(to: [.link])
+            try events.setNonBlocking()
+            try events.setReceiveBufferSize(4096)
+            let lo = try test.index(of: "lo")
+            for n in 0..<400 { try test.socket.setLink(index: lo, alias: "flood \(n)") }
+            var outcomes: [NetlinkSocket.ReceiveOutcome] = []
+            while true {
+                let outcome = try events.receiveNotifications { _ in }
+                outcomes.append(outcome)
+                if outcome == .drained { break }
+            }
+            #expect(outcomes.contains(.overrun))
+        }
+    }
+
+    @Test func pinnedThreadSeesTheNamespaceSysfs() async throws {
+        try await TestNamespace.with { test in
+            try test.socket.createVethPair("sysfs0", peer: "sysfs1")
+            #expect(access("/sys/class/net/sysfs0", F_OK) != 0, "the host's sysfs must not show the namespace's interface")
+            let seen = Recorder<Bool>()
+            let thread = try test.namespace.spawnThread(name: "sysfs-test") { entered in
+                guard case .success = entered, (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil else {
+                    seen.append(false)
+                    return
+                }
+                seen.append(access("/sys/class/net/sysfs0", F_OK) == 0)
+            }
+            thread.join()
+            #expect(seen.values == [true])
+            #expect(access("/sys/class/net/sysfs0", F_OK) != 0, "the private mount must not leak to the process")
+        }
+    }
+
+    @Test func performRunsOnAnotherThreadAndLeavesTheCallerAlone() async throws {
+        try await TestNamespace.with { test in
+            let mine = try NetlinkSocket(.route).links().count
+            let theirs = try test.namespace.perform { try NetlinkSocket(.route).links().map(\.name) }
+            #expect(theirs == ["lo"])
+            #expect(try NetlinkSocket(.route).links().count == mine)
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Netlink
+import Testing
+@testable import PathMonitor
+
+@Suite struct InterfaceAttributesTests {
+    @Test(arguments: [
+        ("type=cellular,expensive,constrained", InterfaceAttributes(type: .cellular, isExpensive: true, isConstrained: true)),
+        ("type=wifi", InterfaceAttributes(type: .wifi)),
+        ("type=wired expensive=no", InterfaceAttributes(type: .wiredEthernet, isExpensive: false)),
+        ("constrained=1, expensive=off", InterfaceAttributes(isExpensive: false, isConstrained: true)),
+        ("TYPE=Ethernet", InterfaceAttributes(type: .wiredEthernet)),
+        ("", InterfaceAttributes()),
+    ])
+    func parses(_ text: String, _ expected: InterfaceAttributes) throws {
+        #expect(try InterfaceAttributes(parsing: text) == expected)
+    }
+
+    @Test(arguments: [
+        ("type=satellite", "type must be one of"),
+        ("type", "type must be one of"),
+        ("expensive=maybe", "expected true or false"),
+        ("expensiv", "did you mean 'expensive'"),
+        ("constraint", "did you mean 'constrained'"),
+    ])
+    func rejects(_ text: String, _ message: String) {
+        let error = #expect(throws: InterfaceAttributes.ParseError.self) { try InterfaceAttributes(parsing: text) }
+        #expect(error?.message.contains(message) == true, "\(error.map(String.init(describing:)) ?? "no error")")
+    }
+
+    @Test func roundTripsThroughText() throws {
+        let attributes = InterfaceAttributes(type: .cellular, isExpensive: false, isConstrained: true)
+        #expect(try InterfaceAttributes(parsing: attributes.text) == attributes)
+        #expect(InterfaceTag.alias(for: attributes) == "roam:type=cellular,expensive=false,constrained")
+    }
+}
+
+@Suite struct InterfaceTagTests {
+    @Test func readsTagsAnywhereInTheAlias() {
+        #expect(InterfaceTag.attributes(fromAlias: "roam:type=cellular,expensive") == InterfaceAttributes(type: .cellular, isExpensive: true))
+        #expect(InterfaceTag.attributes(fromAlias: "uplink to the lab roam:constrained") == InterfaceAttributes(isConstrained: true))
+        #expect(InterfaceTag.attributes(fromAlias: "roam:type=wifi roam:type=cellular") == InterfaceAttributes(type: .cellular))
+        #expect(InterfaceTag.attributes(fromAlias: "no tags here").isEmpty)
+        #expect(InterfaceTag.attributes(fromAlias: nil).isEmpty)
+        #expect(InterfaceTag.attributes(fromAlias: "notroam:type=wifi").isEmpty)
+    }
+
+    @Test func skipsBrokenTagsButReportsThem() {
+        let alias = "roam:type=bogus roam:expensive"
+        #expect(InterfaceTag.attributes(fromAlias: alias) == InterfaceAttributes(isExpensive: true))
+        #expect(InterfaceTag.problems(inAlias: alias).count == 1)
+    }
+}
+
+@Suite struct InterfaceRulesTests {
+    @Test func appliesMatchingRulesInOrder() throws {
+        let rules = try InterfaceRules(parsing: """
+            # pattern   attributes
+            wl*         type=wifi
+            wwan*       type=cellular
+            usb*        type=wiredEthernet expensive   # a tethered phone
+            wlp3s0      constrained
+
+            """)
+        #expect(rules.attributes(forInterfaceNamed: "wlp3s0") == InterfaceAttributes(type: .wifi, isConstrained: true))
+        #expect(rules.attributes(forInterfaceNamed: "wlan1") == InterfaceAttributes(type: .wifi))
+        #expect(rules.attributes(forInterfaceNamed: "usb0") == InterfaceAttributes(type: .wiredEthernet, isExpensive: true))
+        #expect(rules.attributes(forInterfaceNamed: "eth0").isEmpty)
+    }
+
+    @Test func reportsEveryBadLineWithItsNumber() {
+        let error = #expect(throws: PathMonitorError.self) {
+            try InterfaceRules(parsing: "wl* type=wifi\nbad0\neth* type=fiber\n", source: "ifaces.conf")
+        }
+        #expect(error?.code == .invalidInterfacesFile)
+        #expect(error?.message.contains("ifaces.conf:2: error: no attributes for 'bad0'") == true)
+        #expect(error?.message.contains("ifaces.conf:3: error: 'type=fiber'") == true)
+    }
+
+    @Test func reportsAnUnreadableFile() {
+        let error = #expect(throws: PathMonitorError.self) { try InterfaceRules(contentsOfFile: "/nonexistent/roam-ifaces") }
+        #expect(error?.code == .invalidInterfacesFile)
+        #expect(error?.message == "cannot read interfaces file /nonexistent/roam-ifaces: No such file or directory")
+    }
+}
+
+@Suite struct InterfaceClassifierTests {
+    typealias Case = (link: Link, facts: DeviceFacts, type: InterfaceType)
+
+    static let kernelCases: [Case] = [
+        (Fixture.loopback, DeviceFacts(), .loopback),
+        (Fixture.link(2, "wlan0", kind: nil), DeviceFacts(isWireless: true, driver: "iwlwifi"), .wifi),
+        (Fixture.link(2, "wlan0", kind: nil), DeviceFacts(deviceType: "wlan"), .wifi),
+        (Fixture.link(3, "wwan0", hardware: .rawIP, kind: nil), DeviceFacts(), .cellular),
+        (Fixture.link(3, "wwan0", kind: nil), DeviceFacts(deviceType: "wwan"), .cellular),
+        (Fixture.link(3, "usb0", kind: nil), DeviceFacts(driver: "qmi_wwan"), .cellular),
+        (Fixture.link(3, "rmnet0", hardware: .none, kind: "rmnet"), DeviceFacts(), .cellular),
+        (Fixture.link(4, "eth0", kind: nil), DeviceFacts(driver: "e1000e"), .wiredEthernet),
+        (Fixture.link(5, "veth0"), DeviceFacts(), .wiredEthernet),
+        (Fixture.link(6, "tun0", hardware: .none, kind: "tun"), DeviceFacts(), .other),
+        (Fixture.link(7, "ppp0", hardware: .ppp, kind: nil), DeviceFacts(), .other),
+    ]
+
+    @Test(arguments: kernelCases)
+    func classifiesFromTheKernel(_ testCase: Case) {
+        #expect(InterfaceClassifier.kernelType(of: testCase.link, facts: testCase.facts) == testCase.type)
+    }
+
+    @Test func cellularIsExpensiveByDefaultAndNothingIsConstrained() {
+        let classifier = InterfaceClassifier()
+        let cell = classifier.classify(Fixture.link(3, "wwan0", kind: nil), facts: DeviceFacts(deviceType: "wwan"))
+        #expect(cell == (.cellular, true, false))
+        let wifi = classifier.classify(Fixture.link(2, "wlan0", kind: nil), facts: DeviceFacts(isWireless: true))
+        #expect(wifi == (.wifi, false, false))
+    }
+
+    @Test func tagsOverrideTheKernelAndTheFileOverridesTags() throws {
+        let tagged = Fixture.link(2, "veth0", alias: "roam:type=cellular,constrained")
+        #expect(InterfaceClassifier().classify(tagged, facts: DeviceFacts()) == (.cellular, true, true))
+        let notExpensive = Fixture.link(2, "veth0", alias: "roam:type=cellular,expensive=false")
+        #expect(InterfaceClassifier().classify(notExpensive, facts: DeviceFacts()) == (.cellular, false, false))
+        let rules = try InterfaceRules(parsing: "veth* type=wifi expensive\n")
+        #expect(InterfaceClassifier(rules: rules).classify(tagged, facts: DeviceFacts()) == (.wifi, true, true))
+    }
+}

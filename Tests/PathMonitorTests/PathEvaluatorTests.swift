@@ -1,0 +1,169 @@
+import Netlink
+import Testing
+@testable import PathMonitor
+
+@Suite struct PathEvaluatorTests {
+    let resolvers = ResolverConfiguration(parsing: "# comment\nsearch lab\nnameserver 198.18.0.53\n")
+
+    @Test func prefersTheBestDefaultRoute() {
+        let path = PathEvaluator().path(for: Fixture.phone(), resolvers: resolvers)
+        #expect(path.status == .satisfied)
+        #expect(path.unsatisfiedReason == nil)
+        #expect(path.primaryInterface?.name == "wlan0")
+        #expect(path.availableInterfaces.map(\.name) == ["wlan0", "wwan0", "lo"])
+        #expect(path.availableInterfaces.map(\.type) == [.wifi, .cellular, .loopback])
+        #expect(path.availableInterfaces[1].isExpensive)
+        #expect(!path.isExpensive)
+        #expect(path.supportsIPv4)
+        #expect(!path.supportsIPv6)
+        #expect(path.supportsDNS)
+        #expect(path.gateways.map(\.description) == ["198.18.0.1", "198.18.1.1"])
+        #expect(path.usesInterfaceType(.wifi))
+        #expect(!path.usesInterfaceType(.cellular))
+    }
+
+    @Test func fallsBackToCellularWhenWifiLosesCarrier() {
+        let path = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false), resolvers: resolvers)
+        #expect(path.status == .satisfied)
+        #expect(path.primaryInterface?.name == "wwan0")
+        #expect(path.isExpensive)
+        #expect(path.usesInterfaceType(.cellular))
+        #expect(path.availableInterfaces.map(\.name) == ["wwan0", "lo"])
+        #expect(path.gateways.map(\.description) == ["198.18.1.1"])
+        // The resolver's subnet route is over Wi-Fi, which has no carrier: the kernel (with
+        // ignore_routes_with_linkdown) routes the query through cellular's default route instead.
+        #expect(path.supportsDNS)
+    }
+
+    @Test func isUnsatisfiedWithoutUsableInterfaces() {
+        let path = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false, cellCarrier: false), resolvers: resolvers)
+        #expect(path.status == .unsatisfied)
+        #expect(path.unsatisfiedReason == .noUsableInterface)
+        #expect(path.primaryInterface == nil)
+        #expect(path.availableInterfaces.map(\.name) == ["lo"])
+        #expect(!path.supportsIPv4 && !path.supportsDNS && path.gateways.isEmpty)
+    }
+
+    @Test func isUnsatisfiedWithoutADefaultRoute() {
+        let snapshot = NetworkSnapshot(
+            links: [Fixture.loopback, Fixture.link(2, "eth0")],
+            addresses: Fixture.loopbackAddresses + [Fixture.address(2, "198.18.0.2/24")],
+            routes: [Fixture.subnetRoute(2, "198.18.0.0/24")])
+        let path = PathEvaluator().path(for: snapshot)
+        #expect(path.status == .unsatisfied)
+        #expect(path.unsatisfiedReason == .noRoute)
+        #expect(path.availableInterfaces.map(\.name) == ["eth0", "lo"])
+    }
+
+    @Test func needsAnAddressOfTheRoutesFamily() {
+        // An IPv6 default route with only a link-local address, and an IPv4 route with a
+        // tentative address: neither can carry traffic yet.
+        let snapshot = NetworkSnapshot(
+            links: [Fixture.loopback, Fixture.link(2, "eth0")],
+            addresses: [Fixture.address(2, "fe80::2/64", scope: .link), Fixture.address(2, "198.18.0.2/24", flags: .tentative)],
+            routes: [Fixture.defaultRoute(2, via: "fe80::1"), Fixture.defaultRoute(2, via: "198.18.0.1")])
+        #expect(PathEvaluator().path(for: snapshot).unsatisfiedReason == .noUsableInterface)
+        let ready = NetworkSnapshot(
+            links: [Fixture.loopback, Fixture.link(2, "eth0")],
+            addresses: [Fixture.address(2, "fe80::2/64", scope: .link), Fixture.address(2, "fd00::2/64")],
+            routes: [Fixture.defaultRoute(2, via: "fe80::1")])
+        let path = PathEvaluator().path(for: ready)
+        #expect(path.status == .satisfied)
+        #expect(path.supportsIPv6 && !path.supportsIPv4)
+        #expect(path.availableInterfaces.first?.addresses.map(\.description) == ["fd00::2/64", "fe80::2/64"])
+    }
+
+    @Test func prohibitsExpensivePaths() {
+        let evaluator = PathEvaluator(policy: PathPolicy(prohibitsExpensive: true))
+        let onlyCellular = evaluator.path(for: Fixture.phone(wifiCarrier: false))
+        #expect(onlyCellular.status == .unsatisfied)
+        #expect(onlyCellular.unsatisfiedReason == .prohibitedExpensive)
+        #expect(onlyCellular.availableInterfaces.map(\.name) == ["lo"])
+        let both = evaluator.path(for: Fixture.phone())
+        #expect(both.status == .satisfied)
+        #expect(both.availableInterfaces.map(\.name) == ["wlan0", "lo"])
+    }
+
+    @Test func prohibitsConstrainedPaths() {
+        let lowDataMode = Fixture.phone(wifiAlias: "roam:type=wifi,constrained")
+        let evaluator = PathEvaluator(policy: PathPolicy(prohibitsConstrained: true))
+        #expect(evaluator.path(for: lowDataMode).primaryInterface?.name == "wwan0")
+        let path = PathEvaluator().path(for: lowDataMode)
+        #expect(path.isConstrained)
+        #expect(path.primaryInterface?.name == "wlan0")
+        let onlyConstrained = evaluator.path(for: Fixture.phone(cellCarrier: false, wifiAlias: "roam:type=wifi,constrained"))
+        #expect(onlyConstrained.unsatisfiedReason == .prohibitedConstrained)
+    }
+
+    @Test func reportsTheReasonOfTheInterfaceThatWouldHaveBeenUsed() {
+        // Wi-Fi (primary by metric) is constrained, cellular is expensive; both are prohibited.
+        let snapshot = Fixture.phone(wifiAlias: "roam:type=wifi,constrained")
+        let path = PathEvaluator(policy: PathPolicy(prohibitsExpensive: true, prohibitsConstrained: true)).path(for: snapshot)
+        #expect(path.unsatisfiedReason == .prohibitedConstrained)
+    }
+
+    @Test func honoursRequiredAndProhibitedTypes() {
+        let wiredOnly = PathEvaluator(policy: PathPolicy(requiredInterfaceType: .wiredEthernet)).path(for: Fixture.phone())
+        #expect(wiredOnly.status == .unsatisfied)
+        #expect(wiredOnly.unsatisfiedReason == .prohibitedInterfaceType)
+        #expect(wiredOnly.availableInterfaces.isEmpty)
+        let cellularOnly = PathEvaluator(policy: PathPolicy(requiredInterfaceType: .cellular)).path(for: Fixture.phone())
+        #expect(cellularOnly.primaryInterface?.name == "wwan0")
+        let noWifi = PathEvaluator(policy: PathPolicy(prohibitedInterfaceTypes: [.wifi])).path(for: Fixture.phone())
+        #expect(noWifi.primaryInterface?.name == "wwan0")
+        let loopback = PathEvaluator(policy: PathPolicy(requiredInterfaceType: .loopback)).path(for: Fixture.phone(wifiCarrier: false, cellCarrier: false))
+        #expect(loopback.status == .satisfied)
+        #expect(loopback.primaryInterface?.name == "lo")
+    }
+
+    @Test func waitsForADormantInterface() {
+        let snapshot = NetworkSnapshot(
+            links: [Fixture.loopback, Fixture.link(2, "wlan0", carrier: false, state: .dormant, alias: "roam:type=wifi")],
+            addresses: Fixture.loopbackAddresses,
+            routes: [])
+        let path = PathEvaluator().path(for: snapshot)
+        #expect(path.status == .requiresConnection)
+        #expect(path.unsatisfiedReason == .noUsableInterface)
+    }
+
+    @Test func prefersMainTableRoutesForThePrimaryInterface() {
+        // Per-interface policy tables hold defaults too; unbound sockets use the main table.
+        var snapshot = Fixture.phone()
+        _ = snapshot.apply(.deletedRoute(Fixture.defaultRoute(2, via: "198.18.0.1", metric: 100)))
+        _ = snapshot.apply(.newRoute(Fixture.defaultRoute(2, via: "198.18.0.1", metric: 0, table: RouteTable(1002))))
+        let path = PathEvaluator().path(for: snapshot)
+        #expect(path.primaryInterface?.name == "wwan0")
+        #expect(path.availableInterfaces.map(\.name) == ["wwan0", "wlan0", "lo"])
+    }
+
+    @Test func ordersFreeInterfacesBeforeCostlyOnes() {
+        // Cellular holds the better metric, so it is primary; the free Wi-Fi still comes before
+        // other costly ones, and wired before Wi-Fi at equal cost.
+        let snapshot = NetworkSnapshot(
+            links: [Fixture.loopback, Fixture.link(2, "wwan0", alias: "roam:type=cellular"), Fixture.link(3, "wlan0", alias: "roam:type=wifi"),
+                    Fixture.link(4, "usb0", alias: "roam:type=wired,expensive"), Fixture.link(5, "eth0")],
+            addresses: [Fixture.address(2, "198.18.2.2/24"), Fixture.address(3, "198.18.3.2/24"),
+                        Fixture.address(4, "198.18.4.2/24"), Fixture.address(5, "198.18.5.2/24")],
+            routes: [Fixture.defaultRoute(2, via: "198.18.2.1", metric: 10), Fixture.defaultRoute(3, via: "198.18.3.1", metric: 300),
+                     Fixture.defaultRoute(4, via: "198.18.4.1", metric: 20), Fixture.defaultRoute(5, via: "198.18.5.1", metric: 400)])
+        let path = PathEvaluator().path(for: snapshot)
+        #expect(path.availableInterfaces.map(\.name) == ["wwan0", "eth0", "wlan0", "usb0"])
+        #expect(path.isExpensive)
+    }
+
+    @Test func findsResolversThroughTheRightRoute() {
+        let stub = ResolverConfiguration(parsing: "nameserver 127.0.0.53\n")
+        #expect(PathEvaluator().path(for: Fixture.phone(), resolvers: stub).supportsDNS)
+        #expect(!PathEvaluator().path(for: Fixture.phone(), resolvers: ResolverConfiguration()).supportsDNS)
+        // A resolver reachable only over the default route of a prohibited interface.
+        let remote = ResolverConfiguration(parsing: "nameserver 203.0.113.53\n")
+        var snapshot = Fixture.phone(wifiCarrier: false)
+        snapshot.setTrackedDestinations([IPAddress("203.0.113.53")!])
+        #expect(PathEvaluator().path(for: snapshot, resolvers: remote).supportsDNS)
+        #expect(!PathEvaluator(policy: PathPolicy(requiredInterfaceType: .loopback)).path(for: snapshot, resolvers: remote).supportsDNS)
+        let scoped = ResolverConfiguration(parsing: "nameserver fe80::1%wlan0\n")
+        #expect(scoped.nameservers.first?.interfaceName == "wlan0")
+        #expect(PathEvaluator().path(for: Fixture.phone(), resolvers: scoped).supportsDNS)
+        #expect(!PathEvaluator().path(for: Fixture.phone(wifiCarrier: false), resolvers: scoped).supportsDNS)
+    }
+}
