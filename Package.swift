@@ -36,6 +36,8 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Netlink"], path: "Tests/TestSupport"),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
+        // Runs the built `roam` executable; `swift build` must have built it (make test does).
+        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -7,8 +7,36 @@ import Foundation
 public final class Recorder<Value: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var storage: [Value] = []
+    private var closed = false
 
     public init() {}
+
+    /// Marks the end of the values (for example, the end of a stream).
+    public func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until ``close()`` is called; false on timeout.
+    @discardableResult
+    public func waitUntilClosed(timeout: TimeInterval = 10) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !closed {
+            if !condition.wait(until: deadline) { return closed }
+        }
+        return true
+    }
+
+    /// True once ``close()`` was called.
+    public var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed
+    }
 
     public func append(_ value: Value) {
         condition.lock()

@@ -1,0 +1,243 @@
+import Dispatch
+import Glibc
+import Netlink
+import Testing
+import TestSupport
+@testable import PathMonitor
+
+/// The monitor against the real kernel: each test makes its own namespace and veth pairs,
+/// changes them, and checks the sequence of paths published. Root only.
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to create network namespaces"), .serialized)
+struct MonitorKernelTests {
+    /// Starts a monitor of `test`'s namespace that records every path it publishes.
+    func record(_ test: TestNamespace, policy: PathPolicy = PathPolicy(), receiveBufferSize: Int = 4 << 20,
+                handler: (@Sendable (NetworkPath) -> Void)? = nil) throws -> (NetworkPathMonitor, Recorder<NetworkPath>, PathUpdateSubscription) {
+        let monitor = NetworkPathMonitor(namespace: test.namespace, configuration: .init(
+            policy: policy, resolverConfigurationPath: "/nonexistent/resolv.conf", receiveBufferSize: receiveBufferSize))
+        let recorder = Recorder<NetworkPath>()
+        let subscription = monitor.onUpdate { path in
+            recorder.append(path)
+            handler?(path)
+        }
+        try monitor.start()
+        return (monitor, recorder, subscription)
+    }
+
+    @Test func followsCarrierAdminStateAddressesAndRoutes() async throws {
+        let before = try HostNetworkState.capture()
+        try await TestNamespace.with { test in
+            let (monitor, recorder, subscription) = try record(test)
+            defer { monitor.cancel(); subscription.cancel() }
+            #expect(recorder.values.first?.status == .unsatisfied)
+            #expect(recorder.values.first?.unsatisfiedReason == .noUsableInterface)
+
+            let (wifi, wifiPeer) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let up = try #require(recorder.waitForLast { $0.status == .satisfied })
+            #expect(up.primaryInterface?.name == "wl0")
+            #expect(up.primaryInterface?.type == .wifi)
+            #expect(up.gateways == [IPAddress("198.18.0.1")!])
+            #expect(up.supportsIPv4 && !up.isExpensive)
+
+            // Carrier loss: the peer goes down, wl0 stays administratively up.
+            try test.socket.setLink(index: wifiPeer, up: false)
+            let lost = try #require(recorder.waitForLast { $0.status == .unsatisfied })
+            #expect(lost.unsatisfiedReason == .noUsableInterface)
+            try test.socket.setLink(index: wifiPeer, up: true)
+            #expect(recorder.waitForLast { $0.status == .satisfied && $0.primaryInterface?.name == "wl0" } != nil)
+
+            // The route goes: interfaces remain but nothing leads out.
+            try test.socket.deleteRoute(Route.defaultRoute(via: IPAddress("198.18.0.1")!, interfaceIndex: wifi, metric: 100))
+            #expect(recorder.waitForLast { $0.unsatisfiedReason == .noRoute } != nil)
+            try test.socket.addRoute(Route.defaultRoute(via: IPAddress("198.18.0.1")!, interfaceIndex: wifi, metric: 100))
+            #expect(recorder.waitForLast { $0.status == .satisfied } != nil)
+
+            // Admin down flushes IPv4 routes without notifying them; the monitor re-reads routes.
+            try test.socket.setLink(index: wifi, up: false)
+            #expect(recorder.waitForLast { $0.unsatisfiedReason == .noUsableInterface } != nil)
+            try test.socket.setLink(index: wifi, up: true)
+            let noRoute = try #require(recorder.waitForLast { $0.unsatisfiedReason == .noRoute && $0.availableInterfaces.contains { $0.name == "wl0" } })
+            #expect(noRoute.primaryInterface == nil)
+            #expect(monitor.statistics.routeDumps >= 1)
+
+            // An address change on its own is a path change; removing the address removes the interface.
+            try test.socket.addRoute(Route.defaultRoute(via: IPAddress("198.18.0.1")!, interfaceIndex: wifi, metric: 100))
+            try test.socket.addAddress(IPPrefix("198.18.0.3/24")!, interfaceIndex: wifi)
+            #expect(recorder.waitForLast { $0.primaryInterface?.addresses.contains(IPPrefix("198.18.0.3/24")!) == true } != nil)
+
+            // Consecutive paths always differ: nothing is published twice.
+            let values = recorder.values
+            for (previous, next) in zip(values, values.dropFirst()) { #expect(previous != next) }
+            #expect(monitor.currentPath == values.last)
+        }
+        #expect(try HostNetworkState.capture() == before)
+    }
+
+    @Test func becomesExpensiveWhenCellularBecomesPrimary() async throws {
+        try await TestNamespace.with { test in
+            let (wifi, wifiPeer) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let (monitor, recorder, subscription) = try record(test)
+            defer { monitor.cancel(); subscription.cancel() }
+            let first = try #require(recorder.values.first)
+            #expect(first.primaryInterface?.name == "wl0")
+            #expect(first.availableInterfaces.map(\.name) == ["wl0", "ce0", "lo"])
+            #expect(!first.isExpensive)
+
+            try test.socket.setLink(index: wifiPeer, up: false)
+            let cellular = try #require(recorder.waitForLast { $0.primaryInterface?.name == "ce0" })
+            #expect(cellular.isExpensive)
+            #expect(cellular.usesInterfaceType(.cellular))
+
+            try test.socket.setLink(index: wifiPeer, up: true)
+            #expect(recorder.waitForLast { $0.primaryInterface?.name == "wl0" && !$0.isExpensive } != nil)
+
+            // Retagging the alias reclassifies at once: Wi-Fi becomes a constrained hotspot.
+            try test.socket.setLink(index: wifi, alias: "roam:type=wifi,expensive,constrained")
+            let hotspot = try #require(recorder.waitForLast { $0.isConstrained })
+            #expect(hotspot.isExpensive)
+            #expect(hotspot.primaryInterface?.name == "wl0")
+        }
+    }
+
+    @Test func appliesThePolicy() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let (monitor, recorder, subscription) = try record(test, policy: PathPolicy(prohibitsExpensive: true))
+            defer { monitor.cancel(); subscription.cancel() }
+            #expect(recorder.values.last?.unsatisfiedReason == .prohibitedExpensive)
+            let (_, _) = try test.addUplink("wl0", subnet: 0, metric: 300, alias: "roam:type=wifi,constrained")
+            let wifi = try #require(recorder.waitForLast { $0.status == .satisfied })
+            #expect(wifi.primaryInterface?.name == "wl0")
+            #expect(wifi.isConstrained)
+            #expect(!wifi.availableInterfaces.contains { $0.name == "ce0" })
+        }
+    }
+
+    @Test func recoversTheTrueStateAfterTheKernelDropsNotifications() async throws {
+        try await TestNamespace.with { test in
+            let (wifi, _) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let gate = DispatchSemaphore(value: 0)
+            let blocked = Recorder<Bool>()
+            // The handler holds the monitor's thread on the first change, so the storm below
+            // overflows the (deliberately small) receive buffer.
+            let (monitor, recorder, subscription) = try record(test, receiveBufferSize: 4096) { path in
+                if path.isExpensive && blocked.values.isEmpty {
+                    blocked.append(true)
+                    gate.wait()
+                }
+            }
+            defer { monitor.cancel(); subscription.cancel() }
+            try test.socket.setLink(index: wifi, alias: "roam:type=cellular")
+            #expect(blocked.wait { !$0.isEmpty } != nil)
+            for n in 0..<1000 {
+                try test.socket.setLink(index: wifi, alias: n % 2 == 0 ? "roam:type=wifi" : "roam:type=wiredEthernet")
+            }
+            try test.socket.setLink(index: wifi, alias: "roam:type=cellular,constrained")
+            gate.signal()
+            let final = try #require(recorder.waitForLast { $0.isConstrained })
+            #expect(final.primaryInterface?.type == .cellular)
+            #expect(final.isExpensive)
+            #expect(monitor.statistics.overruns >= 1)
+            #expect(monitor.statistics.fullDumps >= 2)
+            // What the monitor ended with equals a fresh look at the kernel.
+            let socket = test.socket
+            let fresh = PathEvaluator().path(for: NetworkSnapshot(links: try socket.links(), addresses: try socket.addresses(), routes: try socket.routes()))
+            #expect(monitor.currentPath == fresh)
+        }
+    }
+
+    @Test func deliversThroughTheAsyncSequence() async throws {
+        try await TestNamespace.with { test in
+            let monitor = NetworkPathMonitor(namespace: test.namespace)
+            try monitor.start()
+            var iterator = monitor.paths.makeAsyncIterator()
+            let first = await iterator.next()
+            #expect(first?.status == .unsatisfied)
+            try test.addUplink("eth0", subnet: 4, metric: 10, alias: nil)
+            var last = first
+            while last?.status != .satisfied { last = await iterator.next() }
+            #expect(last?.primaryInterface?.type == .wiredEthernet)
+            monitor.cancel()
+            #expect(await iterator.next() == nil)
+        }
+    }
+
+    @Test func runEndsWhenItsTaskIsCancelled() async throws {
+        try await TestNamespace.with { test in
+            let monitor = NetworkPathMonitor(namespace: test.namespace)
+            let task = Task { try await monitor.run() }
+            for await _ in monitor.paths { break }
+            task.cancel()
+            try await task.value
+            var after = 0
+            for await _ in monitor.paths { after += 1 }
+            #expect(after == 0)
+        }
+    }
+
+    @Test func cancelsAndRestartsWithoutLeaks() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("eth0", subnet: 4, metric: 10, alias: nil)
+            func count(_ directory: String) -> Int {
+                guard let handle = opendir(directory) else { return -1 }
+                defer { closedir(handle) }
+                var n = 0
+                while readdir(handle) != nil { n += 1 }
+                return n
+            }
+            // One round first, so that lazily created process resources exist before counting.
+            let warmup = NetworkPathMonitor(namespace: test.namespace)
+            try warmup.start()
+            warmup.cancel()
+            let descriptors = count("/proc/self/fd")
+            let threads = count("/proc/self/task")
+            for _ in 0..<50 {
+                let monitor = NetworkPathMonitor(namespace: test.namespace)
+                try monitor.start()
+                #expect(monitor.currentPath?.status == .satisfied)
+                monitor.cancel()
+            }
+            // Releasing a started monitor without cancel() cancels it too.
+            do {
+                let forgotten = NetworkPathMonitor(namespace: test.namespace)
+                try forgotten.start()
+            }
+            #expect(count("/proc/self/fd") == descriptors)
+            #expect(count("/proc/self/task") <= threads)
+        }
+    }
+
+    @Test func reportsBadNamespacesAndMisuse() async throws {
+        let missing = NetworkPathMonitor(namespace: try .named("roam-test-no-such-namespace"))
+        let error = #expect(throws: PathMonitorError.self) { try missing.start() }
+        #expect(error?.code == .namespaceUnavailable)
+        #expect(error?.message.contains("no network namespace named 'roam-test-no-such-namespace'") == true)
+        #expect(missing.currentPath == nil)
+
+        try await TestNamespace.with { test in
+            let monitor = NetworkPathMonitor(namespace: test.namespace)
+            try monitor.start()
+            #expect(throws: PathMonitorError.self) { try monitor.start() }
+            monitor.cancel()
+            let restart = #expect(throws: PathMonitorError.self) { try monitor.start() }
+            #expect(restart?.code == .invalidState)
+        }
+    }
+
+    @Test func cancellingFromAHandlerDoesNotDeadlock() async throws {
+        try await TestNamespace.with { test in
+            let monitor = NetworkPathMonitor(namespace: test.namespace)
+            let done = Recorder<Bool>()
+            let subscription = monitor.onUpdate { path in
+                if path.status == .satisfied {
+                    monitor.cancel()
+                    done.append(true)
+                }
+            }
+            try monitor.start()
+            try test.addUplink("eth0", subnet: 4, metric: 10, alias: nil)
+            #expect(done.wait { !$0.isEmpty } != nil)
+            subscription.cancel()
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Glibc
+
+/// A child process whose output a test reads line by line.
+public final class RunningCommand: @unchecked Sendable {
+    public let process = Process()
+    public let lines = Recorder<String>()
+    public let errors = Recorder<String>()
+    private let stdout = Pipe()
+    private let stderr = Pipe()
+
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = stdout
+        process.standardError = stderr
+        process.standardInput = FileHandle.nullDevice
+        RunningCommand.collectLines(from: stdout.fileHandleForReading, into: lines)
+        RunningCommand.collectLines(from: stderr.fileHandleForReading, into: errors)
+        try process.run()
+        try? stdout.fileHandleForWriting.close()
+        try? stderr.fileHandleForWriting.close()
+    }
+
+    /// Reads `handle` on a thread of its own until end of file, recording each line.
+    private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>) {
+        let buffer = LineBuffer()
+        let descriptor = handle.fileDescriptor
+        Thread.detachNewThread {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = read(descriptor, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                buffer.append(Data(chunk[..<count]), into: recorder)
+            }
+            buffer.flush(into: recorder)
+        }
+    }
+
+    /// Sends `signal` and waits for the process to end; returns its exit status.
+    public func stop(with signal: Int32 = SIGINT) -> Int32 {
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Runs a command to completion and returns its status, standard output and standard error.
+    /// A command still running after `timeout` seconds is killed, and its status is then -9.
+    public static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 30) throws -> (status: Int32, output: String, error: String) {
+        let command = try RunningCommand(executable, arguments)
+        let exited = DispatchSemaphore(value: 0)
+        command.process.terminationHandler = { _ in exited.signal() }
+        if command.process.isRunning, exited.wait(timeout: .now() + timeout) == .timedOut {
+            kill(command.process.processIdentifier, SIGKILL)
+            command.process.waitUntilExit()
+            return (-9, command.lines.values.joined(separator: "\n"), command.errors.values.joined(separator: "\n"))
+        }
+        command.process.waitUntilExit()
+        // Output may still be in flight to the readability handlers; wait for both ends to close.
+        command.lines.waitUntilClosed(timeout: 5)
+        command.errors.waitUntilClosed(timeout: 5)
+        return (command.process.terminationStatus, command.lines.values.joined(separator: "\n"), command.errors.values.joined(separator: "\n"))
+    }
+}
+
+private final class LineBuffer: @unchecked Sendable {
+    private var pending = Data()
+    private let lock = NSLock()
+
+    func append(_ data: Data, into recorder: Recorder<String>) {
+        lock.withLock {
+            pending.append(data)
+            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                recorder.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                pending = Data(pending[(newline + 1)...])
+            }
+        }
+    }
+
+    func flush(into recorder: Recorder<String>) {
+        lock.withLock {
+            if !pending.isEmpty { recorder.append(String(decoding: pending, as: UTF8.self)) }
+            pending = Data()
+            recorder.close()
+        }
+    }
+}
