@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Glibc
 import Netlink
 import Testing
@@ -178,32 +179,54 @@ struct MonitorKernelTests {
     @Test func cancelsAndRestartsWithoutLeaks() async throws {
         try await TestNamespace.with { test in
             try test.addUplink("eth0", subnet: 4, metric: 10, alias: nil)
-            func count(_ directory: String) -> Int {
-                guard let handle = opendir(directory) else { return -1 }
+            // Other suites run at the same time and open files and threads of their own, so count
+            // only what a monitor owns: its pinned thread and its eventfd and inotify descriptors,
+            // which live and die with its netlink sockets. (Counting threads by name would not
+            // do: threads that a pinned thread spawns, such as Dispatch workers, inherit its name.)
+            func entries(_ directory: String) -> [String] {
+                guard let handle = opendir(directory) else { return [] }
                 defer { closedir(handle) }
-                var n = 0
-                while readdir(handle) != nil { n += 1 }
-                return n
+                var names: [String] = []
+                while let entry = readdir(handle) {
+                    names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) })
+                }
+                return names.filter { $0 != "." && $0 != ".." }
             }
-            // One round first, so that lazily created process resources exist before counting.
-            let warmup = NetworkPathMonitor(namespace: test.namespace)
-            try warmup.start()
-            warmup.cancel()
-            let descriptors = count("/proc/self/fd")
-            let threads = count("/proc/self/task")
+            func monitorThreads() -> Int { PinnedThread.runningCount }
+            func monitorDescriptors() -> Int {
+                entries("/proc/self/fd").filter { fd in
+                    var buffer = [CChar](repeating: 0, count: 256)
+                    let count = readlink("/proc/self/fd/\(fd)", &buffer, 255)
+                    guard count > 0 else { return false }
+                    let target = String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                    return target == "anon_inode:[eventfd]" || target == "anon_inode:inotify"
+                }.count
+            }
+            let descriptors = monitorDescriptors()
+            #expect(monitorThreads() == 0)
+            var running: [NetworkPathMonitor] = []
+            for _ in 0..<3 {
+                let monitor = NetworkPathMonitor(namespace: test.namespace)
+                try monitor.start()
+                running.append(monitor)
+            }
+            #expect(monitorThreads() == 3)
+            #expect(monitorDescriptors() == descriptors + 6)
+            for monitor in running { monitor.cancel() }
             for _ in 0..<50 {
                 let monitor = NetworkPathMonitor(namespace: test.namespace)
                 try monitor.start()
                 #expect(monitor.currentPath?.status == .satisfied)
                 monitor.cancel()
             }
+            #expect(monitorThreads() == 0, "after cancel")
             // Releasing a started monitor without cancel() cancels it too.
             do {
                 let forgotten = NetworkPathMonitor(namespace: test.namespace)
                 try forgotten.start()
             }
-            #expect(count("/proc/self/fd") == descriptors)
-            #expect(count("/proc/self/task") <= threads)
+            #expect(monitorThreads() == 0)
+            #expect(monitorDescriptors() == descriptors)
         }
     }
 

@@ -1,5 +1,6 @@
 import CNetlink
 import Glibc
+import Synchronization
 
 /// An operating-system thread that belongs to one piece of work.
 ///
@@ -13,6 +14,11 @@ public final class PinnedThread: Sendable {
         init(body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
+    private static let running = Atomic<Int>(0)
+
+    /// How many pinned threads are running now, in this process (for leak checks).
+    public static var runningCount: Int { running.load(ordering: .relaxed) }
+
     private let handle: pthread_t
     /// The name given to the thread (visible in `/proc/PID/task/TID/comm`, truncated to 15 bytes).
     public let name: String
@@ -22,12 +28,15 @@ public final class PinnedThread: Sendable {
         self.name = name
         let context = Unmanaged.passRetained(Context(body: body)).toOpaque()
         var thread = pthread_t()
+        PinnedThread.running.add(1, ordering: .relaxed)
         let result = pthread_create(&thread, nil, { argument in
             let context = Unmanaged<Context>.fromOpaque(argument!).takeRetainedValue()
             context.body()
+            PinnedThread.running.subtract(1, ordering: .relaxed)
             return nil
         }, context)
         if result != 0 {
+            PinnedThread.running.subtract(1, ordering: .relaxed)
             Unmanaged<Context>.fromOpaque(context).release()
             throw NetlinkError.posix("pthread_create(\(name))", errno: result)
         }
