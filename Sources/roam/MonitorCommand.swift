@@ -86,8 +86,15 @@ struct MonitorCommand: ParsableCommand {
             printError("roam monitor: \(error)")
             throw ExitCode.badInput
         }
-        var received: Int32 = 0
-        sigwait(&signals, &received)
+        // Wait for a signal; look once a second whether the monitor stopped by itself.
+        var timeout = timespec(tv_sec: 1, tv_nsec: 0)
+        while sigtimedwait(&signals, nil, &timeout) < 0 {
+            if let failure = monitor.failure {
+                subscription.cancel()
+                printError("roam monitor: \(failure)")
+                throw ExitCode.badInput
+            }
+        }
         subscription.cancel()
         monitor.cancel()
     }

@@ -76,7 +76,7 @@ struct NetlinkKernelTests {
             try events.subscribe(to: [.link, .ipv4Address, .ipv4Route])
             try events.setNonBlocking()
             let (index, _) = try test.addUplink("ev0", subnet: 9, metric: 10, alias: nil)
-            var seen: [Netlink.Notification] = []
+            var seen: [NetlinkNotification] = []
             // The requests above were acknowledged, so their notifications are already queued.
             #expect(try events.receiveNotifications { seen.append($0) } == .drained)
             #expect(seen.contains { if case .newLink(let link) = $0 { link.index == index && link.isUp } else { false } })

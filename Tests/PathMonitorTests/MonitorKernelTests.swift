@@ -247,6 +247,25 @@ struct MonitorKernelTests {
         }
     }
 
+    @Test func currentMeansTheCallingThreadsNamespace() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("eth7", subnet: 7, metric: 10, alias: "roam:type=cellular")
+            // Code running on a thread pinned to a node (as a test of an app would) gets that node's path.
+            let path = try test.namespace.perform { () throws -> NetworkPath? in
+                let monitor = NetworkPathMonitor()
+                try monitor.start()
+                defer { monitor.cancel() }
+                return monitor.currentPath
+            }
+            #expect(path?.primaryInterface?.name == "eth7")
+            #expect(path?.isExpensive == true)
+            let here = NetworkPathMonitor()
+            try here.start()
+            #expect(here.currentPath?.availableInterfaces.contains { $0.name == "eth7" } == false)
+            here.cancel()
+        }
+    }
+
     @Test func cancellingFromAHandlerDoesNotDeadlock() async throws {
         try await TestNamespace.with { test in
             let monitor = NetworkPathMonitor(namespace: test.namespace)

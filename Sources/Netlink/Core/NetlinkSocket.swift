@@ -155,7 +155,7 @@ public final class NetlinkSocket {
     /// Call it when ``fileDescriptor`` is readable. On ``ReceiveOutcome/overrun`` the caller must
     /// re-read the state it follows; messages already queued after the overrun are still delivered
     /// by later calls.
-    public func receiveNotifications(_ handler: (Notification) -> Void) throws(NetlinkError) -> ReceiveOutcome {
+    public func receiveNotifications(_ handler: (NetlinkNotification) -> Void) throws(NetlinkError) -> ReceiveOutcome {
         let buffer = receiveBuffer ?? {
             let allocated = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 8)
             receiveBuffer = allocated
@@ -183,8 +183,8 @@ public final class NetlinkSocket {
     }
 
     private final class ParseContext {
-        let handler: (Notification) -> Void
-        init(handler: @escaping (Notification) -> Void) { self.handler = handler }
+        let handler: (NetlinkNotification) -> Void
+        init(handler: @escaping (NetlinkNotification) -> Void) { self.handler = handler }
     }
 
     /// Walks the netlink messages in one datagram and hands rtnetlink objects to libnl's parser.
@@ -205,7 +205,7 @@ public final class NetlinkSocket {
                     _ = nl_msg_parse(message, { object, argument in
                         guard let object, let argument else { return }
                         let context = Unmanaged<ParseContext>.fromOpaque(argument).takeUnretainedValue()
-                        if let notification = Notification(libnl: object) { context.handler(notification) }
+                        if let notification = NetlinkNotification(libnl: object) { context.handler(notification) }
                     }, context)
                     nlmsg_free(message)
                 }
@@ -218,7 +218,7 @@ public final class NetlinkSocket {
 }
 
 /// An rtnetlink notification: an object appeared, changed or went away.
-public enum Notification: Sendable, Hashable {
+public enum NetlinkNotification: Sendable, Hashable {
     case newLink(Link)
     case deletedLink(Link)
     case newAddress(InterfaceAddress)

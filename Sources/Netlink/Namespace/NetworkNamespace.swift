@@ -113,6 +113,14 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// True when the calling thread is in the same network namespace as the process's main
+    /// thread (so that the process's `/sys` shows the thread's interfaces, as a rule).
+    public static func threadSharesProcessNamespace() -> Bool {
+        var mine = stat(), process = stat()
+        guard stat("/proc/thread-self/ns/net", &mine) == 0, stat("/proc/self/ns/net", &process) == 0 else { return true }
+        return mine.st_ino == process.st_ino && mine.st_dev == process.st_dev
+    }
+
     /// Moves the calling thread into the namespace open at `fd`. Only for threads owned by the caller.
     static func enter(_ fd: FileDescriptor) throws(NetlinkError) {
         do throws(NetlinkError) {

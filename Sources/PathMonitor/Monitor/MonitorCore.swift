@@ -25,12 +25,21 @@ final class MonitorCore: Sendable {
         var nextSubscriber: UInt64 = 0
         var statistics = NetworkPathMonitor.Statistics()
         var threadID: pthread_t?
+        var failure: PathMonitorError?
     }
 
     private let state = Mutex(State())
 
     var currentPath: NetworkPath? { state.withLock { $0.currentPath } }
     var statistics: NetworkPathMonitor.Statistics { state.withLock { $0.statistics } }
+    var failure: PathMonitorError? { state.withLock { $0.failure } }
+
+    /// Ends the monitor from its own thread because the kernel refused something it accepted at start.
+    func fail(_ error: PathMonitorError) {
+        state.withLock { $0.failure = error }
+        cancel()
+    }
+
     var isCancelled: Bool { state.withLock { if case .cancelled = $0.phase { true } else { false } } }
 
     func updateStatistics(_ body: (inout NetworkPathMonitor.Statistics) -> Void) {

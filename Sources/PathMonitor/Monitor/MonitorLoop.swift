@@ -42,7 +42,8 @@ final class MonitorLoop {
             if factsSource == nil {
                 // sysfs lists the namespace of whoever mounted it: another namespace needs its own
                 // /sys. Without it, classification falls back to what netlink says.
-                if namespace.isCurrent || (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil {
+                let sysfsIsOurs = namespace.isCurrent && NetworkNamespace.threadSharesProcessNamespace()
+                if sysfsIsOurs || (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil {
                     factsSource = SysfsDeviceFacts()
                 }
             }
@@ -66,7 +67,7 @@ final class MonitorLoop {
         } catch {
             // The kernel refused something it accepted at start: end the monitor visibly rather
             // than publish a path that may be stale.
-            core.cancel()
+            core.fail(PathMonitorError(.netlink, "the monitor of \(namespace) stopped: \(error)", underlying: error))
         }
     }
 

@@ -126,6 +126,10 @@ public final class NetworkPathMonitor: Sendable {
     /// The last path published; nil before ``start()``.
     public var currentPath: NetworkPath? { core.currentPath }
 
+    /// Why the monitor stopped by itself, if it did (netlink failed after it started); every
+    /// ``paths`` sequence has then ended. Nil while running and after ``cancel()``.
+    public var failure: PathMonitorError? { core.failure }
+
     /// Counters of what the monitor did so far.
     public var statistics: Statistics { core.statistics }
 

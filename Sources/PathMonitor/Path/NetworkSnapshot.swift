@@ -31,7 +31,7 @@ public struct NetworkSnapshot: Sendable, Hashable {
     }
 
     /// Applies one rtnetlink notification.
-    public mutating func apply(_ notification: Notification) -> Effect {
+    public mutating func apply(_ notification: NetlinkNotification) -> Effect {
         switch notification {
         case .newLink(let link):
             let old = links.updateValue(link, forKey: link.index)

@@ -1,3 +1,4 @@
+import Glibc
 import Netlink
 
 /// The one error type of the PathMonitor module.
@@ -34,7 +35,7 @@ public struct PathMonitorError: Error, Sendable, CustomStringConvertible {
     init(starting namespace: NetworkNamespace, _ error: NetlinkError) {
         if error.isPermissionDenied {
             self.init(.permissionDenied, "watching \(namespace) requires root (CAP_SYS_ADMIN to enter another network namespace): \(error)", underlying: error)
-        } else if error.isNotFound || error.errno == EINVAL_ {
+        } else if error.isNotFound || error.errno == EINVAL {
             self.init(.namespaceUnavailable, "cannot watch \(namespace): \(error)", underlying: error)
         } else {
             self.init(.netlink, "cannot watch \(namespace): \(error)", underlying: error)
@@ -43,5 +44,3 @@ public struct PathMonitorError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 }
-
-private let EINVAL_: Int32 = 22
