@@ -266,6 +266,46 @@ struct MonitorKernelTests {
         }
     }
 
+    @Test func coalescesABurstWithinTheDelay() async throws {
+        try await TestNamespace.with { test in
+            let (wifi, _) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let monitor = NetworkPathMonitor(namespace: test.namespace, configuration: .init(
+                resolverConfigurationPath: "/nonexistent/resolv.conf", coalescingDelay: .seconds(2)))
+            let recorder = Recorder<NetworkPath>()
+            let subscription = monitor.onUpdate { recorder.append($0) }
+            defer { monitor.cancel(); subscription.cancel() }
+            try monitor.start()
+            // Ten retags back to back, well inside the two-second window: one update, the last state.
+            for n in 0..<10 {
+                try test.socket.setLink(index: wifi, alias: n % 2 == 0 ? "roam:type=cellular" : "roam:type=wifi,constrained")
+            }
+            let final = try #require(recorder.waitForLast { $0.isConstrained })
+            #expect(!final.isExpensive)
+            #expect(recorder.values.count == 2)
+        }
+    }
+
+    @Test func followsTheNamespacesResolverFile() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let directory = "/etc/netns/\(test.name)"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try "nameserver 198.18.0.53\n".write(toFile: directory + "/resolv.conf", atomically: false, encoding: .utf8)
+            let monitor = NetworkPathMonitor(namespace: test.namespace)
+            let recorder = Recorder<NetworkPath>()
+            let subscription = monitor.onUpdate { recorder.append($0) }
+            defer { monitor.cancel(); subscription.cancel() }
+            try monitor.start()
+            #expect(recorder.values.first?.supportsDNS == true)
+            try "# no resolvers\n".write(toFile: directory + "/resolv.conf", atomically: false, encoding: .utf8)
+            #expect(recorder.waitForLast { !$0.supportsDNS } != nil)
+            // Replaced by rename, as resolvconf and NetworkManager do.
+            try "nameserver 198.18.0.53\n".write(toFile: directory + "/resolv.conf", atomically: true, encoding: .utf8)
+            #expect(recorder.waitForLast { $0.supportsDNS } != nil)
+        }
+    }
+
     @Test func cancellingFromAHandlerDoesNotDeadlock() async throws {
         try await TestNamespace.with { test in
             let monitor = NetworkPathMonitor(namespace: test.namespace)

@@ -77,6 +77,20 @@ struct MonitorCommandKernelTests {
         }
     }
 
+    @Test func appliesAnInterfacesFile() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: nil)
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("roam-ifaces-\(getpid())-kernel").path
+            try "# test\nwl* type=wifi constrained\n".write(toFile: path, atomically: true, encoding: .utf8)
+            defer { unlink(path) }
+            let command = try RunningCommand(roam, ["monitor", "--netns", test.name, "--json", "--interfaces", path])
+            let first = try #require(command.lines.wait { !$0.isEmpty }?.first)
+            #expect(first.contains(#""isConstrained":true"#))
+            #expect(first.contains(#"{"name":"wl0","index":"#) && first.contains(#""type":"wifi""#))
+            #expect(command.stop() == 0)
+        }
+    }
+
     @Test func namesAMissingNamespace() throws {
         let result = try RunningCommand.run(roam, ["monitor", "--netns", "roam-test-missing-\(getpid())"])
         #expect(result.status == 2)
