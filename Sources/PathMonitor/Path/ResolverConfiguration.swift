@@ -1,3 +1,4 @@
+import Glibc
 import Netlink
 
 /// The DNS resolvers of a namespace, from a `resolv.conf` file.
@@ -38,7 +39,7 @@ public struct ResolverConfiguration: Sendable, Hashable {
     public static func path(for namespace: NetworkNamespace) -> String {
         if let name = namespace.name {
             let specific = "/etc/netns/\(name)/resolv.conf"
-            if (try? readTextFile(specific)) != nil { return specific }
+            if access(specific, R_OK) == 0 { return specific }
         }
         return "/etc/resolv.conf"
     }
