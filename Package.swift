@@ -7,10 +7,12 @@ let package = Package(
     products: [
         .library(name: "Netlink", targets: ["Netlink"]),
         .library(name: "PathMonitor", targets: ["PathMonitor"]),
+        .library(name: "Simulator", targets: ["Simulator"]),
         .executable(name: "roam", targets: ["roam"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     ],
     targets: [
         // libnl-3 and libnl-route-3 as a system library: a modulemap and a header shim, nothing else.
@@ -21,10 +23,12 @@ let package = Package(
         ),
         .target(name: "Netlink", dependencies: ["CNetlink"]),
         .target(name: "PathMonitor", dependencies: ["Netlink"]),
+        .target(name: "Simulator", dependencies: ["PathMonitor", .product(name: "Yams", package: "Yams")]),
         .executableTarget(
             name: "roam",
             dependencies: [
                 "PathMonitor",
+                "Simulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -38,6 +42,7 @@ let package = Package(
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "TestSupport"]),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator"]),
     ],
     swiftLanguageModes: [.v6]
 )

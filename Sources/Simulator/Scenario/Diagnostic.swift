@@ -1,0 +1,84 @@
+/// A problem in a scenario file, with the place it stands.
+public struct ScenarioDiagnostic: Sendable, Hashable, CustomStringConvertible {
+    public enum Severity: String, Sendable, Hashable { case error, warning }
+
+    public var severity: Severity
+    /// The file, as the user named it.
+    public var file: String
+    /// 1-based line and column; 0 when the problem has no place (an unreadable file).
+    public var line: Int
+    public var column: Int
+    public var message: String
+    /// The offending line of the file, when known.
+    public var sourceLine: String?
+
+    public init(_ severity: Severity, file: String, line: Int, column: Int, message: String, sourceLine: String? = nil) {
+        self.severity = severity
+        self.file = file
+        self.line = line
+        self.column = column
+        self.message = message
+        self.sourceLine = sourceLine
+    }
+
+    /// `FILE:LINE:COL: error: MESSAGE`, then the offending line and a caret under the column.
+    public var description: String {
+        var text = line > 0 ? "\(file):\(line):\(column): \(severity.rawValue): \(message)" : "\(file): \(severity.rawValue): \(message)"
+        if let sourceLine, line > 0 {
+            let prefix = sourceLine.unicodeScalars.prefix(max(0, column - 1)).map { $0 == "\t" ? "\t" : " " }.joined()
+            text += "\n\(sourceLine)\n\(prefix)^"
+        }
+        return text
+    }
+}
+
+/// Collects the diagnostics of one file, so that every problem is reported in one pass.
+final class DiagnosticCollector {
+    let file: String
+    private let lines: [Substring]
+    private(set) var diagnostics: [ScenarioDiagnostic] = []
+
+    init(file: String, source: String) {
+        self.file = file
+        self.lines = source.split(separator: "\n", omittingEmptySubsequences: false)
+    }
+
+    func error(_ message: String, line: Int, column: Int) {
+        add(.error, message, line: line, column: column)
+    }
+
+    func warning(_ message: String, line: Int, column: Int) {
+        add(.warning, message, line: line, column: column)
+    }
+
+    private func add(_ severity: ScenarioDiagnostic.Severity, _ message: String, line: Int, column: Int) {
+        let source = line >= 1 && line <= lines.count ? String(lines[line - 1]) : nil
+        diagnostics.append(ScenarioDiagnostic(severity, file: file, line: line, column: column, message: message, sourceLine: source))
+    }
+
+    var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+func suggestion(for word: String, among candidates: [String]) -> String? {
+    let lowered = word.lowercased()
+    if lowered.count >= 3, let extended = candidates.first(where: { $0.lowercased().hasPrefix(lowered) }) { return extended }
+    let scored = candidates.map { ($0, editDistance(lowered, $0.lowercased())) }
+    guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
+    return best.1 <= max(2, word.count / 3) ? best.0 : nil
+}
+
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    for i in 1...a.count {
+        var current = [i] + Array(repeating: 0, count: b.count)
+        for j in 1...b.count {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
+}

@@ -1,0 +1,214 @@
+import PathMonitor
+
+/// A mobility scenario: nodes, the links between them, what happens to the links over time,
+/// the traffic that runs, and what must hold. Read from YAML by ``ScenarioReader``; the format is
+/// documented in `docs/scenario-format.md`.
+public struct Scenario: Sendable, Hashable {
+    public var name: String
+    public var description: String?
+    /// The seed of every random decision (loss, jitter) where the backend can replay them.
+    public var seed: UInt64
+    public var duration: Duration
+    public var nodes: [ScenarioNode]
+    public var links: [LinkSpec]
+    public var timeline: [TimelineEvent]
+    public var workloads: [Workload]
+    public var expectations: [Expectation]
+}
+
+/// A host of the scenario: one network namespace.
+public struct ScenarioNode: Sendable, Hashable {
+    public var name: String
+    public var description: String?
+}
+
+/// How packets are delayed, limited, lost and mangled in one direction. Every field is
+/// optional: a timeline `set` changes only what it names.
+public struct Impairment: Sendable, Hashable {
+    public var delay: Duration?
+    public var jitter: Duration?
+    /// How much each delay depends on the previous one (0...1).
+    public var delayCorrelation: Double?
+    public var distribution: DelayDistribution?
+    public var rate: Rate?
+    public var loss: LossModel?
+    /// Fraction of packets sent twice (0...1).
+    public var duplicate: Double?
+    /// Fraction of packets sent at once, ahead of delayed ones (0...1); needs a delay.
+    public var reorder: Double?
+    /// Fraction of packets with a flipped bit (0...1).
+    public var corrupt: Double?
+    /// Queue limit in packets.
+    public var limit: Int?
+
+    public init(delay: Duration? = nil, jitter: Duration? = nil, delayCorrelation: Double? = nil, distribution: DelayDistribution? = nil,
+                rate: Rate? = nil, loss: LossModel? = nil, duplicate: Double? = nil, reorder: Double? = nil, corrupt: Double? = nil, limit: Int? = nil) {
+        self.delay = delay
+        self.jitter = jitter
+        self.delayCorrelation = delayCorrelation
+        self.distribution = distribution
+        self.rate = rate
+        self.loss = loss
+        self.duplicate = duplicate
+        self.reorder = reorder
+        self.corrupt = corrupt
+        self.limit = limit
+    }
+
+    /// These settings with every field that `other` sets taken from `other`.
+    public func overridden(by other: Impairment) -> Impairment {
+        Impairment(delay: other.delay ?? delay, jitter: other.jitter ?? jitter, delayCorrelation: other.delayCorrelation ?? delayCorrelation,
+                   distribution: other.distribution ?? distribution, rate: other.rate ?? rate, loss: other.loss ?? loss,
+                   duplicate: other.duplicate ?? duplicate, reorder: other.reorder ?? reorder, corrupt: other.corrupt ?? corrupt,
+                   limit: other.limit ?? limit)
+    }
+
+    public var isEmpty: Bool { self == Impairment() }
+}
+
+/// The distribution of delay jitter, as netem names its tables.
+public enum DelayDistribution: String, Sendable, Hashable, CaseIterable {
+    case uniform, normal, pareto, paretonormal
+}
+
+/// How packets are lost.
+public enum LossModel: Sendable, Hashable {
+    /// Each packet is lost with probability `rate`; `correlation` (0...1) ties a decision to the previous one.
+    case random(rate: Double, correlation: Double)
+    /// Gilbert-Elliott: a good and a bad state; `p` is the chance to go from good to bad, `r`
+    /// from bad to good, and packets are lost with `lossInBad` in the bad state and `lossInGood`
+    /// in the good one (netem's `gemodel p r 1-h 1-k`).
+    case gilbertElliott(p: Double, r: Double, lossInBad: Double, lossInGood: Double)
+
+    /// The long-run fraction of packets lost.
+    public var meanLoss: Double {
+        switch self {
+        case .random(let rate, _): return rate
+        case let .gilbertElliott(p, r, bad, good):
+            guard p + r > 0 else { return good }
+            return (r * good + p * bad) / (p + r)
+        }
+    }
+}
+
+/// A link's direction: `up` from the first node of `between` to the second, `down` back.
+public enum LinkDirection: String, Sendable, Hashable, CaseIterable {
+    case up, down, both
+}
+
+/// A link between two nodes: a pair of interfaces, one in each.
+public struct LinkSpec: Sendable, Hashable {
+    public var name: String
+    /// The two nodes; `up` is from the first to the second.
+    public var endpoints: (String, String)
+    /// The type the interfaces are tagged with, for PathMonitor.
+    public var type: InterfaceType
+    public var isExpensive: Bool
+    public var isConstrained: Bool
+    /// The preset the link starts from, if any.
+    public var profile: String?
+    /// The impairment from the first node to the second, and back, at the start.
+    public var up: Impairment
+    public var down: Impairment
+    /// Write a pcap per direction to the report.
+    public var capture: Bool
+
+    public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
+        lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive
+            && lhs.isConstrained == rhs.isConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
+            && lhs.capture == rhs.capture
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(endpoints.0)
+        hasher.combine(endpoints.1)
+    }
+}
+
+/// Something that happens to a link at a point in the scenario.
+public struct TimelineEvent: Sendable, Hashable {
+    public enum Action: Sendable, Hashable {
+        /// Change the named settings at once.
+        case set(Impairment)
+        /// Move the named settings linearly to their targets over a span, in steps of at most 100 ms.
+        case ramp(to: Impairment, over: Duration)
+        /// Carrier loss: the interfaces go down; a path monitor sees it.
+        case down
+        /// Carrier back.
+        case up
+        /// The link stays up and passes nothing (`true`), or passes traffic again (`false`).
+        case blackhole(Bool)
+        /// Down and up repeatedly: `duty` is the fraction of each period spent up.
+        case flap(period: Duration, duty: Double, until: Duration)
+        /// Switch to a preset.
+        case profile(String)
+    }
+
+    public var at: Duration
+    public var link: String
+    public var direction: LinkDirection
+    public var action: Action
+    /// Where the event stands in its file (for reports).
+    public var line: Int
+}
+
+/// A multipath service type, as URLSession's `multipathServiceType`.
+public enum MultipathMode: String, Sendable, Hashable, CaseIterable {
+    case none, handover, interactive, aggregate
+}
+
+/// Traffic that runs during the scenario.
+public struct Workload: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// One long TCP transfer of `size` bytes (nil: until the scenario ends).
+        case bulk(size: Int64?)
+        /// Requests of `requestSize` bytes answered by `responseSize` bytes, one every `interval`.
+        case requests(requestSize: Int64, responseSize: Int64, interval: Duration, count: Int?)
+        /// Constant bitrate into a playout buffer that starts playing once `buffer` is filled.
+        case stream(bitrate: Rate, buffer: Duration)
+        /// A program run inside a node.
+        case command(run: [String], environment: [String: String])
+
+        public var name: String {
+            switch self {
+            case .bulk: "bulk"
+            case .requests: "requests"
+            case .stream: "stream"
+            case .command: "command"
+            }
+        }
+    }
+
+    public var name: String
+    public var kind: Kind
+    /// The sending node (server side) and the receiving node; for `command`, `from` is the node it runs in.
+    public var from: String
+    public var to: String?
+    public var mode: MultipathMode
+    public var start: Duration
+    public var stop: Duration?
+}
+
+/// Something that must hold for the scenario to pass.
+public struct Expectation: Sendable, Hashable {
+    public enum Check: Sendable, Hashable {
+        case maxStall(Duration)
+        case minThroughput(Rate)
+        case maxTimeToFirstByte(Duration)
+        case completes(Bool)
+        case exitCode(Int)
+        /// The node's path reaches `condition` within `within` of `after` (a link event).
+        case path(condition: PathCondition, within: Duration, afterLink: String, afterEvent: String)
+    }
+
+    /// The workload checked, or the node for a path expectation.
+    public var subject: String
+    public var check: Check
+    public var line: Int
+}
+
+/// A property of a node's network path.
+public enum PathCondition: String, Sendable, Hashable, CaseIterable {
+    case satisfied, unsatisfied, expensive, notExpensive, constrained, notConstrained, wifi, cellular, wiredEthernet
+}

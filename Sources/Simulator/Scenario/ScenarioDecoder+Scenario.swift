@@ -1,0 +1,515 @@
+import PathMonitor
+import Yams
+
+extension ScenarioDecoder {
+    static let impairmentKeys = ["delay", "jitter", "delayCorrelation", "distribution", "rate", "loss", "duplicate", "reorder", "corrupt", "limit"]
+
+    func scenario(_ root: Node) -> Scenario? {
+        guard var top = fields(root, "the scenario") else { return nil }
+        let name = take(&top, "name", required: true) { self.string($0, "name") }
+        let description = take(&top, "description") { self.string($0, "description") }
+        let seed = take(&top, "seed") { self.integer($0, "seed", range: 0...Int.max) }
+        let duration = take(&top, "duration", required: true) { self.duration($0, "duration", allowZero: false) }
+        let nodes = take(&top, "nodes", required: true) { self.nodes($0) } ?? []
+        let nodeNames = Set(nodes.map(\.name))
+        let links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
+        let timeline = take(&top, "timeline") { self.timeline($0, links: links, duration: duration) } ?? []
+        let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, duration: duration) } ?? []
+        let expectations = take(&top, "expect") { self.expectations($0, workloads: workloads, nodes: nodeNames, links: links) } ?? []
+        finish(top, known: ["name", "description", "seed", "duration", "nodes", "links", "timeline", "workloads", "expect"])
+        if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }
+        guard let name, let duration else { return nil }
+        return Scenario(name: name, description: description, seed: UInt64(seed ?? 1), duration: duration, nodes: nodes, links: links,
+                        timeline: timeline, workloads: workloads, expectations: expectations)
+    }
+
+    /// Reads `key` with `read`; reports a missing required key at the mapping.
+    func take<T>(_ fields: inout Fields, _ key: String, required: Bool = false, _ read: (Node) -> T?) -> T? {
+        guard let node = fields.take(key) else {
+            if required { error("\(fields.context) needs '\(key)'", at: fields.node) }
+            return nil
+        }
+        return read(node)
+    }
+
+    // MARK: - Nodes and links
+
+    func nodes(_ node: Node) -> [ScenarioNode]? {
+        guard let all = fields(node, "nodes") else { return nil }
+        var nodes: [ScenarioNode] = []
+        for (key, keyNode, value) in all.pairs {
+            guard let name = identifier(keyNode, "node name", maxLength: 32) else { continue }
+            guard var attributes = fields(value, "node '\(name)'") else { continue }
+            let description = take(&attributes, "description") { self.string($0, "description") }
+            finish(attributes, known: ["description"])
+            _ = key
+            nodes.append(ScenarioNode(name: name, description: description))
+        }
+        return nodes
+    }
+
+    func links(_ node: Node, nodes: Set<String>) -> [LinkSpec]? {
+        guard let items = list(node, "links") else { return nil }
+        var links: [LinkSpec] = []
+        for item in items {
+            guard var link = fields(item, "a link") else { continue }
+            guard let name = take(&link, "name", required: true, { self.identifier($0, "link name", maxLength: 15) }) else {
+                finishLink(link)
+                continue
+            }
+            link = Fields(node: link.node, context: "link '\(name)'", pairs: link.pairs, used: link.used)
+            if links.contains(where: { $0.name == name }) { error("a link named '\(name)' is defined already", at: link.keyNode("name")!) }
+            let between = take(&link, "between", required: true) { self.endpoints($0, nodes: nodes) }
+            let type = take(&link, "type") { value -> InterfaceType? in
+                guard let text = self.string(value, "type") else { return nil }
+                guard let type = InterfaceType(name: text), type != .loopback else {
+                    self.error("type must be one of wifi, cellular, wiredEthernet (or wired), other, not '\(text)'", at: value)
+                    return nil
+                }
+                return type
+            }
+            let expensive = take(&link, "expensive") { self.bool($0, "expensive") }
+            let constrained = take(&link, "constrained") { self.bool($0, "constrained") }
+            let capture = take(&link, "capture") { self.bool($0, "capture") }
+            let profile = take(&link, "profile") { self.profile($0) }
+            var both = impairment(from: &link)
+            let up = take(&link, "up") { self.impairmentBlock($0, "the up direction of link '\(name)'") } ?? Impairment()
+            let down = take(&link, "down") { self.impairmentBlock($0, "the down direction of link '\(name)'") } ?? Impairment()
+            finishLink(link)
+            if let profile {
+                both = Impairment().overridden(by: both)
+                let resolvedType = type ?? profile.type ?? .wiredEthernet
+                links.append(LinkSpec(
+                    name: name, endpoints: between ?? ("", ""), type: resolvedType,
+                    isExpensive: expensive ?? profile.isExpensive ?? (resolvedType == .cellular),
+                    isConstrained: constrained ?? profile.isConstrained ?? false, profile: profile.name,
+                    up: profile.up.overridden(by: both).overridden(by: up), down: profile.down.overridden(by: both).overridden(by: down),
+                    capture: capture ?? false))
+            } else {
+                let resolvedType = type ?? .wiredEthernet
+                links.append(LinkSpec(
+                    name: name, endpoints: between ?? ("", ""), type: resolvedType, isExpensive: expensive ?? (resolvedType == .cellular),
+                    isConstrained: constrained ?? false, profile: nil, up: both.overridden(by: up), down: both.overridden(by: down),
+                    capture: capture ?? false))
+            }
+            let added = links.last!
+            if added.up == added.down {
+                checkConsistency(added.up, at: item, "link '\(name)'")
+            } else {
+                checkConsistency(added.up, at: item, "link '\(name)' (up)")
+                checkConsistency(added.down, at: item, "link '\(name)' (down)")
+            }
+        }
+        return links
+    }
+
+    private func finishLink(_ link: Fields) {
+        finish(link, known: ["name", "between", "type", "expensive", "constrained", "capture", "profile", "up", "down"] + Self.impairmentKeys)
+    }
+
+    func endpoints(_ node: Node, nodes: Set<String>) -> (String, String)? {
+        guard let items = list(node, "between"), items.count == 2 || { error("between must name exactly two nodes: [phone, server]", at: node); return false }() else {
+            return nil
+        }
+        let names = items.compactMap { item -> String? in
+            guard let name = string(item, "a node in between") else { return nil }
+            guard nodes.contains(name) else {
+                let guess = suggestion(for: name, among: Array(nodes)).map { " (did you mean '\($0)'?)" } ?? ""
+                error("no node named '\(name)' is defined in nodes\(guess)", at: item)
+                return nil
+            }
+            return name
+        }
+        guard names.count == 2 else { return nil }
+        if names[0] == names[1] {
+            error("a link joins two different nodes; both ends are '\(names[0])'", at: node)
+            return nil
+        }
+        return (names[0], names[1])
+    }
+
+    func profile(_ node: Node) -> LinkProfile? {
+        guard let name = string(node, "profile") else { return nil }
+        if let profile = LinkProfile.named(name) { return profile }
+        let names = LinkProfile.all.map(\.name)
+        let guess = suggestion(for: name, among: names).map { " (did you mean '\($0)'?)" } ?? ""
+        error("no profile named '\(name)'\(guess); profiles: \(names.joined(separator: ", "))", at: node)
+        return nil
+    }
+
+    // MARK: - Impairments
+
+    /// Reads the impairment keys present in `fields` (marking them used).
+    func impairment(from fields: inout Fields) -> Impairment {
+        var result = Impairment()
+        result.delay = take(&fields, "delay") { self.duration($0, "delay") }
+        result.jitter = take(&fields, "jitter") { self.duration($0, "jitter") }
+        result.delayCorrelation = take(&fields, "delayCorrelation") { self.fraction($0, "delayCorrelation") }
+        result.distribution = take(&fields, "distribution") { self.choice($0, "distribution", DelayDistribution.self) }
+        result.rate = take(&fields, "rate") { self.rate($0, "rate") }
+        result.loss = take(&fields, "loss") { self.loss($0) }
+        result.duplicate = take(&fields, "duplicate") { self.fraction($0, "duplicate") }
+        result.reorder = take(&fields, "reorder") { self.fraction($0, "reorder") }
+        result.corrupt = take(&fields, "corrupt") { self.fraction($0, "corrupt") }
+        result.limit = take(&fields, "limit") { self.integer($0, "limit (packets)", range: 1...1_000_000) }
+        return result
+    }
+
+    func impairmentBlock(_ node: Node, _ context: String) -> Impairment? {
+        guard var block = fields(node, context) else { return nil }
+        let result = impairment(from: &block)
+        finish(block, known: Self.impairmentKeys)
+        return result
+    }
+
+    /// `loss: 1%`, or `loss: {model: random, rate: 1%, correlation: 25%}`, or
+    /// `loss: {model: gilbert-elliott, p: 1%, r: 30%, lossInBad: 100%, lossInGood: 0%}`.
+    func loss(_ node: Node) -> LossModel? {
+        if case .scalar = node {
+            return fraction(node, "loss").map { .random(rate: $0, correlation: 0) }
+        }
+        guard var model = fields(node, "loss") else { return nil }
+        let kind = take(&model, "model") { self.string($0, "loss model") } ?? "random"
+        switch kind {
+        case "random":
+            let rate = take(&model, "rate", required: true) { self.fraction($0, "loss rate") }
+            let correlation = take(&model, "correlation") { self.fraction($0, "loss correlation") } ?? 0
+            finish(model, known: ["model", "rate", "correlation"])
+            return rate.map { .random(rate: $0, correlation: correlation) }
+        case "gilbert-elliott":
+            let p = take(&model, "p", required: true) { self.fraction($0, "p (good to bad)") }
+            let r = take(&model, "r", required: true) { self.fraction($0, "r (bad to good)") }
+            let bad = take(&model, "lossInBad") { self.fraction($0, "lossInBad") } ?? 1
+            let good = take(&model, "lossInGood") { self.fraction($0, "lossInGood") } ?? 0
+            finish(model, known: ["model", "p", "r", "lossInBad", "lossInGood"])
+            guard let p, let r else { return nil }
+            return .gilbertElliott(p: p, r: r, lossInBad: bad, lossInGood: good)
+        default:
+            let guess = suggestion(for: kind, among: ["random", "gilbert-elliott"]).map { " (did you mean '\($0)'?)" } ?? ""
+            error("loss model must be random or gilbert-elliott, not '\(kind)'\(guess)", at: model.node)
+            return nil
+        }
+    }
+
+    func checkConsistency(_ impairment: Impairment, at node: Node, _ context: String) {
+        if impairment.reorder.map({ $0 > 0 }) == true && (impairment.delay ?? .zero) == .zero {
+            diagnostics.warning("\(context): reorder has no effect without a delay (reordered packets skip the delay others get)",
+                                line: node.line, column: node.column)
+        }
+        if let jitter = impairment.jitter, jitter > (impairment.delay ?? .zero) {
+            diagnostics.warning("\(context): jitter larger than the delay reorders packets; add a delay at least as large",
+                                line: node.line, column: node.column)
+        }
+    }
+
+    // MARK: - Timeline
+
+    func timeline(_ node: Node, links: [LinkSpec], duration: Duration?) -> [TimelineEvent]? {
+        guard let items = list(node, "timeline") else { return nil }
+        let actions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
+        var events: [TimelineEvent] = []
+        for item in items {
+            guard var event = fields(item, "a timeline event") else { continue }
+            let at = take(&event, "at", required: true) { self.duration($0, "at") }
+            let link = take(&event, "link", required: true) { value -> String? in
+                guard let name = self.string(value, "link") else { return nil }
+                guard links.contains(where: { $0.name == name }) else {
+                    let guess = suggestion(for: name, among: links.map(\.name)).map { " (did you mean '\($0)'?)" } ?? ""
+                    self.error("no link named '\(name)' is defined in links\(guess)", at: value)
+                    return nil
+                }
+                return name
+            }
+            let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
+            let present = actions.filter { event.has($0) }
+            var action: TimelineEvent.Action?
+            if present.count != 1 {
+                error(present.isEmpty ? "a timeline event needs one action: \(actions.joined(separator: ", "))"
+                                      : "a timeline event takes one action, not \(present.joined(separator: " and "))", at: item)
+            }
+            for name in present {
+                let value = event.take(name)!
+                switch name {
+                case "set":
+                    action = impairmentBlock(value, "set").map { .set($0) }
+                case "ramp":
+                    action = ramp(value)
+                case "down", "up":
+                    if let flag = bool(value, name) {
+                        if flag { action = name == "down" ? .down : .up } else { error("write \(name == "down" ? "up" : "down"): true instead of \(name): false", at: value) }
+                    }
+                case "blackhole":
+                    action = bool(value, "blackhole").map { .blackhole($0) }
+                case "flap":
+                    action = flap(value, at: at, duration: duration)
+                case "profile":
+                    action = profile(value).map { .profile($0.name) }
+                default: break
+                }
+            }
+            finish(event, known: ["at", "link", "direction"] + actions)
+            if let at, let duration, at > duration, let atNode = event.keyNode("at") {
+                error("this event is at \(at.roamDescription), after the scenario ends (duration \(duration.roamDescription))",
+                      at: event.pairs.first { $0.keyNode == atNode }!.value)
+            }
+            if case .ramp(_, let over)? = action, let at, let duration, at + over > duration {
+                diagnostics.warning("the ramp ends at \((at + over).roamDescription), after the scenario ends; it is cut there",
+                                    line: item.line, column: item.column)
+            }
+            if let at, let link, let action {
+                events.append(TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line))
+            }
+        }
+        return events.sorted { $0.at < $1.at }
+    }
+
+    func ramp(_ node: Node) -> TimelineEvent.Action? {
+        guard var ramp = fields(node, "ramp") else { return nil }
+        let target = take(&ramp, "to", required: true) { self.impairmentBlock($0, "ramp target") }
+        let over = take(&ramp, "over", required: true) { self.duration($0, "over", allowZero: false) }
+        finish(ramp, known: ["to", "over"])
+        if let target, target.isEmpty { error("a ramp needs at least one setting under 'to'", at: node) }
+        guard let target, let over else { return nil }
+        return .ramp(to: target, over: over)
+    }
+
+    func flap(_ node: Node, at: Duration?, duration: Duration?) -> TimelineEvent.Action? {
+        guard var flap = fields(node, "flap") else { return nil }
+        let period = take(&flap, "period", required: true) { self.duration($0, "period", allowZero: false) }
+        let duty = take(&flap, "duty") { value -> Double? in
+            guard let fraction = self.fraction(value, "duty") else { return nil }
+            guard fraction > 0, fraction < 1 else {
+                self.error("duty is the share of each period the link is up: more than 0% and less than 100%", at: value)
+                return nil
+            }
+            return fraction
+        } ?? 0.5
+        let until = take(&flap, "until") { self.duration($0, "until") }
+        finish(flap, known: ["period", "duty", "until"])
+        let end = until ?? duration
+        if let until, let at, until <= at {
+            error("until (\(until.roamDescription)) must come after the event's at (\(at.roamDescription))", at: node)
+            return nil
+        }
+        if let until, let duration, until > duration {
+            error("until (\(until.roamDescription)) is after the scenario ends (\(duration.roamDescription))", at: node)
+            return nil
+        }
+        guard let period, let end else { return nil }
+        return .flap(period: period, duty: duty, until: end)
+    }
+
+    // MARK: - Workloads
+
+    func workloads(_ node: Node, nodes: Set<String>, duration: Duration?) -> [Workload]? {
+        guard let items = list(node, "workloads") else { return nil }
+        var workloads: [Workload] = []
+        let common = ["name", "kind", "from", "to", "mode", "start", "stop"]
+        for item in items {
+            guard var workload = fields(item, "a workload") else { continue }
+            if let nameNode = workload.pairs.first(where: { $0.key == "name" })?.value, case .scalar(let scalar) = nameNode {
+                declaredWorkloads.insert(scalar.string)
+            }
+            let name = take(&workload, "name", required: true) { self.identifier($0, "workload name", maxLength: 64) }
+            if let name, workloads.contains(where: { $0.name == name }) {
+                error("a workload named '\(name)' is defined already", at: workload.keyNode("name")!)
+            }
+            let kindName = take(&workload, "kind", required: true) { value -> String? in
+                guard let text = self.string(value, "kind") else { return nil }
+                let kinds = ["bulk", "requests", "stream", "command"]
+                guard kinds.contains(text) else {
+                    let guess = suggestion(for: text, among: kinds).map { " (did you mean '\($0)'?)" } ?? ""
+                    self.error("kind must be one of \(kinds.joined(separator: ", ")), not '\(text)'\(guess)", at: value)
+                    return nil
+                }
+                return text
+            }
+            let node = { (key: String) -> String? in
+                self.take(&workload, key, required: key == "from" || kindName != "command") { value -> String? in
+                    guard let name = self.string(value, key) else { return nil }
+                    guard nodes.contains(name) else {
+                        let guess = suggestion(for: name, among: Array(nodes)).map { " (did you mean '\($0)'?)" } ?? ""
+                        self.error("no node named '\(name)' is defined in nodes\(guess)", at: value)
+                        return nil
+                    }
+                    return name
+                }
+            }
+            let from = node("from")
+            let to = node("to")
+            let mode = take(&workload, "mode") { self.choice($0, "mode", MultipathMode.self) } ?? .none
+            let start = take(&workload, "start") { self.duration($0, "start") } ?? .zero
+            let stop = take(&workload, "stop") { self.duration($0, "stop", allowZero: false) }
+            var kind: Workload.Kind?
+            var known = common
+            switch kindName {
+            case "bulk":
+                known += ["size"]
+                kind = .bulk(size: take(&workload, "size") { self.size($0, "size") })
+            case "requests":
+                known += ["size", "requestSize", "interval", "count"]
+                let size = take(&workload, "size") { self.size($0, "size (of each response)") } ?? 100_000
+                let requestSize = take(&workload, "requestSize") { self.size($0, "requestSize") } ?? 200
+                let interval = take(&workload, "interval") { self.duration($0, "interval", allowZero: false) } ?? .seconds(1)
+                let count = take(&workload, "count") { self.integer($0, "count", range: 1...10_000_000) }
+                kind = .requests(requestSize: requestSize, responseSize: size, interval: interval, count: count)
+            case "stream":
+                known += ["bitrate", "buffer"]
+                let bitrate = take(&workload, "bitrate", required: true) { self.rate($0, "bitrate") }
+                let buffer = take(&workload, "buffer") { self.duration($0, "buffer", allowZero: false) } ?? .seconds(2)
+                kind = bitrate.map { .stream(bitrate: $0, buffer: buffer) }
+            case "command":
+                known += ["run", "env"]
+                let run = take(&workload, "run", required: true) { self.command($0) }
+                let environment = take(&workload, "env") { self.environment($0) } ?? [:]
+                kind = run.map { .command(run: $0, environment: environment) }
+            default:
+                known += ["size", "requestSize", "interval", "count", "bitrate", "buffer", "run", "env"]
+            }
+            finish(workload, known: known)
+            if let stop, stop <= start { error("stop must come after start", at: workload.keyNode("stop")!) }
+            if let duration, start >= duration { error("start (\(start.roamDescription)) is not before the scenario ends", at: workload.keyNode("start") ?? item) }
+            if let from, let to, from == to { error("a workload runs between two different nodes; from and to are both '\(from)'", at: item) }
+            if let name, let kind, let from {
+                workloads.append(Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop))
+            }
+        }
+        return workloads
+    }
+
+    func command(_ node: Node) -> [String]? {
+        if case .scalar = node {
+            guard let text = string(node, "run"), !text.isEmpty else { return nil }
+            return ["/bin/sh", "-c", text]
+        }
+        guard let items = list(node, "run") else { return nil }
+        let words = items.compactMap { string($0, "an argument of run") }
+        if words.isEmpty { error("run needs a command", at: node) }
+        return words.count == items.count && !words.isEmpty ? words : nil
+    }
+
+    func environment(_ node: Node) -> [String: String]? {
+        guard let variables = fields(node, "env") else { return nil }
+        var result: [String: String] = [:]
+        for (key, _, value) in variables.pairs {
+            if let text = string(value, "env \(key)") { result[key] = text }
+        }
+        return result
+    }
+
+    // MARK: - Expectations
+
+    func expectations(_ node: Node, workloads: [Workload], nodes: Set<String>, links: [LinkSpec]) -> [Expectation]? {
+        guard let items = list(node, "expect") else { return nil }
+        var expectations: [Expectation] = []
+        let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode"]
+        for item in items {
+            guard var expectation = fields(item, "an expectation") else { continue }
+            if expectation.has("node") {
+                if let parsed = pathExpectation(&expectation, nodes: nodes, links: links, at: item) { expectations.append(parsed) }
+                finish(expectation, known: ["node", "path", "within", "after"])
+                continue
+            }
+            let workload = take(&expectation, "workload", required: true) { value -> Workload? in
+                guard let name = self.string(value, "workload") else { return nil }
+                guard let workload = workloads.first(where: { $0.name == name }) else {
+                    if self.declaredWorkloads.contains(name) { return nil } // reported where it is defined
+                    let guess = suggestion(for: name, among: Array(self.declaredWorkloads)).map { " (did you mean '\($0)'?)" } ?? ""
+                    self.error("no workload named '\(name)' is defined in workloads\(guess)", at: value)
+                    return nil
+                }
+                return workload
+            }
+            let present = metrics.filter { expectation.has($0) }
+            if present.isEmpty { error("an expectation needs one of \(metrics.joined(separator: ", "))", at: item) }
+            for metric in present {
+                let value = expectation.take(metric)!
+                let check: Expectation.Check?
+                switch metric {
+                case "maxStall": check = duration(value, "maxStall").map { .maxStall($0) }
+                case "minThroughput": check = rate(value, "minThroughput").map { .minThroughput($0) }
+                case "maxTimeToFirstByte": check = duration(value, "maxTimeToFirstByte", allowZero: false).map { .maxTimeToFirstByte($0) }
+                case "completes": check = bool(value, "completes").map { .completes($0) }
+                default: check = integer(value, "exitCode", range: 0...255).map { .exitCode($0) }
+                }
+                if let workload, let check {
+                    if let problem = Self.mismatch(check, workload.kind) {
+                        error("\(metric) does not apply to workload '\(workload.name)': \(problem)", at: expectation.keyNode(metric)!)
+                    } else {
+                        expectations.append(Expectation(subject: workload.name, check: check, line: item.line))
+                    }
+                }
+            }
+            finish(expectation, known: ["workload"] + metrics)
+        }
+        return expectations
+    }
+
+    static func mismatch(_ check: Expectation.Check, _ kind: Workload.Kind) -> String? {
+        switch (check, kind) {
+        case (.maxStall, .stream), (.minThroughput, .bulk), (.minThroughput, .stream), (.minThroughput, .requests),
+             (.maxTimeToFirstByte, .requests), (.completes, _), (.exitCode, .command):
+            return nil
+        case (.maxStall, _): return "stalls are measured for stream workloads"
+        case (.minThroughput, _): return "throughput is measured for bulk, requests and stream workloads"
+        case (.maxTimeToFirstByte, _): return "time to first byte is measured for requests workloads"
+        case (.exitCode, _): return "exit codes belong to command workloads"
+        case (.path, _): return nil
+        }
+    }
+
+    /// `- node: phone`, `path: expensive`, `within: 1s`, `after: {link: wifi, event: down}`.
+    func pathExpectation(_ fields: inout Fields, nodes: Set<String>, links: [LinkSpec], at item: Node) -> Expectation? {
+        let node = take(&fields, "node") { value -> String? in
+            guard let name = self.string(value, "node") else { return nil }
+            guard nodes.contains(name) else {
+                self.error("no node named '\(name)' is defined in nodes", at: value)
+                return nil
+            }
+            return name
+        }
+        let condition = take(&fields, "path", required: true) { self.choice($0, "path", PathCondition.self) }
+        let within = take(&fields, "within", required: true) { self.duration($0, "within", allowZero: false) }
+        let after = take(&fields, "after", required: true) { value -> (String, String)? in
+            guard var trigger = self.fields(value, "after") else { return nil }
+            let link = self.take(&trigger, "link", required: true) { linkNode -> String? in
+                guard let name = self.string(linkNode, "link") else { return nil }
+                guard links.contains(where: { $0.name == name }) else {
+                    self.error("no link named '\(name)' is defined in links", at: linkNode)
+                    return nil
+                }
+                return name
+            }
+            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile"]
+            let event = self.take(&trigger, "event", required: true) { eventNode -> String? in
+                guard let text = self.string(eventNode, "event"), events.contains(text) else {
+                    self.error("event must be one of \(events.joined(separator: ", "))", at: eventNode)
+                    return nil
+                }
+                return text
+            }
+            self.finish(trigger, known: ["link", "event"])
+            guard let link, let event else { return nil }
+            return (link, event)
+        }
+        guard let node, let condition, let within, let after else { return nil }
+        return Expectation(subject: node, check: .path(condition: condition, within: within, afterLink: after.0, afterEvent: after.1), line: item.line)
+    }
+}
+
+extension Fields {
+    init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)], used: Set<String>) {
+        self.init(node: node, context: context, pairs: pairs)
+        for key in used { _ = take(key) }
+    }
+}
+
+extension Duration {
+    /// `250ms`, `1.5s`, `2m30s`-free short form used in messages.
+    public var roamDescription: String {
+        let (seconds, attoseconds) = components
+        let milliseconds = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        if milliseconds.magnitude >= 1000 { return "\(trim(milliseconds / 1000))s" }
+        return "\(trim((milliseconds * 1000).rounded() / 1000))ms"
+    }
+}

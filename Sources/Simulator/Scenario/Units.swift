@@ -1,0 +1,85 @@
+/// Parsers for the units scenario files use: durations (`250ms`, `30s`), rates (`10mbit`,
+/// `512kbit`) and percentages (`0.5%`). Each returns nil with a message when the text is not valid.
+public enum Units {
+    /// A duration: a number with `ns`, `us`, `ms`, `s`, `m` or `h`; `1.5s` and `-5ms` parse (the
+    /// caller decides whether negative values make sense).
+    public static func duration(_ text: String) -> Result<Duration, UnitError> {
+        let units: [(String, Double)] = [("ns", 1e-9), ("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600)]
+        guard let (number, unit) = split(text), let scale = units.first(where: { $0.0 == unit })?.1 else {
+            return .failure(UnitError("'\(text)' is not a duration; write a number with a unit: 250ms, 30s, 2m"))
+        }
+        let nanoseconds = (number * scale * 1e9).rounded()
+        guard nanoseconds.magnitude < 9e18 else { return .failure(UnitError("'\(text)' is too long a duration")) }
+        return .success(.nanoseconds(Int64(nanoseconds)))
+    }
+
+    /// A rate in bits per second: a number with `bit`, `kbit`, `mbit` or `gbit` (decimal
+    /// multiples, as `tc` reads them). `bps`-style units are refused: tc reads them as bytes.
+    public static func rate(_ text: String) -> Result<Rate, UnitError> {
+        let units: [(String, Double)] = [("bit", 1), ("kbit", 1e3), ("mbit", 1e6), ("gbit", 1e9)]
+        guard let (number, unit) = split(text.lowercased()), let scale = units.first(where: { $0.0 == unit })?.1 else {
+            return .failure(UnitError("'\(text)' is not a rate; write a number with bit, kbit, mbit or gbit: 512kbit, 10mbit"))
+        }
+        return .success(Rate(bitsPerSecond: number * scale))
+    }
+
+    /// A percentage, `0.5%`, as a fraction (0.005).
+    public static func percentage(_ text: String) -> Result<Double, UnitError> {
+        guard text.hasSuffix("%"), let number = Double(text.dropLast().trimmingCharacters(in: " ")) else {
+            return .failure(UnitError("'\(text)' is not a percentage; write it with a % sign: 0.5%, 40%"))
+        }
+        return .success(number / 100)
+    }
+
+    /// A size in bytes: a number with `b`, `kb`, `mb` or `gb` (multiples of 1000), or `kib`,
+    /// `mib`, `gib` (multiples of 1024).
+    public static func size(_ text: String) -> Result<Int64, UnitError> {
+        let units: [(String, Double)] = [("b", 1), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824)]
+        guard let (number, unit) = split(text.lowercased()), let scale = units.first(where: { $0.0 == unit })?.1 else {
+            return .failure(UnitError("'\(text)' is not a size; write a number with b, kb, mb or gb: 10mb, 64kib"))
+        }
+        return .success(Int64((number * scale).rounded()))
+    }
+
+    /// Splits `12.5ms` into 12.5 and `ms`.
+    private static func split(_ text: String) -> (Double, String)? {
+        let trimmed = text.trimmingCharacters(in: " ")
+        guard let unitStart = trimmed.firstIndex(where: { $0.isLetter || $0 == "µ" }) else { return nil }
+        guard let number = Double(trimmed[..<unitStart].trimmingCharacters(in: " ")), number.isFinite else { return nil }
+        return (number, String(trimmed[unitStart...]))
+    }
+}
+
+/// Why a value could not be read in its unit.
+public struct UnitError: Error, Sendable, Equatable {
+    public var message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// A data rate.
+public struct Rate: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var bitsPerSecond: Double
+    public init(bitsPerSecond: Double) { self.bitsPerSecond = bitsPerSecond }
+    public static func kbit(_ value: Double) -> Rate { Rate(bitsPerSecond: value * 1e3) }
+    public static func mbit(_ value: Double) -> Rate { Rate(bitsPerSecond: value * 1e6) }
+    public static func < (lhs: Rate, rhs: Rate) -> Bool { lhs.bitsPerSecond < rhs.bitsPerSecond }
+    public var description: String {
+        for (unit, scale) in [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)] where bitsPerSecond >= scale {
+            return "\(trim(bitsPerSecond / scale))\(unit)"
+        }
+        return "\(trim(bitsPerSecond))bit"
+    }
+}
+
+func trim(_ value: Double) -> String {
+    value == value.rounded() ? String(Int64(value)) : String(value)
+}
+
+extension StringProtocol {
+    func trimmingCharacters(in set: Character) -> String {
+        var text = Substring(self)
+        while text.first == set { text = text.dropFirst() }
+        while text.last == set { text = text.dropLast() }
+        return String(text)
+    }
+}
