@@ -29,6 +29,7 @@
 #include <linux/if_arp.h>
 #include <linux/if_link.h>
 #include <linux/net_namespace.h>
+#include <linux/fib_rules.h>
 #include <linux/sched.h>
 #include <sys/mount.h>
 #include <pthread.h>

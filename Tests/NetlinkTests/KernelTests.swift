@@ -130,3 +130,27 @@ struct NetlinkKernelTests {
         }
     }
 }
+
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to create network namespaces"), .serialized)
+struct NamespaceSettingsTests {
+    @Test func sysctlsStayInTheirNamespace() async throws {
+        let host = try NetworkNamespace.current.sysctl("net.ipv4.ip_forward")
+        try await TestNamespace.with { test in
+            let inside = test.namespace
+            try inside.setSysctls(["net.ipv4.ip_forward": host == "1" ? "0" : "1"])
+            #expect(try inside.sysctl("net.ipv4.ip_forward") == (host == "1" ? "0" : "1"))
+            #expect(try NetworkNamespace.current.sysctl("net.ipv4.ip_forward") == host)
+            #expect(throws: NetlinkError.self) { try inside.setSysctls(["kernel.hostname": "x"]) }
+        }
+    }
+
+    @Test func addsAndDeletesRules() async throws {
+        try await TestNamespace.with { test in
+            let rule = RoutingRule(family: .inet, priority: 1000, source: IPPrefix("198.18.0.1/32")!, table: RouteTable(100))
+            try test.socket.addRule(rule)
+            #expect(try test.socket.rules().contains(rule))
+            try test.socket.deleteRule(rule)
+            #expect(try !test.socket.rules().contains(rule))
+        }
+    }
+}
