@@ -42,7 +42,7 @@ let package = Package(
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "TestSupport"]),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator"]),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

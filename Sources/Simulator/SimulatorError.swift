@@ -1,0 +1,35 @@
+import Netlink
+
+/// The one error type of the Simulator module.
+public struct SimulatorError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable {
+        /// The scenario cannot be played as written.
+        case invalidScenario
+        /// The machine cannot run it: no privileges, a missing kernel feature.
+        case environment
+        /// A kernel operation failed while building or changing the network.
+        case netlink
+    }
+
+    public var code: Code
+    /// A message a user can act on.
+    public var message: String
+    public var underlying: NetlinkError?
+
+    public init(_ code: Code, _ message: String, underlying: NetlinkError? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    /// Wraps a netlink failure of `what`, classifying missing privileges as an environment problem.
+    init(_ what: String, _ error: NetlinkError) {
+        if error.isPermissionDenied {
+            self.init(.environment, "\(what): \(error); building a scenario's network needs root", underlying: error)
+        } else {
+            self.init(.netlink, "\(what): \(error)", underlying: error)
+        }
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,159 @@
+import Glibc
+import Netlink
+
+/// A scenario's network, built in the kernel from a ``TopologyPlan``: namespaces, veth pairs,
+/// addresses, routes, rules and alias tags. ``teardown()`` removes all of it; nothing is ever
+/// created in the caller's own namespace.
+public final class Topology {
+    public let plan: TopologyPlan
+    private var namespaces: [String: NetworkNamespace] = [:]
+    private var sockets: [String: NetlinkSocket] = [:]
+    private var isTornDown = false
+
+    /// The sysctls every node gets: forwarding (so nodes reach nodes they share no link with),
+    /// routes over interfaces without carrier ignored (as a connection manager would drop them,
+    /// so traffic moves to the next link at once), and no duplicate address detection (addresses
+    /// are Roam's own and usable at once).
+    public static let nodeSysctls: KeyValuePairs<String, String> = [
+        "net.ipv4.ip_forward": "1",
+        "net.ipv6.conf.all.forwarding": "1",
+        "net.ipv4.conf.all.ignore_routes_with_linkdown": "1",
+        "net.ipv4.conf.default.ignore_routes_with_linkdown": "1",
+        "net.ipv6.conf.all.ignore_routes_with_linkdown": "1",
+        "net.ipv6.conf.default.ignore_routes_with_linkdown": "1",
+        "net.ipv6.conf.all.accept_dad": "0",
+        "net.ipv6.conf.default.accept_dad": "0",
+    ]
+
+    private init(plan: TopologyPlan) {
+        self.plan = plan
+    }
+
+    /// Builds `plan`. On failure, whatever was built is removed before the error is thrown.
+    public static func build(_ plan: TopologyPlan) throws(SimulatorError) -> Topology {
+        let topology = Topology(plan: plan)
+        do throws(SimulatorError) {
+            try RunRegistry.register(plan.runID)
+            try topology.createNodes()
+            try topology.createLinks()
+            try topology.configureInterfaces()
+            return topology
+        } catch {
+            topology.teardown()
+            throw error
+        }
+    }
+
+    /// The namespace of `node`.
+    public func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }
+
+    /// A netlink socket inside `node`'s namespace.
+    public func socket(of node: String) -> NetlinkSocket? { sockets[node] }
+
+    /// Removes every namespace of the run (and with them their interfaces) and its registration.
+    /// Safe to call more than once.
+    public func teardown() {
+        guard !isTornDown else { return }
+        isTornDown = true
+        sockets = [:]
+        for node in plan.nodes {
+            if let namespace = try? NetworkNamespace.named(node.namespaceName), namespace.exists {
+                try? namespace.delete()
+            }
+        }
+        namespaces = [:]
+        RunRegistry.unregister(plan.runID)
+    }
+
+    deinit {
+        teardown()
+    }
+
+    private func createNodes() throws(SimulatorError) {
+        for node in plan.nodes {
+            do throws(NetlinkError) {
+                let namespace = try NetworkNamespace.create(named: node.namespaceName)
+                namespaces[node.name] = namespace
+                let socket = try NetlinkSocket(.route, in: namespace)
+                sockets[node.name] = socket
+                if let lo = try socket.link(named: "lo") { try socket.setLink(index: lo.index, up: true) }
+                try namespace.setSysctls(Self.nodeSysctls)
+            } catch {
+                throw SimulatorError("create node '\(node.name)' (namespace \(node.namespaceName))", error)
+            }
+        }
+    }
+
+    private func createLinks() throws(SimulatorError) {
+        for link in plan.links {
+            guard let socket = sockets[link.first], let peer = namespaces[link.second] else { continue }
+            do throws(NetlinkError) {
+                try socket.createVethPair(link.name, peer: link.name, peerNamespace: peer)
+            } catch {
+                throw SimulatorError("create link '\(link.name)' between \(link.first) and \(link.second)", error)
+            }
+        }
+    }
+
+    private func configureInterfaces() throws(SimulatorError) {
+        // Everything up first: a gateway route needs its subnet reachable, and with
+        // ignore_routes_with_linkdown that means the peer's end must be up too.
+        var indices: [String: [String: Int32]] = [:]
+        for node in plan.nodes {
+            guard let socket = sockets[node.name] else { continue }
+            for interface in node.interfaces {
+                do throws(NetlinkError) {
+                    guard let link = try socket.link(named: interface.name) else {
+                        throw NetlinkError(.errno(ENODEV), operation: "find \(interface.name) in \(node.namespaceName)")
+                    }
+                    indices[node.name, default: [:]][interface.name] = link.index
+                    try socket.setLink(index: link.index, up: true, alias: interface.alias)
+                } catch {
+                    throw SimulatorError("bring up \(interface.name) in node '\(node.name)'", error)
+                }
+            }
+        }
+        for node in plan.nodes {
+            guard let socket = sockets[node.name] else { continue }
+            for interface in node.interfaces {
+                guard let index = indices[node.name]?[interface.name] else { continue }
+                do throws(NetlinkError) {
+                    try socket.addAddress(interface.ipv4, interfaceIndex: index)
+                    try socket.addAddress(interface.ipv6, interfaceIndex: index)
+                } catch {
+                    throw SimulatorError("address \(interface.name) in node '\(node.name)'", error)
+                }
+            }
+        }
+        for node in plan.nodes {
+            guard let socket = sockets[node.name] else { continue }
+            for interface in node.interfaces {
+                guard let index = indices[node.name]?[interface.name] else { continue }
+                do throws(NetlinkError) {
+                    for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)] {
+                        let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
+                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric))
+                        try socket.addRoute(.direct(to: subnet, interfaceIndex: index, table: interface.table))
+                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, table: interface.table))
+                        try socket.addRule(RoutingRule(family: address.address.family, priority: interface.rulePriority,
+                                                       source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table))
+                    }
+                } catch {
+                    throw SimulatorError("route \(interface.name) in node '\(node.name)'", error)
+                }
+            }
+        }
+    }
+}
+
+extension IPAddress {
+    /// The address with every bit past `length` cleared: the network of a prefix.
+    func masked(to length: Int) -> IPAddress {
+        var bytes = self.bytes
+        for index in bytes.indices {
+            let bitsHere = max(0, min(8, length - index * 8))
+            bytes[index] &= bitsHere == 0 ? 0 : UInt8(0xff) << (8 - bitsHere)
+        }
+        return IPAddress(bytes: bytes)!
+    }
+}

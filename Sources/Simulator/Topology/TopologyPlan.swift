@@ -1,0 +1,94 @@
+import Netlink
+import PathMonitor
+
+/// Everything a scenario's network is made of, computed from the scenario alone: namespace
+/// names, interfaces, addresses, routes and rules. Pure, so that addressing is tested without
+/// root; ``Topology`` makes it real.
+///
+/// - Each node is a namespace `roam-RUN-NODE`.
+/// - Link number `i` (in file order) is a veth pair, its end in each node named after the link,
+///   with `198.18.0.0/15` split into /24s (`198.18.0.0/24` for link 0, `198.18.1.0/24` for link 1,
+///   ..., 512 links at most): the first node of `between` gets `.1`, the second `.2`. IPv6 the same
+///   way under `fd72:6f61:6d00::/48` ("roam"): `fd72:6f61:6d00:i::1/64` and `::2`.
+/// - Every node has a default route over each of its links through the peer, metric 100 for its
+///   first-listed link, 110 for the next, and so on, so the first-listed link carries traffic
+///   while it is up. Forwarding is on, so nodes reach nodes they share no link with.
+/// - Source-based policy routing: table `1000 + i` holds the link's subnet and a default route
+///   over it, and a rule (priority `1000 + i`) sends traffic from the interface's addresses
+///   there, so binding to an interface's address picks its link.
+/// - Each interface's alias carries its PathMonitor tags: `roam:type=wifi,expensive=false,...`.
+public struct TopologyPlan: Sendable, Hashable {
+    public struct Interface: Sendable, Hashable {
+        /// The interface name: the link's name.
+        public var name: String
+        public var link: String
+        /// The node at the other end.
+        public var peer: String
+        public var ipv4: IPPrefix
+        public var ipv6: IPPrefix
+        public var peerIPv4: IPAddress
+        public var peerIPv6: IPAddress
+        /// The alias, with PathMonitor tags.
+        public var alias: String
+        /// Metric of this interface's default route in the main table.
+        public var metric: UInt32
+        /// The table and rule priority of this interface's policy routing.
+        public var table: RouteTable
+        public var rulePriority: UInt32
+    }
+
+    public struct Node: Sendable, Hashable {
+        public var name: String
+        public var namespaceName: String
+        public var interfaces: [Interface]
+    }
+
+    public struct Link: Sendable, Hashable {
+        public var name: String
+        /// The nodes in `between` order.
+        public var first: String
+        public var second: String
+    }
+
+    public static let maximumLinks = 512
+    public static let ipv6Prefix = "fd72:6f61:6d00"
+
+    public var runID: String
+    public var nodes: [Node]
+    public var links: [Link]
+
+    /// The plan for `scenario` in run `runID`.
+    public init(scenario: Scenario, runID: String) throws(SimulatorError) {
+        guard scenario.links.count <= Self.maximumLinks else {
+            throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumLinks) links (198.18.0.0/15 in /24s); this one has \(scenario.links.count)")
+        }
+        self.runID = runID
+        self.links = scenario.links.map { Link(name: $0.name, first: $0.endpoints.0, second: $0.endpoints.1) }
+        var interfaces: [String: [Interface]] = [:]
+        for (index, link) in scenario.links.enumerated() {
+            let v4 = (first: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 1),
+                      second: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 2))
+            let v6 = (first: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::1")!,
+                      second: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::2")!)
+            let alias = InterfaceTag.alias(for: InterfaceAttributes(type: link.type, isExpensive: link.isExpensive, isConstrained: link.isConstrained))
+            for (node, peer, mine, theirs, mine6, theirs6) in [
+                (link.endpoints.0, link.endpoints.1, v4.first, v4.second, v6.first, v6.second),
+                (link.endpoints.1, link.endpoints.0, v4.second, v4.first, v6.second, v6.first),
+            ] {
+                let order = interfaces[node, default: []].count
+                interfaces[node, default: []].append(Interface(
+                    name: link.name, link: link.name, peer: peer,
+                    ipv4: IPPrefix(mine, length: 24), ipv6: IPPrefix(mine6, length: 64), peerIPv4: theirs, peerIPv6: theirs6,
+                    alias: alias, metric: 100 + 10 * UInt32(order), table: RouteTable(1000 + UInt32(index)), rulePriority: 1000 + UInt32(index)))
+            }
+        }
+        self.nodes = scenario.nodes.map { node in
+            Node(name: node.name, namespaceName: Self.namespaceName(runID: runID, node: node.name), interfaces: interfaces[node.name] ?? [])
+        }
+    }
+
+    /// `roam-RUN-NODE`.
+    public static func namespaceName(runID: String, node: String) -> String { "roam-\(runID)-\(node)" }
+
+    public func node(_ name: String) -> Node? { nodes.first { $0.name == name } }
+}

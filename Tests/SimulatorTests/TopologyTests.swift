@@ -1,0 +1,154 @@
+import Foundation
+import Glibc
+import Netlink
+import PathMonitor
+import Testing
+import TestSupport
+@testable import Simulator
+
+func walkOutOfHome() throws -> Scenario {
+    let path = try #require(bundledScenarios.first { $0.hasSuffix("walk-out-of-home.yaml") })
+    return try #require(ScenarioReader.read(contentsOf: path).scenario)
+}
+
+@Suite struct TopologyPlanTests {
+    @Test func addressesEachLinkAndOrdersDefaultsByTheFile() throws {
+        let plan = try TopologyPlan(scenario: walkOutOfHome(), runID: "abc123")
+        #expect(plan.nodes.map(\.namespaceName) == ["roam-abc123-phone", "roam-abc123-server"])
+        let phone = try #require(plan.node("phone"))
+        #expect(phone.interfaces.map(\.name) == ["wifi", "cell"])
+        let wifi = phone.interfaces[0], cell = phone.interfaces[1]
+        #expect(wifi.ipv4 == IPPrefix("198.18.0.1/24")! && wifi.peerIPv4 == IPAddress("198.18.0.2")!)
+        #expect(cell.ipv4 == IPPrefix("198.18.1.1/24")!)
+        #expect(wifi.ipv6 == IPPrefix("fd72:6f61:6d00::1/64")! && cell.ipv6 == IPPrefix("fd72:6f61:6d00:1::1/64")!)
+        #expect((wifi.metric, cell.metric) == (100, 110))
+        #expect((wifi.table, cell.table) == (RouteTable(1000), RouteTable(1001)))
+        #expect(wifi.alias == "roam:type=wifi,expensive=false,constrained=false")
+        #expect(cell.alias == "roam:type=cellular,expensive,constrained=false")
+        let server = try #require(plan.node("server"))
+        #expect(server.interfaces.map(\.ipv4) == [IPPrefix("198.18.0.2/24")!, IPPrefix("198.18.1.2/24")!])
+        #expect(server.interfaces.map(\.peer) == ["phone", "phone"])
+    }
+
+    @Test func spreadsLinksOverTheWholeBenchmarkingRange() throws {
+        var scenario = try walkOutOfHome()
+        let template = scenario.links[0]
+        scenario.links = (0..<300).map { index in
+            var link = template
+            link.name = "l\(index)"
+            return link
+        }
+        let plan = try TopologyPlan(scenario: scenario, runID: "abc123")
+        #expect(plan.node("phone")?.interfaces[299].ipv4 == IPPrefix("198.19.43.1/24")!)
+        #expect(plan.node("phone")?.interfaces[299].ipv6 == IPPrefix("fd72:6f61:6d00:12b::1/64")!)
+        scenario.links = (0..<513).map { index in
+            var link = template
+            link.name = "l\(index)"
+            return link
+        }
+        #expect(throws: SimulatorError.self) { try TopologyPlan(scenario: scenario, runID: "abc123") }
+    }
+}
+
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to create network namespaces"), .serialized)
+struct TopologyKernelTests {
+    @Test func buildsAWorkingNetworkAndRemovesIt() throws {
+        let before = try HostNetworkState.capture()
+        let runID = RunRegistry.newRunID()
+        let plan = try TopologyPlan(scenario: walkOutOfHome(), runID: runID)
+        let topology = try Topology.build(plan)
+        defer { topology.teardown() }
+        #expect(NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.count == 2)
+        #expect(RunRegistry.owner(of: runID) == getpid())
+
+        let phone = try #require(topology.socket(of: "phone"))
+        let links = try phone.links()
+        #expect(links.first { $0.name == "cell" }?.alias == "roam:type=cellular,expensive,constrained=false")
+        let defaults = try phone.routes().filter { $0.isDefault && $0.table == .main }
+        #expect(defaults.filter { $0.family == .inet }.map(\.metric).sorted() == [100, 110])
+        #expect(defaults.filter { $0.family == .inet6 }.count == 2)
+        #expect(try phone.rules().contains(RoutingRule(family: .inet, priority: 1001, source: IPPrefix("198.18.1.1/32")!, table: RouteTable(1001))))
+
+        // Every link carries traffic, IPv4 and IPv6, from the address bound to it.
+        let phoneNamespace = try #require(topology.namespace(of: "phone"))
+        let serverNamespace = try #require(topology.namespace(of: "server"))
+        for (family, port) in [(AddressFamily.inet, UInt16(7001)), (.inet6, 7002)] {
+            let listener = try TCPProbe.listen(in: serverNamespace, family: family, port: port)
+            defer { close(listener) }
+            for interface in plan.node("phone")!.interfaces {
+                let source = family == .inet ? interface.ipv4.address : interface.ipv6.address
+                let destination = family == .inet ? interface.peerIPv4 : interface.peerIPv6
+                #expect(try TCPProbe.connect(in: phoneNamespace, from: source, to: destination, port: port, listener: listener) == source)
+            }
+        }
+        // Each interface's own table leads out of that interface, and rules send its addresses there.
+        let phoneRoutes = try phone.routes()
+        let phoneRules = try phone.rules()
+        for interface in plan.node("phone")!.interfaces {
+            let index = try #require(links.first { $0.name == interface.name }).index
+            for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)] {
+                let table = phoneRoutes.filter { $0.table == interface.table && $0.family == address.address.family }
+                #expect(table.contains { $0.isDefault && $0.gateway == peer && $0.interfaceIndices == [index] }, "\(interface.name) \(address)")
+                #expect(table.contains { !$0.isDefault && $0.destination.contains(address.address) && $0.interfaceIndices == [index] })
+                #expect(phoneRules.contains(RoutingRule(family: address.address.family, priority: interface.rulePriority,
+                                                        source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table)))
+            }
+        }
+
+        // A path monitor in the phone sees Wi-Fi first, and cellular (expensive) when Wi-Fi loses carrier.
+        let monitor = NetworkPathMonitor(namespace: phoneNamespace)
+        let paths = Recorder<NetworkPath>()
+        let subscription = monitor.onUpdate { paths.append($0) }
+        defer { subscription.cancel(); monitor.cancel() }
+        try monitor.start()
+        #expect(monitor.currentPath?.primaryInterface?.name == "wifi")
+        #expect(monitor.currentPath?.primaryInterface?.type == .wifi)
+        #expect(monitor.currentPath?.supportsIPv4 == true && monitor.currentPath?.supportsIPv6 == true)
+        let server = try #require(topology.socket(of: "server"))
+        try server.setLink(index: try #require(try server.link(named: "wifi")).index, up: false)
+        let cellular = paths.waitForLast { $0.primaryInterface?.name == "cell" }
+        #expect(cellular?.isExpensive == true)
+        monitor.cancel()
+
+        topology.teardown()
+        #expect(NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.isEmpty)
+        #expect(RunRegistry.owner(of: runID) == nil)
+        #expect(try HostNetworkState.capture() == before)
+    }
+
+    @Test func cleanupRemovesWhatADeadRunLeft() throws {
+        let runID = RunRegistry.newRunID()
+        let topology = try Topology.build(try TopologyPlan(scenario: walkOutOfHome(), runID: runID))
+        defer { topology.teardown() }
+        // A process inside the phone's namespace, as a workload would be.
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sh")
+        sleeper.arguments = ["-c", "exec ip netns exec roam-\(runID)-phone sleep 120"]
+        try sleeper.run()
+        var sleeperInside = false
+        for _ in 0..<200 where !sleeperInside {
+            var target = stat(), info = stat()
+            stat("/run/netns/roam-\(runID)-phone", &target)
+            sleeperInside = stat("/proc/\(sleeper.processIdentifier)/ns/net", &info) == 0 && info.st_ino == target.st_ino
+            if !sleeperInside { usleep(10_000) } // waiting for ip to enter the namespace, bounded
+        }
+        #expect(sleeperInside)
+
+        #expect(!Leftovers.find().contains("roam-\(runID)-phone"), "a live run is not a leftover")
+        // The owner dies: its registration now names a process that is gone.
+        let dead = Process()
+        dead.executableURL = URL(fileURLWithPath: "/bin/true")
+        try dead.run()
+        dead.waitUntilExit()
+        RunRegistry.unregister(runID)
+        try "\(dead.processIdentifier)\n".write(toFile: "\(RunRegistry.directory)/\(runID)", atomically: false, encoding: .utf8)
+
+        let report = Leftovers.remove()
+        #expect(Set(report.namespaces).isSuperset(of: ["roam-\(runID)-phone", "roam-\(runID)-server"]))
+        #expect(report.processes.contains(sleeper.processIdentifier))
+        sleeper.waitUntilExit()
+        #expect(sleeper.terminationReason == .uncaughtSignal)
+        #expect(NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.isEmpty)
+        #expect(RunRegistry.owner(of: runID) == nil)
+    }
+}
