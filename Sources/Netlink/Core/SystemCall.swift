@@ -40,3 +40,17 @@ public final class FileDescriptor: Sendable {
         _ = Glibc.close(rawValue)
     }
 }
+
+/// Reads a whole file as UTF-8 text, retrying `EINTR`.
+public func readTextFile(atPath path: String) throws(NetlinkError) -> String {
+    let fd = try systemCall("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = try systemCall("read(\(path))") { read(fd, &chunk, chunk.count) }
+        if count == 0 { break }
+        bytes.append(contentsOf: chunk[..<count])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

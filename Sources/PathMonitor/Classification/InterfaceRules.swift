@@ -1,4 +1,5 @@
 import Glibc
+import Netlink
 
 /// Rules that give interfaces attributes by name: the contents of an interfaces file.
 ///
@@ -82,21 +83,9 @@ public struct InterfaceRules: Sendable, Hashable {
 
 /// Reads a whole text file, with an error naming the cause.
 func readTextFile(_ path: String) throws(PathMonitorError) -> String {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-        throw PathMonitorError(.io, String(cString: strerror(errno)))
+    do throws(NetlinkError) {
+        return try Netlink.readTextFile(atPath: path)
+    } catch {
+        throw PathMonitorError(.io, error.reason, underlying: error)
     }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16384)
-    while true {
-        let count = read(fd, &chunk, chunk.count)
-        if count < 0 {
-            if errno == EINTR { continue }
-            throw PathMonitorError(.io, String(cString: strerror(errno)))
-        }
-        if count == 0 { break }
-        bytes.append(contentsOf: chunk[..<count])
-    }
-    return String(decoding: bytes, as: UTF8.self)
 }

@@ -1,4 +1,4 @@
-import Glibc
+import Netlink
 import PathMonitor
 import Yams
 
@@ -15,11 +15,11 @@ public enum ScenarioReader {
     /// Reads the file at `path`; `displayName` names it in diagnostics (default: `path`).
     public static func read(contentsOf path: String, displayName: String? = nil) -> Outcome {
         let name = displayName ?? path
-        do throws(PathMonitorError) {
-            return parse(try readFile(path), file: name)
+        do throws(NetlinkError) {
+            return parse(try readTextFile(atPath: path), file: name)
         } catch {
             return Outcome(scenario: nil, diagnostics: [ScenarioDiagnostic(.error, file: name, line: 0, column: 0,
-                                                                           message: "cannot read the file: \(error.message)")])
+                                                                           message: "cannot read the file: \(error.reason)")])
         }
     }
 
@@ -60,23 +60,5 @@ public enum ScenarioReader {
         default:
             collector.error("YAML: \(error)", line: 1, column: 1)
         }
-    }
-
-    private static func readFile(_ path: String) throws(PathMonitorError) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw PathMonitorError(.io, String(cString: strerror(errno))) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = Glibc.read(fd, &chunk, chunk.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw PathMonitorError(.io, String(cString: strerror(errno)))
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[..<count])
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
