@@ -72,26 +72,19 @@ extension ScenarioDecoder {
             let constrained = take(&link, "constrained") { self.bool($0, "constrained") }
             let capture = take(&link, "capture") { self.bool($0, "capture") }
             let profile = take(&link, "profile") { self.profile($0) }
-            var both = impairment(from: &link)
+            let both = impairment(from: &link)
             let up = take(&link, "up") { self.impairmentBlock($0, "the up direction of link '\(name)'") } ?? Impairment()
             let down = take(&link, "down") { self.impairmentBlock($0, "the down direction of link '\(name)'") } ?? Impairment()
             finishLink(link)
-            if let profile {
-                both = Impairment().overridden(by: both)
-                let resolvedType = type ?? profile.type ?? .wiredEthernet
-                links.append(LinkSpec(
-                    name: name, endpoints: between ?? ("", ""), type: resolvedType,
-                    isExpensive: expensive ?? profile.isExpensive ?? (resolvedType == .cellular),
-                    isConstrained: constrained ?? profile.isConstrained ?? false, profile: profile.name,
-                    up: profile.up.overridden(by: both).overridden(by: up), down: profile.down.overridden(by: both).overridden(by: down),
-                    capture: capture ?? false))
-            } else {
-                let resolvedType = type ?? .wiredEthernet
-                links.append(LinkSpec(
-                    name: name, endpoints: between ?? ("", ""), type: resolvedType, isExpensive: expensive ?? (resolvedType == .cellular),
-                    isConstrained: constrained ?? false, profile: nil, up: both.overridden(by: up), down: both.overridden(by: down),
-                    capture: capture ?? false))
-            }
+            // A profile is the base; keys on the link override it, and direction blocks override those.
+            let resolvedType = type ?? profile?.type ?? .wiredEthernet
+            links.append(LinkSpec(
+                name: name, endpoints: between ?? ("", ""), type: resolvedType,
+                isExpensive: expensive ?? profile?.isExpensive ?? (resolvedType == .cellular),
+                isConstrained: constrained ?? profile?.isConstrained ?? false, profile: profile?.name,
+                up: (profile?.up ?? Impairment()).overridden(by: both).overridden(by: up),
+                down: (profile?.down ?? Impairment()).overridden(by: both).overridden(by: down),
+                capture: capture ?? false))
             let added = links.last!
             if added.up == added.down {
                 checkConsistency(added.up, at: item, "link '\(name)'")

@@ -140,63 +140,45 @@ final class ScenarioDecoder {
         return value
     }
 
-    func duration(_ node: Node, _ what: String, allowZero: Bool = true) -> Duration? {
+    /// Reads a value in a unit with `parse`, then checks it with `check`, which returns the
+    /// problem with an acceptable value (given the text as written), or nil.
+    private func measured<T>(_ node: Node, _ what: String, _ parse: (String) -> Result<T, UnitError>,
+                             check: (T, String) -> String?) -> T? {
         guard let text = string(node, what) else { return nil }
-        switch Units.duration(text) {
+        switch parse(text) {
         case .failure(let problem):
             error("\(what): \(problem.message)", at: node)
             return nil
         case .success(let value):
-            if value < .zero || (!allowZero && value == .zero) {
-                error("\(what) must be \(allowZero ? "zero or more" : "more than zero"), not \(text)", at: node)
+            if let problem = check(value, text) {
+                error("\(what) \(problem)", at: node)
                 return nil
             }
             return value
+        }
+    }
+
+    func duration(_ node: Node, _ what: String, allowZero: Bool = true) -> Duration? {
+        measured(node, what, Units.duration) { value, text in
+            value < .zero || (!allowZero && value == .zero) ? "must be \(allowZero ? "zero or more" : "more than zero"), not \(text)" : nil
         }
     }
 
     func fraction(_ node: Node, _ what: String) -> Double? {
-        guard let text = string(node, what) else { return nil }
-        switch Units.percentage(text) {
-        case .failure(let problem):
-            error("\(what): \(problem.message)", at: node)
-            return nil
-        case .success(let value):
-            guard (0...1).contains(value) else {
-                error("\(what) must be between 0% and 100%, not \(text)", at: node)
-                return nil
-            }
-            return value
+        measured(node, what, Units.percentage) { value, text in
+            (0...1).contains(value) ? nil : "must be between 0% and 100%, not \(text)"
         }
     }
 
     func rate(_ node: Node, _ what: String) -> Rate? {
-        guard let text = string(node, what) else { return nil }
-        switch Units.rate(text) {
-        case .failure(let problem):
-            error("\(what): \(problem.message)", at: node)
-            return nil
-        case .success(let value):
-            guard value.bitsPerSecond >= 8 else {
-                error("\(what) must be at least 8bit, not \(text)", at: node)
-                return nil
-            }
-            return value
+        measured(node, what, Units.rate) { value, text in
+            value.bitsPerSecond >= 8 ? nil : "must be at least 8bit, not \(text)"
         }
     }
 
     func size(_ node: Node, _ what: String) -> Int64? {
-        guard let text = string(node, what) else { return nil }
-        switch Units.size(text) {
-        case .failure(let problem):
-            error("\(what): \(problem.message)", at: node)
-            return nil
-        case .success(let value):
-            guard value > 0 else {
-                error("\(what) must be more than zero, not \(text)", at: node)
-                return nil
-            }
-            return value
+        measured(node, what, Units.size) { value, text in
+            value > 0 ? nil : "must be more than zero, not \(text)"
         }
     }
 

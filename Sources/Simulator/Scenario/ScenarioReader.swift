@@ -1,5 +1,4 @@
 import Netlink
-import PathMonitor
 import Yams
 
 /// Reads scenario files: YAML syntax, keys, types, units, ranges and references, every problem
