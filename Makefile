@@ -2,34 +2,58 @@
 SWIFT ?= swift
 BUILD_FLAGS ?=
 
-.PHONY: setup build demo test bench bench-quick clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test bench bench-quick clean
 
 setup:
 	@scripts/setup.sh
 
+# What running scenarios needs here: a VM with Debian's kernel when this kernel lacks sch_netem.
+setup-vm:
+	@scripts/setup.sh --vm-if-needed
+
 build: setup
 	$(SWIFT) build $(BUILD_FLAGS)
 
-# The main job. Until the scenario engine lands: a private namespace with a Wi-Fi and a cellular
-# uplink, `roam monitor` watching it, and the links failing and coming back.
+# The main job: the bundled walk-out-of-home scenario, end to end (netem where the kernel has
+# it, Roam's userspace link emulator otherwise). `make demo-vm` plays it with netem in a VM.
 demo: build
 	@scripts/demo.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam"
 
+demo-vm: setup-vm build
+	@scripts/demo.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" --vm
+
+# `roam monitor` in a private namespace whose links fail and come back.
+monitor-demo: build
+	@scripts/monitor-demo.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam"
+
 # Unit tests run anywhere; kernel tests (namespaces, veth, netlink) run as root and skip otherwise.
+# The netem backend's tests run on this kernel where it has sch_netem, in a VM otherwise.
 # Tests run one at a time: kernel tests share one kernel, and leak checks count process-wide.
-test: setup
+test: setup-vm
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup
 	$(SWIFT) build -c release --product PathMonitorBenchmark
+	$(SWIFT) build -c release --product SimulatorBenchmark
+	$(SWIFT) build -c release --product EmulatorBenchmark
+	$(SWIFT) build -c release --product MultipathBenchmark
 	"$$($(SWIFT) build -c release --show-bin-path)/PathMonitorBenchmark"
+	"$$($(SWIFT) build -c release --show-bin-path)/SimulatorBenchmark"
+	"$$($(SWIFT) build -c release --show-bin-path)/EmulatorBenchmark"
+	"$$($(SWIFT) build -c release --show-bin-path)/MultipathBenchmark"
 
-# The same benchmark on a small count, to check that it still runs.
+# The same benchmarks on small counts, to check that they still run.
 bench-quick: setup
 	$(SWIFT) build $(BUILD_FLAGS) --product PathMonitorBenchmark
+	$(SWIFT) build $(BUILD_FLAGS) --product SimulatorBenchmark
+	$(SWIFT) build $(BUILD_FLAGS) --product EmulatorBenchmark
+	$(SWIFT) build $(BUILD_FLAGS) --product MultipathBenchmark
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/PathMonitorBenchmark" --changes 100 --flaps 500
+	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SimulatorBenchmark" --quick
+	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
+	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick
 
 clean:
 	rm -rf .build

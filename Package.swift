@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Netlink", targets: ["Netlink"]),
         .library(name: "PathMonitor", targets: ["PathMonitor"]),
         .library(name: "Simulator", targets: ["Simulator"]),
+        .library(name: "Multipath", targets: ["Multipath"]),
         .executable(name: "roam", targets: ["roam"]),
     ],
     dependencies: [
@@ -23,12 +24,14 @@ let package = Package(
         ),
         .target(name: "Netlink", dependencies: ["CNetlink"]),
         .target(name: "PathMonitor", dependencies: ["Netlink"]),
-        .target(name: "Simulator", dependencies: ["PathMonitor", .product(name: "Yams", package: "Yams")]),
+        .target(name: "Multipath", dependencies: ["PathMonitor"]),
+        .target(name: "Simulator", dependencies: ["PathMonitor", "Multipath", .product(name: "Yams", package: "Yams")]),
         .executableTarget(
             name: "roam",
             dependencies: [
                 "PathMonitor",
                 "Simulator",
+                "Multipath",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -37,12 +40,28 @@ let package = Package(
             dependencies: ["PathMonitor"],
             path: "Benchmarks/PathMonitorBenchmark"
         ),
+        .executableTarget(
+            name: "SimulatorBenchmark",
+            dependencies: ["Simulator"],
+            path: "Benchmarks/SimulatorBenchmark"
+        ),
+        .executableTarget(
+            name: "EmulatorBenchmark",
+            dependencies: ["Simulator"],
+            path: "Benchmarks/EmulatorBenchmark"
+        ),
+        .executableTarget(
+            name: "MultipathBenchmark",
+            dependencies: ["Simulator"],
+            path: "Benchmarks/MultipathBenchmark"
+        ),
         .target(name: "TestSupport", dependencies: ["Netlink"], path: "Tests/TestSupport"),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
-        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "TestSupport"]),
+        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "Simulator", "TestSupport"]),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport"]),
+        .testTarget(name: "MultipathTests", dependencies: ["Multipath", "Simulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,14 +1,44 @@
 #!/usr/bin/env bash
 # Installs what Roam needs to build, test and run on Debian 12, and nothing that is there already.
 # Idempotent and quick when everything is present: one dpkg-query, no apt-get.
+#
+#   scripts/setup.sh          build and run
+#   scripts/setup.sh --vm     also what scripts/vm.sh needs to prove the netem backend on a
+#                             kernel without sch_netem: QEMU, Debian's kernel, virtme-ng
+#   scripts/setup.sh --vm-if-needed
+#                             --vm when the running kernel has no sch_netem (make test, make demo)
 set -euo pipefail
+
+# Whether the running kernel has netem: loaded, built in, or a module it can load.
+kernel_has_netem() {
+  [ -d /sys/module/sch_netem ] && return 0
+  grep -qs '^CONFIG_NET_SCH_NETEM=y' "/boot/config-$(uname -r)" && return 0
+  modprobe -n -q sch_netem 2>/dev/null
+}
+
+vm=0
+case "${1:-}" in
+  --vm) vm=1 ;;
+  --vm-if-needed) kernel_has_netem || vm=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed]" >&2; exit 2 ;;
+esac
 
 packages=(
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev  # the CNetlink system library
   pkg-config                                      # how SwiftPM finds libnl
   iproute2                                        # ip netns (users), ip monitor (benchmark), demo
   util-linux                                      # setpriv (tests drop privileges with it)
+  iputils-ping                                    # the netem accuracy check measures with ping
 )
+if [ "$vm" = 1 ]; then
+  packages+=(
+    qemu-system-x86                               # the VM
+    linux-image-amd64                             # a kernel with sch_netem as a module
+    busybox-static                                # virtme-ng's initramfs
+    python3-venv                                  # virtme-ng's own environment
+  )
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -26,6 +56,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$vm" = 1 ] && ! command -v vng >/dev/null 2>&1; then
+  # virtme-ng from PyPI, in a virtual environment of its own (Debian's Python refuses
+  # system-wide pip installs); scripts/vm.sh looks for it there.
+  venv="${ROAM_VNG_VENV:-$HOME/.cache/roam/vng}"
+  if [ ! -x "$venv/bin/vng" ]; then
+    echo "roam setup: installing virtme-ng into $venv" >&2
+    python=/usr/bin/python3
+    [ -x "$python" ] || python=$(command -v python3)
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install -q "virtme-ng==1.42"
+  fi
 fi
 
 if ! command -v swift >/dev/null 2>&1; then

@@ -18,6 +18,10 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/route.h>
 #include <netlink/route/rule.h>
+#include <netlink/route/tc.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/netem.h>
+#include <netlink/route/qdisc/tbf.h>
 #include <netlink/genl/genl.h>
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/family.h>
@@ -30,16 +34,23 @@
 #include <linux/if_link.h>
 #include <linux/net_namespace.h>
 #include <linux/fib_rules.h>
+#include <linux/pkt_sched.h>
 #include <linux/sched.h>
 #include <sys/mount.h>
 #include <pthread.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <signal.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <netinet/tcp.h>
 
 // glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
 extern int setns(int fd, int nstype);
 extern int unshare(int flags);
 extern int pthread_setname_np(pthread_t thread, const char *name);
+extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
 
 #endif

@@ -23,7 +23,7 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Wraps a netlink failure of `what`, classifying missing privileges as an environment problem.
-    init(_ what: String, _ error: NetlinkError) {
+    public init(_ what: String, _ error: NetlinkError) {
         if error.isPermissionDenied {
             self.init(.environment, "\(what): \(error); building a scenario's network needs root", underlying: error)
         } else {

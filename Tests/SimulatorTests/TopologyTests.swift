@@ -79,6 +79,10 @@ struct TopologyKernelTests {
                 let source = family == .inet ? interface.ipv4.address : interface.ipv6.address
                 let destination = family == .inet ? interface.peerIPv4 : interface.peerIPv6
                 #expect(try TCPProbe.connect(in: phoneNamespace, from: source, to: destination, port: port, listener: listener) == source)
+                // The server's service address (on its loopback) is reachable over every link too.
+                let server = plan.node("server")!
+                let service = family == .inet ? server.serviceIPv4 : server.serviceIPv6
+                #expect(try TCPProbe.connect(in: phoneNamespace, from: source, to: service, port: port, listener: listener) == source)
             }
         }
         // Each interface's own table leads out of that interface, and rules send its addresses there.
@@ -90,6 +94,11 @@ struct TopologyKernelTests {
                 let table = phoneRoutes.filter { $0.table == interface.table && $0.family == address.address.family }
                 #expect(table.contains { $0.isDefault && $0.gateway == peer && $0.interfaceIndices == [index] }, "\(interface.name) \(address)")
                 #expect(table.contains { !$0.isDefault && $0.destination.contains(address.address) && $0.interfaceIndices == [index] })
+                // Without carrier the default is ignored; the last resort keeps traffic from an
+                // address of this link from leaking out of another.
+                #expect(table.contains { $0.destination.length == 0 && $0.type == .unreachable && $0.metric == UInt32.max })
+                let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
+                #expect(phoneRoutes.contains { $0.table == .main && $0.destination == subnet && $0.type == .unreachable })
                 #expect(phoneRules.contains(RoutingRule(family: address.address.family, priority: interface.rulePriority,
                                                         source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table)))
             }

@@ -12,7 +12,7 @@ public enum TCPProbe {
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             let any = family == .inet ? IPAddress.v4(0, 0, 0, 0) : IPAddress("::")!
-            guard withSocketAddress(any, port: port, { bind(fd, $0, $1) }) == 0, Glibc.listen(fd, 16) == 0 else {
+            guard any.withSocketAddress(port: port, { bind(fd, $0, $1) }) == 0, Glibc.listen(fd, 16) == 0 else {
                 close(fd)
                 throw NetlinkError.posix("bind/listen :\(port)")
             }
@@ -29,11 +29,11 @@ public enum TCPProbe {
             guard fd >= 0 else { throw NetlinkError.posix("socket") }
             var timeout = timeval(tv_sec: 3, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            guard withSocketAddress(source, port: 0, { bind(fd, $0, $1) }) == 0 else {
+            guard source.withSocketAddress(port: 0, { bind(fd, $0, $1) }) == 0 else {
                 close(fd)
                 throw NetlinkError.posix("bind \(source)")
             }
-            guard withSocketAddress(destination, port: port, { Glibc.connect(fd, $0, $1) }) == 0 else {
+            guard destination.withSocketAddress(port: port, { Glibc.connect(fd, $0, $1) }) == 0 else {
                 let error = NetlinkError.posix("connect \(source) -> \(destination)")
                 close(fd)
                 throw error
@@ -56,18 +56,4 @@ public enum TCPProbe {
         }
     }
 
-    private static func withSocketAddress<T>(_ address: IPAddress, port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
-        if address.family == .inet {
-            var v4 = sockaddr_in()
-            v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = port.bigEndian
-            withUnsafeMutableBytes(of: &v4.sin_addr) { $0.copyBytes(from: address.bytes) }
-            return withUnsafePointer(to: &v4) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        }
-        var v6 = sockaddr_in6()
-        v6.sin6_family = sa_family_t(AF_INET6)
-        v6.sin6_port = port.bigEndian
-        withUnsafeMutableBytes(of: &v6.sin6_addr) { $0.copyBytes(from: address.bytes) }
-        return withUnsafePointer(to: &v6) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
-    }
 }

@@ -101,12 +101,16 @@ public struct HostNetworkState: Equatable {
     public var links: [String]
     public var addresses: [String]
     public var routes: [String]
+    public var rules: [String]
+    public var qdiscs: [String]
 
     public static func capture() throws -> HostNetworkState {
         let socket = try NetlinkSocket(.route)
         return HostNetworkState(
             links: try socket.links().map { "\($0.index) \($0.name) \($0.flags.rawValue) \($0.alias ?? "")" }.sorted(),
             addresses: try socket.addresses().map { "\($0.interfaceIndex) \($0.prefix)" }.sorted(),
-            routes: try socket.routes().map { "\($0.table) \($0.destination) \($0.interfaceIndices) \($0.metric)" }.sorted())
+            routes: try socket.routes().map { "\($0.table) \($0.destination) \($0.interfaceIndices) \($0.metric)" }.sorted(),
+            rules: try socket.rules().map { "\($0)" }.sorted(),
+            qdiscs: try socket.qdiscs().map { "\($0.interfaceIndex) \($0.handle) \($0.parent) \($0.kind)" }.sorted())
     }
 }

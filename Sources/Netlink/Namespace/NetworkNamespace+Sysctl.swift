@@ -46,9 +46,19 @@ private enum Sysctl {
         let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return NetlinkError.posix("open \(path)") }
         defer { Glibc.close(fd) }
-        let bytes = Array((value + "\n").utf8)
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        return written == bytes.count ? nil : NetlinkError.posix("write \(value) to \(path)")
+        // No newline, and partial writes continued: some handlers report fewer bytes than they
+        // took (IPv6's ignore_routes_with_linkdown returns 1 on kernel 6.1) and reject a write
+        // of what is left.
+        let bytes = Array(value.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            let code = errno
+            if written < 0 && code == EINTR { continue }
+            guard written > 0 else { return NetlinkError.posix("write \(value) to \(path)", errno: written < 0 ? code : EIO) }
+            offset += written
+        }
+        return nil
     }
 
     static func read(_ key: String) -> Result<String, NetlinkError> {

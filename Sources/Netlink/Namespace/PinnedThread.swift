@@ -10,14 +10,26 @@ import Synchronization
 /// a `PinnedThread` that is created for it and ends with it.
 public final class PinnedThread: Sendable {
     private final class Context: @unchecked Sendable {
+        let name: String
         let body: @Sendable () -> Void
-        init(body: @escaping @Sendable () -> Void) { self.body = body }
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
     }
 
-    private static let running = Atomic<Int>(0)
+    private static let running = Mutex<[String: Int]>([:])
 
     /// How many pinned threads are running now, in this process (for leak checks).
-    public static var runningCount: Int { running.load(ordering: .relaxed) }
+    public static var runningCount: Int { running.withLock { $0.values.reduce(0, +) } }
+
+    /// How many pinned threads named `name` are running now (for leak checks that other work
+    /// in the process must not disturb).
+    public static func runningCount(named name: String) -> Int { running.withLock { $0[name, default: 0] } }
+
+    private static func count(_ name: String, _ delta: Int) {
+        running.withLock { $0[name, default: 0] += delta }
+    }
 
     private let handle: pthread_t
     /// The name given to the thread (visible in `/proc/PID/task/TID/comm`, truncated to 15 bytes).
@@ -26,17 +38,17 @@ public final class PinnedThread: Sendable {
     /// Starts a thread that runs `body` and then ends.
     public init(name: String, _ body: @escaping @Sendable () -> Void) throws(NetlinkError) {
         self.name = name
-        let context = Unmanaged.passRetained(Context(body: body)).toOpaque()
+        let context = Unmanaged.passRetained(Context(name: name, body: body)).toOpaque()
         var thread = pthread_t()
-        PinnedThread.running.add(1, ordering: .relaxed)
+        PinnedThread.count(name, 1)
         let result = pthread_create(&thread, nil, { argument in
             let context = Unmanaged<Context>.fromOpaque(argument!).takeRetainedValue()
             context.body()
-            PinnedThread.running.subtract(1, ordering: .relaxed)
+            PinnedThread.count(context.name, -1)
             return nil
         }, context)
         if result != 0 {
-            PinnedThread.running.subtract(1, ordering: .relaxed)
+            PinnedThread.count(name, -1)
             Unmanaged<Context>.fromOpaque(context).release()
             throw NetlinkError.posix("pthread_create(\(name))", errno: result)
         }

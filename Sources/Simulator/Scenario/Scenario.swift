@@ -40,9 +40,12 @@ public struct Impairment: Sendable, Hashable {
     public var corrupt: Double?
     /// Queue limit in packets.
     public var limit: Int?
+    /// Capacity from a mahimahi trace instead of a fixed `rate` (userspace backend).
+    public var trace: LinkTrace?
 
     public init(delay: Duration? = nil, jitter: Duration? = nil, delayCorrelation: Double? = nil, distribution: DelayDistribution? = nil,
-                rate: Rate? = nil, loss: LossModel? = nil, duplicate: Double? = nil, reorder: Double? = nil, corrupt: Double? = nil, limit: Int? = nil) {
+                rate: Rate? = nil, loss: LossModel? = nil, duplicate: Double? = nil, reorder: Double? = nil, corrupt: Double? = nil, limit: Int? = nil,
+                trace: LinkTrace? = nil) {
         self.delay = delay
         self.jitter = jitter
         self.delayCorrelation = delayCorrelation
@@ -53,6 +56,7 @@ public struct Impairment: Sendable, Hashable {
         self.reorder = reorder
         self.corrupt = corrupt
         self.limit = limit
+        self.trace = trace
     }
 
     /// These settings with every field that `other` sets taken from `other`.
@@ -60,10 +64,21 @@ public struct Impairment: Sendable, Hashable {
         Impairment(delay: other.delay ?? delay, jitter: other.jitter ?? jitter, delayCorrelation: other.delayCorrelation ?? delayCorrelation,
                    distribution: other.distribution ?? distribution, rate: other.rate ?? rate, loss: other.loss ?? loss,
                    duplicate: other.duplicate ?? duplicate, reorder: other.reorder ?? reorder, corrupt: other.corrupt ?? corrupt,
-                   limit: other.limit ?? limit)
+                   limit: other.limit ?? limit, trace: other.trace ?? trace)
     }
 
     public var isEmpty: Bool { self == Impairment() }
+}
+
+/// A delivery trace named in a scenario: the path as written and the opportunities it holds.
+public struct LinkTrace: Sendable, Hashable {
+    public var path: String
+    public var trace: DeliveryTrace
+
+    public init(path: String, trace: DeliveryTrace) {
+        self.path = path
+        self.trace = trace
+    }
 }
 
 /// The distribution of delay jitter, as netem names its tables.
@@ -188,6 +203,24 @@ public struct Workload: Sendable, Hashable {
     public var mode: MultipathMode
     public var start: Duration
     public var stop: Duration?
+    /// How long the client waits without progress (no connection, no byte of a response or
+    /// stream) before it gives the connection up and connects again, as an app's timeout would.
+    public var timeout: Duration
+
+    /// The `timeout` when a scenario names none.
+    public static let defaultTimeout = Duration.seconds(5)
+
+    public init(name: String, kind: Kind, from: String, to: String?, mode: MultipathMode = .none, start: Duration = .zero,
+                stop: Duration? = nil, timeout: Duration = Workload.defaultTimeout) {
+        self.name = name
+        self.kind = kind
+        self.from = from
+        self.to = to
+        self.mode = mode
+        self.start = start
+        self.stop = stop
+        self.timeout = timeout
+    }
 }
 
 /// Something that must hold for the scenario to pass.

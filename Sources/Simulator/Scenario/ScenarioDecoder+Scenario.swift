@@ -1,8 +1,9 @@
+import Netlink
 import PathMonitor
 import Yams
 
 extension ScenarioDecoder {
-    static let impairmentKeys = ["delay", "jitter", "delayCorrelation", "distribution", "rate", "loss", "duplicate", "reorder", "corrupt", "limit"]
+    static let impairmentKeys = ["delay", "jitter", "delayCorrelation", "distribution", "rate", "loss", "duplicate", "reorder", "corrupt", "limit", "trace"]
 
     func scenario(_ root: Node) -> Scenario? {
         guard var top = fields(root, "the scenario") else { return nil }
@@ -145,7 +146,31 @@ extension ScenarioDecoder {
         result.reorder = take(&fields, "reorder") { self.fraction($0, "reorder") }
         result.corrupt = take(&fields, "corrupt") { self.fraction($0, "corrupt") }
         result.limit = take(&fields, "limit") { self.integer($0, "limit (packets)", range: 1...1_000_000) }
+        result.trace = take(&fields, "trace") { self.trace($0) }
+        if result.trace != nil, result.rate != nil, let node = fields.keyNode("trace") {
+            error("rate and trace both set the capacity; keep one", at: node)
+        }
         return result
+    }
+
+    /// `trace: traces/lte-steady.trace`: a mahimahi trace, relative to the scenario's directory.
+    func trace(_ node: Node) -> LinkTrace? {
+        guard let path = string(node, "trace"), !path.isEmpty else { return nil }
+        let resolved = path.hasPrefix("/") ? path : baseDirectory + "/" + path
+        let text: String
+        do throws(NetlinkError) {
+            text = try readTextFile(atPath: resolved)
+        } catch {
+            self.error("cannot read trace \(path): \(error.reason)", at: node)
+            return nil
+        }
+        switch DeliveryTrace.parse(text) {
+        case .success(let trace):
+            return LinkTrace(path: path, trace: trace)
+        case .failure(let problem):
+            self.error("trace \(path): \(problem)", at: node)
+            return nil
+        }
     }
 
     func impairmentBlock(_ node: Node, _ context: String) -> Impairment? {
@@ -297,7 +322,7 @@ extension ScenarioDecoder {
     func workloads(_ node: Node, nodes: Set<String>, duration: Duration?) -> [Workload]? {
         guard let items = list(node, "workloads") else { return nil }
         var workloads: [Workload] = []
-        let common = ["name", "kind", "from", "to", "mode", "start", "stop"]
+        let common = ["name", "kind", "from", "to", "mode", "start", "stop", "timeout"]
         for item in items {
             guard var workload = fields(item, "a workload") else { continue }
             if let nameNode = workload.pairs.first(where: { $0.key == "name" })?.value, case .scalar(let scalar) = nameNode {
@@ -333,6 +358,7 @@ extension ScenarioDecoder {
             let mode = take(&workload, "mode") { self.choice($0, "mode", MultipathMode.self) } ?? .none
             let start = take(&workload, "start") { self.duration($0, "start") } ?? .zero
             let stop = take(&workload, "stop") { self.duration($0, "stop", allowZero: false) }
+            let timeout = take(&workload, "timeout") { self.duration($0, "timeout", allowZero: false) } ?? Workload.defaultTimeout
             var kind: Workload.Kind?
             var known = common
             switch kindName {
@@ -364,7 +390,7 @@ extension ScenarioDecoder {
             if let duration, start >= duration { error("start (\(start.roamDescription)) is not before the scenario ends", at: workload.keyNode("start") ?? item) }
             if let from, let to, from == to { error("a workload runs between two different nodes; from and to are both '\(from)'", at: item) }
             if let name, let kind, let from {
-                workloads.append(Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop))
+                workloads.append(Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout))
             }
         }
         return workloads
@@ -502,7 +528,7 @@ extension Duration {
     public var roamDescription: String {
         let (seconds, attoseconds) = components
         let milliseconds = Double(seconds) * 1000 + Double(attoseconds) / 1e15
-        if milliseconds.magnitude >= 1000 { return "\(trim(milliseconds / 1000))s" }
+        if milliseconds.magnitude >= 1000 { return "\(trim(milliseconds.rounded() / 1000))s" }
         return "\(trim((milliseconds * 1000).rounded() / 1000))ms"
     }
 }

@@ -45,8 +45,12 @@ final class ScenarioDecoder {
     /// not reported a second time.
     var declaredWorkloads: Set<String> = []
 
-    init(_ diagnostics: DiagnosticCollector) {
+    /// Where relative paths in the scenario (traces) start.
+    let baseDirectory: String
+
+    init(_ diagnostics: DiagnosticCollector, baseDirectory: String = ".") {
         self.diagnostics = diagnostics
+        self.baseDirectory = baseDirectory
     }
 
     func error(_ message: String, at node: Node) {

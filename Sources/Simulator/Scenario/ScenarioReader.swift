@@ -15,15 +15,17 @@ public enum ScenarioReader {
     public static func read(contentsOf path: String, displayName: String? = nil) -> Outcome {
         let name = displayName ?? path
         do throws(NetlinkError) {
-            return parse(try readTextFile(atPath: path), file: name)
+            let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+            return parse(try readTextFile(atPath: path), file: name, baseDirectory: directory.isEmpty ? "/" : directory)
         } catch {
             return Outcome(scenario: nil, diagnostics: [ScenarioDiagnostic(.error, file: name, line: 0, column: 0,
                                                                            message: "cannot read the file: \(error.reason)")])
         }
     }
 
-    /// Reads scenario text; `file` names it in diagnostics.
-    public static func parse(_ source: String, file: String) -> Outcome {
+    /// Reads scenario text; `file` names it in diagnostics, and relative paths in it (traces)
+    /// start at `baseDirectory`.
+    public static func parse(_ source: String, file: String, baseDirectory: String = ".") -> Outcome {
         let collector = DiagnosticCollector(file: file, source: source)
         let root: Node?
         do {
@@ -39,7 +41,7 @@ public enum ScenarioReader {
             collector.error("the file is empty; a scenario needs at least name, duration and nodes", line: 1, column: 1)
             return Outcome(scenario: nil, diagnostics: collector.diagnostics)
         }
-        let scenario = ScenarioDecoder(collector).scenario(root)
+        let scenario = ScenarioDecoder(collector, baseDirectory: baseDirectory).scenario(root)
         let sorted = collector.diagnostics.enumerated().sorted { lhs, rhs in
             (lhs.element.line, lhs.element.column, lhs.offset) < (rhs.element.line, rhs.element.column, rhs.offset)
         }.map(\.element)

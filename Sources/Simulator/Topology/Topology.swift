@@ -29,13 +29,17 @@ public final class Topology {
         self.plan = plan
     }
 
-    /// Builds `plan`. On failure, whatever was built is removed before the error is thrown.
-    public static func build(_ plan: TopologyPlan) throws(SimulatorError) -> Topology {
+    /// Builds `plan`, with each link's interfaces made by `backend` (veth pairs for netem, when
+    /// none is given). On failure, whatever was built is removed before the error is thrown.
+    public static func build(_ plan: TopologyPlan, backend: (any LinkBackend)? = nil) throws(SimulatorError) -> Topology {
         let topology = Topology(plan: plan)
         do throws(SimulatorError) {
             try RunRegistry.register(plan.runID)
             try topology.createNodes()
-            try topology.createLinks()
+            let backend = backend ?? NetemBackend(plan: plan, seed: 0)
+            for link in plan.links {
+                try backend.createInterfaces(for: link, in: topology)
+            }
             try topology.configureInterfaces()
             return topology
         } catch {
@@ -76,21 +80,14 @@ public final class Topology {
                 namespaces[node.name] = namespace
                 let socket = try NetlinkSocket(.route, in: namespace)
                 sockets[node.name] = socket
-                if let lo = try socket.link(named: "lo") { try socket.setLink(index: lo.index, up: true) }
+                if let lo = try socket.link(named: "lo") {
+                    try socket.setLink(index: lo.index, up: true)
+                    try socket.addAddress(IPPrefix(node.serviceIPv4, length: 32), interfaceIndex: lo.index)
+                    try socket.addAddress(IPPrefix(node.serviceIPv6, length: 128), interfaceIndex: lo.index)
+                }
                 try namespace.setSysctls(Self.nodeSysctls)
             } catch {
                 throw SimulatorError("create node '\(node.name)' (namespace \(node.namespaceName))", error)
-            }
-        }
-    }
-
-    private func createLinks() throws(SimulatorError) {
-        for link in plan.links {
-            guard let socket = sockets[link.first], let peer = namespaces[link.second] else { continue }
-            do throws(NetlinkError) {
-                try socket.createVethPair(link.name, peer: link.name, peerNamespace: peer)
-            } catch {
-                throw SimulatorError("create link '\(link.name)' between \(link.first) and \(link.second)", error)
             }
         }
     }
@@ -133,8 +130,19 @@ public final class Topology {
                     for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)] {
                         let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
                         try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric))
+                        // Each link is a network of its own: when it loses carrier, its subnet
+                        // is unreachable rather than routed over another link (a cellular network
+                        // never delivers to a Wi-Fi address).
+                        try socket.addRoute(Route(family: peer.family, destination: subnet, metric: UInt32.max, type: .unreachable, nextHops: []))
                         try socket.addRoute(.direct(to: subnet, interfaceIndex: index, table: interface.table))
                         try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, table: interface.table))
+                        try socket.addRoute(Route(family: peer.family, table: interface.table, destination: .any(peer.family),
+                                                  metric: UInt32.max, type: .unreachable, nextHops: []))
+                        if let peerNode = plan.node(interface.peer) {
+                            let service = peer.family == .inet ? peerNode.serviceIPv4 : peerNode.serviceIPv6
+                            try socket.addRoute(Route(family: peer.family, destination: IPPrefix(service, length: service.bitWidth),
+                                                      metric: interface.metric, nextHops: [.init(interfaceIndex: index, gateway: peer)]))
+                        }
                         try socket.addRule(RoutingRule(family: address.address.family, priority: interface.rulePriority,
                                                        source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table))
                     }
@@ -148,7 +156,7 @@ public final class Topology {
 
 extension IPAddress {
     /// The address with every bit past `length` cleared: the network of a prefix.
-    func masked(to length: Int) -> IPAddress {
+    public func masked(to length: Int) -> IPAddress {
         var bytes = self.bytes
         for index in bytes.indices {
             let bitsHere = max(0, min(8, length - index * 8))

@@ -17,6 +17,13 @@ import PathMonitor
 ///   over it, and a rule (priority `1000 + i`) sends traffic from the interface's addresses
 ///   there, so binding to an interface's address picks its link.
 /// - Each interface's alias carries its PathMonitor tags: `roam:type=wifi,expensive=false,...`.
+/// - Each node also has a service address on its loopback, `198.19.255.N/32` and
+///   `fd72:6f61:6d00:ffff::N/128` (N = 1 for the first node): the address a server has on the
+///   Internet, reachable over whichever link is up. Workloads connect to it, so that a new
+///   connection after Wi-Fi goes down takes the cellular link, as on a phone.
+/// - A link's own addresses live only on that link, as an access network's addresses do behind
+///   its router: the link's policy table ends in an `unreachable` default, so that traffic from
+///   a Wi-Fi address does not leak out of the cellular interface when the Wi-Fi has no carrier.
 public struct TopologyPlan: Sendable, Hashable {
     public struct Interface: Sendable, Hashable {
         /// The interface name: the link's name.
@@ -41,6 +48,9 @@ public struct TopologyPlan: Sendable, Hashable {
         public var name: String
         public var namespaceName: String
         public var interfaces: [Interface]
+        /// The addresses on the node's loopback.
+        public var serviceIPv4: IPAddress
+        public var serviceIPv6: IPAddress
     }
 
     public struct Link: Sendable, Hashable {
@@ -50,7 +60,9 @@ public struct TopologyPlan: Sendable, Hashable {
         public var second: String
     }
 
-    public static let maximumLinks = 512
+    /// 198.18.0.0/15 holds 512 /24s; the last one holds the nodes' service addresses.
+    public static let maximumLinks = 511
+    public static let maximumNodes = 254
     public static let ipv6Prefix = "fd72:6f61:6d00"
 
     public var runID: String
@@ -61,6 +73,9 @@ public struct TopologyPlan: Sendable, Hashable {
     public init(scenario: Scenario, runID: String) throws(SimulatorError) {
         guard scenario.links.count <= Self.maximumLinks else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumLinks) links (198.18.0.0/15 in /24s); this one has \(scenario.links.count)")
+        }
+        guard scenario.nodes.count <= Self.maximumNodes else {
+            throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNodes) nodes; this one has \(scenario.nodes.count)")
         }
         self.runID = runID
         self.links = scenario.links.map { Link(name: $0.name, first: $0.endpoints.0, second: $0.endpoints.1) }
@@ -82,8 +97,10 @@ public struct TopologyPlan: Sendable, Hashable {
                     alias: alias, metric: 100 + 10 * UInt32(order), table: RouteTable(1000 + UInt32(index)), rulePriority: 1000 + UInt32(index)))
             }
         }
-        self.nodes = scenario.nodes.map { node in
-            Node(name: node.name, namespaceName: Self.namespaceName(runID: runID, node: node.name), interfaces: interfaces[node.name] ?? [])
+        self.nodes = scenario.nodes.enumerated().map { index, node in
+            Node(name: node.name, namespaceName: Self.namespaceName(runID: runID, node: node.name), interfaces: interfaces[node.name] ?? [],
+                 serviceIPv4: .v4(198, 19, 255, UInt8(index + 1)),
+                 serviceIPv6: IPAddress("\(Self.ipv6Prefix):ffff::\(String(index + 1, radix: 16))")!)
         }
     }
 

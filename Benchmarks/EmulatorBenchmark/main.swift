@@ -1,0 +1,301 @@
+// Userspace link emulator benchmark: forwarding capacity (TCP with 1500-byte packets, UDP with
+// 64-byte packets) and added latency, each side by side in the same run with a plain veth pair
+// between the same two namespaces; delay accuracy under load; CPU and memory.
+//
+//   swift build -c release --product EmulatorBenchmark && .build/release/EmulatorBenchmark
+//   options: --quick (short phases, to check that it runs)
+//
+// Needs root. Its namespaces are named roam-RUNID-a and -b, removed at the end (and by
+// `roam cleanup` if it is killed).
+import Foundation
+import Glibc
+import Netlink
+import Simulator
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("EmulatorBenchmark: \(message)\n".utf8))
+    exit(2)
+}
+
+let quick = CommandLine.arguments.contains("--quick")
+let phase: Double = quick ? 1 : 5
+guard geteuid() == 0 else { fail("needs root (it creates network namespaces)") }
+guard UserspaceBackend.probe() == nil else { fail("needs /dev/net/tun") }
+
+@Sendable func now() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+/// One link through the emulator, one plain veth pair, between the same two namespaces.
+final class MixedBackend: LinkBackend {
+    let kind = BackendKind.userspace
+    let emulated: UserspaceBackend
+    let plain: NetemBackend
+    init(plan: TopologyPlan, measuresLateness: Bool) {
+        emulated = UserspaceBackend(plan: plan, seed: 1)
+        emulated.measuresLateness = measuresLateness
+        plain = NetemBackend(plan: plan, seed: 1)
+    }
+    func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
+        if link.name == "emu" { try emulated.createInterfaces(for: link, in: topology) } else { try plain.createInterfaces(for: link, in: topology) }
+    }
+    func start(_ topology: Topology) throws(SimulatorError) { try emulated.start(topology) }
+    func apply(_ conditions: LinkConditions, link: String, direction: TrafficDirection) throws(SimulatorError) {
+        try emulated.apply(conditions, link: link, direction: direction)
+    }
+    func setCarrier(_ up: Bool, link: String) throws(SimulatorError) {}
+    func stop() { emulated.stop() }
+}
+
+func makeTopology(measuresLateness: Bool) -> (Topology, MixedBackend) {
+    let outcome = ScenarioReader.parse("""
+        name: bench
+        duration: 10s
+        nodes: { a: {}, b: {} }
+        links:
+          - { name: emu, between: [a, b] }
+          - { name: plain, between: [a, b] }
+        """, file: "bench.yaml")
+    guard let scenario = outcome.scenario else { fail("\(outcome.diagnostics)") }
+    do {
+        let plan = try TopologyPlan(scenario: scenario, runID: RunRegistry.newRunID())
+        let backend = MixedBackend(plan: plan, measuresLateness: measuresLateness)
+        let topology = try Topology.build(plan, backend: backend)
+        try backend.start(topology)
+        return (topology, backend)
+    } catch { fail("\(error)") }
+}
+
+func socketIn(_ namespace: NetworkNamespace, _ type: Int32) -> Int32 {
+    guard let fd = try? namespace.perform({ socket(AF_INET, type, 0) }), fd >= 0 else { fail("socket") }
+    return fd
+}
+
+func address(_ text: String, port: UInt16) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    inet_pton(AF_INET, text, &address.sin_addr)
+    return address
+}
+
+func withSockaddr<T>(_ value: sockaddr_in, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
+    var copy = value
+    return withUnsafePointer(to: &copy) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+}
+
+func thread(_ body: @escaping @Sendable () -> Void) -> Thread {
+    let thread = Thread(block: body)
+    thread.start()
+    return thread
+}
+
+/// The CPU time (seconds) of this process's threads named `name`.
+func cpuSeconds(ofThreadsNamed name: String) -> Double {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    var ticks = 0.0
+    for task in tasks {
+        guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+              comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
+              let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { continue }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        ticks += (Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)   // utime, stime
+    }
+    return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+func residentMegabytes() -> Double {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+}
+
+/// TCP from a to b's address for `seconds`: goodput in bit/s.
+func tcpThroughput(_ topology: Topology, to destination: String, port: UInt16, seconds: Double) -> Double {
+    let listener = socketIn(topology.namespace(of: "b")!, Int32(SOCK_STREAM.rawValue))
+    var one: Int32 = 1
+    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(4))
+    guard withSockaddr(address(destination, port: port), { bind(listener, $0, $1) }) == 0, listen(listener, 1) == 0 else { fail("listen") }
+    final class Box: @unchecked Sendable { var bytes = 0; var start = 0.0; var end = 0.0 }
+    let box = Box()
+    let done = DispatchSemaphore(value: 0)
+    _ = thread {
+        let connection = accept(listener, nil, nil)
+        var buffer = [UInt8](repeating: 0, count: 1 << 18)
+        box.start = now()
+        while true {
+            let count = read(connection, &buffer, buffer.count)
+            if count <= 0 { break }
+            box.bytes += count
+        }
+        box.end = now()
+        close(connection)
+        done.signal()
+    }
+    let sender = socketIn(topology.namespace(of: "a")!, Int32(SOCK_STREAM.rawValue))
+    guard withSockaddr(address(destination, port: port), { connect(sender, $0, $1) }) == 0 else { fail("connect to \(destination)") }
+    let buffer = [UInt8](repeating: 1, count: 1 << 18)
+    let end = now() + seconds
+    while now() < end { _ = buffer.withUnsafeBytes { write(sender, $0.baseAddress, $0.count) } }
+    close(sender)
+    done.wait()
+    close(listener)
+    return Double(box.bytes) * 8 / (box.end - box.start)
+}
+
+/// UDP datagrams of `size` IP bytes from a to b, as fast as the sender can, for `seconds`:
+/// packets per second received.
+func udpRate(_ topology: Topology, to destination: String, port: UInt16, size: Int, seconds: Double) -> Double {
+    let receiver = socketIn(topology.namespace(of: "b")!, Int32(SOCK_DGRAM.rawValue))
+    var big: Int32 = 8 << 20
+    setsockopt(receiver, SOL_SOCKET, SO_RCVBUFFORCE, &big, socklen_t(4))
+    var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+    setsockopt(receiver, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    guard withSockaddr(address(destination, port: port), { bind(receiver, $0, $1) }) == 0 else { fail("bind udp") }
+    final class Box: @unchecked Sendable { var count = 0; var stop = false }
+    let box = Box()
+    let done = DispatchSemaphore(value: 0)
+    _ = thread {
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while !box.stop {
+            if recv(receiver, &buffer, buffer.count, 0) > 0 { box.count += 1 }
+        }
+        done.signal()
+    }
+    let sender = socketIn(topology.namespace(of: "a")!, Int32(SOCK_DGRAM.rawValue))
+    guard withSockaddr(address(destination, port: port), { connect(sender, $0, $1) }) == 0 else { fail("connect udp") }
+    let payload = [UInt8](repeating: 2, count: size - 28)
+    let start = now()
+    let end = start + seconds
+    while now() < end {
+        for _ in 0..<64 { _ = payload.withUnsafeBytes { send(sender, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
+    }
+    usleep(300_000)
+    box.stop = true
+    done.wait()
+    close(sender)
+    close(receiver)
+    return Double(box.count) / seconds
+}
+
+/// An echo of UDP datagrams in b on `destination`:`port`, and a client socket in a connected to it.
+func echoPair(_ topology: Topology, to destination: String, port: UInt16) -> Int32 {
+    let echo = socketIn(topology.namespace(of: "b")!, Int32(SOCK_DGRAM.rawValue))
+    guard withSockaddr(address(destination, port: port), { bind(echo, $0, $1) }) == 0 else { fail("bind echo") }
+    _ = thread {
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var peer = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        while true {
+            let received = withUnsafeMutablePointer(to: &peer) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(echo, &buffer, buffer.count, 0, $0, &length) } }
+            if received <= 0 || buffer[0] == 0xff { break }
+            _ = withUnsafePointer(to: &peer) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(echo, buffer, received, 0, $0, length) } }
+        }
+        close(echo)
+    }
+    let client = socketIn(topology.namespace(of: "a")!, Int32(SOCK_DGRAM.rawValue))
+    guard withSockaddr(address(destination, port: port), { connect(client, $0, $1) }) == 0 else { fail("connect echo") }
+    return client
+}
+
+/// Round trips of 64-byte UDP datagrams through each client in turn (interleaved, so that both
+/// paths see the same machine): sorted, in microseconds, per client.
+func udpRoundTrips(_ clients: [Int32], count: Int) -> [[Double]] {
+    var samples = clients.map { _ in [Double]() }
+    var payload = [UInt8](repeating: 3, count: 36)
+    var reply = [UInt8](repeating: 0, count: 2048)
+    for _ in 0..<count {
+        for (index, client) in clients.enumerated() {
+            let start = now()
+            _ = send(client, payload, payload.count, 0)
+            _ = recv(client, &reply, reply.count, 0)
+            samples[index].append((now() - start) * 1e6)
+        }
+    }
+    payload[0] = 0xff
+    for client in clients {
+        _ = send(client, payload, payload.count, 0)
+        close(client)
+    }
+    return samples.map { $0.sorted() }
+}
+
+func percentile(_ sorted: [Double], _ fraction: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))] }
+
+// MARK: - Capacity, latency, CPU, memory
+
+let rssBefore = residentMegabytes()
+let (topology, backend) = makeTopology(measuresLateness: false)
+let emu = "198.18.0.2", plain = "198.18.1.2"
+print("Userspace link emulator against a plain veth pair between the same two namespaces (no impairment)")
+print("")
+print("| traffic | emulator | veth | emulator / veth |")
+print("|---|---|---|---|")
+let cpuBefore = cpuSeconds(ofThreadsNamed: "roam-emulator")
+let tcpEmu = tcpThroughput(topology, to: emu, port: 5001, seconds: phase)
+let cpuTCP = cpuSeconds(ofThreadsNamed: "roam-emulator") - cpuBefore
+let tcpPlain = tcpThroughput(topology, to: plain, port: 5002, seconds: phase)
+print(String(format: "| TCP, 1500-byte packets | %.2f Gbit/s (%.0f kpps) | %.2f Gbit/s | %.2f |", tcpEmu / 1e9, tcpEmu / 8 / 1500 / 1e3, tcpPlain / 1e9, tcpEmu / tcpPlain))
+let udp1500Emu = udpRate(topology, to: emu, port: 5003, size: 1500, seconds: phase)
+let udp1500Plain = udpRate(topology, to: plain, port: 5004, size: 1500, seconds: phase)
+print(String(format: "| UDP, 1500-byte packets | %.0f kpps (%.2f Gbit/s) | %.0f kpps | %.2f |", udp1500Emu / 1e3, udp1500Emu * 1500 * 8 / 1e9, udp1500Plain / 1e3, udp1500Emu / udp1500Plain))
+let udp64Emu = udpRate(topology, to: emu, port: 5005, size: 64, seconds: phase)
+let udp64Plain = udpRate(topology, to: plain, port: 5006, size: 64, seconds: phase)
+print(String(format: "| UDP, 64-byte packets | %.0f kpps | %.0f kpps | %.2f |", udp64Emu / 1e3, udp64Plain / 1e3, udp64Emu / udp64Plain))
+let samples = quick ? 500 : 5000
+let roundTrips = udpRoundTrips([echoPair(topology, to: emu, port: 5007), echoPair(topology, to: plain, port: 5008)], count: samples)
+let rttEmu = roundTrips[0], rttPlain = roundTrips[1]
+print("")
+print("Round trip of 64-byte UDP, \(samples) samples each, the two paths taking turns (µs)")
+print("")
+print("| path | p50 | p99 |")
+print("|---|---|---|")
+print(String(format: "| emulator | %.0f | %.0f |", percentile(rttEmu, 0.5), percentile(rttEmu, 0.99)))
+print(String(format: "| veth | %.0f | %.0f |", percentile(rttPlain, 0.5), percentile(rttPlain, 0.99)))
+print(String(format: "| added by the emulator | %.0f | %.0f |", percentile(rttEmu, 0.5) - percentile(rttPlain, 0.5), percentile(rttEmu, 0.99) - percentile(rttPlain, 0.99)))
+let rssDuring = residentMegabytes()
+backend.stop()
+topology.teardown()
+print("")
+print(String(format: "CPU: the emulator's thread used %.2f s for %.2f Gbit of TCP in %.0f s: %.2f CPU-seconds per Gbit (%.0f%% of a core per Gbit/s).",
+             cpuTCP, tcpEmu * phase / 1e9, phase, cpuTCP / (tcpEmu * phase / 1e9), 100 * cpuTCP / (tcpEmu * phase / 1e9)))
+print(String(format: "Memory: resident %.1f MB with the emulator running (%.1f MB before the topology).", rssDuring, rssBefore))
+
+// MARK: - Delay accuracy under load
+
+do {
+    let (topology, backend) = makeTopology(measuresLateness: true)
+    let conditions = LinkConditions(impairment: Impairment(delay: .milliseconds(50), rate: .mbit(10)))
+    for direction in TrafficDirection.allCases { try backend.apply(conditions, link: "emu", direction: direction) }
+    // 1000-byte datagrams at 1000 a second: 8 Mbit/s, 80% of the link.
+    let receiver = socketIn(topology.namespace(of: "b")!, Int32(SOCK_DGRAM.rawValue))
+    guard withSockaddr(address(emu, port: 5009), { bind(receiver, $0, $1) }) == 0 else { fail("bind") }
+    let sender = socketIn(topology.namespace(of: "a")!, Int32(SOCK_DGRAM.rawValue))
+    guard withSockaddr(address(emu, port: 5009), { connect(sender, $0, $1) }) == 0 else { fail("connect") }
+    let payload = [UInt8](repeating: 4, count: 972)
+    let count = Int(phase * 1000)
+    let start = now()
+    for index in 0..<count {
+        let due = start + Double(index) / 1000
+        while now() < due { usleep(UInt32(max(0, (due - now()) * 1e6 * 0.9))) }
+        _ = send(sender, payload, payload.count, 0)
+    }
+    usleep(300_000)
+    backend.stop()
+    let lateness = backend.emulated.deliveryLateness.map { Double($0.components.attoseconds) / 1e12 + Double($0.components.seconds) * 1e6 }.sorted()
+    topology.teardown()
+    close(sender)
+    close(receiver)
+    print("")
+    print("Delay accuracy: 10 Mbit/s link, 50 ms delay, 80% load (\(count) datagrams of 1000 bytes); each packet's delivery")
+    print("against its scheduled time (µs)")
+    print("")
+    print("| packets | p50 | p99 | max |")
+    print("|---|---|---|---|")
+    print(String(format: "| %d | %.0f | %.0f | %.0f |", lateness.count, percentile(lateness, 0.5), percentile(lateness, 0.99), lateness.last ?? 0))
+} catch {
+    fail("\(error)")
+}

@@ -1,0 +1,107 @@
+import Netlink
+import PathMonitor
+
+/// How a connection may use multiple paths, as URLSession's `multipathServiceType`.
+public enum MultipathServiceType: String, Sendable, Hashable, CaseIterable {
+    /// One path at a time, the primary.
+    case none
+    /// The primary path carries the data; another takes over when it is lost or stalls (Wi-Fi
+    /// Assist's behavior), and the flow moves back when the primary returns.
+    case handover
+    /// Paths stay open; the one with the lowest latency carries the data.
+    case interactive
+    /// All permitted paths carry data at once.
+    case aggregate
+}
+
+/// Which paths a connection may use: the counterpart of URLSession's
+/// `allowsExpensiveNetworkAccess`, `allowsConstrainedNetworkAccess` and `allowsCellularAccess`,
+/// of `NWParameters.requiredInterfaceType` and `prohibitedInterfaceTypes`, and of
+/// `multipathServiceType`.
+public struct ConnectionPolicy: Sendable, Hashable {
+    public var allowsExpensive = true
+    /// Whether paths in Low Data Mode may be used.
+    public var allowsConstrained = true
+    public var allowsCellular = true
+    public var requiredInterfaceType: InterfaceType?
+    public var prohibitedInterfaceTypes: Set<InterfaceType> = []
+    public var serviceType: MultipathServiceType = .none
+
+    public init(allowsExpensive: Bool = true, allowsConstrained: Bool = true, allowsCellular: Bool = true,
+                requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
+                serviceType: MultipathServiceType = .none) {
+        self.allowsExpensive = allowsExpensive
+        self.allowsConstrained = allowsConstrained
+        self.allowsCellular = allowsCellular
+        self.requiredInterfaceType = requiredInterfaceType
+        self.prohibitedInterfaceTypes = prohibitedInterfaceTypes
+        self.serviceType = serviceType
+    }
+
+    /// Why an interface is not permitted, if it is not.
+    public func refusal(of interface: NetworkInterface) -> PathRefusal.Reason? {
+        if let required = requiredInterfaceType, interface.type != required { return .notRequiredType(required) }
+        if prohibitedInterfaceTypes.contains(interface.type) { return .prohibitedType(interface.type) }
+        if !allowsCellular, interface.type == .cellular { return .cellular }
+        if !allowsExpensive, interface.isExpensive { return .expensive }
+        if !allowsConstrained, interface.isConstrained { return .constrained }
+        return nil
+    }
+
+    /// The interfaces of `path` this policy permits, in the path's order of preference (the
+    /// primary first, then free before costly), or why there are none.
+    public func permittedInterfaces(of path: NetworkPath) -> Result<[NetworkInterface], PathRefusal> {
+        let candidates = path.availableInterfaces.filter { $0.type != .loopback && !$0.addresses.isEmpty }
+        guard !candidates.isEmpty else { return .failure(PathRefusal(reasons: [], refused: [])) }
+        var permitted: [NetworkInterface] = []
+        var refused: [(String, PathRefusal.Reason)] = []
+        for interface in candidates {
+            if let reason = refusal(of: interface) { refused.append((interface.name, reason)) } else { permitted.append(interface) }
+        }
+        if permitted.isEmpty {
+            return .failure(PathRefusal(reasons: Set(refused.map(\.1)), refused: refused.map { "\($0.0) (\($0.1))" }))
+        }
+        return .success(permitted)
+    }
+}
+
+/// Why no path was permitted, in the terms an app needs to fall back: only expensive, only
+/// constrained, only cellular paths exist and the policy forbids them; or there is no path at all.
+public struct PathRefusal: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Reason: Sendable, Hashable, CustomStringConvertible {
+        case expensive, constrained, cellular
+        case prohibitedType(InterfaceType)
+        case notRequiredType(InterfaceType)
+
+        public var description: String {
+            switch self {
+            case .expensive: "expensive"
+            case .constrained: "constrained (Low Data Mode)"
+            case .cellular: "cellular"
+            case .prohibitedType(let type): "\(type), a prohibited type"
+            case .notRequiredType(let type): "not \(type), the required type"
+            }
+        }
+    }
+
+    /// Every reason an available path was refused; empty when there was no path at all.
+    public var reasons: Set<Reason>
+    /// The interfaces refused, with their reason.
+    public var refused: [String]
+
+    /// No interface is up with an address and a route.
+    public var isNoPath: Bool { reasons.isEmpty }
+    /// Every available path is expensive and the policy forbids that: retry allowing it, or ask for less.
+    public var onlyExpensive: Bool { reasons == [.expensive] }
+    /// Every available path is in Low Data Mode: retry with a smaller request, as Apple's guidance says.
+    public var onlyConstrained: Bool { reasons == [.constrained] }
+    public var onlyCellular: Bool { reasons == [.cellular] }
+
+    public var description: String {
+        if isNoPath { return "no network path: no interface is up with an address and a route" }
+        if reasons.count == 1, let reason = reasons.first {
+            return "the only paths are \(reason) and the policy forbids them: \(refused.joined(separator: ", "))"
+        }
+        return "no permitted path: \(refused.joined(separator: ", "))"
+    }
+}

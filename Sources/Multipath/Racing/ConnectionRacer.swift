@@ -1,0 +1,166 @@
+import CNetlink
+import Glibc
+import Netlink
+import PathMonitor
+
+/// A connection a race won, and how the race went.
+public struct RacedConnection: Sendable {
+    /// The connected socket (blocking); the caller owns and closes it.
+    public var descriptor: Int32
+    public var metrics: ConnectionMetrics
+}
+
+/// How a race went, in the spirit of URLSessionTaskTransactionMetrics: every attempt with its
+/// interface, addresses, start and end (from the start of the race), and outcome; the winner.
+public struct ConnectionMetrics: Sendable {
+    public var attempts: [ConnectionRace.Attempt]
+    /// The attempt that connected.
+    public var winner: ConnectionRace.Attempt?
+    /// From the start of the race to the winner's connection.
+    public var duration: Duration
+    /// When each address family's resolution ended, from the start of the race.
+    public var resolved: [AddressFamily: Duration]
+    /// Whether the connection is multipath (MPTCP), and over which subflows (to come with the
+    /// path manager; a raced connection is single-path TCP).
+    public var isMultipath = false
+}
+
+/// Why a connection could not be made.
+public enum ConnectionError: Error, Sendable, CustomStringConvertible {
+    /// The policy permits no path; the refusal says why (only expensive paths, ...).
+    case noPermittedPath(PathRefusal)
+    case failed(RaceFailure, ConnectionMetrics)
+    case system(String)
+
+    public var description: String {
+        switch self {
+        case .noPermittedPath(let refusal): "\(refusal)"
+        case .failed(let failure, _): "\(failure)"
+        case .system(let message): message
+        }
+    }
+}
+
+/// Runs a ``ConnectionRace`` with real sockets: each attempt is a non-blocking TCP socket made in
+/// the namespace, bound to its interface (`SO_BINDTODEVICE`) and source address, so that the
+/// attempt leaves by that interface whatever the routes say; one `poll` loop waits for the
+/// attempts, the resolvers and the race's timer.
+public struct ConnectionRacer: Sendable {
+    public var namespace: NetworkNamespace
+    public var policy: ConnectionPolicy
+    public var configuration: ConnectionRace.Configuration
+
+    public init(namespace: NetworkNamespace = .current, policy: ConnectionPolicy = ConnectionPolicy(),
+                configuration: ConnectionRace.Configuration = ConnectionRace.Configuration()) {
+        self.namespace = namespace
+        self.policy = policy
+        self.configuration = configuration
+    }
+
+    /// Races to `addresses` (both families may be given) on `port`, over the interfaces of
+    /// `path` the policy permits; gives up after `timeout`.
+    public func connect(to addresses: [IPAddress], port: UInt16, over path: NetworkPath,
+                        timeout: Duration = .seconds(30)) throws(ConnectionError) -> RacedConnection {
+        let interfaces: [NetworkInterface]
+        switch policy.permittedInterfaces(of: path) {
+        case .success(let permitted): interfaces = permitted
+        case .failure(let refusal): throw .noPermittedPath(refusal)
+        }
+        var race = ConnectionRace(routes: ConnectionRace.Route.routes(of: interfaces), configuration: configuration)
+        let start = Self.now()
+        var resolved: [AddressFamily: Duration] = [:]
+        var actions: [ConnectionRace.Action] = []
+        // Literal addresses: both families answer at once, IPv6 first.
+        for family in [AddressFamily.inet6, .inet] {
+            let found = addresses.filter { $0.family == family }
+            resolved[family] = .zero
+            actions += race.handle(found.isEmpty ? .resolutionFailed(family) : .resolved(family, found), at: .zero)
+        }
+        var sockets: [Int: Int32] = [:]
+        var timer: Duration?
+        defer { for fd in sockets.values { close(fd) } }
+        func metrics(winner: Int?) -> ConnectionMetrics {
+            ConnectionMetrics(attempts: race.attempts, winner: race.attempts.first { $0.id == winner }, duration: Self.now() - start, resolved: resolved)
+        }
+        while true {
+            var pendingActions = actions
+            actions = []
+            while !pendingActions.isEmpty {
+                let action = pendingActions.removeFirst()
+                switch action {
+                case let .startAttempt(id, candidate):
+                    let (fd, code) = Self.open(candidate, port: port, in: namespace)
+                    if let fd {
+                        sockets[id] = fd
+                    } else {
+                        pendingActions += race.handle(.failed(attempt: id, error: code), at: Self.now() - start)
+                    }
+                case .cancelAttempt(let id):
+                    if let fd = sockets.removeValue(forKey: id) { close(fd) }
+                case .scheduleTimer(let at):
+                    timer = at
+                case .succeed(let id):
+                    guard let fd = sockets.removeValue(forKey: id) else { throw .system("the winning attempt's socket is gone") }
+                    let flags = fcntl(fd, F_GETFL)
+                    _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
+                    return RacedConnection(descriptor: fd, metrics: metrics(winner: id))
+                case .fail(let failure):
+                    throw .failed(failure, metrics(winner: nil))
+                }
+            }
+            let elapsed = Self.now() - start
+            guard elapsed < timeout else { throw .failed(.timedOut, metrics(winner: nil)) }
+            let wake = min(timer ?? timeout, timeout)
+            let ids = Array(sockets.keys)
+            var entries = ids.map { pollfd(fd: sockets[$0]!, events: Int16(POLLOUT), revents: 0) }
+            let remaining = max(.zero, wake - elapsed)
+            var spec = timespec(tv_sec: Int(remaining.components.seconds), tv_nsec: Int(remaining.components.attoseconds / 1_000_000_000))
+            let ready = ppoll(&entries, nfds_t(entries.count), &spec, nil)
+            let now = Self.now() - start
+            if ready < 0 && errno != EINTR { throw .system("poll: \(String(cString: strerror(errno)))") }
+            for (slot, id) in ids.enumerated() where entries[slot].revents != 0 {
+                var error: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(entries[slot].fd, SOL_SOCKET, SO_ERROR, &error, &length)
+                actions += race.handle(error == 0 ? .connected(attempt: id) : .failed(attempt: id, error: error), at: now)
+                if error != 0, let fd = sockets.removeValue(forKey: id) { close(fd) }
+            }
+            if let due = timer, now >= due {
+                timer = nil
+                actions += race.handle(.timer, at: now)
+            }
+        }
+    }
+
+    static func now() -> Duration {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return .seconds(spec.tv_sec) + .nanoseconds(spec.tv_nsec)
+    }
+
+    /// A non-blocking socket bound to the candidate's interface and source, connecting.
+    /// A non-blocking socket bound to the candidate's interface and source, connecting; or nil
+    /// and the errno. For probes of one path outside a race.
+    public static func open(_ candidate: ConnectionRace.Candidate, port: UInt16, in namespace: NetworkNamespace) -> (Int32?, Int32) {
+        let family = candidate.destination.family == .inet ? AF_INET : AF_INET6
+        let made = try? namespace.perform { () -> (Int32, Int32) in
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            return (fd, errno)
+        }
+        guard let (fd, code) = made, fd >= 0 else { return (nil, made?.1 ?? EMFILE) }
+        var name = Array(candidate.route.interface.utf8) + [0]
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(4))
+        guard setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, &name, socklen_t(name.count)) == 0,
+              candidate.source.withSocketAddress(port: 0, { bind(fd, $0, $1) }) == 0 else {
+            let failure = errno
+            close(fd)
+            return (nil, failure == 0 ? code : failure)
+        }
+        let result = candidate.destination.withSocketAddress(port: port) { Glibc.connect(fd, $0, $1) }
+        if result == 0 || errno == EINPROGRESS { return (fd, 0) }
+        let failure = errno
+        close(fd)
+        return (nil, failure)
+    }
+}

@@ -1,0 +1,116 @@
+import CNetlink
+
+/// A traffic-control handle, `major:minor` as `tc` prints it. The corresponding C type is the
+/// `__u32` of `tcm_handle` and `tcm_parent`.
+public struct QdiscHandle: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    public init(major: UInt16, minor: UInt16) { self.rawValue = UInt32(major) << 16 | UInt32(minor) }
+
+    public var major: UInt16 { UInt16(rawValue >> 16) }
+    public var minor: UInt16 { UInt16(rawValue & 0xffff) }
+
+    /// `TC_H_ROOT`: the parent of a device's root qdisc.
+    public static let root = QdiscHandle(rawValue: 0xffff_ffff)
+    /// `TC_H_UNSPEC`: no handle; the kernel picks one.
+    public static let unspecified = QdiscHandle(rawValue: 0)
+
+    public var description: String {
+        switch self {
+        case .root: "root"
+        case .unspecified: "none"
+        default: "\(String(major, radix: 16)):\(minor == 0 ? "" : String(minor, radix: 16))"
+        }
+    }
+}
+
+/// A queueing discipline's kind (`TCA_KIND`), as the kernel names it.
+public struct QdiscKind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// `sch_netem`: delay, jitter, loss, duplication, reordering, corruption.
+    public static let netem = QdiscKind(rawValue: "netem")
+    /// `sch_tbf`: a token bucket that limits the rate.
+    public static let tokenBucket = QdiscKind(rawValue: "tbf")
+    public var description: String { rawValue }
+}
+
+/// A queueing discipline, as in an `RTM_NEWQDISC` message.
+public struct Qdisc: Sendable, Hashable {
+    public var interfaceIndex: Int32
+    public var handle: QdiscHandle
+    public var parent: QdiscHandle
+    public var kind: QdiscKind
+
+    public init(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle, kind: QdiscKind) {
+        self.interfaceIndex = interfaceIndex
+        self.handle = handle
+        self.parent = parent
+        self.kind = kind
+    }
+
+    init(libnl qdisc: OpaquePointer) {
+        self.init(interfaceIndex: rtnl_tc_get_ifindex(qdisc),
+                  handle: QdiscHandle(rawValue: rtnl_tc_get_handle(qdisc)),
+                  parent: QdiscHandle(rawValue: rtnl_tc_get_parent(qdisc)),
+                  kind: QdiscKind(rawValue: libnlString(rtnl_tc_get_kind(qdisc)) ?? ""))
+    }
+}
+
+/// The settings of a netem qdisc. Probabilities are fractions (0...1); the kernel receives them
+/// scaled to `UInt32.max`, as `tc` sends them.
+public struct NetemConfiguration: Sendable, Hashable {
+    /// How packets are lost.
+    public enum Loss: Sendable, Hashable {
+        /// Each packet with `probability`; `correlation` ties a decision to the previous one.
+        case random(probability: Double, correlation: Double)
+        /// Gilbert-Elliott (`NETEM_LOSS_GE`): `p` good→bad, `r` bad→good, loss `lossInBad` in
+        /// the bad state and `lossInGood` in the good one.
+        case gilbertElliott(p: Double, r: Double, lossInBad: Double, lossInGood: Double)
+    }
+
+    public var delay: Duration = .zero
+    public var jitter: Duration = .zero
+    public var delayCorrelation: Double = 0
+    /// A delay distribution table (`NETEM_DIST_SCALE` units, as in iproute2's `*.dist` files);
+    /// nil for netem's uniform jitter.
+    public var distribution: [Int16]?
+    public var loss: Loss = .random(probability: 0, correlation: 0)
+    public var duplicate: Double = 0
+    /// Fraction of packets sent at once instead of delayed (needs a delay).
+    public var reorder: Double = 0
+    public var corrupt: Double = 0
+    /// Packets netem holds at most (the delay line).
+    public var limit: UInt32 = 1000
+    /// Seed of netem's loss and corruption generator (`TCA_NETEM_PRNG_SEED`, Linux 6.3 and
+    /// later; older kernels ignore it).
+    public var seed: UInt64?
+
+    public init() {}
+
+    /// A probability as the kernel takes it.
+    public static func scaled(_ probability: Double) -> UInt32 {
+        guard probability > 0 else { return 0 }
+        guard probability < 1 else { return UInt32.max }
+        return UInt32((probability * Double(UInt32.max)).rounded())
+    }
+}
+
+/// The settings of a token-bucket (tbf) qdisc.
+public struct TokenBucketConfiguration: Sendable, Hashable {
+    /// Bytes per second.
+    public var rate: UInt64
+    /// Bytes that may leave at once after an idle time.
+    public var bucket: UInt32
+    /// Bytes queued at most while waiting for tokens.
+    public var limit: UInt32
+
+    public init(rate: UInt64, bucket: UInt32, limit: UInt32) {
+        self.rate = rate
+        self.bucket = bucket
+        self.limit = limit
+    }
+
+    /// The largest rate libnl's tbf API carries (an `int` of bytes per second, about 17 Gbit/s).
+    public static let maximumRate = UInt64(Int32.max)
+}

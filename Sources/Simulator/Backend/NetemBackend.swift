@@ -1,0 +1,241 @@
+import CNetlink
+import Glibc
+import Netlink
+
+/// The kernel backend: each link is a veth pair; each direction is shaped on its sending side by
+/// a netem qdisc at the root (delay, jitter, loss, duplication, reordering, corruption) with a
+/// tbf child where a rate is set. Blackholing is netem at 100% loss; carrier loss is the second
+/// node's end set down, so that the first node's end loses its carrier (`NO-CARRIER`), exactly
+/// as a phone sees Wi-Fi go out of range.
+///
+/// Everything goes through libnl-route; nothing shells out to `tc`.
+public final class NetemBackend: LinkBackend {
+    public let kind = BackendKind.netem
+
+    /// The root netem qdisc of each sending interface.
+    public static let netemHandle = QdiscHandle(major: 1, minor: 0)
+    /// The tbf qdisc under netem's one class, present while a rate is set.
+    public static let tokenBucketHandle = QdiscHandle(major: 2, minor: 0)
+    static let tokenBucketParent = QdiscHandle(major: 1, minor: 1)
+
+    private let seed: UInt64
+    private let links: [String: (index: Int, link: TopologyPlan.Link)]
+    private weak var topology: Topology?
+    private var interfaceIndices: [String: Int32] = [:]
+    private var tokenBuckets: Set<String> = []
+    private var distributions: [DelayDistribution: [Int16]] = [:]
+
+    public init(plan: TopologyPlan, seed: UInt64) {
+        self.seed = seed
+        self.links = Dictionary(uniqueKeysWithValues: plan.links.enumerated().map { ($0.element.name, ($0.offset, $0.element)) })
+    }
+
+    public func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
+        guard let socket = topology.socket(of: link.first), let peer = topology.namespace(of: link.second) else {
+            throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
+        }
+        do throws(NetlinkError) {
+            try socket.createVethPair(link.name, peer: link.name, peerNamespace: peer)
+        } catch {
+            throw SimulatorError("create link '\(link.name)' between \(link.first) and \(link.second)", error)
+        }
+    }
+
+    public func start(_ topology: Topology) throws(SimulatorError) {
+        self.topology = topology
+    }
+
+    public func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
+        guard let (index, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
+        let node = direction == .up ? link.first : link.second
+        let (socket, interface) = try interfaceOf(link: name, node: node)
+        var distribution: [Int16]?
+        if let kind = conditions.impairment.distribution { distribution = try table(for: kind) }
+        let (netem, bucket) = Self.configuration(for: conditions, seed: Self.seed(seed, link: index, direction: direction),
+                                                 distribution: distribution)
+        let key = "\(name)/\(direction.rawValue)"
+        let what = "\(direction.rawValue) on link '\(name)' (sent by \(node))"
+        do throws(NetlinkError) {
+            try socket.replaceNetem(netem, interfaceIndex: interface, handle: Self.netemHandle)
+            if let bucket {
+                try socket.replaceTokenBucket(bucket, interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
+                tokenBuckets.insert(key)
+            } else if tokenBuckets.contains(key) {
+                try socket.deleteQdisc(interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
+                tokenBuckets.remove(key)
+            }
+        } catch {
+            if error.errno == ENOENT {
+                throw SimulatorError(.environment, "apply \(what): the kernel has no sch_netem or sch_tbf (\(error)); "
+                    + "load them with `modprobe sch_netem sch_tbf`, or use --backend userspace")
+            }
+            throw SimulatorError("apply \(what)", error)
+        }
+    }
+
+    public func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
+        guard let (_, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
+        let (socket, interface) = try interfaceOf(link: name, node: link.second)
+        do throws(NetlinkError) {
+            try socket.setLink(index: interface, up: up)
+        } catch {
+            throw SimulatorError("set link '\(name)' \(up ? "up" : "down")", error)
+        }
+    }
+
+    public func stop() {}
+
+    private func interfaceOf(link: String, node: String) throws(SimulatorError) -> (NetlinkSocket, Int32) {
+        guard let topology, let socket = topology.socket(of: node) else {
+            throw SimulatorError(.invalidScenario, "node '\(node)' is not running")
+        }
+        let key = "\(node)/\(link)"
+        if let index = interfaceIndices[key] { return (socket, index) }
+        do throws(NetlinkError) {
+            guard let found = try socket.link(named: link) else {
+                throw NetlinkError(.errno(ENODEV), operation: "find interface \(link) in node '\(node)'")
+            }
+            interfaceIndices[key] = found.index
+            return (socket, found.index)
+        } catch {
+            throw SimulatorError("find interface \(link) in node '\(node)'", error)
+        }
+    }
+
+    private func table(for distribution: DelayDistribution) throws(SimulatorError) -> [Int16]? {
+        guard distribution != .uniform else { return nil }
+        if let cached = distributions[distribution] { return cached }
+        let table = try DelayDistributionTable.load(distribution)
+        distributions[distribution] = table
+        return table
+    }
+
+    // MARK: - Pure parts
+
+    /// The qdisc settings for `conditions`: netem always, tbf when a rate is set.
+    ///
+    /// - The scenario's `limit` (packets) is the bottleneck queue: tbf's byte limit when a rate is
+    ///   set (at 1514 bytes a packet), netem's packet limit otherwise. Without one, tbf queues
+    ///   100 ms at the rate (at least 64 KiB), a buffer like an access network's.
+    /// - netem's own limit must hold every packet in flight on the delay line, or it drops
+    ///   packets the scenario never asked to lose: room for twice the delay (plus jitter) at the
+    ///   rate, 1 Gbit/s where none is set, and never under netem's default of 1000.
+    public static func configuration(for conditions: LinkConditions, seed: UInt64, distribution: [Int16]? = nil)
+        -> (NetemConfiguration, TokenBucketConfiguration?) {
+        let impairment = conditions.impairment
+        var netem = NetemConfiguration()
+        netem.delay = max(.zero, impairment.delay ?? .zero)
+        netem.jitter = max(.zero, impairment.jitter ?? .zero)
+        netem.delayCorrelation = impairment.delayCorrelation ?? 0
+        netem.distribution = distribution
+        switch impairment.loss {
+        case .none: netem.loss = .random(probability: 0, correlation: 0)
+        case .random(let rate, let correlation)?: netem.loss = .random(probability: rate, correlation: correlation)
+        case let .gilbertElliott(p, r, bad, good)?: netem.loss = .gilbertElliott(p: p, r: r, lossInBad: bad, lossInGood: good)
+        }
+        if conditions.isBlackholed { netem.loss = .random(probability: 1, correlation: 0) }
+        netem.duplicate = impairment.duplicate ?? 0
+        netem.reorder = impairment.reorder ?? 0
+        netem.corrupt = impairment.corrupt ?? 0
+        netem.seed = seed
+
+        let bytesPerSecond = (impairment.rate?.bitsPerSecond ?? 1e9) / 8
+        let flight = (netem.delay + netem.jitter).seconds * 2 * bytesPerSecond / 1514
+        netem.limit = UInt32(clamping: max(1000, Int(flight.rounded(.up))))
+
+        guard let rate = impairment.rate else {
+            if let limit = impairment.limit { netem.limit = UInt32(clamping: limit) }
+            return (netem, nil)
+        }
+        let perSecond = UInt64(max(1, (rate.bitsPerSecond / 8).rounded()))
+        let bucket = UInt32(clamping: max(3028, Int(Double(perSecond) * 0.004)))
+        let queue = impairment.limit.map { $0 * 1514 } ?? max(65536, Int(Double(perSecond) * 0.1))
+        return (netem, TokenBucketConfiguration(rate: perSecond, bucket: bucket, limit: UInt32(clamping: max(queue, Int(bucket)))))
+    }
+
+    /// The seed of one direction of one link: the scenario's seed mixed with both (splitmix64's
+    /// finalizer), so that each direction draws its own sequence.
+    public static func seed(_ scenarioSeed: UInt64, link: Int, direction: TrafficDirection) -> UInt64 {
+        func mix(_ input: UInt64) -> UInt64 {
+            var value = input &+ 0x9E37_79B9_7F4A_7C15
+            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+            return value ^ (value >> 31)
+        }
+        // The seed is mixed before the link and direction go in, so that no two (seed, link,
+        // direction) triples meet on the same input.
+        return mix(mix(scenarioSeed) ^ (UInt64(link) << 1 | (direction == .up ? 0 : 1)))
+    }
+
+    /// Whether this kernel runs netem: a netem qdisc is set on the loopback of a private,
+    /// throwaway namespace (the kernel loads `sch_netem` on demand where it is a module).
+    public static func probe() -> NetemAvailability {
+        let outcome = UncheckedResultBox()
+        do {
+            let thread = try PinnedThread(name: "roam-probe") {
+                do throws(NetlinkError) {
+                    try probeOnPrivateNamespace()
+                    outcome.value = .available
+                } catch {
+                    if error.errno == ENOENT || error.errno == EOPNOTSUPP {
+                        outcome.value = .missing("\(error.reason)")
+                    } else if error.isPermissionDenied {
+                        outcome.value = .notPermitted("\(error)")
+                    } else {
+                        outcome.value = .missing("\(error)")
+                    }
+                }
+            }
+            thread.join()
+        } catch {
+            return .missing("\(error)")
+        }
+        return outcome.value
+    }
+
+    private static func probeOnPrivateNamespace() throws(NetlinkError) {
+        guard unshare(CLONE_NEWNET) == 0 else { throw NetlinkError.posix("unshare(CLONE_NEWNET)") }
+        let socket = try NetlinkSocket(.route)
+        guard let lo = try socket.link(named: "lo") else { throw NetlinkError(.errno(ENODEV), operation: "find lo") }
+        try socket.replaceNetem(NetemConfiguration(), interfaceIndex: lo.index, handle: netemHandle)
+    }
+}
+
+private final class UncheckedResultBox: @unchecked Sendable {
+    var value: NetemAvailability = .missing("the probe did not run")
+}
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number.
+    public var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
+
+/// netem's delay distribution tables, read from iproute2's `*.dist` files.
+public enum DelayDistributionTable {
+    static let directories = ["/usr/lib/x86_64-linux-gnu/tc", "/usr/lib/aarch64-linux-gnu/tc", "/usr/lib/tc", "/usr/lib64/tc",
+                              "/usr/local/lib/tc", "/usr/share/tc"]
+
+    public static func load(_ distribution: DelayDistribution) throws(SimulatorError) -> [Int16] {
+        for directory in directories {
+            let path = "\(directory)/\(distribution.rawValue).dist"
+            guard access(path, R_OK) == 0 else { continue }
+            do throws(NetlinkError) {
+                return try parse(readTextFile(atPath: path))
+            } catch {
+                throw SimulatorError(.environment, "read the \(distribution.rawValue) delay distribution: \(error)")
+            }
+        }
+        throw SimulatorError(.environment, "no \(distribution.rawValue).dist found in \(directories.joined(separator: ", ")); "
+            + "the table comes with iproute2 (apt-get install iproute2)")
+    }
+
+    /// The numbers of a `.dist` file; `#` starts a comment.
+    public static func parse(_ text: String) -> [Int16] {
+        text.split(separator: "\n").flatMap { line in
+            line.prefix { $0 != "#" }.split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { Int16($0) }
+        }
+    }
+}

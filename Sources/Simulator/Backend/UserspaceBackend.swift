@@ -1,0 +1,135 @@
+import Glibc
+import Netlink
+
+/// The userspace backend: each link is a pair of TUN interfaces, one named after the link in
+/// each node, and Roam's ``LinkEmulator`` moves packets between them through a pipeline per
+/// direction (loss, corruption, duplication, queue, rate or trace, delay and jitter), every
+/// random decision drawn from a generator seeded per direction from the scenario's seed.
+/// Carrier loss is the TUN interfaces' own carrier (`TUNSETCARRIER`), so a path monitor sees
+/// `NO-CARRIER` exactly as with a veth pair.
+public final class UserspaceBackend: LinkBackend {
+    public let kind = BackendKind.userspace
+
+    /// Where decision logs and captures go, and which to write.
+    public struct Recording: Sendable {
+        public var directory: String
+        public var decisionLogs: Bool
+        public var capturedLinks: Set<String>
+
+        public init(directory: String, decisionLogs: Bool, capturedLinks: Set<String>) {
+            self.directory = directory
+            self.decisionLogs = decisionLogs
+            self.capturedLinks = capturedLinks
+        }
+    }
+
+    private let plan: TopologyPlan
+    private let seed: UInt64
+    private let recording: Recording?
+    private var interfaces: [String: (first: TunInterface, second: TunInterface)] = [:]
+    private var emulator: LinkEmulator?
+    private var origin: Int64 = 0
+    private var distributions: [DelayDistribution: [Int16]] = [:]
+    /// Record how late each packet left the emulator against its due time (benchmarks).
+    public var measuresLateness = false
+    /// Once stopped: each delivered packet's lateness, when measured.
+    public private(set) var deliveryLateness: [Duration] = []
+    /// Once stopped: the CPU time of the emulator's thread.
+    public private(set) var emulatorCPUTime: Duration = .zero
+    /// The statistics of each direction once stopped, in link order (up, down).
+    public private(set) var statistics: [(link: String, direction: TrafficDirection, counters: LinkPipeline.Statistics)] = []
+
+    public init(plan: TopologyPlan, seed: UInt64, recording: Recording? = nil) {
+        self.plan = plan
+        self.seed = seed
+        self.recording = recording
+    }
+
+    /// Whether this machine can run the emulator: it needs `/dev/net/tun`.
+    public static func probe() -> String? {
+        access("/dev/net/tun", R_OK | W_OK) == 0 ? nil : "/dev/net/tun is missing (modprobe tun)"
+    }
+
+    public func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
+        guard let first = topology.namespace(of: link.first), let second = topology.namespace(of: link.second) else {
+            throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
+        }
+        interfaces[link.name] = (try TunInterface(name: link.name, in: first), try TunInterface(name: link.name, in: second))
+    }
+
+    public func start(_ topology: Topology) throws(SimulatorError) {
+        var directions: [LinkEmulator.Direction] = []
+        for (index, link) in plan.links.enumerated() {
+            guard let pair = interfaces[link.name] else { continue }
+            for direction in TrafficDirection.allCases {
+                let name = "\(link.name)-\(direction.rawValue)"
+                var decisions: BufferedFile?
+                var capture: PcapWriter?
+                if let recording {
+                    if recording.decisionLogs { decisions = try BufferedFile(path: "\(recording.directory)/decisions-\(name).log") }
+                    if recording.capturedLinks.contains(link.name) { capture = try PcapWriter(path: "\(recording.directory)/capture-\(name).pcap") }
+                }
+                directions.append(LinkEmulator.Direction(
+                    link: index,
+                    pipeline: LinkPipeline(conditions: LinkConditions(), capacity: .unlimited,
+                                           seed: NetemBackend.seed(seed, link: index, direction: direction), logsDecisions: decisions != nil),
+                    source: direction == .up ? pair.first : pair.second,
+                    destination: direction == .up ? pair.second : pair.first,
+                    decisions: decisions, capture: capture))
+            }
+        }
+        let emulator = try LinkEmulator(directions: directions, links: plan.links.count, measuresLateness: measuresLateness)
+        origin = MonotonicInstant.now.nanoseconds
+        try emulator.start()
+        self.emulator = emulator
+    }
+
+    public func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
+        guard let index = plan.links.firstIndex(where: { $0.name == name }), let emulator else {
+            throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
+        }
+        var distribution: [Int16]?
+        if let kind = conditions.impairment.distribution, kind != .uniform {
+            if distributions[kind] == nil { distributions[kind] = try DelayDistributionTable.load(kind) }
+            distribution = distributions[kind]
+        }
+        let capacity: LinkCapacity
+        if let trace = conditions.impairment.trace {
+            // Every trace runs from the emulator's start, whenever the timeline switches to it.
+            capacity = .trace(trace.trace, origin: origin)
+        } else {
+            capacity = conditions.impairment.rate.map { .rate(bitsPerSecond: $0.bitsPerSecond) } ?? .unlimited
+        }
+        emulator.post(.conditions(direction: index * 2 + (direction == .up ? 0 : 1), conditions, capacity, distribution: distribution))
+    }
+
+    public func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
+        guard let index = plan.links.firstIndex(where: { $0.name == name }), let pair = interfaces[name], let emulator else {
+            throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
+        }
+        emulator.post(.carrier(link: index, up: up))
+        try pair.first.setCarrier(up)
+        try pair.second.setCarrier(up)
+    }
+
+    public func stop() {
+        if let emulator {
+            let counters = emulator.finish()
+            deliveryLateness = emulator.lateness.map { .nanoseconds($0) }
+            emulatorCPUTime = emulator.cpuTime
+            var index = 0
+            for link in plan.links where interfaces[link.name] != nil {
+                for direction in TrafficDirection.allCases where index < counters.count {
+                    statistics.append((link.name, direction, counters[index]))
+                    index += 1
+                }
+            }
+        }
+        emulator = nil
+        for (first, second) in interfaces.values {
+            first.close()
+            second.close()
+        }
+        interfaces = [:]
+    }
+}

@@ -1,0 +1,206 @@
+import CNetlink
+import Glibc
+import Netlink
+import Synchronization
+
+/// Roam's userspace link emulator: one thread moves the packets of every link of a run between
+/// its TUN interfaces, each direction through a ``LinkPipeline``. One event loop, one monotonic
+/// clock: the loop sleeps in `ppoll` on every interface until a packet comes or the earliest
+/// pipeline event is due (nanosecond timeout), so there are no per-packet timers or threads.
+final class LinkEmulator: @unchecked Sendable {
+    struct Direction {
+        var link: Int
+        var pipeline: LinkPipeline
+        let source: TunInterface
+        let destination: TunInterface
+        var decisions: BufferedFile?
+        var capture: PcapWriter?
+    }
+
+    enum Command: Sendable {
+        case conditions(direction: Int, LinkConditions, LinkCapacity, distribution: [Int16]?)
+        case carrier(link: Int, up: Bool)
+    }
+
+    /// Owned by the loop thread once it runs.
+    private var directions: [Direction]
+    private var carrierUp: [Bool]
+    private let commands = Mutex<[Command]>([])
+    private let wake: Int32
+    private let stop: StopSignal
+    private var thread: PinnedThread?
+    /// Packets written to an interface that refused them (its queue full), or dropped for a
+    /// carrier that was down when they were due.
+    private let dropped = Atomic<Int>(0)
+    /// Delivery lateness (write time minus due time, nanoseconds), when measured.
+    private(set) var lateness: [Int64] = []
+    private let measuresLateness: Bool
+    /// CPU time the loop's thread used, known once it ended.
+    private(set) var cpuTime: Duration = .zero
+
+    init(directions: [Direction], links: Int, measuresLateness: Bool = false) throws(SimulatorError) {
+        self.measuresLateness = measuresLateness
+        self.directions = directions
+        for index in self.directions.indices { self.directions[index].pipeline.recordsDeliveryTimes = measuresLateness }
+        carrierUp = Array(repeating: true, count: links)
+        stop = try StopSignal()
+        wake = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard wake >= 0 else { throw SimulatorError(.environment, "eventfd: \(String(cString: strerror(errno)))") }
+    }
+
+    deinit {
+        close(wake)
+    }
+
+    func start() throws(SimulatorError) {
+        do throws(NetlinkError) {
+            thread = try PinnedThread(name: "roam-emulator") { [self] in loop() }
+        } catch {
+            throw SimulatorError("start the link emulator", error)
+        }
+    }
+
+    /// Hands a change to the loop, which applies it at once.
+    func post(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
+    }
+
+    /// Stops the loop and waits for it; logs and captures are flushed.
+    func finish() -> [LinkPipeline.Statistics] {
+        stop.signal()
+        thread?.join()
+        thread = nil
+        for index in directions.indices {
+            directions[index].decisions?.close()
+            directions[index].capture?.close()
+        }
+        return directions.map(\.pipeline.statistics)
+    }
+
+    /// How long the loop keeps polling without sleeping after a packet came.
+    static let spin: Int64 = 100_000
+    /// How long before a packet is due the loop wakes to poll instead of sleeping.
+    static let earlyWake: Int64 = 50_000
+
+    /// Whether a packet goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
+    static func isLinkControl(_ packet: [UInt8], _ count: Int) -> Bool {
+        guard count >= 20 else { return false }
+        switch packet[0] >> 4 {
+        case 4: return packet[16] & 0xf0 == 0xe0
+        case 6: return count >= 40 && packet[24] == 0xff
+        default: return false
+        }
+    }
+
+    private func loop() {
+        defer {
+            var spent = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spent)
+            cpuTime = .seconds(spent.tv_sec) + .nanoseconds(spent.tv_nsec)
+        }
+        // Timers of this thread fire when asked, not up to 50 µs later (the default slack).
+        let slack = open("/proc/thread-self/timerslack_ns", O_WRONLY | O_CLOEXEC)
+        if slack >= 0 {
+            _ = write(slack, "1", 1)
+            close(slack)
+        }
+        var entries = [pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        // One entry per direction: its source interface.
+        for direction in directions { entries.append(pollfd(fd: direction.source.descriptor, events: Int16(POLLIN), revents: 0)) }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var output: [[UInt8]] = []
+        var spinUntil: Int64 = 0
+        while true {
+            var next: Int64?
+            for index in directions.indices {
+                if let event = directions[index].pipeline.nextEvent() { next = min(next ?? event, event) }
+            }
+            var timeout = timespec()
+            let result: Int32
+            if MonotonicInstant.now.nanoseconds < spinUntil {
+                // Just busy: poll without sleeping for a moment, since waking a sleeping thread
+                // costs tens of microseconds on a virtual CPU, on every packet of a request and
+                // its answer.
+                result = ppoll(&entries, nfds_t(entries.count), &timeout, nil)
+            } else if let next {
+                // Wake a little early and poll the rest of the way: a sleeping thread's wake-up
+                // is late by tens of microseconds, more on a busy virtual CPU.
+                let remaining = max(0, next - MonotonicInstant.now.nanoseconds - Self.earlyWake)
+                timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+                result = ppoll(&entries, nfds_t(entries.count), &timeout, nil)
+                if result == 0, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
+            } else {
+                result = ppoll(&entries, nfds_t(entries.count), nil, nil)
+            }
+            if result < 0 && errno != EINTR { break }
+            if entries[0].revents != 0 { break }
+            if entries[1].revents != 0 {
+                var value: UInt64 = 0
+                _ = read(wake, &value, 8)
+                for command in commands.withLock({ commands -> [Command] in defer { commands = [] }; return commands }) {
+                    switch command {
+                    case let .conditions(index, conditions, capacity, distribution):
+                        directions[index].pipeline.update(conditions, capacity: capacity, distribution: distribution)
+                    case let .carrier(link, up):
+                        carrierUp[link] = up
+                    }
+                }
+            }
+            var now = MonotonicInstant.now.nanoseconds
+            if entries[2...].contains(where: { $0.revents != 0 }) { spinUntil = now + Self.spin }
+            for index in directions.indices where entries[index + 2].revents != 0 {
+                // A bounded batch per interface per turn, so that one busy link cannot starve the others.
+                for _ in 0..<256 {
+                    let count = buffer.withUnsafeMutableBytes { read(directions[index].source.descriptor, $0.baseAddress, $0.count) }
+                    guard count > 0 else { break }
+                    if Self.isLinkControl(buffer, count) {
+                        // Multicast (MLD reports, IGMP) is the kernel's own bookkeeping, sent at
+                        // randomized times: passed on as is, so that it neither consumes the
+                        // link's random numbers nor shifts its decision log.
+                        if carrierUp[directions[index].link], !directions[index].pipeline.conditions.isBlackholed {
+                            _ = buffer.withUnsafeBytes { write(directions[index].destination.descriptor, $0.baseAddress, count) }
+                        }
+                        continue
+                    }
+                    if directions[index].pipeline.isTransparent, directions[index].capture == nil {
+                        // Nothing to do to it: straight out, without a copy or a heap entry.
+                        if carrierUp[directions[index].link] {
+                            let written = buffer.withUnsafeBytes { write(directions[index].destination.descriptor, $0.baseAddress, count) }
+                            if written < 0 { dropped.add(1, ordering: .relaxed) }
+                        } else {
+                            dropped.add(1, ordering: .relaxed)
+                        }
+                        directions[index].pipeline.passedThrough()
+                        continue
+                    }
+                    directions[index].pipeline.arrive(Array(buffer[..<count]), at: now)
+                }
+            }
+            now = MonotonicInstant.now.nanoseconds
+            for index in directions.indices {
+                output.removeAll(keepingCapacity: true)
+                directions[index].pipeline.release(upTo: now, into: &output)
+                if directions[index].pipeline.logsDecisions, let log = directions[index].decisions {
+                    for decision in directions[index].pipeline.takeDecisions() { log.append(decision.description + "\n") }
+                }
+                guard !output.isEmpty else { continue }
+                guard carrierUp[directions[index].link] else {
+                    dropped.add(output.count, ordering: .relaxed)
+                    continue
+                }
+                let destination = directions[index].destination.descriptor
+                for (number, packet) in output.enumerated() {
+                    let written = packet.withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                    if written < 0 { dropped.add(1, ordering: .relaxed) }
+                    directions[index].capture?.record(packet)
+                    if measuresLateness, lateness.count < 10_000_000 {
+                        lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])
+                    }
+                }
+            }
+            for index in entries.indices { entries[index].revents = 0 }
+        }
+    }
+}

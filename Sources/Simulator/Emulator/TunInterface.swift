@@ -1,0 +1,67 @@
+import CNetlink
+import Glibc
+import Netlink
+
+/// A TUN interface (layer 3, no packet-information header) created in a namespace: what the
+/// node's kernel sends out of it is read from ``descriptor``, and what is written there arrives
+/// on it. It lives as long as the descriptor: closing it (or the process dying) removes the
+/// interface, so a crashed emulator leaves none behind.
+final class TunInterface: @unchecked Sendable {
+    let name: String
+    let descriptor: Int32
+    private var isClosed = false
+
+    // From linux/if_tun.h (function-like macros Swift does not import).
+    private static let setInterface: UInt = 0x4004_54ca      // TUNSETIFF = _IOW('T', 202, int)
+    private static let setCarrier: UInt = 0x4004_54e2        // TUNSETCARRIER = _IOW('T', 226, int)
+    private static let tun: Int16 = 0x0001                   // IFF_TUN
+    private static let noPacketInformation: Int16 = 0x1000   // IFF_NO_PI
+
+    /// Creates the interface `name` in `namespace`.
+    init(name: String, in namespace: NetworkNamespace) throws(SimulatorError) {
+        self.name = name
+        let result: (Int32, Int32)
+        do {
+            result = try namespace.perform { () -> (Int32, Int32) in
+                let fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC)
+                guard fd >= 0 else { return (-1, errno) }
+                // struct ifreq: the name (16 bytes), then the flags (a short) in the union.
+                var request = [UInt8](repeating: 0, count: 40)
+                for (index, byte) in name.utf8.prefix(15).enumerated() { request[index] = byte }
+                let flags = Self.tun | Self.noPacketInformation
+                request[16] = UInt8(truncatingIfNeeded: flags)
+                request[17] = UInt8(truncatingIfNeeded: flags >> 8)
+                let status = request.withUnsafeMutableBytes { ioctl(fd, Self.setInterface, $0.baseAddress!) }
+                if status < 0 {
+                    let code = errno
+                    Glibc.close(fd)
+                    return (-1, code)
+                }
+                return (fd, 0)
+            }
+        } catch {
+            throw SimulatorError(.environment, "create TUN interface \(name) in \(namespace): \(error)")
+        }
+        guard result.0 >= 0 else {
+            let hint = result.1 == ENOENT || result.1 == ENODEV ? " (is the tun module loaded? /dev/net/tun is needed)" : ""
+            throw SimulatorError(.environment, "create TUN interface \(name) in \(namespace): \(String(cString: strerror(result.1)))\(hint)")
+        }
+        descriptor = result.0
+    }
+
+    deinit { close() }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Glibc.close(descriptor)
+    }
+
+    /// Raises or drops the interface's carrier (`NO-CARRIER`), as a path monitor sees it.
+    func setCarrier(_ up: Bool) throws(SimulatorError) {
+        var value: Int32 = up ? 1 : 0
+        guard ioctl(descriptor, Self.setCarrier, &value) == 0 else {
+            throw SimulatorError(.environment, "set the carrier of \(name) \(up ? "up" : "down"): \(String(cString: strerror(errno)))")
+        }
+    }
+}

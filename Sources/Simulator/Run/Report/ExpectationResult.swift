@@ -1,0 +1,166 @@
+import Glibc
+import PathMonitor
+
+/// One expectation checked against a run: what was measured and whether it held.
+public struct ExpectationResult: Sendable {
+    public var expectation: Expectation
+    public var passed: Bool
+    /// The measured value, in the expectation's unit (`3.2s`, `4.1mbit`, `true`, `0`).
+    public var measured: String
+    /// What the check was, in words: `longest stall ≤ 2s`.
+    public var requirement: String
+    /// More about the measurement (how many stalls, failed requests, ...).
+    public var detail: String?
+
+    public var json: JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("subject", .string(expectation.subject)),
+            ("check", .string(expectation.check.key)),
+            ("requirement", .string(requirement)),
+            ("measured", .string(measured)),
+            ("passed", .bool(passed)),
+            ("line", .int(Int64(expectation.line))),
+        ]
+        if let detail { members.append(("detail", .string(detail))) }
+        return .object(members)
+    }
+}
+
+extension Expectation.Check {
+    /// The scenario key of the check.
+    public var key: String {
+        switch self {
+        case .maxStall: "maxStall"
+        case .minThroughput: "minThroughput"
+        case .maxTimeToFirstByte: "maxTimeToFirstByte"
+        case .completes: "completes"
+        case .exitCode: "exitCode"
+        case .path: "path"
+        }
+    }
+}
+
+extension PathCondition {
+    /// Whether `path` is in this condition.
+    public func holds(for path: NetworkPath) -> Bool {
+        switch self {
+        case .satisfied: path.status == .satisfied
+        case .unsatisfied: path.status != .satisfied
+        case .expensive: path.status == .satisfied && path.isExpensive
+        case .notExpensive: path.status == .satisfied && !path.isExpensive
+        case .constrained: path.status == .satisfied && path.isConstrained
+        case .notConstrained: path.status == .satisfied && !path.isConstrained
+        case .wifi: path.primaryInterface?.type == .wifi
+        case .cellular: path.primaryInterface?.type == .cellular
+        case .wiredEthernet: path.primaryInterface?.type == .wiredEthernet
+        }
+    }
+}
+
+/// Checks expectations against what a run measured. Pure: tests feed it results and records.
+public enum ExpectationEvaluator {
+    public static func evaluate(_ expectations: [Expectation], workloads: [WorkloadResult], changes: [AppliedChange],
+                                paths: [PathRecord]) -> [ExpectationResult] {
+        expectations.map { expectation in
+            switch expectation.check {
+            case let .path(condition, within, link, event):
+                return path(expectation, condition: condition, within: within, link: link, event: event, changes: changes, paths: paths)
+            default:
+                guard let result = workloads.first(where: { $0.name == expectation.subject }) else {
+                    return ExpectationResult(expectation: expectation, passed: false, measured: "nothing",
+                                             requirement: expectation.check.key, detail: "the workload did not run")
+                }
+                return workload(expectation, result)
+            }
+        }
+    }
+
+    static func workload(_ expectation: Expectation, _ result: WorkloadResult) -> ExpectationResult {
+        switch expectation.check {
+        case .maxStall(let limit):
+            let stream = result.stream ?? StreamStatistics()
+            let longest = stream.longestStall
+            let ongoing = stream.stalls.contains { $0.ongoing } ? ", the last one still going at the end" : ""
+            return ExpectationResult(expectation: expectation, passed: longest <= limit, measured: longest.roamDescription,
+                                     requirement: "longest stall ≤ \(limit.roamDescription)",
+                                     detail: "\(stream.stalls.count) stalls, \(stream.totalStall.roamDescription) in all\(ongoing)")
+        case .minThroughput(let minimum):
+            let throughput = result.throughput ?? Rate(bitsPerSecond: 0)
+            return ExpectationResult(expectation: expectation, passed: throughput >= minimum, measured: throughput.roundedDescription,
+                                     requirement: "mean throughput ≥ \(minimum)",
+                                     detail: "\(result.bytesReceived) bytes in \(result.activeTime.roamDescription)")
+        case .maxTimeToFirstByte(let limit):
+            let requests = result.requests ?? RequestStatistics()
+            let worst = requests.timesToFirstByte.max()
+            let passed = requests.failed == 0 && requests.succeeded > 0 && (worst ?? .zero) <= limit
+            let measured = requests.failed > 0 ? "\(requests.failed) failed" : worst?.roamDescription ?? "no response"
+            var detail = "\(requests.succeeded) of \(requests.sent) requests answered"
+            if let worst { detail += ", slowest first byte \(worst.roamDescription)" }
+            if let p50 = percentile(requests.timesToFirstByte, 0.5) { detail += ", median \(p50.roamDescription)" }
+            return ExpectationResult(expectation: expectation, passed: passed, measured: measured,
+                                     requirement: "every request's first byte within \(limit.roamDescription)", detail: detail)
+        case .completes(let wanted):
+            return ExpectationResult(expectation: expectation, passed: result.completed == wanted, measured: String(result.completed),
+                                     requirement: "completes: \(wanted)", detail: result.incompleteReason)
+        case .exitCode(let wanted):
+            let command = result.command
+            let measured = command?.exitCode.map(String.init) ?? command?.signal.map { "signal \($0)" } ?? "did not run"
+            return ExpectationResult(expectation: expectation, passed: command?.exitCode == wanted, measured: measured,
+                                     requirement: "exit code \(wanted)", detail: result.incompleteReason)
+        case .path:
+            return ExpectationResult(expectation: expectation, passed: false, measured: "", requirement: "path")
+        }
+    }
+
+    /// The first change of `link` that `event` names.
+    static func trigger(link: String, event: String, in changes: [AppliedChange]) -> AppliedChange? {
+        changes.first { applied in
+            guard applied.change.link == link, applied.failure == nil else { return false }
+            switch (event, applied.change.change) {
+            case ("down", .carrier(false)): return applied.change.action == "down"
+            case ("up", .carrier(true)): return applied.change.action == "up"
+            case ("flap", .carrier(false)): return applied.change.action == "flap"
+            case ("blackhole", .conditions(_, let conditions)): return applied.change.action == "blackhole" && conditions.isBlackholed
+            default: return applied.change.action == event
+            }
+        }
+    }
+
+    static func path(_ expectation: Expectation, condition: PathCondition, within: Duration, link: String, event: String,
+                     changes: [AppliedChange], paths: [PathRecord]) -> ExpectationResult {
+        let requirement = "\(expectation.subject)'s path \(condition.rawValue) within \(within.roamDescription) after \(link) \(event)"
+        guard let trigger = trigger(link: link, event: event, in: changes) else {
+            return ExpectationResult(expectation: expectation, passed: false, measured: "never", requirement: requirement,
+                                     detail: "\(link) \(event) never happened in this run")
+        }
+        let t = trigger.actual
+        let nodePaths = paths.filter { $0.node == expectation.subject }
+        let inForce = nodePaths.last { $0.at <= t }
+        if let inForce, condition.holds(for: inForce.path) {
+            return ExpectationResult(expectation: expectation, passed: true, measured: "0ms", requirement: requirement,
+                                     detail: "already \(condition.rawValue) when \(link) \(event) happened at \(t.roamDescription)")
+        }
+        guard let first = nodePaths.first(where: { $0.at > t && condition.holds(for: $0.path) }) else {
+            return ExpectationResult(expectation: expectation, passed: false, measured: "never", requirement: requirement,
+                                     detail: "no path update made it \(condition.rawValue) after \(t.roamDescription)")
+        }
+        let delay = first.at - t
+        return ExpectationResult(expectation: expectation, passed: delay <= within, measured: delay.roamDescription,
+                                 requirement: requirement, detail: "\(link) \(event) at \(t.roamDescription), path: \(first.path.summary)")
+    }
+}
+
+extension Rate {
+    /// Three significant figures in the largest unit that fits: `4.12mbit`, `980kbit`.
+    public var roundedDescription: String {
+        for (unit, scale) in [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)] where bitsPerSecond >= scale || scale == 1 {
+            let scaled = bitsPerSecond / scale
+            guard scaled > 0 else { return "0bit" }
+            let decimals = max(0, 2 - Int(log10(scaled).rounded(.down)))
+            let factor = pow(10, Double(decimals))
+            let value = (scaled * factor).rounded() / factor
+            return (value == value.rounded() ? String(Int64(value)) : String(value)) + unit
+        }
+        return "0bit"
+    }
+}

@@ -1,0 +1,222 @@
+import Glibc
+import PathMonitor
+import Synchronization
+
+/// A link change as it was applied: when it was planned and when it took effect.
+public struct AppliedChange: Sendable, Hashable {
+    public var change: ScheduledChange
+    /// When the backend call returned, from the start of the run.
+    public var actual: Duration
+    /// Why it could not be applied, if it could not.
+    public var failure: String?
+}
+
+/// A path a node's monitor published, and when.
+public struct PathRecord: Sendable, Hashable {
+    public var at: Duration
+    public var node: String
+    public var path: NetworkPath
+}
+
+/// The record of a run as it happens: every event is written at once as one line of
+/// `timeline.jsonl` (so that a run that is killed still leaves its timeline) and what the
+/// expectations need is kept in memory. Safe to call from any thread.
+public final class RunLog: Sendable {
+    /// The instant the scenario's time zero corresponds to.
+    public let start: MonotonicInstant
+
+    private struct State {
+        var descriptor: Int32
+        var changes: [AppliedChange] = []
+        var paths: [PathRecord] = []
+        var lines = 0
+    }
+    private let state: Mutex<State>
+
+    /// Logs to `path` (created or truncated); nil logs to memory only.
+    public init(start: MonotonicInstant, path: String?) throws(SimulatorError) {
+        self.start = start
+        var descriptor: Int32 = -1
+        if let path {
+            descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else {
+                throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        state = Mutex(State(descriptor: descriptor))
+    }
+
+    deinit {
+        state.withLock { if $0.descriptor >= 0 { close($0.descriptor) } }
+    }
+
+    /// Time since ``start`` (negative before it).
+    public var elapsed: Duration { MonotonicInstant.now - start }
+
+    /// Writes one event: `t` (seconds since the start) and `type` first, then `fields`.
+    public func record(_ type: String, at time: Duration? = nil, _ fields: [(String, JSONValue)]) {
+        let t = time ?? elapsed
+        let line = JSONValue.object([("t", .seconds(t)), ("type", .string(type))] + fields).serialized + "\n"
+        state.withLock { state in
+            state.lines += 1
+            guard state.descriptor >= 0 else { return }
+            let bytes = Array(line.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes { write(state.descriptor, $0.baseAddress, $0.count) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+
+    /// Records a link change that was applied (or failed) at `actual`.
+    public func applied(_ change: ScheduledChange, actual: Duration, failure: String?) {
+        let applied = AppliedChange(change: change, actual: actual, failure: failure)
+        state.withLock { $0.changes.append(applied) }
+        var fields: [(String, JSONValue)] = [
+            ("link", .string(change.link)),
+            ("action", .string(change.action)),
+            ("planned", .seconds(change.at)),
+            ("actual", .seconds(actual)),
+            ("lateMs", .double(((actual - change.at).milliseconds * 1000).rounded() / 1000)),
+        ]
+        if let step = change.step, let count = change.stepCount { fields.append(("step", .string("\(step)/\(count)"))) }
+        switch change.change {
+        case .carrier(let up):
+            fields.append(("carrier", .string(up ? "up" : "down")))
+        case .conditions(let direction, let conditions):
+            fields.append(("direction", .string(direction.rawValue)))
+            fields.append(("conditions", conditions.json))
+        }
+        fields.append(("line", .int(Int64(change.line))))
+        if let failure { fields.append(("error", .string(failure))) }
+        record("link", at: actual, fields)
+    }
+
+    /// Records a path a node's monitor published at `instant` (now when nil).
+    public func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
+        let at = instant.map { $0 - start } ?? elapsed
+        state.withLock { $0.paths.append(PathRecord(at: at, node: node, path: path)) }
+        record("path", at: at, [("node", .string(node)), ("summary", .string(path.summary)), ("path", path.json)])
+    }
+
+    public var appliedChanges: [AppliedChange] { state.withLock { $0.changes } }
+    public var paths: [PathRecord] { state.withLock { $0.paths } }
+    /// How many events were recorded.
+    public var eventCount: Int { state.withLock { $0.lines } }
+}
+
+/// Takes the paths monitors publish while the run is being set up, before its ``RunLog``
+/// (and so its time zero) exists, and hands them over with their times once it does.
+final class PathRecorder: Sendable {
+    private let state = Mutex<(log: RunLog?, pending: [(MonotonicInstant, String, NetworkPath)])>((nil, []))
+
+    func record(_ path: NetworkPath, node: String) {
+        let now = MonotonicInstant.now
+        let log = state.withLock { state -> RunLog? in
+            if state.log == nil { state.pending.append((now, node, path)) }
+            return state.log
+        }
+        log?.path(path, node: node, at: now)
+    }
+
+    func attach(_ log: RunLog) {
+        // Under the lock, so that no path overtakes the pending ones.
+        state.withLock { state in
+            for (instant, node, path) in state.pending { log.path(path, node: node, at: instant) }
+            state.pending = []
+            state.log = log
+        }
+    }
+}
+
+extension NetworkPath {
+    /// The path as a JSON object, without a time.
+    public var json: JSONValue {
+        guard case .object(let members) = json(time: "") else { return .null }
+        return .object(members.filter { $0.0 != "time" })
+    }
+}
+
+extension JSONValue {
+    /// Seconds with microsecond resolution.
+    static func seconds(_ duration: Duration) -> JSONValue {
+        .double((Double(duration.nanoseconds) / 1000).rounded() / 1_000_000)
+    }
+
+    static func milliseconds(_ duration: Duration?) -> JSONValue {
+        guard let duration else { return .null }
+        return .double((duration.milliseconds * 1000).rounded() / 1000)
+    }
+
+    static func number(_ value: Double?, digits: Double = 1000) -> JSONValue {
+        guard let value, value.isFinite else { return .null }
+        return .double((value * digits).rounded() / digits)
+    }
+}
+
+extension LinkConditions {
+    /// The conditions as a JSON object: only what is set.
+    public var json: JSONValue {
+        var members = impairment.jsonMembers
+        if isBlackholed { members.append(("blackhole", true)) }
+        return .object(members)
+    }
+
+    /// `60ms ±2ms 1mbit loss 40%`, `blackhole`, or `clear`.
+    public var summary: String {
+        if isBlackholed { return "blackhole" }
+        return impairment.summary
+    }
+}
+
+extension Impairment {
+    var jsonMembers: [(String, JSONValue)] {
+        var members: [(String, JSONValue)] = []
+        if let delay { members.append(("delayMs", .milliseconds(delay))) }
+        if let jitter { members.append(("jitterMs", .milliseconds(jitter))) }
+        if let delayCorrelation { members.append(("delayCorrelation", .number(delayCorrelation, digits: 1e6))) }
+        if let distribution { members.append(("distribution", .string(distribution.rawValue))) }
+        if let rate { members.append(("rateBps", .int(Int64(rate.bitsPerSecond.rounded())))) }
+        switch loss {
+        case .random(let rate, let correlation)?:
+            members.append(("loss", .number(rate, digits: 1e6)))
+            if correlation > 0 { members.append(("lossCorrelation", .number(correlation, digits: 1e6))) }
+        case let .gilbertElliott(p, r, bad, good)?:
+            members.append(("loss", .object([("model", "gilbert-elliott"), ("p", .number(p, digits: 1e6)), ("r", .number(r, digits: 1e6)),
+                                              ("lossInBad", .number(bad, digits: 1e6)), ("lossInGood", .number(good, digits: 1e6))])))
+        case nil: break
+        }
+        if let duplicate { members.append(("duplicate", .number(duplicate, digits: 1e6))) }
+        if let reorder { members.append(("reorder", .number(reorder, digits: 1e6))) }
+        if let corrupt { members.append(("corrupt", .number(corrupt, digits: 1e6))) }
+        if let limit { members.append(("limit", .int(Int64(limit)))) }
+        if let trace { members.append(("trace", .string(trace.path))) }
+        return members
+    }
+
+    /// A short human form for progress lines: `8ms ±2ms 50mbit loss 0.1%`.
+    public var summary: String {
+        var words: [String] = []
+        func percent(_ value: Double) -> String {
+            let scaled = value * 100
+            return scaled >= 10 ? "\(Int(scaled.rounded()))%" : "\((scaled * 10).rounded() / 10)%"
+        }
+        if let delay { words.append("\(Int(delay.milliseconds.rounded()))ms") }
+        if let jitter, jitter > .zero { words.append("±\(Int(jitter.milliseconds.rounded()))ms") }
+        if let trace { words.append("trace \(trace.path.split(separator: "/").last.map(String.init) ?? trace.path)") }
+        if let rate {
+            let value = rate.bitsPerSecond
+            words.append(value >= 1e6 ? "\((value / 1e5).rounded() / 10)mbit" : "\(Int((value / 1e3).rounded()))kbit")
+        }
+        if let loss, loss.meanLoss > 0 { words.append("loss \(percent(loss.meanLoss))") }
+        if let duplicate, duplicate > 0 { words.append("dup \(percent(duplicate))") }
+        if let reorder, reorder > 0 { words.append("reorder \(percent(reorder))") }
+        if let corrupt, corrupt > 0 { words.append("corrupt \(percent(corrupt))") }
+        return words.isEmpty ? "clear" : words.joined(separator: " ")
+    }
+}

@@ -1,0 +1,413 @@
+import Glibc
+import Netlink
+import PathMonitor
+import Synchronization
+
+extension Scenario {
+    /// Links whose capacity comes from a trace, at the start or in the timeline.
+    var tracedLinks: [String] {
+        var names = links.filter { $0.up.trace != nil || $0.down.trace != nil }.map(\.name)
+        for event in timeline {
+            switch event.action {
+            case .set(let impairment), .ramp(let impairment, _):
+                if impairment.trace != nil { names.append(event.link) }
+            default: break
+            }
+        }
+        var seen = Set<String>()
+        return names.filter { seen.insert($0).inserted }
+    }
+}
+
+/// How to run a scenario.
+public struct RunOptions: Sendable {
+    public var backend: BackendChoice = .auto
+    /// Overrides the scenario's seed.
+    public var seed: UInt64?
+    /// Where the report goes; nil: `roam-reports/NAME-RUNID` in the working directory.
+    public var reportDirectory: String?
+    /// Plays the scenario this many times as fast (see ``Scenario/timeScaled(by:)``).
+    public var timeScale: Double = 1
+    /// How often workloads are sampled (and progress reported).
+    public var sampleInterval: Duration = .seconds(1)
+    /// Write each link direction's decision log (userspace backend): `decisions-LINK-DIR.log`.
+    public var decisionLogs = false
+    /// Finds out whether the kernel has netem (replaced in tests).
+    public var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
+
+    public init() {}
+}
+
+/// A snapshot of a run for progress lines.
+public struct RunProgress: Sendable {
+    public var elapsed: Duration
+    public var duration: Duration
+    public var links: [(name: String, state: String)]
+    public var workloads: [(name: String, throughput: Rate?, detail: String?)]
+}
+
+/// Packet counters of one direction of an emulated link.
+public struct LinkStatistics: Sendable {
+    public var link: String
+    public var direction: TrafficDirection
+    public var counters: LinkPipeline.Statistics
+
+    var json: JSONValue {
+        .object([("link", .string(link)), ("direction", .string(direction.rawValue)),
+                 ("arrived", .int(Int64(counters.arrived))), ("delivered", .int(Int64(counters.delivered))),
+                 ("lost", .int(Int64(counters.lost))), ("blackholed", .int(Int64(counters.blackholed))),
+                 ("overflowed", .int(Int64(counters.overflowed))), ("corrupted", .int(Int64(counters.corrupted))),
+                 ("duplicated", .int(Int64(counters.duplicated))), ("reordered", .int(Int64(counters.reordered)))])
+    }
+}
+
+/// The outcome of a run.
+public struct RunReport: Sendable {
+    public var scenario: Scenario
+    public var runID: String
+    public var seed: UInt64
+    public var backend: BackendSelection
+    public var reportDirectory: String
+    public var expectations: [ExpectationResult]
+    public var workloads: [WorkloadResult]
+    /// Link changes that could not be applied: the scenario did not run as written.
+    public var failedChanges: [AppliedChange]
+    /// How late each link change took effect after its planned time.
+    public var lateness: [Duration]
+    /// Path updates per node.
+    public var pathUpdates: [String: Int]
+    /// Stopped early by ``ScenarioRunner/cancel()``.
+    public var cancelled: Bool
+    /// What the run could not do as the scenario asked, short of failing.
+    public var notes: [String] = []
+    /// What the userspace emulator did with each direction's packets (empty with netem).
+    public var linkStatistics: [LinkStatistics] = []
+
+    /// Every expectation held, the run was not cut short, and every change was applied.
+    public var passed: Bool { !cancelled && failedChanges.isEmpty && expectations.allSatisfy(\.passed) }
+}
+
+/// Plays a scenario on real Linux networking: builds its topology, applies its links'
+/// conditions on a timeline, runs its workloads and a path monitor in every node, checks its
+/// expectations, writes the report and tears everything down (also when it fails or is
+/// cancelled). ``run(progress:)`` blocks; ``cancel()`` may be called from any thread, including
+/// a signal-handling one.
+public final class ScenarioRunner: Sendable {
+    public let scenario: Scenario
+    public let options: RunOptions
+    private let cancellation = Mutex<(requested: Bool, signal: StopSignal?)>((false, nil))
+
+    /// How long before time zero everything is set up and waiting, so that the first
+    /// events and workload starts are not late.
+    static let lead = Duration.milliseconds(100)
+
+    public init(scenario: Scenario, options: RunOptions = RunOptions()) {
+        self.scenario = options.timeScale == 1 ? scenario : scenario.timeScaled(by: options.timeScale)
+        self.options = options
+    }
+
+    /// Stops a run early: workloads stop, the report is written, the topology removed.
+    public func cancel() {
+        let signal = cancellation.withLock { state -> StopSignal? in
+            state.requested = true
+            return state.signal
+        }
+        signal?.signal()
+    }
+
+    public func run(progress: (@Sendable (RunProgress) -> Void)? = nil) throws(SimulatorError) -> RunReport {
+        guard geteuid() == 0 else {
+            throw SimulatorError(.environment, "roam run needs root: it creates network namespaces (run it with sudo)")
+        }
+        let selection = try options.backend.resolve(netemProbe: options.netemProbe)
+        if selection.kind == .netem, let traced = scenario.tracedLinks.first {
+            throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
+                + "plays; run with --backend userspace")
+        }
+        let seed = options.seed ?? scenario.seed
+        let runID = RunRegistry.newRunID()
+        let plan = try TopologyPlan(scenario: scenario, runID: runID)
+        let directory = options.reportDirectory ?? "roam-reports/\(scenario.name)-\(runID)"
+        try Self.makeDirectory(directory)
+
+        let stop = try StopSignal()
+        let alreadyCancelled = cancellation.withLock { state -> Bool in
+            state.signal = stop
+            return state.requested
+        }
+        if alreadyCancelled { stop.signal() }
+
+        let backend: any LinkBackend
+        switch selection.kind {
+        case .netem:
+            backend = NetemBackend(plan: plan, seed: seed)
+        case .userspace:
+            backend = UserspaceBackend(plan: plan, seed: seed, recording: UserspaceBackend.Recording(
+                directory: directory, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name))))
+        }
+        let topology = try Topology.build(plan, backend: backend)
+        var monitors: [(NetworkPathMonitor, PathUpdateSubscription)] = []
+        var monitorOf: [String: NetworkPathMonitor] = [:]
+        defer {
+            for (monitor, subscription) in monitors {
+                subscription.cancel()
+                monitor.cancel()
+            }
+            backend.stop()
+            topology.teardown()
+        }
+        try backend.start(topology)
+        var notes: [String] = []
+        let captured = scenario.links.filter(\.capture).map(\.name)
+        if !captured.isEmpty, selection.kind == .netem {
+            notes.append("capture: true (links \(captured.joined(separator: ", "))) is written by the userspace backend only; "
+                + "with netem, capture with tcpdump inside the node (ip netns exec roam-RUNID-NODE tcpdump -i LINK)")
+        }
+        let schedule = TimelineSchedule(scenario: scenario)
+        for initial in schedule.initial {
+            try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
+        }
+
+        // Monitors first: starting one takes a while on a slow machine, and time zero is set
+        // once everything is ready.
+        let recorder = PathRecorder()
+        for node in plan.nodes {
+            guard let namespace = topology.namespace(of: node.name) else { continue }
+            let monitor = NetworkPathMonitor(namespace: namespace)
+            let name = node.name
+            let subscription = monitor.onUpdate { path in recorder.record(path, node: name) }
+            do {
+                try monitor.start()
+            } catch {
+                throw SimulatorError(.environment, "start the path monitor in node '\(name)': \(error)")
+            }
+            monitors.append((monitor, subscription))
+            monitorOf[name] = monitor
+        }
+
+        let log = try RunLog(start: .now + Self.lead, path: directory + "/timeline.jsonl")
+        let wallStart = RFC3339.now()
+        log.record("run", at: .zero, [("event", "start"), ("scenario", .string(scenario.name)), ("runId", .string(runID)),
+                                      ("seed", .int(Int64(bitPattern: seed))), ("backend", .string(selection.kind.rawValue)),
+                                      ("duration", .seconds(scenario.duration))])
+        for initial in schedule.initial {
+            log.record("link", at: .zero, [("link", .string(initial.link)), ("action", "initial"),
+                                           ("direction", .string(initial.direction.rawValue)), ("conditions", initial.conditions.json)])
+        }
+        recorder.attach(log)
+
+        // Workloads: servers listen before time zero; each client starts on its own thread.
+        let environment = Self.environment(plan: plan, runID: runID, reportDirectory: directory)
+        var drivers: [(driver: any WorkloadDriver, stop: StopSignal)] = []
+        var threads: [PinnedThread] = []
+        defer {
+            // On any way out (a server that cannot listen included): stop every workload and
+            // wait for its threads.
+            stop.signal()
+            for (_, workloadStop) in drivers { workloadStop.signal() }
+            for thread in threads { thread.join() }
+            for (driver, _) in drivers { driver.finish() }
+        }
+        for (index, workload) in scenario.workloads.enumerated() {
+            guard let server = plan.node(workload.from), let serverNamespace = topology.namespace(of: workload.from) else { continue }
+            let workloadStop = try StopSignal()
+            var context = WorkloadContext(
+                workload: workload, index: index, runID: runID, serverNamespace: serverNamespace,
+                clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddress: server.serviceIPv4, log: log,
+                stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
+                reportDirectory: directory, environment: environment)
+            context.environment["ROAM_NODE"] = workload.from
+            if let client = workload.to, let monitor = monitorOf[client] {
+                context.clientPath = { monitor.currentPath }
+            }
+            if let peer = workload.to, let peerNode = plan.node(peer) {
+                context.environment["ROAM_PEER"] = peer
+                context.environment["ROAM_PEER_ADDR"] = peerNode.serviceIPv4.description
+                context.environment["ROAM_PEER_ADDR6"] = peerNode.serviceIPv6.description
+            }
+            let driver = context.makeDriver()
+            drivers.append((driver, workloadStop))
+            try driver.prepare()
+        }
+        let player = TimelinePlayer(schedule: schedule, backend: backend, log: log, stop: stop)
+        try player.start()
+        defer { player.join() }
+        for (driver, workloadStop) in drivers {
+            do throws(NetlinkError) {
+                threads.append(try PinnedThread(name: "roam-workload") {
+                    guard workloadStop.wait(until: driver.context.startAt) else { return }
+                    driver.context.log.record("workload", [("workload", .string(driver.context.workload.name)), ("event", "start")])
+                    driver.run()
+                })
+            } catch {
+                throw SimulatorError("start workload '\(driver.context.workload.name)'", error)
+            }
+        }
+
+        // The run's own loop: sample every interval, stop workloads at their time, end on time.
+        let end = log.start + scenario.duration
+        var nextSample = log.start + options.sampleInterval
+        var previous: [Int64] = drivers.map { _ in 0 }
+        var lastSampleAt = log.start
+        var stopped = Set<Int>()
+        while true {
+            let pendingStops = drivers.indices.filter { !stopped.contains($0) }.map { ($0, drivers[$0].driver.context.stopAt) }
+            let nextStop = pendingStops.map(\.1).min() ?? end
+            guard stop.wait(until: min(nextSample, nextStop, end)) else { break }
+            let now = MonotonicInstant.now
+            for (index, at) in pendingStops where at <= now {
+                drivers[index].stop.signal()
+                stopped.insert(index)
+                log.record("workload", [("workload", .string(drivers[index].driver.context.workload.name)), ("event", "stop")])
+            }
+            if now >= nextSample || now >= end {
+                let interval = Double((now - lastSampleAt).nanoseconds) / 1e9
+                var rows: [(name: String, throughput: Rate?, detail: String?)] = []
+                for (index, (driver, _)) in drivers.enumerated() where driver.context.startAt <= now {
+                    let sample = driver.sample()
+                    let delta = sample.bytesReceived - previous[index]
+                    previous[index] = sample.bytesReceived
+                    let throughput = interval > 0 ? Rate(bitsPerSecond: Double(delta) * 8 / interval) : nil
+                    if case .command = driver.context.workload.kind {
+                        rows.append((driver.context.workload.name, nil, stopped.contains(index) ? "ended" : "running"))
+                        continue
+                    }
+                    var fields: [(String, JSONValue)] = [("workload", .string(driver.context.workload.name)), ("bytes", .int(sample.bytesReceived)),
+                                                         ("throughputBps", .int(Int64((throughput?.bitsPerSecond ?? 0).rounded()))),
+                                                         ("rttMs", .milliseconds(sample.rtt))]
+                    var detail: String?
+                    if let buffered = sample.buffered {
+                        fields.append(("bufferedMs", .milliseconds(buffered)))
+                        fields.append(("stalled", .bool(sample.isStalled ?? false)))
+                        detail = (sample.isStalled ?? false) ? "STALLED" : "buffer \(buffered.roamDescription)"
+                    }
+                    log.record("sample", fields)
+                    rows.append((driver.context.workload.name, throughput, detail))
+                }
+                lastSampleAt = now
+                while nextSample <= now { nextSample = nextSample + options.sampleInterval }
+                if let progress {
+                    let states = player.linkStates
+                    progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
+                                         links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: rows))
+                }
+            }
+            if now >= end { break }
+        }
+        let cancelled = cancellation.withLock { $0.requested }
+        let finishedAt = min(log.elapsed, scenario.duration)
+        stop.signal()
+        for (_, workloadStop) in drivers { workloadStop.signal() }
+        for thread in threads { thread.join() }
+        threads = []
+        player.join()
+        // The emulator's counters are final once it stops (the topology goes in the defer).
+        backend.stop()
+        var linkStatistics: [LinkStatistics] = []
+        if let userspace = backend as? UserspaceBackend {
+            linkStatistics = userspace.statistics.map { LinkStatistics(link: $0.link, direction: $0.direction, counters: $0.counters) }
+        }
+
+        let results = drivers.map { driver, _ in
+            driver.result(end: min(finishedAt, driver.context.workload.stop ?? scenario.duration))
+        }
+        let changes = log.appliedChanges
+        let paths = log.paths
+        let expectations = ExpectationEvaluator.evaluate(scenario.expectations, workloads: results, changes: changes, paths: paths)
+        var pathUpdates: [String: Int] = [:]
+        for record in paths { pathUpdates[record.node, default: 0] += 1 }
+        let report = RunReport(
+            scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: expectations,
+            workloads: results, failedChanges: changes.filter { $0.failure != nil }, lateness: changes.map { $0.actual - $0.change.at },
+            pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics)
+        log.record("run", [("event", cancelled ? "cancelled" : "end"), ("passed", .bool(report.passed))])
+        try Self.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
+                       to: directory + "/summary.json")
+        return report
+    }
+
+    /// The topology in environment variables, for commands: `ROAM_RUN_ID`, `ROAM_NODES`,
+    /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
+    /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link).
+    static func environment(plan: TopologyPlan, runID: String, reportDirectory: String) -> [String: String] {
+        func key(_ name: String) -> String {
+            String(name.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" })
+        }
+        var values = ["ROAM_RUN_ID": runID, "ROAM_NODES": plan.nodes.map(\.name).joined(separator: " "), "ROAM_REPORT_DIR": reportDirectory]
+        for node in plan.nodes {
+            values["ROAM_\(key(node.name))_ADDR"] = node.serviceIPv4.description
+            values["ROAM_\(key(node.name))_ADDR6"] = node.serviceIPv6.description
+            for interface in node.interfaces {
+                values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR"] = interface.ipv4.address.description
+                values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR6"] = interface.ipv6.address.description
+            }
+        }
+        return values
+    }
+
+    static func makeDirectory(_ path: String) throws(SimulatorError) {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                throw SimulatorError(.environment, "cannot create the report directory \(path): \(String(cString: strerror(errno)))")
+            }
+            prefix += "/"
+        }
+        guard access(path, W_OK) == 0 else {
+            throw SimulatorError(.environment, "cannot write to the report directory \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    static func write(_ value: JSONValue, to path: String) throws(SimulatorError) {
+        let text = value.serialized + "\n"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+    }
+}
+
+extension RunReport {
+    /// `summary.json`.
+    func json(started: String, timeScale: Double, events: Int) -> JSONValue {
+        .object([
+            ("scenario", .string(scenario.name)),
+            ("description", scenario.description.map { .string($0) } ?? .null),
+            ("runId", .string(runID)),
+            ("started", .string(started)),
+            ("seed", .int(Int64(bitPattern: seed))),
+            ("backend", .string(backend.kind.rawValue)),
+            ("backendReason", .string(backend.reason)),
+            ("timeScale", .double(timeScale)),
+            ("durationSeconds", .seconds(scenario.duration)),
+            ("cancelled", .bool(cancelled)),
+            ("passed", .bool(passed)),
+            ("expectations", .array(expectations.map(\.json))),
+            ("workloads", .array(workloads.map(\.json))),
+            ("timeline", .object([
+                ("changes", .int(Int64(lateness.count))),
+                ("failed", .array(failedChanges.map { .object([("link", .string($0.change.link)), ("action", .string($0.change.action)),
+                                                               ("error", .string($0.failure ?? ""))]) })),
+                ("latenessMs", .object([
+                    ("p50", .milliseconds(percentile(lateness, 0.5))),
+                    ("p99", .milliseconds(percentile(lateness, 0.99))),
+                    ("max", .milliseconds(lateness.max())),
+                ])),
+            ])),
+            ("pathUpdates", .object(pathUpdates.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
+            ("events", .int(Int64(events))),
+            ("notes", .array(notes.map { .string($0) })),
+            ("links", .array(linkStatistics.map(\.json))),
+        ])
+    }
+}

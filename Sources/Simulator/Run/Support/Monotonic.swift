@@ -1,0 +1,86 @@
+import CNetlink
+import Glibc
+
+/// Time on the kernel's monotonic clock (`CLOCK_MONOTONIC`), the clock a run's timeline is
+/// planned on: it never jumps when the wall clock is set.
+public struct MonotonicInstant: Sendable, Hashable, Comparable {
+    /// Nanoseconds since an arbitrary point (the machine's boot).
+    public var nanoseconds: Int64
+
+    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+
+    public static var now: MonotonicInstant {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return MonotonicInstant(nanoseconds: Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec))
+    }
+
+    public static func < (lhs: MonotonicInstant, rhs: MonotonicInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    public static func + (lhs: MonotonicInstant, rhs: Duration) -> MonotonicInstant {
+        MonotonicInstant(nanoseconds: lhs.nanoseconds + rhs.nanoseconds)
+    }
+
+    public static func - (lhs: MonotonicInstant, rhs: MonotonicInstant) -> Duration {
+        .nanoseconds(lhs.nanoseconds - rhs.nanoseconds)
+    }
+}
+
+extension Duration {
+    /// The whole nanoseconds of this duration (saturating).
+    public var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        return product.addingReportingOverflow(attoseconds / 1_000_000_000).overflow ? .max : product + attoseconds / 1_000_000_000
+    }
+
+    /// Milliseconds as a fraction, for reports.
+    public var milliseconds: Double { Double(nanoseconds) / 1_000_000 }
+}
+
+/// A flag that stops waits at once: an `eventfd` that threads blocked in ``wait(until:)`` or in
+/// `poll` on ``descriptor`` wake up on. Once signalled it stays signalled.
+public final class StopSignal: @unchecked Sendable {
+    /// The eventfd; readable once signalled.
+    public let descriptor: Int32
+
+    public init() throws(SimulatorError) {
+        let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard fd >= 0 else { throw SimulatorError(.environment, "eventfd: \(String(cString: strerror(errno)))") }
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    public func signal() {
+        var one: UInt64 = 1
+        _ = Glibc.write(descriptor, &one, 8)
+    }
+
+    public var isSignalled: Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0
+    }
+
+    /// Blocks until `deadline` (true) or until signalled (false), whichever comes first.
+    /// Precise to the scheduler's wake-up latency: `ppoll` takes a nanosecond timeout.
+    @discardableResult
+    public func wait(until deadline: MonotonicInstant) -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        while true {
+            let remaining = deadline.nanoseconds - MonotonicInstant.now.nanoseconds
+            if remaining <= 0 { return !isSignalled }
+            var timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+            let result = ppoll(&entry, 1, &timeout, nil)
+            if result > 0 { return false }
+            if result < 0 && errno != EINTR { return false }
+        }
+    }
+
+    /// Blocks for `duration` unless signalled first; true when the time passed.
+    @discardableResult
+    public func wait(for duration: Duration) -> Bool {
+        wait(until: .now + duration)
+    }
+}

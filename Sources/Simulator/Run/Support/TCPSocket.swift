@@ -1,0 +1,217 @@
+import CNetlink
+import Glibc
+import Netlink
+
+/// A TCP socket of a workload, made inside a node's namespace (a socket belongs to the
+/// namespace it was created in, whichever thread uses it afterwards). Every blocking call polls
+/// the socket together with a ``StopSignal`` and an optional deadline, so a workload can always
+/// be stopped at once.
+final class TCPSocket: @unchecked Sendable {
+    let descriptor: Int32
+    private var isClosed = false
+
+    enum Outcome: Error, Equatable {
+        case done
+        case closed
+        case stopped
+        case timedOut
+        case failed(Int32)
+    }
+
+    private init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    /// Takes over a connected socket (made non-blocking).
+    init(adopting descriptor: Int32) {
+        self.descriptor = descriptor
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    }
+
+    deinit { close() }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Glibc.close(descriptor)
+    }
+
+    /// Stops sending and receiving at once (other threads blocked on the socket wake up).
+    func shutdown() {
+        _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
+    private static func make(family: AddressFamily, in namespace: NetworkNamespace) throws(SimulatorError) -> TCPSocket {
+        let domain = family == .inet ? AF_INET : AF_INET6
+        let result: Int32
+        do {
+            result = try namespace.perform { socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
+        } catch {
+            throw SimulatorError(.environment, "enter namespace \(namespace): \(error)")
+        }
+        guard result >= 0 else { throw SimulatorError(.environment, "socket: \(String(cString: strerror(errno)))") }
+        return TCPSocket(descriptor: result)
+    }
+
+
+    /// A listening socket on `address`:`port` in `namespace`.
+    static func listen(in namespace: NetworkNamespace, address: IPAddress, port: UInt16) throws(SimulatorError) -> TCPSocket {
+        let socket = try make(family: address.family, in: namespace)
+        var one: Int32 = 1
+        setsockopt(socket.descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = address.withSocketAddress(port: port) { bind(socket.descriptor, $0, $1) }
+        guard bound == 0, Glibc.listen(socket.descriptor, 64) == 0 else {
+            throw SimulatorError(.environment, "listen on \(address) port \(port): \(String(cString: strerror(errno)))")
+        }
+        return socket
+    }
+
+    /// Connects from `namespace` to `address`:`port`; the kernel picks the source address (and
+    /// so the link) from the routes in force.
+    static func connect(in namespace: NetworkNamespace, to address: IPAddress, port: UInt16, deadline: MonotonicInstant,
+                        stop: StopSignal) -> Result<TCPSocket, Outcome> {
+        let socket: TCPSocket
+        do {
+            socket = try make(family: address.family, in: namespace)
+        } catch {
+            return .failure(.failed(EMFILE))
+        }
+        var one: Int32 = 1
+        setsockopt(socket.descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        let result = address.withSocketAddress(port: port) { Glibc.connect(socket.descriptor, $0, $1) }
+        if result == 0 { return .success(socket) }
+        guard errno == EINPROGRESS else { return .failure(.failed(errno)) }
+        switch socket.poll(Int16(POLLOUT), stop: stop, deadline: deadline) {
+        case .done:
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(socket.descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
+            return error == 0 ? .success(socket) : .failure(.failed(error))
+        case let other:
+            return .failure(other)
+        }
+    }
+
+    /// The next connection, or why there is none.
+    func accept(stop: StopSignal) -> Result<TCPSocket, Outcome> {
+        while true {
+            let fd = accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+            if fd >= 0 {
+                var one: Int32 = 1
+                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                return .success(TCPSocket(descriptor: fd))
+            }
+            guard errno == EAGAIN || errno == EINTR else { return .failure(.failed(errno)) }
+            let waited = poll(Int16(POLLIN), stop: stop, deadline: nil)
+            guard waited == .done else { return .failure(waited) }
+        }
+    }
+
+    /// Waits until the socket is ready for `events`, the stop signal fires, or `deadline` passes.
+    func poll(_ events: Int16, stop: StopSignal, deadline: MonotonicInstant?) -> Outcome {
+        var entries = [pollfd(fd: descriptor, events: events, revents: 0), pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0)]
+        while true {
+            var timeout = timespec()
+            var timeoutPointer: UnsafeMutablePointer<timespec>? = nil
+            if let deadline {
+                let remaining = max(0, deadline.nanoseconds - MonotonicInstant.now.nanoseconds)
+                if remaining == 0 { return .timedOut }
+                timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+            }
+            let result = withUnsafeMutablePointer(to: &timeout) { pointer -> Int32 in
+                timeoutPointer = deadline == nil ? nil : pointer
+                return ppoll(&entries, 2, timeoutPointer, nil)
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                return .failed(errno)
+            }
+            if result == 0 { return .timedOut }
+            if entries[1].revents != 0 { return .stopped }
+            if entries[0].revents != 0 { return .done }
+        }
+    }
+
+    /// Sends every byte of `bytes`, or says why not.
+    func send(_ bytes: UnsafeRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?) -> Outcome {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = Glibc.send(descriptor, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if sent > 0 {
+                offset += sent
+                continue
+            }
+            if sent < 0 && (errno == EAGAIN || errno == EINTR) {
+                let waited = poll(Int16(POLLOUT), stop: stop, deadline: deadline)
+                guard waited == .done else { return waited }
+                continue
+            }
+            return sent == 0 ? .closed : (errno == EPIPE || errno == ECONNRESET ? .closed : .failed(errno))
+        }
+        return .done
+    }
+
+    /// Receives what is there (at most `buffer.count` bytes), waiting for some if nothing is.
+    func receive(into buffer: UnsafeMutableRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?) -> (Int, Outcome) {
+        while true {
+            let count = recv(descriptor, buffer.baseAddress, buffer.count, 0)
+            if count > 0 { return (count, .done) }
+            if count == 0 { return (0, .closed) }
+            if errno == EAGAIN || errno == EINTR {
+                let waited = poll(Int16(POLLIN), stop: stop, deadline: deadline)
+                guard waited == .done else { return (0, waited) }
+                continue
+            }
+            return (0, errno == ECONNRESET ? .closed : .failed(errno))
+        }
+    }
+
+    /// Receives exactly `buffer.count` bytes.
+    func receiveAll(into buffer: UnsafeMutableRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?) -> Outcome {
+        var offset = 0
+        while offset < buffer.count {
+            let (count, outcome) = receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[offset...]), stop: stop, deadline: deadline)
+            guard outcome == .done else { return outcome }
+            offset += count
+        }
+        return .done
+    }
+
+    /// The kernel's smoothed round-trip time of the connection (`TCP_INFO`), if known.
+    var smoothedRTT: Duration? {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, info.tcpi_rtt > 0 else { return nil }
+        return .microseconds(Int64(info.tcpi_rtt))
+    }
+
+    /// The local address the kernel chose, as text.
+    var localAddress: String? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
+        }
+        guard ok else { return nil }
+        let family = storage.ss_family
+        return withUnsafeBytes(of: &storage) { raw -> String? in
+            if family == sa_family_t(AF_INET) {
+                let address = raw.load(fromByteOffset: 4, as: (UInt8, UInt8, UInt8, UInt8).self)
+                return IPAddress(bytes: [address.0, address.1, address.2, address.3])?.description
+            }
+            return IPAddress(bytes: Array(raw[8..<24]))?.description
+        }
+    }
+}
+
+extension TCPSocket.Outcome {
+    var description: String {
+        switch self {
+        case .done: "ok"
+        case .closed: "closed by peer"
+        case .stopped: "stopped"
+        case .timedOut: "timed out"
+        case .failed(let code): String(cString: strerror(code))
+        }
+    }
+}

@@ -1,0 +1,473 @@
+import Glibc
+import Multipath
+import Netlink
+import PathMonitor
+import Synchronization
+
+/// Where a workload runs and what it can reach: the seam between the runner and each kind of
+/// traffic. Plain values, so that drivers never hold the topology itself.
+struct WorkloadContext: Sendable {
+    var workload: Workload
+    /// The workload's position in the scenario; its server listens on ``port``.
+    var index: Int
+    var runID: String
+    /// The namespace of `from` (the server, or where a command runs) and of `to` (the client).
+    var serverNamespace: NetworkNamespace
+    var clientNamespace: NetworkNamespace?
+    /// The server's service address: on its loopback, reachable over every link.
+    var serverAddress: IPAddress
+    var log: RunLog
+    /// Fires at the workload's `stop`, or when the run ends or is cancelled.
+    var stop: StopSignal
+    var startAt: MonotonicInstant
+    var stopAt: MonotonicInstant
+    var reportDirectory: String
+    /// Environment variables describing the topology, for commands.
+    var environment: [String: String]
+    /// The client node's path as its monitor last published it (for multipath modes).
+    var clientPath: (@Sendable () -> NetworkPath?)?
+
+    var port: UInt16 { UInt16(20000 + index) }
+}
+
+/// One kind of traffic. ``prepare()`` runs before the scenario's time zero (listeners are
+/// ready before any client connects); ``run()`` runs on the workload's own thread from its start
+/// until it finishes or ``WorkloadContext/stop`` fires; ``sample()`` and ``result()`` may be
+/// called from any thread.
+protocol WorkloadDriver: AnyObject, Sendable {
+    var context: WorkloadContext { get }
+    func prepare() throws(SimulatorError)
+    func run()
+    /// Cumulative counters now.
+    func sample() -> WorkloadSample
+    /// Statistics once ``run()`` has returned; `end` is when the workload stopped.
+    func result(end: Duration) -> WorkloadResult
+    /// Ends what ``prepare()`` started (servers). Called after ``run()`` returned.
+    func finish()
+}
+
+/// Counters a workload has at one moment.
+struct WorkloadSample: Sendable {
+    var bytesReceived: Int64
+    var rtt: Duration?
+    /// For streams: seconds of media buffered, and whether playback is stalled.
+    var buffered: Duration?
+    var isStalled: Bool?
+}
+
+/// The client side that every network workload shares: its connection, counters, and the
+/// reconnect loop an app without multipath runs.
+final class ClientConnection: Sendable {
+    private struct State {
+        var socket: TCPSocket?
+        var bytesReceived: Int64 = 0
+        var connections = 0
+        var connectFailures = 0
+        var lastLocalAddress: String?
+        var localAddresses: [String] = []
+        var lastProgress: Duration?
+        /// The interface the current connection goes out of (multipath modes).
+        var interface: String?
+        var bytesByInterface: [String: Int64] = [:]
+        /// Interfaces whose connection stalled, since when, and how long before they may be
+        /// probed again (doubling with each stall, up to 30 s): left out of races until a probe
+        /// connects over them.
+        var suspects: [String: (since: Duration, hold: Duration)] = [:]
+        var probe: (interface: String, descriptor: Int32, started: Duration)?
+        var lastProbe: Duration = .seconds(-100)
+        var handovers = 0
+        /// The longest time between two arrivals of data, and when it began.
+        var longestGap: (start: Duration, length: Duration)?
+    }
+    private let state = Mutex(State())
+    let context: WorkloadContext
+
+    init(context: WorkloadContext) {
+        self.context = context
+    }
+
+    var bytesReceived: Int64 { state.withLock { $0.bytesReceived } }
+    var connections: Int { state.withLock { $0.connections } }
+    var connectFailures: Int { state.withLock { $0.connectFailures } }
+    /// The local addresses connections were made from, in order (the links the app used).
+    var localAddresses: [String] { state.withLock { $0.localAddresses } }
+    var rtt: Duration? { state.withLock { $0.socket?.smoothedRTT } }
+
+    /// When the last byte arrived, from the start of the run.
+    var lastProgress: Duration? { state.withLock { $0.lastProgress } }
+
+    func received(_ count: Int) {
+        let now = context.log.elapsed
+        state.withLock {
+            if let last = $0.lastProgress, now - last > ($0.longestGap?.length ?? .zero) { $0.longestGap = (last, now - last) }
+            $0.bytesReceived += Int64(count)
+            $0.lastProgress = now
+            if let interface = $0.interface { $0.bytesByInterface[interface, default: 0] += Int64(count) }
+        }
+    }
+
+    /// Whether the workload keeps its flow alive across paths (application-level handover; the
+    /// kernel's MPTCP comes with the path manager).
+    var isMultipath: Bool { context.workload.mode != .none && context.clientPath != nil }
+
+    /// How long without progress, while data is expected, before the path counts as stalled:
+    /// four smoothed round trips plus 200 ms, between 300 ms and the workload's timeout.
+    var stallThreshold: Duration {
+        guard isMultipath else { return context.workload.timeout }
+        let rtt = self.rtt ?? .milliseconds(100)
+        return min(context.workload.timeout, max(.milliseconds(300), rtt * 4 + .milliseconds(200)))
+    }
+
+    /// The path to race over: the monitor's, without interfaces that stalled (unless nothing
+    /// else is left).
+    private func racePath(_ path: NetworkPath) -> NetworkPath {
+        let now = context.log.elapsed
+        // Stalled interfaces stay out of races while their hold-down lasts.
+        let suspects = state.withLock { Set($0.suspects.filter { now - $0.value.since < $0.value.hold }.keys) }
+        var filtered = path
+        let healthy = path.availableInterfaces.filter { !suspects.contains($0.name) }
+        if !healthy.isEmpty, healthy.count != path.availableInterfaces.count {
+            filtered.availableInterfaces = healthy
+            filtered.primaryInterface = healthy.first
+        }
+        return filtered
+    }
+
+    /// Connects by racing every permitted interface (multipath modes).
+    private func raceConnect(until limit: MonotonicInstant?) -> TCPSocket? {
+        guard let namespace = context.clientNamespace, let currentPath = context.clientPath else { return nil }
+        var failedSince: Duration?
+        while !context.stop.isSignalled {
+            if let limit, MonotonicInstant.now >= limit { return nil }
+            guard let path = currentPath() else {
+                context.stop.wait(for: .milliseconds(50))
+                continue
+            }
+            let deadline = min(context.stopAt, limit ?? context.stopAt)
+            let timeout = min(context.workload.timeout, max(.milliseconds(10), deadline - MonotonicInstant.now))
+            let racer = ConnectionRacer(namespace: namespace, policy: ConnectionPolicy(serviceType: .handover))
+            do throws(ConnectionError) {
+                let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: racePath(path), timeout: timeout)
+                let socket = TCPSocket(adopting: connection.descriptor)
+                let winner = connection.metrics.winner?.candidate
+                let interface = winner?.route.interface ?? "?"
+                state.withLock { state in
+                    state.socket = socket
+                    state.connections += 1
+                    state.interface = interface
+                    state.lastLocalAddress = winner?.source.description
+                    state.localAddresses.append(winner?.source.description ?? "?")
+                }
+                var fields: [(String, JSONValue)] = [
+                    ("workload", .string(context.workload.name)), ("local", .string(winner?.source.description ?? "?")),
+                    ("remote", .string(context.serverAddress.description)), ("interface", .string(interface)),
+                    ("attempts", .array(connection.metrics.attempts.map { attempt in
+                        .object([("interface", .string(attempt.candidate.route.interface)), ("startedMs", .milliseconds(attempt.started)),
+                                 ("outcome", .string("\(attempt.outcome)"))])
+                    })),
+                ]
+                if let failedSince { fields.append(("retryingForMs", .milliseconds(context.log.elapsed - failedSince))) }
+                context.log.record("connect", fields)
+                return socket
+            } catch {
+                state.withLock { $0.connectFailures += 1 }
+                if failedSince == nil {
+                    failedSince = context.log.elapsed
+                    context.log.record("connect-failed", [("workload", .string(context.workload.name)), ("reason", .string(error.description))])
+                }
+                context.stop.wait(until: min(MonotonicInstant.now + .milliseconds(100), limit ?? context.stopAt))
+            }
+        }
+        return nil
+    }
+
+    /// Marks the current connection's interface as stalled: it is left out of races until it
+    /// proves itself again.
+    func markStalled() {
+        let now = context.log.elapsed
+        let interface = state.withLock { state -> String? in
+            if let interface = state.interface {
+                let hold = state.suspects[interface].map { min(.seconds(30), $0.hold * 2) } ?? .seconds(1)
+                state.suspects[interface] = (now, hold)
+            }
+            return state.interface
+        }
+        if let interface {
+            context.log.record("path-stalled", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
+                                                ("thresholdMs", .milliseconds(stallThreshold))])
+        }
+    }
+
+    /// Why the flow should move now, if it should (multipath modes): its interface left the
+    /// path (carrier lost), or a better one (the path's primary, free where this one costs) is
+    /// there and a probe connection over it has just succeeded. An interface that stalled is
+    /// probed only once its hold-down has passed, so a poor Wi-Fi does not pull the flow back
+    /// and forth.
+    func handoverReason() -> String? {
+        guard isMultipath, let path = context.clientPath?() else { return nil }
+        let now = context.log.elapsed
+        let (current, suspects) = state.withLock { ($0.interface, $0.suspects) }
+        guard let current else { return nil }
+        if !path.availableInterfaces.contains(where: { $0.name == current }) { return "\(current) left the path" }
+        guard let primary = path.availableInterfaces.first, primary.name != current else { return nil }
+        let currentInterface = path.availableInterfaces.first { $0.name == current }
+        guard (currentInterface?.isExpensive ?? false) && !primary.isExpensive else { return nil }
+        if let suspect = suspects[primary.name], now - suspect.since < suspect.hold { return nil }
+        return probe(primary, path: path, now: now) ? "back to \(primary.name), which answered a probe" : nil
+    }
+
+    /// Tries a connection over a stalled interface without blocking: true once one connected.
+    private func probe(_ interface: NetworkInterface, path: NetworkPath, now: Duration) -> Bool {
+        let running = state.withLock { $0.probe }
+        if let running {
+            var entry = pollfd(fd: running.descriptor, events: Int16(POLLOUT), revents: 0)
+            if poll(&entry, 1, 0) > 0 {
+                var error: Int32 = 0
+                var length = socklen_t(4)
+                getsockopt(running.descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
+                Glibc.close(running.descriptor)
+                state.withLock { $0.probe = nil }
+                if error == 0 {
+                    // Forgiven, but not forgotten: a stall soon after doubles its hold-down.
+                    state.withLock { state in
+                        if let suspect = state.suspects[interface.name] { state.suspects[interface.name] = (suspect.since, suspect.hold) }
+                    }
+                    return true
+                }
+                return false
+            }
+            if now - running.started > .seconds(1) {
+                Glibc.close(running.descriptor)
+                state.withLock { $0.probe = nil }
+            }
+            return false
+        }
+        guard now - state.withLock({ $0.lastProbe }) >= .seconds(1), let namespace = context.clientNamespace,
+              let route = ConnectionRace.Route.routes(of: [interface]).first, let source = route.ipv4 else { return false }
+        let candidate = ConnectionRace.Candidate(route: route, source: source, destination: context.serverAddress)
+        let (fd, _) = ConnectionRacer.open(candidate, port: context.port, in: namespace)
+        state.withLock { state in
+            state.lastProbe = now
+            if let fd { state.probe = (interface.name, fd, now) }
+        }
+        return false
+    }
+
+    /// Receives on `socket` until the peer closes it, the workload stops, or the connection is
+    /// given up: silent for the workload's timeout (or, in multipath modes, for the stall
+    /// threshold, which marks its path as stalled), broken, or handed over to a better path.
+    /// `wakeBy` adds a time to wake at (a stream's playhead running dry); `onWake` runs on every
+    /// wake-up. Returns `.closed` when the peer closed (the socket is still the caller's),
+    /// `.stopped`, or the reason it was given up (and closed).
+    func pump(_ socket: TCPSocket, wakeBy: () -> MonotonicInstant? = { nil }, onWake: () -> Void = {}) -> TCPSocket.Outcome {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var lastByte = MonotonicInstant.now
+        var lastCheck = MonotonicInstant.now
+        let multipath = isMultipath
+        while true {
+            let threshold = stallThreshold
+            let watchdog = lastByte + threshold
+            var deadline = watchdog
+            if let extra = wakeBy() { deadline = min(deadline, max(extra, .now) + .milliseconds(1)) }
+            if multipath { deadline = min(deadline, .now + Self.handoverCheckInterval) }
+            let (count, outcome) = buffer.withUnsafeMutableBytes { socket.receive(into: $0, stop: context.stop, deadline: deadline) }
+            if outcome == .done {
+                received(count)
+                lastByte = .now
+            }
+            onWake()
+            if multipath, MonotonicInstant.now - lastCheck >= Self.handoverCheckInterval {
+                lastCheck = .now
+                if let reason = handoverReason() {
+                    handOver(socket, reason: reason)
+                    return .failed(0)
+                }
+            }
+            switch outcome {
+            case .done:
+                continue
+            case .timedOut:
+                if MonotonicInstant.now < watchdog { continue }
+                if multipath { markStalled() }
+                drop(socket, reason: "no data for \(threshold.roamDescription)")
+                return .timedOut
+            case .stopped, .closed:
+                return outcome
+            case .failed:
+                drop(socket, reason: outcome.description)
+                return outcome
+            }
+        }
+    }
+
+    /// How often a flow in a multipath mode looks at its path (the monitor's snapshot: a lock
+    /// and a comparison), data or not.
+    static let handoverCheckInterval = Duration.milliseconds(20)
+
+    /// Records a handover and gives up the old connection.
+    func handOver(_ socket: TCPSocket, reason: String) {
+        state.withLock { $0.handovers += 1 }
+        drop(socket, reason: reason)
+    }
+
+    /// Connects to the workload's server, retrying every 250 ms while connecting fails, until
+    /// connected, stopped, or `limit` passes. The kernel picks the link from the routes in force.
+    func connect(until limit: MonotonicInstant? = nil) -> TCPSocket? {
+        if isMultipath { return raceConnect(until: limit) }
+        guard let namespace = context.clientNamespace else { return nil }
+        var failedSince: Duration?
+        while !context.stop.isSignalled {
+            var deadline = min(MonotonicInstant.now + context.workload.timeout, context.stopAt)
+            if let limit {
+                guard MonotonicInstant.now < limit else { return nil }
+                deadline = min(deadline, limit)
+            }
+            switch TCPSocket.connect(in: namespace, to: context.serverAddress, port: context.port, deadline: deadline, stop: context.stop) {
+            case .success(let socket):
+                let local = socket.localAddress ?? "?"
+                state.withLock { state in
+                    state.socket = socket
+                    state.connections += 1
+                    state.lastLocalAddress = local
+                    state.localAddresses.append(local)
+                }
+                var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("local", .string(local)),
+                                                     ("remote", .string(context.serverAddress.description))]
+                if let failedSince { fields.append(("retryingForMs", .milliseconds(context.log.elapsed - failedSince))) }
+                context.log.record("connect", fields)
+                return socket
+            case .failure(.stopped):
+                return nil
+            case .failure(let outcome):
+                state.withLock { $0.connectFailures += 1 }
+                if failedSince == nil {
+                    failedSince = context.log.elapsed
+                    context.log.record("connect-failed", [("workload", .string(context.workload.name)), ("reason", .string(outcome.description))])
+                }
+                context.stop.wait(until: min(MonotonicInstant.now + .milliseconds(250), limit ?? context.stopAt))
+            }
+        }
+        return nil
+    }
+
+    /// Gives up the current connection (logging why), as an app does on a timeout or an error.
+    func drop(_ socket: TCPSocket, reason: String) {
+        state.withLock { if $0.socket === socket { $0.socket = nil } }
+        socket.close()
+        if !context.stop.isSignalled {
+            context.log.record("disconnect", [("workload", .string(context.workload.name)), ("reason", .string(reason))])
+        }
+    }
+
+    /// A result for the workload with what the client counted, active from its start to `end`.
+    func result(end: Duration) -> WorkloadResult {
+        var result = WorkloadResult(context.workload)
+        state.withLock { state in
+            result.bytesReceived = state.bytesReceived
+            result.connections = state.connections
+            result.connectFailures = state.connectFailures
+            result.localAddresses = state.localAddresses
+            result.bytesByInterface = state.bytesByInterface
+            result.handovers = state.handovers
+            result.longestGap = state.longestGap
+            if let probe = state.probe { Glibc.close(probe.descriptor) }
+            state.probe = nil
+        }
+        if isMultipath {
+            result.note = context.workload.mode == .handover ? nil
+                : "multipath mode '\(context.workload.mode.rawValue)' ran as handover (application level); MPTCP scheduling comes with the path manager"
+        }
+        result.activeTime = max(.zero, end - context.workload.start)
+        return result
+    }
+
+    func close() {
+        let socket = state.withLock { state -> TCPSocket? in
+            defer { state.socket = nil }
+            return state.socket
+        }
+        socket?.close()
+    }
+}
+
+/// A server: accepts on the `from` node's service address and serves each connection on a
+/// thread of its own until the peer goes or the workload stops.
+final class WorkloadServer: Sendable {
+    private let context: WorkloadContext
+    private let serve: @Sendable (TCPSocket) -> Void
+    private let threads = Mutex<[PinnedThread]>([])
+    private let connections = Mutex<[TCPSocket]>([])
+    private let listener = Mutex<TCPSocket?>(nil)
+
+    init(context: WorkloadContext, serve: @escaping @Sendable (TCPSocket) -> Void) {
+        self.context = context
+        self.serve = serve
+    }
+
+    func start() throws(SimulatorError) {
+        let socket = try TCPSocket.listen(in: context.serverNamespace, address: context.serverAddress, port: context.port)
+        listener.withLock { $0 = socket }
+        do throws(NetlinkError) {
+            let thread = try PinnedThread(name: "roam-server") { [self] in
+                while case .success(let connection) = socket.accept(stop: context.stop) {
+                    connections.withLock { $0.append(connection) }
+                    if let handler = try? PinnedThread(name: "roam-serve", { [self] in serve(connection) }) {
+                        threads.withLock { $0.append(handler) }
+                    }
+                }
+            }
+            threads.withLock { $0.append(thread) }
+        } catch {
+            throw SimulatorError("start the server of workload '\(context.workload.name)'", error)
+        }
+    }
+
+    /// Waits for every server thread; the workload's stop signal must have fired.
+    func finish() {
+        for connection in connections.withLock({ $0 }) { connection.shutdown() }
+        while let thread = threads.withLock({ $0.popLast() }) { thread.join() }
+        connections.withLock { $0 = [] }
+        listener.withLock { $0 = nil }
+    }
+}
+
+/// Big-endian 64-bit integers on the wire.
+enum Wire {
+    static func encode(_ values: UInt64...) -> [UInt8] {
+        values.flatMap { value in (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) } }
+    }
+
+    static func decode(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// A buffer of payload bytes to send from.
+    static let payload = [UInt8](repeating: 0x5a, count: 64 * 1024)
+}
+
+extension TCPSocket {
+    /// Sends `count` payload bytes, or says why not.
+    func sendPayload(_ count: Int64, stop: StopSignal) -> Outcome {
+        var remaining = count
+        while remaining > 0 {
+            let chunk = Int(min(Int64(Wire.payload.count), remaining))
+            let outcome = Wire.payload.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[..<chunk]), stop: stop, deadline: nil) }
+            guard outcome == .done else { return outcome }
+            remaining -= Int64(chunk)
+        }
+        return .done
+    }
+}
+
+extension WorkloadContext {
+    /// Makes the driver for this context's workload.
+    func makeDriver() -> any WorkloadDriver {
+        switch workload.kind {
+        case .bulk(let size): BulkWorkload(context: self, size: size)
+        case let .requests(requestSize, responseSize, interval, count):
+            RequestsWorkload(context: self, requestSize: requestSize, responseSize: responseSize, interval: interval, count: count)
+        case let .stream(bitrate, buffer): StreamWorkload(context: self, bitrate: bitrate, buffer: buffer)
+        case let .command(run, environment): CommandWorkload(context: self, arguments: run, environment: environment)
+        }
+    }
+}

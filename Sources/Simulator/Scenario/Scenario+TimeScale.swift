@@ -1,0 +1,32 @@
+extension Scenario {
+    /// The same story played `factor` times as fast (0 < factor ≤ 1 shortens it): the duration,
+    /// every event time, ramp span and flap period and end, and every workload's start, stop and
+    /// request interval are scaled. What a user perceives is not: delays, rates, stream buffers,
+    /// timeouts and expectation limits keep their values. For shortened runs in tests and CI.
+    public func timeScaled(by factor: Double) -> Scenario {
+        guard factor > 0, factor != 1 else { return self }
+        func scale(_ duration: Duration) -> Duration { duration * factor }
+        var scaled = self
+        scaled.duration = scale(duration)
+        scaled.timeline = timeline.map { event in
+            var event = event
+            event.at = scale(event.at)
+            switch event.action {
+            case let .ramp(target, over): event.action = .ramp(to: target, over: scale(over))
+            case let .flap(period, duty, until): event.action = .flap(period: scale(period), duty: duty, until: scale(until))
+            default: break
+            }
+            return event
+        }
+        scaled.workloads = workloads.map { workload in
+            var workload = workload
+            workload.start = scale(workload.start)
+            workload.stop = workload.stop.map(scale)
+            if case let .requests(requestSize, responseSize, interval, count) = workload.kind {
+                workload.kind = .requests(requestSize: requestSize, responseSize: responseSize, interval: scale(interval), count: count)
+            }
+            return workload
+        }
+        return scaled
+    }
+}

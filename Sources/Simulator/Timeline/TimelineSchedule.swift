@@ -1,0 +1,185 @@
+/// One change to a link at a planned time, ready for a backend.
+public struct ScheduledChange: Sendable, Hashable {
+    public enum Change: Sendable, Hashable {
+        /// New conditions for one direction.
+        case conditions(TrafficDirection, LinkConditions)
+        /// Carrier cut (`false`) or restored (`true`).
+        case carrier(Bool)
+    }
+
+    /// When, from the start of the scenario.
+    public var at: Duration
+    public var link: String
+    public var change: Change
+    /// The timeline action that caused it: `set`, `ramp`, `down`, `up`, `blackhole`, `flap`, `profile`.
+    public var action: String
+    /// The line of that event in the scenario file.
+    public var line: Int
+    /// For a ramp, the step (1...stepCount); otherwise nil.
+    public var step: Int?
+    public var stepCount: Int?
+}
+
+/// A scenario's timeline expanded into the changes a backend applies: ramps cut into steps of at
+/// most ``maximumRampStep``, flaps into carrier cuts and restorations, profile switches and
+/// partial `set`s resolved into the full conditions of each direction. Pure, so that what a
+/// run will do is tested without root.
+///
+/// Events at the same time apply in file order. A ramp's start is the state when it begins; its
+/// steps override only the settings it names, so a `set` of those settings during the ramp lasts
+/// until the next step.
+public struct TimelineSchedule: Sendable, Hashable {
+    public static let maximumRampStep = Duration.milliseconds(100)
+
+    /// The conditions each direction of each link starts with, in link order.
+    public var initial: [InitialConditions]
+    /// Every change, in the order to apply them (by time, then file order).
+    public var changes: [ScheduledChange]
+
+    public struct InitialConditions: Sendable, Hashable {
+        public var link: String
+        public var direction: TrafficDirection
+        public var conditions: LinkConditions
+    }
+
+    private enum Operation {
+        case set(Impairment)
+        case rampStep(id: Int, target: Impairment, step: Int, of: Int)
+        case carrier(Bool)
+        case blackhole(Bool)
+        case profile(LinkProfile)
+    }
+
+    private struct Pending {
+        var at: Duration
+        var order: Int
+        var link: String
+        var directions: [TrafficDirection]
+        var operation: Operation
+        var action: String
+        var line: Int
+    }
+
+    public init(scenario: Scenario) {
+        var state: [String: [TrafficDirection: LinkConditions]] = [:]
+        var initial: [InitialConditions] = []
+        for link in scenario.links {
+            state[link.name] = [.up: LinkConditions(impairment: link.up), .down: LinkConditions(impairment: link.down)]
+            for direction in TrafficDirection.allCases {
+                initial.append(InitialConditions(link: link.name, direction: direction, conditions: state[link.name]![direction]!))
+            }
+        }
+        self.initial = initial
+
+        var pending: [Pending] = []
+        for (index, event) in scenario.timeline.enumerated() {
+            let directions: [TrafficDirection] = switch event.direction {
+            case .both: [.up, .down]
+            case .up: [.up]
+            case .down: [.down]
+            }
+            func add(_ at: Duration, _ operation: Operation, _ action: String) {
+                pending.append(Pending(at: at, order: pending.count, link: event.link, directions: directions, operation: operation,
+                                       action: action, line: event.line))
+            }
+            switch event.action {
+            case .set(let impairment):
+                add(event.at, .set(impairment), "set")
+            case .ramp(let target, let over):
+                let steps = max(1, Int((over / Self.maximumRampStep).rounded(.up)))
+                for step in 1...steps {
+                    add(event.at + over * (Double(step) / Double(steps)), .rampStep(id: index, target: target, step: step, of: steps), "ramp")
+                }
+            case .down:
+                add(event.at, .carrier(false), "down")
+            case .up:
+                add(event.at, .carrier(true), "up")
+            case .blackhole(let on):
+                add(event.at, .blackhole(on), "blackhole")
+            case .flap(let period, let duty, let until):
+                guard (duty < 1) && (period > .zero) && (until > event.at) else { break }
+                var start = event.at
+                while start < until {
+                    add(start, .carrier(false), "flap")
+                    let upAt = min(until, start + period * (1 - max(0, duty)))
+                    add(upAt, .carrier(true), "flap")
+                    start = start + period
+                }
+            case .profile(let name):
+                if let profile = LinkProfile.named(name) { add(event.at, .profile(profile), "profile") }
+            }
+        }
+        pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }
+
+        var rampStarts: [Int: [TrafficDirection: Impairment]] = [:]
+        var changes: [ScheduledChange] = []
+        for item in pending {
+            guard var conditions = state[item.link] else { continue }
+            var step: (Int, Int)?
+            switch item.operation {
+            case .carrier(let up):
+                changes.append(ScheduledChange(at: item.at, link: item.link, change: .carrier(up), action: item.action, line: item.line))
+                continue
+            case .set(let impairment):
+                for direction in item.directions { conditions[direction]!.impairment = conditions[direction]!.impairment.overridden(by: impairment) }
+            case .blackhole(let on):
+                for direction in item.directions { conditions[direction]!.isBlackholed = on }
+            case .profile(let profile):
+                for direction in item.directions { conditions[direction]!.impairment = direction == .up ? profile.up : profile.down }
+            case let .rampStep(id, target, index, count):
+                step = (index, count)
+                if rampStarts[id] == nil {
+                    rampStarts[id] = Dictionary(uniqueKeysWithValues: item.directions.map { ($0, conditions[$0]!.impairment) })
+                }
+                for direction in item.directions {
+                    let start = rampStarts[id]![direction]!
+                    let fraction = Double(index) / Double(count)
+                    conditions[direction]!.impairment = conditions[direction]!.impairment
+                        .overridden(by: Impairment.interpolate(from: start, to: target, fraction: fraction))
+                }
+            }
+            state[item.link] = conditions
+            for direction in item.directions {
+                changes.append(ScheduledChange(at: item.at, link: item.link, change: .conditions(direction, conditions[direction]!),
+                                               action: item.action, line: item.line, step: step?.0, stepCount: step?.1))
+            }
+        }
+        self.changes = changes
+    }
+}
+
+extension Impairment {
+    /// The settings `target` names, moved `fraction` (0...1) of the way from their values in
+    /// `start`. A setting `start` lacks starts from nothing (no delay, no loss); a rate that
+    /// `start` lacks (unlimited) takes the target at once; a loss model of another kind, or a
+    /// distribution, switches at the end.
+    public static func interpolate(from start: Impairment, to target: Impairment, fraction: Double) -> Impairment {
+        let f = min(1, max(0, fraction))
+        func mix(_ a: Double, _ b: Double) -> Double { a + (b - a) * f }
+        func mix(_ a: Duration, _ b: Duration) -> Duration { a + (b - a) * f }
+        var result = Impairment()
+        if let delay = target.delay { result.delay = mix(start.delay ?? .zero, delay) }
+        if let jitter = target.jitter { result.jitter = mix(start.jitter ?? .zero, jitter) }
+        if let correlation = target.delayCorrelation { result.delayCorrelation = mix(start.delayCorrelation ?? 0, correlation) }
+        if let distribution = target.distribution { result.distribution = f >= 1 ? distribution : start.distribution }
+        if let trace = target.trace { result.trace = f >= 1 ? trace : start.trace }
+        if let rate = target.rate {
+            result.rate = start.rate.map { Rate(bitsPerSecond: mix($0.bitsPerSecond, rate.bitsPerSecond)) } ?? rate
+        }
+        if let loss = target.loss {
+            switch (start.loss ?? .random(rate: 0, correlation: 0), loss) {
+            case let (.random(a, ac), .random(b, bc)):
+                result.loss = .random(rate: mix(a, b), correlation: mix(ac, bc))
+            case let (.gilbertElliott(p1, r1, b1, g1), .gilbertElliott(p2, r2, b2, g2)):
+                result.loss = .gilbertElliott(p: mix(p1, p2), r: mix(r1, r2), lossInBad: mix(b1, b2), lossInGood: mix(g1, g2))
+            case (let from, let to):
+                result.loss = f >= 1 ? to : from
+            }
+        }
+        if let duplicate = target.duplicate { result.duplicate = mix(start.duplicate ?? 0, duplicate) }
+        if let reorder = target.reorder { result.reorder = mix(start.reorder ?? 0, reorder) }
+        if let corrupt = target.corrupt { result.corrupt = mix(start.corrupt ?? 0, corrupt) }
+        if let limit = target.limit { result.limit = Int(mix(Double(start.limit ?? limit), Double(limit)).rounded()) }
+        return result
+    }
+}

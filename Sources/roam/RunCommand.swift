@@ -1,0 +1,232 @@
+import ArgumentParser
+import Glibc
+import Netlink
+import Simulator
+import Synchronization
+
+extension BackendChoice: ExpressibleByArgument {}
+
+/// `roam run FILE`: play a scenario and check its expectations.
+struct RunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a mobility scenario: build its topology, play its timeline and workloads, check its expectations.",
+        discussion: """
+            Needs root. Each node is a network namespace named roam-RUNID-NODE (enter one with `ip netns exec`). \
+            Writes summary.json and timeline.jsonl to the report directory. Ctrl-C or SIGTERM stops the run, \
+            writes the report and removes everything. Exit 0 when every expectation holds, 1 when one fails, \
+            2 on bad input or an environment that cannot run the scenario, 130/143 when interrupted.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The scenario file.", valueName: "file"))
+    var file: String
+
+    @Option(help: "Seed for every random decision (overrides the scenario's seed).")
+    var seed: UInt64?
+
+    @Option(help: ArgumentHelp("Report directory (default: roam-reports/NAME-RUNID).", valueName: "dir"))
+    var report: String?
+
+    @Option(help: "Link backend: auto (netem where the kernel has it), netem, or userspace.")
+    var backend: BackendChoice = .auto
+
+    @Flag(help: "No progress line; only the final table (for CI logs).")
+    var quiet = false
+
+    @Flag(help: "Write each link direction's decision log to the report (userspace backend): decisions-LINK-DIRECTION.log.")
+    var decisionLog = false
+
+    @Option(help: ArgumentHelp("Play the scenario this many times as fast, e.g. 0.5 for half its duration (for quick checks).", valueName: "factor"))
+    var timeScale: Double = 1
+
+    func validate() throws {
+        guard timeScale > 0, timeScale <= 1 else { throw ValidationError("--time-scale must be in (0, 1]") }
+    }
+
+    func run() throws {
+        let outcome = ScenarioReader.read(contentsOf: file)
+        for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
+        guard let scenario = outcome.scenario else { throw ExitCode.badInput }
+
+        var options = RunOptions()
+        options.backend = backend
+        options.seed = seed
+        options.reportDirectory = report
+        options.timeScale = timeScale
+        options.decisionLogs = decisionLog
+        let runner = ScenarioRunner(scenario: scenario, options: options)
+
+        // SIGINT and SIGTERM go to one thread that stops the run; every other thread (and so
+        // every thread the run starts) has them blocked.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let received = Atomic<Int32>(0)
+        let blocked = signals
+        let signalThread = try? PinnedThread(name: "roam-signals") {
+            var set = blocked
+            var signal: Int32 = 0
+            while sigwait(&set, &signal) == 0 {
+                if received.exchange(signal, ordering: .relaxed) == 0 {
+                    printError("\nroam run: \(signal == SIGINT ? "interrupted" : "terminated"); stopping and cleaning up")
+                }
+                runner.cancel()
+            }
+        }
+        signalThread?.detach()
+
+        let console = ProgressConsole(enabled: !quiet)
+        let result: RunReport
+        do {
+            result = try runner.run { progress in console.show(progress) }
+        } catch {
+            console.clear()
+            printError("roam run: error: \(error.message)")
+            throw ExitCode.badInput
+        }
+        console.clear()
+        writeLine(RunTable.render(result))
+        let signal = received.load(ordering: .relaxed)
+        if signal != 0 { throw ExitCode(128 + signal) }
+        if !result.failedChanges.isEmpty { throw ExitCode.badInput }
+        if !result.passed { throw ExitCode.expectationFailed }
+    }
+}
+
+/// The live progress line on standard error: rewritten in place on a terminal, one line every
+/// five seconds otherwise.
+final class ProgressConsole: Sendable {
+    private let enabled: Bool
+    private let isTerminal: Bool
+    private let lastLine = Mutex<(shown: Bool, at: Duration)>((false, .seconds(-10)))
+
+    init(enabled: Bool) {
+        self.enabled = enabled
+        isTerminal = isatty(STDERR_FILENO) == 1
+    }
+
+    func show(_ progress: RunProgress) {
+        guard enabled else { return }
+        var parts = ["[\(Self.seconds(progress.elapsed))/\(Self.seconds(progress.duration))]"]
+        parts.append(progress.links.map { "\($0.name): \($0.state)" }.joined(separator: "  "))
+        for workload in progress.workloads {
+            var text = workload.name
+            if let throughput = workload.throughput { text += " \(throughput.roundedDescription)/s" }
+            if let detail = workload.detail { text += " \(detail)" }
+            parts.append(text)
+        }
+        let line = parts.joined(separator: " | ")
+        if isTerminal {
+            var columns = winsize()
+            let width = ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &columns) == 0 && columns.ws_col > 0 ? Int(columns.ws_col) : 120
+            let clipped = line.count > width - 1 ? String(line.prefix(width - 2)) + "…" : line
+            writeRaw("\r\u{1B}[2K" + clipped, to: STDERR_FILENO)
+            lastLine.withLock { $0.shown = true }
+        } else {
+            let due = lastLine.withLock { state -> Bool in
+                guard progress.elapsed - state.at >= .seconds(5) || progress.elapsed >= progress.duration else { return false }
+                state.at = progress.elapsed
+                return true
+            }
+            if due { printError(line) }
+        }
+    }
+
+    func clear() {
+        guard isTerminal, lastLine.withLock({ $0.shown }) else { return }
+        writeRaw("\r\u{1B}[2K", to: STDERR_FILENO)
+    }
+
+    static func seconds(_ duration: Duration) -> String {
+        let tenths = Int((Double(duration.components.seconds) * 10 + Double(duration.components.attoseconds) / 1e17).rounded())
+        return "\(tenths / 10).\(tenths % 10)s"
+    }
+
+    private func writeRaw(_ text: String, to descriptor: Int32) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+}
+
+/// The final table of `roam run`.
+enum RunTable {
+    static func render(_ report: RunReport) -> String {
+        var lines: [String] = []
+        let failed = report.expectations.filter { !$0.passed }.count
+        let verdict: String
+        if report.cancelled {
+            verdict = "CANCELLED"
+        } else if !report.failedChanges.isEmpty {
+            verdict = "ERROR (\(report.failedChanges.count) link changes could not be applied)"
+        } else if report.expectations.isEmpty {
+            verdict = "DONE (no expectations)"
+        } else {
+            verdict = failed == 0 ? "PASS (\(report.expectations.count) expectations held)"
+                : "FAIL (\(failed) of \(report.expectations.count) expectations failed)"
+        }
+        lines.append("\(report.scenario.name): \(verdict)")
+        lines.append("  backend \(report.backend.kind.rawValue), seed \(report.seed), run \(report.runID), \(report.scenario.duration.roamDescription)")
+        if !report.workloads.isEmpty {
+            var rows = [["workload", "kind", "mode", "throughput", "result"]]
+            for workload in report.workloads {
+                rows.append([workload.name, workload.kind, workload.mode.rawValue + (workload.note == nil ? "" : "*"),
+                             workload.command == nil ? workload.throughput?.roundedDescription ?? "-" : "-", describe(workload)])
+            }
+            lines.append(contentsOf: table(rows))
+        }
+        if !report.expectations.isEmpty {
+            var rows = [["expectation", "measured", "result"]]
+            for result in report.expectations {
+                rows.append(["\(result.expectation.subject): \(result.requirement)", result.measured, result.passed ? "pass" : "FAIL"])
+            }
+            lines.append(contentsOf: table(rows))
+            for result in report.expectations where !result.passed {
+                if let detail = result.detail { lines.append("  line \(result.expectation.line): \(detail)") }
+            }
+        }
+        for change in report.failedChanges {
+            lines.append("  \(change.change.link) \(change.change.action) at \(change.change.at.roamDescription): \(change.failure ?? "")")
+        }
+        for note in Set(report.workloads.compactMap(\.note)).sorted() { lines.append("  * \(note)") }
+        for note in report.notes { lines.append("  note: \(note)") }
+        lines.append("  report: \(report.reportDirectory)")
+        return lines.joined(separator: "\n")
+    }
+
+    static func describe(_ workload: WorkloadResult) -> String {
+        if let stream = workload.stream {
+            let startup = stream.startupDelay.map { "started after \($0.roamDescription)" } ?? "never started"
+            return "\(startup), \(stream.stalls.count) stalls, longest \(stream.longestStall.roamDescription)"
+        }
+        if let requests = workload.requests {
+            let worst = requests.timesToFirstByte.max().map { ", slowest first byte \($0.roamDescription)" } ?? ""
+            return "\(requests.succeeded)/\(requests.sent) answered, \(requests.failed) failed\(worst)"
+        }
+        if let command = workload.command {
+            if let code = command.exitCode { return "exit \(code)\(command.terminatedByRoam ? " (stopped by roam)" : "")" }
+            if let signal = command.signal { return "signal \(signal)\(command.terminatedByRoam ? " (stopped by roam)" : "")" }
+            return workload.incompleteReason ?? "did not run"
+        }
+        var text = "\(workload.bytesReceived) bytes, \(workload.connections) connections"
+        if let completion = workload.completionTime { text += ", done in \(completion.roamDescription)" }
+        return text
+    }
+
+    static func table(_ rows: [[String]]) -> [String] {
+        let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            "  " + row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell.padding(toLength: widths[index] + 2)
+            }.joined()
+        }
+    }
+}
+
+extension String {
+    func padding(toLength length: Int) -> String {
+        count >= length ? self : self + String(repeating: " ", count: length - count)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Glibc
+import Netlink
+import PathMonitor
+import Simulator
+import Testing
+import TestSupport
+@testable import Multipath
+
+/// The racer with real sockets between two namespaces joined by Wi-Fi and cellular links played
+/// by Roam's userspace emulator (so a Wi-Fi that is up but passes nothing can be made on any
+/// kernel). Root only.
+@Suite(.enabled(if: TestEnvironment.isRoot && UserspaceBackend.probe() == nil, "needs root and /dev/net/tun"), .serialized)
+final class ConnectionRacerTests {
+    let topology: Topology
+    let backend: UserspaceBackend
+    let monitor: NetworkPathMonitor
+    let listeners: [Int32]
+    let server: TopologyPlan.Node
+    let port: UInt16 = 7443
+
+    init() throws {
+        let scenario = try #require(ScenarioReader.parse("""
+            name: race
+            duration: 10s
+            nodes: { phone: {}, server: {} }
+            links:
+              - { name: wifi, between: [phone, server], type: wifi, delay: 5ms }
+              - { name: cell, between: [phone, server], type: cellular, delay: 30ms }
+            """, file: "race.yaml").scenario)
+        let plan = try TopologyPlan(scenario: scenario, runID: RunRegistry.newRunID())
+        backend = UserspaceBackend(plan: plan, seed: 1)
+        topology = try Topology.build(plan, backend: backend)
+        try backend.start(topology)
+        for link in scenario.links {
+            for direction in TrafficDirection.allCases {
+                try backend.apply(LinkConditions(impairment: direction == .up ? link.up : link.down), link: link.name, direction: direction)
+            }
+        }
+        server = plan.node("server")!
+        let serverNamespace = topology.namespace(of: "server")!
+        listeners = try [server.serviceIPv6, server.serviceIPv4].map { address in
+            try serverNamespace.perform { () -> Int32 in
+                let fd = socket(address.family == .inet ? AF_INET : AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+                var one: Int32 = 1
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)
+                _ = address.withSocketAddress(port: 7443) { bind(fd, $0, $1) }
+                listen(fd, 16)
+                return fd
+            }
+        }
+        monitor = NetworkPathMonitor(namespace: topology.namespace(of: "phone")!)
+        try monitor.start()
+    }
+
+    deinit {
+        monitor.cancel()
+        for fd in listeners { close(fd) }
+        backend.stop()
+        topology.teardown()
+    }
+
+    var racer: ConnectionRacer { ConnectionRacer(namespace: topology.namespace(of: "phone")!) }
+    var destinations: [IPAddress] { [server.serviceIPv4, server.serviceIPv6] }
+
+    @Test func aHealthyWiFiWinsAtOnceOverIPv6() throws {
+        let path = try #require(monitor.currentPath)
+        let connection = try racer.connect(to: destinations, port: port, over: path)
+        defer { close(connection.descriptor) }
+        #expect(connection.metrics.attempts.count == 1)
+        #expect(connection.metrics.winner?.candidate.route.interface == "wifi")
+        #expect(connection.metrics.winner?.candidate.destination == server.serviceIPv6)
+    }
+
+    /// Wi-Fi up, passing nothing: the cellular attempt starts one attempt delay after Wi-Fi's
+    /// and wins; the Wi-Fi attempt is cancelled. No connect timeout is waited for.
+    @Test func aBlackholedWiFiCostsOneAttemptDelay() throws {
+        for direction in TrafficDirection.allCases {
+            try backend.apply(LinkConditions(impairment: Impairment(delay: .milliseconds(5)), isBlackholed: true), link: "wifi", direction: direction)
+        }
+        let path = try #require(monitor.currentPath)
+        #expect(path.primaryInterface?.name == "wifi", "nothing tells the phone")
+        let connection = try racer.connect(to: destinations, port: port, over: path)
+        defer { close(connection.descriptor) }
+        let attempts = connection.metrics.attempts
+        #expect(connection.metrics.winner?.candidate.route.interface == "cell")
+        #expect(attempts.first?.candidate.route.interface == "wifi" && attempts.first?.outcome == .cancelled)
+        let second = try #require(attempts.first { $0.candidate.route.interface == "cell" })
+        #expect(second.started - attempts[0].started >= .milliseconds(250))
+        // The winner's socket really carries data over cellular.
+        var local = sockaddr_in6()
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(connection.descriptor, $0, &length) } }
+        let source = withUnsafeBytes(of: local.sin6_addr) { IPAddress(bytes: Array($0)) }
+        #expect(source == second.candidate.source)
+    }
+
+    /// Wi-Fi gone and expensive paths forbidden: the error says that cost is the reason.
+    @Test func aPolicyThatForbidsTheOnlyPathSaysWhy() throws {
+        try backend.setCarrier(false, link: "wifi")
+        let deadline = Date().addingTimeInterval(5)
+        while monitor.currentPath?.primaryInterface?.name != "cell", Date() < deadline { usleep(10_000) }
+        let path = try #require(monitor.currentPath)
+        #expect(path.primaryInterface?.name == "cell")
+        var strict = racer
+        strict.policy = ConnectionPolicy(allowsExpensive: false)
+        let error = #expect(throws: ConnectionError.self) { try strict.connect(to: destinations, port: port, over: path) }
+        guard case .noPermittedPath(let refusal)? = error else { Issue.record("expected a refusal, got \(String(describing: error))"); return }
+        #expect(refusal.onlyExpensive)
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Glibc
+import Netlink
+import Simulator
+import Testing
+import TestSupport
+
+/// `roam run` where it must refuse: bad input, no privileges, no netem. Each refusal exits 2
+/// with a message that says what to do, and leaves the host exactly as it was.
+@Suite(.enabled(if: TestEnvironment.roamExecutable != nil, "the roam executable was not built (run `swift build` first)"), .serialized)
+struct RunCommandTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+    let walk = NetemHost.root + "/scenarios/walk-out-of-home.yaml"
+
+    func roamNamespaces() -> [String] { NetworkNamespace.list().filter { $0.hasPrefix("roam-") } }
+
+    @Test func aBrokenScenarioIsReportedWithItsPlaceAndNothingIsBuilt() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("roam-run-bad-\(getpid()).yaml").path
+        try "name: broken\nduration: 10s\nnodes: { phone: {} }\nlinks:\n  - { name: wifi, between: [phone, server] }\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        defer { unlink(path) }
+        let before = roamNamespaces()
+        let result = try RunningCommand.run(roam, ["run", path])
+        #expect(result.status == 2)
+        #expect(result.error.contains("\(path):5:"))
+        #expect(result.error.contains("no node named 'server'"))
+        #expect(roamNamespaces() == before)
+    }
+
+    @Test func optionsAreChecked() throws {
+        let result = try RunningCommand.run(roam, ["run", walk, "--time-scale", "2"])
+        #expect(result.status == 2)
+        #expect(result.error.contains("--time-scale must be in (0, 1]"))
+        let backend = try RunningCommand.run(roam, ["run", walk, "--backend", "ns3"])
+        #expect(backend.status == 2)
+        #expect(backend.error.contains("auto") && backend.error.contains("userspace"))
+    }
+
+    @Test(.enabled(if: TestEnvironment.isRoot && access("/usr/bin/setpriv", X_OK) == 0, "needs root and setpriv to drop privileges"))
+    func withoutRootItSaysSo() throws {
+        let result = try RunningCommand.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", roam, "run", walk])
+        #expect(result.status == 2)
+        #expect(result.error.contains("needs root"))
+    }
+
+    /// On a kernel without sch_netem (this machine's), `--backend netem` refuses before
+    /// building anything, and names the way out.
+    @Test(.enabled(if: TestEnvironment.isRoot && !NetemHost.hostHasNetem, "needs root on a kernel without sch_netem"))
+    func withoutNetemTheNetemBackendRefusesAndNamesTheAlternative() throws {
+        let host = try HostNetworkState.capture()
+        let before = roamNamespaces()
+        let report = "/tmp/roam-run-refused-\(getpid())"
+        let result = try RunningCommand.run(roam, ["run", walk, "--backend", "netem", "--report", report])
+        #expect(result.status == 2)
+        #expect(result.error.contains("no sch_netem"), "\(result.error)")
+        #expect(result.error.contains("--backend userspace"))
+        #expect(access(report, F_OK) != 0, "no report directory for a run that never started")
+        #expect(roamNamespaces() == before)
+        #expect(try HostNetworkState.capture() == host)
+    }
+}

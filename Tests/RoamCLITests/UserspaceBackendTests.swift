@@ -1,0 +1,165 @@
+import Foundation
+import Glibc
+import Simulator
+import Testing
+import TestSupport
+
+/// The userspace link emulator over real TUN interfaces in real namespaces, through `roam run`:
+/// what it was told is what it does, the same seed makes the same decisions, and every bundled
+/// scenario runs on it. Root only; runs on any kernel with /dev/net/tun.
+@Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
+                "needs root, the built roam, and /dev/net/tun"), .serialized)
+struct UserspaceBackendTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    /// Runs `file` with the userspace backend into a fresh report directory; returns it and the status.
+    func run(_ file: String, _ options: [String] = [], timeout: TimeInterval = 120) throws -> (directory: String, status: Int32, output: String) {
+        let name = URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        let directory = "/tmp/roam-userspace-\(getpid())/\(name)-\(UUID().uuidString.prefix(8))"
+        let result = try RunningCommand.run(roam, ["run", file, "--backend", "userspace", "--quiet", "--report", directory] + options, timeout: timeout)
+        return (directory, result.status, result.output + result.error)
+    }
+
+    func fixture(_ name: String) -> String { NetemHost.root + "/Tests/Fixtures/\(name).yaml" }
+
+    static let scenarios: [String] = {
+        let directory = NetemHost.root + "/scenarios"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") }.sorted()
+    }()
+
+    @Test(arguments: scenarios) func bundledScenarioRuns(_ file: String) throws {
+        let before = NetworkNamespaceList.roam()
+        let (directory, status, output) = try run(NetemHost.root + "/scenarios/" + file, ["--time-scale", "0.25"])
+        #expect(status == 0 || status == 1, "\(output)")
+        let summary = try #require(NetemHost.json(directory + "/summary.json"))
+        #expect(summary["backend"] as? String == "userspace")
+        #expect(((summary["timeline"] as? [String: Any])?["failed"] as? [Any])?.isEmpty == true)
+        let updates = try #require(summary["pathUpdates"] as? [String: Int])
+        #expect(updates.count == 2 && updates.values.allSatisfy { $0 >= 1 })
+        for workload in try #require(summary["workloads"] as? [[String: Any]]) where workload["kind"] as? String != "command" {
+            #expect((workload["bytesReceived"] as? Int ?? 0) > 0, "\(workload["name"] ?? "?") moved data")
+        }
+        let links = try #require(summary["links"] as? [[String: Any]])
+        #expect(!links.isEmpty && links.contains { ($0["delivered"] as? Int ?? 0) > 0 })
+        #expect(NetworkNamespaceList.roam() == before, "the run removed its namespaces")
+    }
+
+    /// Round trip over 20 ms each way: the median within 1 ms of 40 ms. Random loss of 10% over
+    /// 10,000 echoes: within the 99% binomial interval (9.23% to 10.77%). A bulk transfer
+    /// through 10 Mbit/s: 90% to 100% of it (TCP's headers take 3.5% of each 1500-byte packet).
+    @Test func delayLossAndRateAreWhatTheScenarioSays() throws {
+        let (directory, status, output) = try run(fixture("userspace-accuracy"))
+        #expect(status == 0, "\(output)")
+        let echoes = NetemHost.text(directory + "/ping-delayed.stdout")
+        let times = echoes.split(separator: "\n").compactMap { line -> Double? in
+            guard let range = line.range(of: "time=") else { return nil }
+            return Double(line[range.upperBound...].prefix { $0 == "." || $0.isNumber })
+        }.sorted()
+        try #require(times.count >= 450, "\(echoes)")
+        let median = times[times.count / 2]
+        #expect(abs(median - 40) <= 1, "median round trip \(median) ms")
+
+        let flood = NetemHost.text(directory + "/ping-lossy.stdout")
+        let counts = flood.split(separator: "\n").first { $0.contains("packets transmitted") }?
+            .split(separator: " ").compactMap { Double($0) } ?? []
+        try #require(counts.count >= 2, "\(flood)")
+        #expect(counts[0] == 10_000)
+        let loss = 1 - counts[1] / counts[0]
+        #expect(loss >= 0.0923 && loss <= 0.1077, "loss \(loss)")
+
+        let summary = try #require(NetemHost.json(directory + "/summary.json"))
+        let transfer = try #require((summary["workloads"] as? [[String: Any]])?.first { $0["name"] as? String == "transfer" })
+        let throughput = Double(transfer["throughputBps"] as? Int ?? 0)
+        #expect(throughput >= 9e6 && throughput <= 10e6, "\(throughput) bit/s")
+    }
+
+    @Test func theSameSeedMakesTheSameDecisions() throws {
+        let first = try run(fixture("userspace-determinism"), ["--decision-log"])
+        let second = try run(fixture("userspace-determinism"), ["--decision-log"])
+        let third = try run(fixture("userspace-determinism"), ["--decision-log", "--seed", "6"])
+        for direction in ["up", "down"] {
+            let a = NetemHost.text(first.directory + "/decisions-lossy-\(direction).log")
+            #expect(!a.isEmpty)
+            #expect(a == NetemHost.text(second.directory + "/decisions-lossy-\(direction).log"), "\(direction): same seed, same log")
+        }
+        // Another seed draws differently.
+        #expect(NetemHost.text(first.directory + "/decisions-lossy-up.log") != NetemHost.text(third.directory + "/decisions-lossy-up.log"))
+        let log = NetemHost.text(first.directory + "/decisions-lossy-up.log").split(separator: "\n")
+        #expect(log.count == 200, "one decision per echo request")
+        #expect(log.contains { $0.hasSuffix(" loss") } && log.contains { $0.contains(" deliver ") })
+    }
+
+    /// `capture: true` writes a pcap per direction (raw IP, nanosecond timestamps) holding
+    /// every packet the direction delivered.
+    @Test func captureWritesAPcapPerDirection() throws {
+        let (directory, status, output) = try run(fixture("userspace-determinism"))
+        #expect(status == 0, "\(output)")
+        let summary = try #require(NetemHost.json(directory + "/summary.json"))
+        for direction in ["up", "down"] {
+            let data = try #require(FileManager.default.contents(atPath: directory + "/capture-lossy-\(direction).pcap"))
+            let bytes = [UInt8](data)
+            func u32(_ offset: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[offset + $1]) << (8 * $1) } }
+            try #require(bytes.count >= 24)
+            #expect(u32(0) == 0xa1b2_3c4d, "nanosecond pcap magic")
+            #expect(u32(20) == 101, "LINKTYPE_RAW")
+            var offset = 24, records = 0, echoes = 0
+            while offset + 16 <= bytes.count {
+                let length = Int(u32(offset + 8))
+                let packet = bytes[(offset + 16)..<min(bytes.count, offset + 16 + length)]
+                #expect(packet.count == length && packet.first.map { $0 >> 4 == 4 || $0 >> 4 == 6 } == true)
+                if packet.count > 20, packet[packet.startIndex + 9] == 1 { echoes += 1 }   // ICMP
+                records += 1
+                offset += 16 + length
+            }
+            #expect(offset == bytes.count, "the file ends on a record boundary")
+            let delivered = (summary["links"] as? [[String: Any]])?.first { $0["direction"] as? String == direction }?["delivered"] as? Int
+            #expect(records == delivered, "\(direction): one record per delivered packet")
+            #expect(echoes > 100)
+        }
+    }
+
+    /// After SIGKILL the emulator's TUN interfaces go with the process; the namespaces stay until
+    /// `roam cleanup` removes them.
+    @Test func cleanupRemovesWhatAKilledRunLeft() throws {
+        let before = NetworkNamespaceList.roam()
+        let command = try RunningCommand(roam, ["run", NetemHost.root + "/scenarios/elevator.yaml", "--backend", "userspace", "--quiet",
+                                                "--report", "/tmp/roam-userspace-\(getpid())/killed"])
+        let deadline = Date().addingTimeInterval(30)
+        while NetworkNamespaceList.roam().count < before.count + 2, Date() < deadline { usleep(20_000) }
+        let left = Set(NetworkNamespaceList.roam()).subtracting(before)
+        #expect(left.count == 2, "the run made its two namespaces")
+        #expect(command.stop(with: SIGKILL) != 0)
+        #expect(Set(NetworkNamespaceList.roam()).isSuperset(of: left), "a killed run leaves its namespaces")
+        let cleanup = try RunningCommand.run(roam, ["cleanup"])
+        #expect(cleanup.status == 0)
+        #expect(Set(NetworkNamespaceList.roam()).isDisjoint(with: left))
+    }
+
+    @Test func blackholePassesNothingWhileTheInterfaceStaysUpAndDownIsSeen() throws {
+        let (directory, status, output) = try run(fixture("userspace-blackhole"))
+        #expect(status == 0, "\(output)")
+        let summary = try #require(NetemHost.json(directory + "/summary.json"))
+        let wifiUp = try #require((summary["links"] as? [[String: Any]])?.first { $0["link"] as? String == "wifi" && $0["direction"] as? String == "up" })
+        // 2 s of blackhole at one echo every 50 ms.
+        let blackholed = wifiUp["blackholed"] as? Int ?? 0
+        #expect(blackholed >= 35 && blackholed <= 41, "\(blackholed)")
+        // Nothing told the phone: its path stayed on Wi-Fi through the blackhole...
+        let events = NetemHost.lines(directory + "/timeline.jsonl")
+        let start = try #require(events.first { $0["type"] as? String == "link" && ($0["conditions"] as? [String: Any])?["blackhole"] as? Bool == true }?["actual"] as? Double)
+        let end = start + 2
+        let paths = events.filter { $0["type"] as? String == "path" && $0["node"] as? String == "phone" }
+        #expect(paths.filter { ($0["t"] as? Double ?? 0) > start && ($0["t"] as? Double ?? 0) < end }.isEmpty)
+        // ...while carrier loss was seen at once (both path expectations held: exit 0).
+        let expectations = try #require(summary["expectations"] as? [[String: Any]])
+        #expect(expectations.count == 2 && expectations.allSatisfy { $0["passed"] as? Bool == true })
+        let echoes = NetemHost.text(directory + "/probe.stdout")
+        #expect(echoes.contains("packets transmitted"), "ping ran to its deadline: \(echoes.suffix(300))")
+    }
+}
+
+/// The namespaces of roam runs now on the machine.
+enum NetworkNamespaceList {
+    static func roam() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []).filter { $0.hasPrefix("roam-") && !$0.hasPrefix("roam-test-") }.sorted()
+    }
+}

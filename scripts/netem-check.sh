@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs every bundled scenario (time-scaled) and the netem accuracy fixture with --backend netem,
+# one report directory per run under OUT with the run's exit status in `exit`; then checks that
+# Ctrl-C, SIGTERM and SIGKILL + `roam cleanup` leave nothing behind, and that two runs at once
+# do not collide. Runs where sch_netem is available: on this machine's kernel, or inside
+# scripts/vm.sh. Tests/RoamCLITests/NetemBackendTests.swift reads what it writes.
+#
+#   scripts/netem-check.sh ROAM OUT [TIME-SCALE]
+set -uo pipefail
+roam=${1:?usage: netem-check.sh ROAM OUT [TIME-SCALE]}
+out=${2:?usage: netem-check.sh ROAM OUT [TIME-SCALE]}
+scale=${3:-0.25}
+cd "$(dirname "$0")/.."
+modprobe sch_netem 2>/dev/null || true
+rm -rf "$out"
+mkdir -p "$out"
+
+# The root namespace as `ip` shows it; it must be the same after every run.
+snapshot() {
+  { ip -d link show; ip addr show; ip route show table all; ip -6 route show table all; ip rule show; ip -6 rule show
+    tc qdisc show; } 2>&1 | grep -v -E 'used [0-9]+|expires [0-9]+sec' 
+}
+snapshot > "$out/root-before"
+
+run() {
+  local name=$1; shift
+  "$roam" run --backend netem --quiet --report "$out/$name" "$@" > "$out/$name.console" 2>&1
+  local status=$?
+  mkdir -p "$out/$name"
+  echo "$status" > "$out/$name/exit"
+  echo "netem-check: $name exited $status"
+}
+run netem-accuracy Tests/Fixtures/netem-accuracy.yaml
+for scenario in scenarios/*.yaml; do
+  name=$(basename "$scenario" .yaml)
+  # Trace-driven links are the userspace emulator's alone.
+  if grep -q '^ *\(up\|down\)\?.*trace:' "$scenario"; then echo "netem-check: $name uses traces; skipped"; continue; fi
+  run "$name" "$scenario" --time-scale "$scale"
+done
+
+# Two runs at once.
+run concurrent-a scenarios/tethered-hotspot.yaml --time-scale "$scale" &
+run concurrent-b scenarios/low-data-mode.yaml --time-scale "$scale" &
+wait
+
+# Waits until a run's namespaces exist (the run is under way).
+started() {
+  for _ in $(seq 1 600); do
+    ip netns list | grep -q "^roam-" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+# Ctrl-C and SIGTERM: the run stops, writes its report and removes everything.
+for signal in INT TERM; do
+  "$roam" run --backend netem --quiet --report "$out/signal-$signal" scenarios/walk-out-of-home.yaml > "$out/signal-$signal.console" 2>&1 &
+  pid=$!
+  started && sleep 1
+  kill -"$signal" "$pid"
+  wait "$pid"
+  echo $? > "$out/signal-$signal/exit"
+  ip netns list | grep '^roam-' > "$out/signal-$signal/leftovers" || true
+  echo "netem-check: SIG$signal run exited $(cat "$out/signal-$signal/exit")"
+done
+# SIGKILL leaves the run's objects; `roam cleanup` removes them.
+mkdir -p "$out/sigkill"
+"$roam" run --backend netem --quiet --report "$out/sigkill" scenarios/elevator.yaml > "$out/sigkill.console" 2>&1 &
+pid=$!
+started && sleep 1
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+ip netns list | grep '^roam-' > "$out/sigkill/before-cleanup" || true
+"$roam" cleanup > "$out/sigkill/cleanup" 2>&1
+echo $? > "$out/sigkill/cleanup-exit"
+ip netns list | grep '^roam-' > "$out/sigkill/after-cleanup" || true
+echo "netem-check: after SIGKILL, cleanup exited $(cat "$out/sigkill/cleanup-exit")"
+
+ip netns list | grep '^roam-' > "$out/leftover-namespaces" || true
+snapshot > "$out/root-after"
+exit 0
