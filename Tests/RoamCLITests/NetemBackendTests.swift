@@ -151,12 +151,19 @@ struct NetemBackendTests {
     }
 
     /// 40 ms each way: netem never delivers early, so no echo comes back in under 80 ms; software
-    /// emulation adds about 1 ms on average (measured: 40 ms one way gave 41.1 ms average), so
-    /// the mean must stay under 90 ms. Random loss of 10% on the requests only: over 1000 echoes
-    /// the count lost has a standard deviation of 9.5, so 4 σ allows 6.2% to 13.8%.
+    /// emulation adds about 1 ms to the typical echo (measured: 40 ms one way gave 41.1 ms), so
+    /// the median must stay under 90 ms. Not the mean: the emulated guest now and then stops for
+    /// a second or two (a CI run measured a mean of 104.8 ms with a median near 82 ms and a
+    /// maximum of 2.2 s). Random loss of 10% on the requests only: over 1000 echoes the count
+    /// lost has a standard deviation of 9.5, so 4 σ allows 6.2% to 13.8%.
     @Test func roundTripTimeAndRandomLossMatchTheConfiguration() throws {
         let measured = try ping("ping-delayed")
-        #expect(measured.min >= 80 && measured.avg < 90, "rtt min \(measured.min) avg \(measured.avg)")
+        let times = NetemHost.text(try output() + "/netem-accuracy/ping-delayed.stdout").split(separator: "\n")
+            .compactMap { line in line.range(of: "time=").flatMap { Double(line[$0.upperBound...].prefix { $0.isNumber || $0 == "." }) } }
+            .sorted()
+        try #require(times.count > 500, "one line per echo answered")
+        let median = times[times.count / 2]
+        #expect(measured.min >= 80 && median < 90, "rtt min \(measured.min) median \(median) mean \(measured.avg)")
         #expect(measured.loss >= 0.062 && measured.loss <= 0.138, "loss \(measured.loss)")
     }
 
