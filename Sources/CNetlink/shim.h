@@ -44,7 +44,10 @@
 #include <signal.h>
 #include <time.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
+// After glibc's netinet/in.h, so that linux/libc-compat.h leaves its structs alone.
+#include <linux/mptcp.h>
 
 // glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
 extern int setns(int fd, int nstype);

@@ -1,0 +1,186 @@
+import CNetlink
+import Glibc
+
+/// The in-kernel MPTCP path manager over generic netlink (the `mptcp_pm` family, what
+/// `ip mptcp` speaks): endpoints and limits of the socket's namespace. The socket must be a
+/// ``NetlinkProtocol/generic`` one.
+extension NetlinkSocket {
+    /// Whether the kernel has the `mptcp_pm` family (built with MPTCP). A kernel without it
+    /// fails every other call here with ``NetlinkError/isNotFound``.
+    public func hasMPTCPPathManager() -> Bool {
+        (try? mptcpFamily()) != nil
+    }
+
+    /// Every endpoint of the namespace (`ip mptcp endpoint show`).
+    public func mptcpEndpoints() throws(NetlinkError) -> [MPTCPEndpoint] {
+        let replies = try mptcpRequest(MPTCP_PM_CMD_GET_ADDR, "list MPTCP endpoints", flags: NLM_F_DUMP) { _ in }
+        return replies.compactMap { $0.endpoint }
+    }
+
+    /// Adds an endpoint; returns it with the identifier the kernel gave it.
+    @discardableResult
+    public func addMPTCPEndpoint(_ endpoint: MPTCPEndpoint) throws(NetlinkError) -> MPTCPEndpoint {
+        try mptcpRequest(MPTCP_PM_CMD_ADD_ADDR, "add MPTCP endpoint \(endpoint)") { message throws(NetlinkError) in
+            try Self.putEndpoint(endpoint, into: message)
+        }
+        if endpoint.id != 0 { return endpoint }
+        // The kernel does not answer with the identifier it chose: read it back.
+        guard let added = try mptcpEndpoints().first(where: { $0.address == endpoint.address && $0.port == endpoint.port }) else {
+            throw NetlinkError(.errno(ENOENT), operation: "add MPTCP endpoint \(endpoint)", hint: "the endpoint was gone right after it was added")
+        }
+        return added
+    }
+
+    /// Removes the endpoint with this identifier; the kernel closes the subflows that use it.
+    public func removeMPTCPEndpoint(id: UInt8) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_DEL_ADDR, "remove MPTCP endpoint \(id)") { message throws(NetlinkError) in
+            // The kernel wants the whole address attribute, though only the identifier counts.
+            try Self.putEndpoint(MPTCPEndpoint(id: id, address: .v4(0, 0, 0, 0), flags: []), into: message, identifierOnly: true)
+        }
+    }
+
+    /// Removes every endpoint of the namespace.
+    public func flushMPTCPEndpoints() throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_FLUSH_ADDRS, "flush MPTCP endpoints") { _ in }
+    }
+
+    /// Changes an endpoint's `backup` flag (the only one the kernel lets change), for the
+    /// endpoint and for the subflows of every connection that use it.
+    public func setMPTCPEndpoint(id: UInt8, address: IPAddress, backup: Bool) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_SET_FLAGS, "set MPTCP endpoint \(id) \(backup ? "backup" : "nobackup")") { message throws(NetlinkError) in
+            try Self.putEndpoint(MPTCPEndpoint(id: id, address: address, flags: backup ? .backup : []), into: message)
+        }
+    }
+
+    /// The namespace's per-connection limits.
+    public func mptcpLimits() throws(NetlinkError) -> MPTCPLimits {
+        let replies = try mptcpRequest(MPTCP_PM_CMD_GET_LIMITS, "read MPTCP limits") { _ in }
+        guard let limits = replies.compactMap(\.limits).first else {
+            throw NetlinkError(.errno(EPROTO), operation: "read MPTCP limits", hint: "the kernel answered without limits")
+        }
+        return limits
+    }
+
+    public func setMPTCPLimits(_ limits: MPTCPLimits) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_SET_LIMITS, "set MPTCP limits (subflows \(limits.subflows), add_addr_accepted \(limits.addAddressAccepted))") { message throws(NetlinkError) in
+            try attribute("MPTCP_PM_ATTR_SUBFLOWS") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_SUBFLOWS), limits.subflows) }
+            try attribute("MPTCP_PM_ATTR_RCV_ADD_ADDRS") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_RCV_ADD_ADDRS), limits.addAddressAccepted) }
+        }
+    }
+
+    // MARK: - Messages
+
+    private func mptcpFamily() throws(NetlinkError) -> Int32 {
+        guard `protocol` == .generic else {
+            throw NetlinkError(.errno(EPROTOTYPE), operation: "resolve mptcp_pm", hint: "MPTCP path management needs a generic netlink socket")
+        }
+        let family = genl_ctrl_resolve(handle, MPTCP_PM_NAME)
+        if family < 0 {
+            throw NetlinkError.libnl(family, "resolve generic netlink family mptcp_pm")
+                .withHint("this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP")
+        }
+        return family
+    }
+
+    /// Sends one `mptcp_pm` command and collects what the kernel answers before its
+    /// acknowledgement (or the end of a dump).
+    @discardableResult
+    private func mptcpRequest(_ command: Int, _ operation: @autoclosure () -> String, flags: Int32 = 0,
+                              build: (OpaquePointer) throws(NetlinkError) -> Void) throws(NetlinkError) -> [MPTCPReply] {
+        let family = try mptcpFamily()
+        guard let message = nlmsg_alloc() else { throw NetlinkError.libnl(NLE_NOMEM, operation()) }
+        defer { nlmsg_free(message) }
+        guard genlmsg_put(message, UInt32(NL_AUTO_PORT), UInt32(NL_AUTO_SEQ), family, 0, flags, UInt8(command), UInt8(MPTCP_PM_VER)) != nil else {
+            throw NetlinkError.libnl(NLE_NOMEM, operation())
+        }
+        try build(message)
+        let sent = nl_send_auto(handle, message)
+        if sent < 0 { throw NetlinkError.libnl(sent, operation()) }
+        let collector = ReplyCollector()
+        guard let callbacks = nl_cb_clone(nl_socket_get_cb(handle)) else { throw NetlinkError.libnl(NLE_NOMEM, operation()) }
+        defer { nl_cb_put(callbacks) }
+        let context = Unmanaged.passRetained(collector)
+        defer { context.release() }
+        nl_cb_set(callbacks, NL_CB_VALID, NL_CB_CUSTOM, { message, argument in
+            guard let message, let argument else { return Int32(NL_SKIP.rawValue) }
+            let collector = Unmanaged<ReplyCollector>.fromOpaque(argument).takeUnretainedValue()
+            if let reply = MPTCPReply(message) { collector.replies.append(reply) }
+            return Int32(NL_OK.rawValue)
+        }, context.toOpaque())
+        // A dump ends with NLMSG_DONE; a command with its acknowledgement (libnl asks for one).
+        let received = nl_recvmsgs(handle, callbacks)
+        if received < 0 { throw NetlinkError.libnl(received, operation()) }
+        if flags & NLM_F_DUMP == 0 && !collector.replies.isEmpty {
+            // A reply with data is a datagram of its own, and libnl returns after it: the
+            // acknowledgement that follows must be read too, or the next request reads it.
+            let acknowledged = nl_wait_for_ack(handle)
+            if acknowledged < 0 { throw NetlinkError.libnl(acknowledged, operation()) }
+        }
+        return collector.replies
+    }
+
+    private static func putEndpoint(_ endpoint: MPTCPEndpoint, into message: OpaquePointer, identifierOnly: Bool = false) throws(NetlinkError) {
+        guard let nest = nla_nest_start(message, Int32(MPTCP_PM_ATTR_ADDR) | NLA_F_NESTED) else {
+            throw NetlinkError.libnl(NLE_NOMEM, "encode MPTCP endpoint")
+        }
+        if endpoint.id != 0 {
+            try attribute("MPTCP_PM_ADDR_ATTR_ID") { nla_put_u8(message, Int32(MPTCP_PM_ADDR_ATTR_ID), endpoint.id) }
+        }
+        if !identifierOnly {
+            let family = endpoint.address.family == .inet ? AF_INET : AF_INET6
+            try attribute("MPTCP_PM_ADDR_ATTR_FAMILY") { nla_put_u16(message, Int32(MPTCP_PM_ADDR_ATTR_FAMILY), UInt16(family)) }
+            let type = endpoint.address.family == .inet ? MPTCP_PM_ADDR_ATTR_ADDR4 : MPTCP_PM_ADDR_ATTR_ADDR6
+            let bytes = endpoint.address.bytes
+            try attribute("MPTCP_PM_ADDR_ATTR_ADDR") { bytes.withUnsafeBytes { nla_put(message, Int32(type), Int32($0.count), $0.baseAddress) } }
+            if let port = endpoint.port {
+                try attribute("MPTCP_PM_ADDR_ATTR_PORT") { nla_put_u16(message, Int32(MPTCP_PM_ADDR_ATTR_PORT), port) }
+            }
+            if let index = endpoint.interfaceIndex {
+                try attribute("MPTCP_PM_ADDR_ATTR_IF_IDX") { nla_put_s32(message, Int32(MPTCP_PM_ADDR_ATTR_IF_IDX), index) }
+            }
+            try attribute("MPTCP_PM_ADDR_ATTR_FLAGS") { nla_put_u32(message, Int32(MPTCP_PM_ADDR_ATTR_FLAGS), endpoint.flags.rawValue) }
+        }
+        nla_nest_end(message, nest)
+    }
+}
+
+private func attribute(_ name: String, _ put: () -> Int32) throws(NetlinkError) {
+    let result = put()
+    if result < 0 { throw NetlinkError.libnl(result, "encode \(name)") }
+}
+
+private final class ReplyCollector {
+    var replies: [MPTCPReply] = []
+}
+
+/// One `mptcp_pm` message from the kernel: an endpoint or the limits.
+private struct MPTCPReply {
+    var endpoint: MPTCPEndpoint?
+    var limits: MPTCPLimits?
+
+    init?(_ message: OpaquePointer) {
+        let maximum = Int(MPTCP_PM_ATTR_ADDR_REMOTE) // MPTCP_PM_ATTR_MAX in 6.1 headers
+        var attributes = [UnsafeMutablePointer<nlattr>?](repeating: nil, count: maximum + 1)
+        guard let header = nlmsg_hdr(message), genlmsg_parse(header, 0, &attributes, Int32(maximum), nil) == 0 else { return nil }
+        if let subflows = attributes[Int(MPTCP_PM_ATTR_SUBFLOWS)], let accepted = attributes[Int(MPTCP_PM_ATTR_RCV_ADD_ADDRS)] {
+            limits = MPTCPLimits(subflows: nla_get_u32(subflows), addAddressAccepted: nla_get_u32(accepted))
+        }
+        if let nested = attributes[Int(MPTCP_PM_ATTR_ADDR)] {
+            let addressMaximum = Int(MPTCP_PM_ADDR_ATTR_IF_IDX)
+            var fields = [UnsafeMutablePointer<nlattr>?](repeating: nil, count: addressMaximum + 1)
+            guard nla_parse_nested(&fields, Int32(addressMaximum), nested, nil) == 0 else { return nil }
+            func bytes(_ type: Int) -> [UInt8]? {
+                guard let field = fields[Int(type)] else { return nil }
+                return Array(UnsafeRawBufferPointer(start: nla_data(field), count: Int(nla_len(field))))
+            }
+            guard let raw = bytes(MPTCP_PM_ADDR_ATTR_ADDR4) ?? bytes(MPTCP_PM_ADDR_ATTR_ADDR6), let address = IPAddress(bytes: raw) else { return nil }
+            var endpoint = MPTCPEndpoint(address: address, flags: [])
+            if let id = fields[Int(MPTCP_PM_ADDR_ATTR_ID)] { endpoint.id = nla_get_u8(id) }
+            if let port = fields[Int(MPTCP_PM_ADDR_ATTR_PORT)], nla_get_u16(port) != 0 { endpoint.port = nla_get_u16(port) }
+            if let index = fields[Int(MPTCP_PM_ADDR_ATTR_IF_IDX)], nla_get_s32(index) != 0 { endpoint.interfaceIndex = nla_get_s32(index) }
+            if let flags = fields[Int(MPTCP_PM_ADDR_ATTR_FLAGS)] { endpoint.flags = MPTCPEndpoint.Flags(rawValue: nla_get_u32(flags)) }
+            self.endpoint = endpoint
+        }
+        if endpoint == nil && limits == nil { return nil }
+    }
+}
