@@ -1,0 +1,169 @@
+import CNetlink
+import Glibc
+import Netlink
+
+/// Multipath TCP (RFC 8684) as Linux offers it: sockets made with `IPPROTO_MPTCP`, which speak
+/// plain TCP to a peer that does not speak MPTCP (fallback), and what the kernel tells about a
+/// connection's subflows.
+public enum MPTCP {
+    /// `SOL_MPTCP`, the socket-option level of MPTCP sockets (missing from Glibc).
+    static let socketLevel: Int32 = 284
+    /// `TCP_IS_MPTCP` (Linux 5.16): 1 on an MPTCP socket that has not fallen back to TCP.
+    static let isMPTCPOption: Int32 = 43
+    /// `MPTCP_INFO_FLAG_FALLBACK`.
+    static let fallbackFlag: UInt32 = 1
+
+    /// Whether a namespace can make MPTCP connections.
+    public enum Availability: Sendable, Hashable, CustomStringConvertible {
+        case available
+        /// The kernel has MPTCP, but `net.mptcp.enabled` is 0 in the namespace.
+        case disabled
+        /// The kernel has no MPTCP (socket() refuses `IPPROTO_MPTCP`), with the error.
+        case unsupported(String)
+
+        public var description: String {
+            switch self {
+            case .available: "available"
+            case .disabled: "disabled (net.mptcp.enabled = 0)"
+            case .unsupported(let reason): "unsupported by this kernel (\(reason))"
+            }
+        }
+    }
+
+    /// Probes `namespace`: the sysctl, then a socket.
+    public static func availability(in namespace: NetworkNamespace = .current) -> Availability {
+        if let enabled = try? namespace.sysctl("net.mptcp.enabled"), enabled.first == "0" {
+            return .disabled
+        }
+        let (fd, code) = makeSocket(family: .inet, in: namespace)
+        guard let fd else { return code == ENOPROTOOPT ? .disabled : .unsupported(String(cString: strerror(code))) }
+        close(fd)
+        return .available
+    }
+
+    /// A non-blocking MPTCP stream socket made in `namespace`, or nil and the errno.
+    public static func makeSocket(family: AddressFamily, in namespace: NetworkNamespace) -> (Int32?, Int32) {
+        let domain = family == .inet ? AF_INET : AF_INET6
+        let made = try? namespace.perform { () -> (Int32, Int32) in
+            let fd = socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(IPPROTO_MPTCP))
+            return (fd, errno)
+        }
+        guard let (fd, code) = made else { return (nil, EIO) }
+        return fd >= 0 ? (fd, 0) : (nil, code)
+    }
+
+    /// What a connected socket turned out to be.
+    public enum Mode: String, Sendable, Hashable {
+        /// Multipath: both ends speak MPTCP.
+        case multipath
+        /// An MPTCP socket whose connection fell back to plain TCP: the peer does not speak MPTCP,
+        /// or something on the way stripped its options.
+        case fallback
+        /// A plain TCP socket.
+        case tcp
+    }
+
+    /// Whether the connection on `descriptor` is multipath, fell back, or was never MPTCP.
+    public static func mode(of descriptor: Int32) -> Mode {
+        var protocolNumber: Int32 = 0
+        var length = socklen_t(4)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PROTOCOL, &protocolNumber, &length) == 0, protocolNumber == Int32(IPPROTO_MPTCP) else {
+            return .tcp
+        }
+        var value: Int32 = 0
+        length = socklen_t(4)
+        if getsockopt(descriptor, Int32(IPPROTO_TCP), isMPTCPOption, &value, &length) == 0 {
+            return value == 1 ? .multipath : .fallback
+        }
+        // Before 5.16: MPTCP_INFO says so in its flags.
+        guard let info = info(of: descriptor) else { return .fallback }
+        return info.mptcpi_flags & fallbackFlag != 0 ? .fallback : .multipath
+    }
+
+    /// The kernel's `mptcp_info` for a multipath connection; nil for anything else.
+    public static func info(of descriptor: Int32) -> mptcp_info? {
+        var info = mptcp_info()
+        var length = socklen_t(MemoryLayout<mptcp_info>.size)
+        guard getsockopt(descriptor, socketLevel, MPTCP_INFO, &info, &length) == 0, length > 0 else { return nil }
+        return info
+    }
+
+    /// One subflow of a connection: its addresses and what TCP counted on it.
+    public struct Subflow: Sendable, Hashable, CustomStringConvertible {
+        public var local: IPAddress
+        public var localPort: UInt16
+        public var remote: IPAddress
+        public var remotePort: UInt16
+        /// Bytes the peer acknowledged and bytes received on this subflow.
+        public var bytesAcked: UInt64
+        public var bytesReceived: UInt64
+        /// The subflow's smoothed round-trip time, zero when unknown.
+        public var smoothedRTT: Duration
+
+        public var description: String { "\(local):\(localPort) → \(remote):\(remotePort)" }
+    }
+
+    /// The subflows of a multipath connection now (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`);
+    /// empty for plain TCP or a fallback.
+    public static func subflows(of descriptor: Int32) -> [Subflow] {
+        let addresses = subflowArray(descriptor, option: MPTCP_SUBFLOW_ADDRS, elementSize: MemoryLayout<mptcp_subflow_addrs>.size)
+        let infos = subflowArray(descriptor, option: MPTCP_TCPINFO, elementSize: kernelTCPInfoSize)
+        return addresses.enumerated().compactMap { index, entry -> Subflow? in
+            guard let local = socketAddress(entry, remote: false), let remote = socketAddress(entry, remote: true) else { return nil }
+            // A subflow that came or went between the two calls shifts the list: counters then
+            // stay zero for this sample rather than land on the wrong subflow.
+            let info = infos.count == addresses.count ? infos[index] : nil
+            func field<T: FixedWidthInteger>(_ offset: Int, _ type: T.Type) -> T {
+                guard let info, info.count >= offset + MemoryLayout<T>.size else { return 0 }
+                return info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) }
+            }
+            return Subflow(local: local.0, localPort: local.1, remote: remote.0, remotePort: remote.1,
+                           bytesAcked: field(TCPInfoOffset.bytesAcked, UInt64.self), bytesReceived: field(TCPInfoOffset.bytesReceived, UInt64.self),
+                           smoothedRTT: .microseconds(Int64(field(TCPInfoOffset.rtt, UInt32.self))))
+        }
+    }
+
+    /// The kernel's `struct tcp_info` is longer than Glibc's, which stops before the byte
+    /// counters: fields are read at their offsets in the kernel's layout (linux/tcp.h), which
+    /// only ever grows at its end.
+    static let kernelTCPInfoSize = 256
+    enum TCPInfoOffset {
+        static let rtt = 68
+        static let bytesAcked = 120
+        static let bytesReceived = 128
+    }
+
+    /// The elements the kernel fills after a `mptcp_subflow_data` header, as raw bytes.
+    private static func subflowArray(_ descriptor: Int32, option: Int32, elementSize: Int) -> [[UInt8]] {
+        let headerSize = MemoryLayout<mptcp_subflow_data>.size
+        let capacity = 16
+        let total = headerSize + capacity * elementSize
+        var buffer = [UInt8](repeating: 0, count: total)
+        var header = mptcp_subflow_data(size_subflow_data: UInt32(headerSize), num_subflows: 0, size_kernel: 0, size_user: UInt32(elementSize))
+        withUnsafeBytes(of: &header) { raw in buffer.replaceSubrange(0..<headerSize, with: raw) }
+        var length = socklen_t(total)
+        guard buffer.withUnsafeMutableBytes({ getsockopt(descriptor, socketLevel, option, $0.baseAddress, &length) }) == 0 else { return [] }
+        let filled = buffer.withUnsafeBytes { $0.loadUnaligned(as: mptcp_subflow_data.self) }
+        let size = Int(filled.size_user)
+        guard size > 0 else { return [] }
+        let count = min(Int(filled.num_subflows), capacity, (Int(length) - headerSize) / size)
+        return (0..<max(0, count)).map { index in Array(buffer[(headerSize + index * size)..<(headerSize + (index + 1) * size)]) }
+    }
+
+    private static func socketAddress(_ entry: [UInt8], remote: Bool) -> (IPAddress, UInt16)? {
+        guard entry.count >= 2 * MemoryLayout<sockaddr_storage>.size else { return nil }
+        return entry.withUnsafeBytes { raw -> (IPAddress, UInt16)? in
+            // Two sockaddr_storage-sized unions: local, then remote.
+            let base = remote ? MemoryLayout<sockaddr_storage>.size : 0
+            let family = raw.loadUnaligned(fromByteOffset: base, as: sa_family_t.self)
+            let port = UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: base + 2, as: UInt16.self))
+            if family == sa_family_t(AF_INET) {
+                return IPAddress(bytes: raw[(base + 4)..<(base + 8)]).map { ($0, port) }
+            }
+            if family == sa_family_t(AF_INET6) {
+                return IPAddress(bytes: raw[(base + 8)..<(base + 24)]).map { ($0, port) }
+            }
+            return nil
+        }
+    }
+}

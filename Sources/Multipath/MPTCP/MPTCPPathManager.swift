@@ -1,0 +1,202 @@
+import Glibc
+import Netlink
+import PathMonitor
+import Synchronization
+
+/// Keeps a namespace's MPTCP endpoints in step with its network path, through the kernel's
+/// `mptcp_pm` generic-netlink family (what `ip mptcp endpoint` does), for one service type:
+///
+/// - `handover`: every permitted interface gets a subflow endpoint, and all but the preferred
+///   one (the path's first permitted interface: Wi-Fi before cellular) are backups, carrying
+///   data only when no regular subflow can. When the preferred interface leaves the path its
+///   endpoint goes (the kernel closes its subflows) and the next one stops being a backup, so
+///   data moves without waiting for retransmission timeouts; when it comes back, it gets its
+///   endpoint again and the kernel opens a subflow over it for every open connection.
+/// - `interactive` and `aggregate`: every permitted interface is a regular subflow; the kernel's
+///   scheduler sends on the subflow with the lowest latency and spills onto the others when it
+///   is full, so `aggregate` uses the sum of the paths.
+/// - `none`: no endpoints.
+///
+/// An interface that stalled (``markStalled(_:)``) counts as least preferred until
+/// ``clearStalled(_:)``. The manager only touches the endpoints it made; ``stop()`` removes them.
+public final class MPTCPPathManager: Sendable {
+    public let namespace: NetworkNamespace
+    public let serviceType: MultipathServiceType
+    public let policy: ConnectionPolicy
+
+    /// What one update changed.
+    public enum Change: Sendable, Hashable, CustomStringConvertible {
+        case added(MPTCPEndpoint, interface: String)
+        case removed(MPTCPEndpoint, interface: String)
+        case backup(MPTCPEndpoint, interface: String, isBackup: Bool)
+
+        public var description: String {
+            switch self {
+            case let .added(endpoint, interface): "added \(endpoint) (\(interface))"
+            case let .removed(endpoint, interface): "removed \(endpoint) (\(interface))"
+            case let .backup(endpoint, interface, isBackup): "\(endpoint.address) (\(interface)) \(isBackup ? "now a backup" : "no longer a backup")"
+            }
+        }
+    }
+
+    private struct Managed {
+        var endpoint: MPTCPEndpoint
+        var interface: String
+    }
+
+    private struct State {
+        var socket: NetlinkSocket
+        /// Endpoints this manager added, by address.
+        var managed: [IPAddress: Managed] = [:]
+        var stalled: Set<String> = []
+        var lastPath: NetworkPath?
+        var originalLimits: MPTCPLimits?
+    }
+
+    private let state: Mutex<UncheckedSendableBox<State>>
+
+    /// Opens the path manager of `namespace`; fails when the kernel has no MPTCP.
+    public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy()) throws(NetlinkError) {
+        let socket = try NetlinkSocket(.generic, in: namespace)
+        guard socket.hasMPTCPPathManager() else {
+            throw NetlinkError(.errno(ENOENT), operation: "open the MPTCP path manager in \(namespace)",
+                               hint: "this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP")
+        }
+        self.namespace = namespace
+        self.serviceType = serviceType
+        self.policy = policy
+        self.state = Mutex(UncheckedSendableBox(State(socket: socket)))
+    }
+
+    /// The endpoints a path calls for (pure: what ``update(to:)`` makes the kernel's match).
+    public static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: ConnectionPolicy,
+                                 stalled: Set<String> = []) -> [(interface: String, endpoint: MPTCPEndpoint)] {
+        guard serviceType != .none, case .success(let permitted) = policy.permittedInterfaces(of: path) else { return [] }
+        let usable = permitted.filter { $0.type != .loopback }
+        // Stalled interfaces go last, keeping the path's order otherwise.
+        let ordered = usable.filter { !stalled.contains($0.name) } + usable.filter { stalled.contains($0.name) }
+        let preferred = ordered.first?.name
+        return ordered.flatMap { interface in
+            let isBackup = serviceType == .handover && interface.name != preferred
+            return interface.addresses.map(\.address).filter { !$0.isLinkLocal && !$0.isLoopback }.map { address in
+                (interface.name, MPTCPEndpoint(address: address, interfaceIndex: interface.index, flags: isBackup ? [.subflow, .backup] : [.subflow]))
+            }
+        }
+    }
+
+    /// Brings the kernel's endpoints in step with `path`; returns what changed.
+    @discardableResult
+    public func update(to path: NetworkPath) throws(NetlinkError) -> [Change] {
+        try state.withLock { box throws(NetlinkError) -> [Change] in
+            box.value.lastPath = path
+            return try Self.reconcile(&box.value, path: path, serviceType: serviceType, policy: policy)
+        }
+    }
+
+    /// Follows `monitor`: every path it publishes brings the endpoints in step. `onChange` hears
+    /// what each update changed, or why it failed; cancel the subscription to stop following.
+    public func follow(_ monitor: NetworkPathMonitor,
+                       onChange: @escaping @Sendable (Result<[Change], NetlinkError>, NetworkPath) -> Void = { _, _ in }) -> PathUpdateSubscription {
+        monitor.onUpdate { [self] path in
+            do throws(NetlinkError) {
+                let changes = try update(to: path)
+                if !changes.isEmpty { onChange(.success(changes), path) }
+            } catch {
+                onChange(.failure(error), path)
+            }
+        }
+    }
+
+    /// Makes `interface` least preferred (its subflows become backups in `handover`), as when
+    /// data stopped moving over it though it is still up.
+    @discardableResult
+    public func markStalled(_ interface: String) throws(NetlinkError) -> [Change] {
+        try state.withLock { box throws(NetlinkError) -> [Change] in
+            guard box.value.stalled.insert(interface).inserted, let path = box.value.lastPath else { return [] }
+            return try Self.reconcile(&box.value, path: path, serviceType: serviceType, policy: policy)
+        }
+    }
+
+    /// Gives `interface` its place back.
+    @discardableResult
+    public func clearStalled(_ interface: String) throws(NetlinkError) -> [Change] {
+        try state.withLock { box throws(NetlinkError) -> [Change] in
+            guard box.value.stalled.remove(interface) != nil, let path = box.value.lastPath else { return [] }
+            return try Self.reconcile(&box.value, path: path, serviceType: serviceType, policy: policy)
+        }
+    }
+
+    /// The endpoints this manager keeps now, with their interfaces.
+    public var endpoints: [(interface: String, endpoint: MPTCPEndpoint)] {
+        state.withLock { box in box.value.managed.values.map { ($0.interface, $0.endpoint) }.sorted { $0.endpoint.address < $1.endpoint.address } }
+    }
+
+    /// Removes the endpoints this manager added and restores the limits it changed.
+    public func stop() {
+        state.withLock { box in
+            for managed in box.value.managed.values { try? box.value.socket.removeMPTCPEndpoint(id: managed.endpoint.id) }
+            box.value.managed = [:]
+            if let limits = box.value.originalLimits { try? box.value.socket.setMPTCPLimits(limits) }
+            box.value.originalLimits = nil
+        }
+    }
+
+    /// Raises a namespace's limits so that connections accept as many subflows as the kernel
+    /// allows (for servers: the client opens the extra subflows, and the server's limit caps
+    /// how many it accepts).
+    public static func acceptSubflows(in namespace: NetworkNamespace) throws(NetlinkError) {
+        let socket = try NetlinkSocket(.generic, in: namespace)
+        try socket.setMPTCPLimits(MPTCPLimits(subflows: MPTCPLimits.maximum, addAddressAccepted: MPTCPLimits.maximum))
+    }
+
+    private static func reconcile(_ state: inout State, path: NetworkPath, serviceType: MultipathServiceType,
+                                  policy: ConnectionPolicy) throws(NetlinkError) -> [Change] {
+        let wanted = endpoints(for: path, serviceType: serviceType, policy: policy, stalled: state.stalled)
+        var changes: [Change] = []
+        let wantedAddresses = Set(wanted.map(\.endpoint.address))
+        // Gone, or moved to another interface: remove (the kernel closes their subflows).
+        for (address, managed) in state.managed where !wantedAddresses.contains(address)
+            || wanted.first(where: { $0.endpoint.address == address })?.endpoint.interfaceIndex != managed.endpoint.interfaceIndex {
+            try state.socket.removeMPTCPEndpoint(id: managed.endpoint.id)
+            state.managed[address] = nil
+            changes.append(.removed(managed.endpoint, interface: managed.interface))
+        }
+        if !wanted.isEmpty {
+            // Each endpoint may add one subflow to every connection.
+            let limits = try state.socket.mptcpLimits()
+            if state.originalLimits == nil { state.originalLimits = limits }
+            let needed = min(MPTCPLimits.maximum, UInt32(wanted.count))
+            if limits.subflows < needed {
+                try state.socket.setMPTCPLimits(MPTCPLimits(subflows: needed, addAddressAccepted: max(limits.addAddressAccepted, needed)))
+            }
+        }
+        // Promotions before demotions: a connection always has a regular subflow to send on.
+        let ordered = wanted.sorted { ($0.endpoint.flags.contains(.backup) ? 1 : 0) < ($1.endpoint.flags.contains(.backup) ? 1 : 0) }
+        for (interface, endpoint) in ordered {
+            if let managed = state.managed[endpoint.address] {
+                let isBackup = endpoint.flags.contains(.backup)
+                guard managed.endpoint.flags.contains(.backup) != isBackup else { continue }
+                try state.socket.setMPTCPEndpoint(id: managed.endpoint.id, address: endpoint.address, backup: isBackup)
+                state.managed[endpoint.address]?.endpoint.flags = endpoint.flags
+                changes.append(.backup(managed.endpoint, interface: interface, isBackup: isBackup))
+            } else {
+                let added: MPTCPEndpoint
+                do {
+                    added = try state.socket.addMPTCPEndpoint(endpoint)
+                } catch where error.isAlreadyExists {
+                    // Someone else's endpoint for this address (ip mptcp, another manager): leave it be.
+                    continue
+                }
+                state.managed[endpoint.address] = Managed(endpoint: added, interface: interface)
+                changes.append(.added(added, interface: interface))
+            }
+        }
+        return changes
+    }
+}
+
+/// A value that is only ever used under a lock.
+struct UncheckedSendableBox<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
