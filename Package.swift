@@ -52,7 +52,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "MultipathBenchmark",
-            dependencies: ["Simulator"],
+            dependencies: ["Simulator", "Multipath"],
             path: "Benchmarks/MultipathBenchmark"
         ),
         .target(name: "TestSupport", dependencies: ["Netlink"], path: "Tests/TestSupport"),

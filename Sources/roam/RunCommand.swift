@@ -5,6 +5,7 @@ import Simulator
 import Synchronization
 
 extension BackendChoice: ExpressibleByArgument {}
+extension MultipathTransport: ExpressibleByArgument {}
 
 /// `roam run FILE`: play a scenario and check its expectations.
 struct RunCommand: ParsableCommand {
@@ -31,6 +32,9 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Link backend: auto (netem where the kernel has it), netem, or userspace.")
     var backend: BackendChoice = .auto
 
+    @Option(help: "How workloads in multipath modes keep their flows: auto (MPTCP where the kernel has it, application-level handover otherwise), mptcp, or application.")
+    var multipath: MultipathTransport = .auto
+
     @Flag(help: "No progress line; only the final table (for CI logs).")
     var quiet = false
 
@@ -55,6 +59,7 @@ struct RunCommand: ParsableCommand {
         options.reportDirectory = report
         options.timeScale = timeScale
         options.decisionLogs = decisionLog
+        options.multipath = multipath
         let runner = ScenarioRunner(scenario: scenario, options: options)
 
         // SIGINT and SIGTERM go to one thread that stops the run; every other thread (and so

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Multipath
 import Simulator
 import Testing
 import TestSupport
@@ -9,8 +10,8 @@ import TestSupport
 @Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
                 "needs root, the built roam and /dev/net/tun"), .serialized)
 struct HandoverTests {
-    func run(mode: String) throws -> (summary: [String: Any], events: [[String: Any]]) {
-        let file = "/tmp/roam-handover-\(getpid())-\(mode).yaml"
+    func run(mode: String, multipath: String = "auto") throws -> (summary: [String: Any], events: [[String: Any]]) {
+        let file = "/tmp/roam-handover-\(getpid())-\(mode)-\(multipath).yaml"
         try """
             name: handover-\(mode)
             seed: 1
@@ -26,8 +27,9 @@ struct HandoverTests {
               - { name: video, kind: stream, from: server, to: phone, bitrate: 2mbit, mode: \(mode) }
             """.write(toFile: file, atomically: true, encoding: .utf8)
         defer { unlink(file) }
-        let report = "/tmp/roam-handover-\(getpid())/\(mode)"
-        let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report], timeout: 60)
+        let report = "/tmp/roam-handover-\(getpid())/\(mode)-\(multipath)"
+        let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report,
+                                                                              "--multipath", multipath], timeout: 60)
         #expect(result.status == 0, "\(result.output)\(result.error)")
         let summary = try #require((try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))) as? [String: Any])
         let text = (try? String(contentsOfFile: report + "/timeline.jsonl", encoding: .utf8)) ?? ""
@@ -60,5 +62,57 @@ struct HandoverTests {
         #expect(events.filter { $0["type"] as? String == "connect" }.allSatisfy { $0["local"] as? String == "198.18.0.1" })
         let gap = try #require((video["longestGap"] as? [String: Any])?["ms"] as? Double)
         #expect(gap >= 2900, "\(gap) ms")
+    }
+
+    /// Over MPTCP the connection never drops: the path manager removes Wi-Fi's endpoint when its
+    /// carrier goes (cellular's subflow stops being a backup) and adds it back when it returns.
+    @Test(.enabled(if: MPTCP.availability() == .available, "needs a kernel with MPTCP"))
+    func overMPTCPOneConnectionFollowsThePhone() throws {
+        let (summary, events) = try run(mode: "handover", multipath: "mptcp")
+        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
+        #expect(video["transport"] as? String == "mptcp")
+        #expect(video["connections"] as? Int == 1, "one connection throughout")
+        #expect(!events.contains { $0["type"] as? String == "disconnect" })
+        let subflows = events.filter { $0["type"] as? String == "subflow" && $0["event"] as? String == "added" }.compactMap { $0["interface"] as? String }
+        // Wi-Fi and cellular at the start, Wi-Fi again after the outage.
+        #expect(subflows.filter { $0 == "wifi" }.count >= 2 && subflows.contains("cell"), "\(subflows)")
+        let bytes = try #require(video["bytesByInterface"] as? [String: Int])
+        #expect((bytes["cell"] ?? 0) > 0 && (bytes["wifi"] ?? 0) > 0)
+        #expect(events.contains { $0["type"] as? String == "mptcp" && ($0["changes"] as? [String])?.contains { $0.contains("removed") && $0.contains("(wifi)") } == true })
+        #expect(video["completed"] as? Bool == true)
+    }
+}
+
+/// `mode: aggregate` over MPTCP: one bulk transfer over both links at once.
+@Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil
+                && MPTCP.availability() == .available, "needs root, the built roam, /dev/net/tun and a kernel with MPTCP"), .serialized)
+struct AggregateTests {
+    @Test func aBulkTransferUsesBothLinks() throws {
+        let file = "/tmp/roam-aggregate-\(getpid()).yaml"
+        try """
+            name: aggregate
+            seed: 1
+            duration: 4s
+            nodes: { phone: {}, server: {} }
+            links:
+              - { name: wifi, between: [phone, server], type: wifi, delay: 10ms, rate: 10mbit }
+              - { name: cell, between: [phone, server], type: cellular, delay: 20ms, rate: 10mbit }
+            workloads:
+              - { name: download, kind: bulk, from: server, to: phone, mode: aggregate }
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        defer { unlink(file) }
+        let report = "/tmp/roam-aggregate-\(getpid())"
+        let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report], timeout: 60)
+        #expect(result.status == 0, "\(result.output)\(result.error)")
+        let summary = try #require((try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))) as? [String: Any])
+        let download = try #require((summary["workloads"] as? [[String: Any]])?.first)
+        #expect(download["transport"] as? String == "mptcp")
+        #expect(download["note"] == nil, "aggregate really ran as aggregate")
+        let bytes = try #require(download["bytesByInterface"] as? [String: Int])
+        // Each link carries at least a quarter of the whole: both paths carry data at once.
+        let total = bytes.values.reduce(0, +)
+        #expect(bytes.count == 2 && bytes.values.allSatisfy { $0 > total / 4 }, "\(bytes)")
+        // More than one link's worth (10 Mbit/s for 4 s is 5 MB).
+        #expect((download["bytesReceived"] as? Int ?? 0) > 5_000_000, "\(download["bytesReceived"] ?? 0) bytes")
     }
 }

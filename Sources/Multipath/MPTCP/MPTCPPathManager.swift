@@ -126,6 +126,14 @@ public final class MPTCPPathManager: Sendable {
         }
     }
 
+    /// The interface whose subflows carry the data now: the path's first permitted one that has
+    /// not stalled (in `handover`, the only one that is not a backup).
+    public var preferredInterface: String? {
+        state.withLock { box in
+            box.value.lastPath.flatMap { Self.endpoints(for: $0, serviceType: serviceType, policy: policy, stalled: box.value.stalled).first?.interface }
+        }
+    }
+
     /// The endpoints this manager keeps now, with their interfaces.
     public var endpoints: [(interface: String, endpoint: MPTCPEndpoint)] {
         state.withLock { box in box.value.managed.values.map { ($0.interface, $0.endpoint) }.sorted { $0.endpoint.address < $1.endpoint.address } }

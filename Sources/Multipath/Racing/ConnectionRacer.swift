@@ -20,9 +20,10 @@ public struct ConnectionMetrics: Sendable {
     public var duration: Duration
     /// When each address family's resolution ended, from the start of the race.
     public var resolved: [AddressFamily: Duration]
-    /// Whether the connection is multipath (MPTCP), and over which subflows (to come with the
-    /// path manager; a raced connection is single-path TCP).
-    public var isMultipath = false
+    /// What the connection turned out to be: multipath (MPTCP on both ends), an MPTCP socket
+    /// fallen back to TCP, or plain TCP. Its subflows: ``MPTCP/subflows(of:)``.
+    public var mode: MPTCP.Mode = .tcp
+    public var isMultipath: Bool { mode == .multipath }
 }
 
 /// Why a connection could not be made.
@@ -46,15 +47,28 @@ public enum ConnectionError: Error, Sendable, CustomStringConvertible {
 /// attempt leaves by that interface whatever the routes say; one `poll` loop waits for the
 /// attempts, the resolvers and the race's timer.
 public struct ConnectionRacer: Sendable {
+    /// The sockets attempts are made with.
+    public enum Transport: String, Sendable, Hashable {
+        /// Plain TCP, each attempt bound to its interface (`SO_BINDTODEVICE`) and source.
+        case tcp
+        /// MPTCP sockets (which fall back to TCP with a peer that does not speak it), each
+        /// attempt bound to its source address only: a device binding would carry over to the
+        /// connection and hold every subflow to one interface. The routes must pick the link by
+        /// source address (Roam's topologies have policy routing for that).
+        case mptcp
+    }
+
     public var namespace: NetworkNamespace
     public var policy: ConnectionPolicy
     public var configuration: ConnectionRace.Configuration
+    public var transport: Transport
 
     public init(namespace: NetworkNamespace = .current, policy: ConnectionPolicy = ConnectionPolicy(),
-                configuration: ConnectionRace.Configuration = ConnectionRace.Configuration()) {
+                configuration: ConnectionRace.Configuration = ConnectionRace.Configuration(), transport: Transport = .tcp) {
         self.namespace = namespace
         self.policy = policy
         self.configuration = configuration
+        self.transport = transport
     }
 
     /// Races to `addresses` (both families may be given) on `port`, over the interfaces of
@@ -89,7 +103,7 @@ public struct ConnectionRacer: Sendable {
                 let action = pendingActions.removeFirst()
                 switch action {
                 case let .startAttempt(id, candidate):
-                    let (fd, code) = Self.open(candidate, port: port, in: namespace)
+                    let (fd, code) = Self.open(candidate, port: port, in: namespace, transport: transport)
                     if let fd {
                         sockets[id] = fd
                     } else {
@@ -103,7 +117,9 @@ public struct ConnectionRacer: Sendable {
                     guard let fd = sockets.removeValue(forKey: id) else { throw .system("the winning attempt's socket is gone") }
                     let flags = fcntl(fd, F_GETFL)
                     _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
-                    return RacedConnection(descriptor: fd, metrics: metrics(winner: id))
+                    var result = metrics(winner: id)
+                    result.mode = MPTCP.mode(of: fd)
+                    return RacedConnection(descriptor: fd, metrics: result)
                 case .fail(let failure):
                     throw .failed(failure, metrics(winner: nil))
                 }
@@ -138,20 +154,21 @@ public struct ConnectionRacer: Sendable {
         return .seconds(spec.tv_sec) + .nanoseconds(spec.tv_nsec)
     }
 
-    /// A non-blocking socket bound to the candidate's interface and source, connecting.
-    /// A non-blocking socket bound to the candidate's interface and source, connecting; or nil
-    /// and the errno. For probes of one path outside a race.
-    public static func open(_ candidate: ConnectionRace.Candidate, port: UInt16, in namespace: NetworkNamespace) -> (Int32?, Int32) {
+    /// A non-blocking socket bound to the candidate's source (and, for TCP, its interface),
+    /// connecting; or nil and the errno. Also for probes of one path outside a race.
+    public static func open(_ candidate: ConnectionRace.Candidate, port: UInt16, in namespace: NetworkNamespace,
+                            transport: Transport = .tcp) -> (Int32?, Int32) {
         let family = candidate.destination.family == .inet ? AF_INET : AF_INET6
         let made = try? namespace.perform { () -> (Int32, Int32) in
-            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+                            transport == .mptcp ? Int32(IPPROTO_MPTCP) : 0)
             return (fd, errno)
         }
         guard let (fd, code) = made, fd >= 0 else { return (nil, made?.1 ?? EMFILE) }
         var name = Array(candidate.route.interface.utf8) + [0]
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(4))
-        guard setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, &name, socklen_t(name.count)) == 0,
+        guard transport == .mptcp || setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, &name, socklen_t(name.count)) == 0,
               candidate.source.withSocketAddress(port: 0, { bind(fd, $0, $1) }) == 0 else {
             let failure = errno
             close(fd)

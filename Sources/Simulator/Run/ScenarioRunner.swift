@@ -1,4 +1,5 @@
 import Glibc
+import Multipath
 import Netlink
 import PathMonitor
 import Synchronization
@@ -34,8 +35,36 @@ public struct RunOptions: Sendable {
     public var decisionLogs = false
     /// Finds out whether the kernel has netem (replaced in tests).
     public var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
+    /// How workloads in multipath modes keep their flows alive.
+    public var multipath: MultipathTransport = .auto
 
     public init() {}
+}
+
+/// How workloads in multipath modes (`handover`, `interactive`, `aggregate`) keep their flows.
+public enum MultipathTransport: String, Sendable, Hashable, CaseIterable {
+    /// `interactive` and `aggregate` over MPTCP where the kernel has it (subflows over every
+    /// permitted path at once, kept in step with the client's path by the in-kernel path
+    /// manager); `handover` at the application level (reconnect over the next path and resume),
+    /// which measured better than MPTCP's backup subflows on a Wi-Fi that degrades without going
+    /// down (see the README's multipath figures).
+    case auto
+    /// Every multipath mode over MPTCP (`handover` with the cellular subflow as a backup), or an
+    /// error where the kernel has none.
+    case mptcp
+    /// Application-level handover over plain TCP for every multipath mode.
+    case application
+}
+
+extension MultipathMode {
+    /// Whether a workload in this mode uses MPTCP under `transport` (where the kernel has it).
+    func usesMPTCP(_ transport: MultipathTransport) -> Bool {
+        switch (self, transport) {
+        case (.none, _), (_, .application): false
+        case (.handover, .auto): false
+        default: true
+        }
+    }
 }
 
 /// A snapshot of a run for progress lines.
@@ -196,6 +225,55 @@ public final class ScenarioRunner: Sendable {
         }
         recorder.attach(log)
 
+        // Multipath modes: MPTCP where the kernel has it. Servers accept every subflow a client
+        // opens; each client node gets a path manager following its monitor.
+        var pathManagers: [String: MPTCPPathManager] = [:]
+        defer { for manager in pathManagers.values { manager.stop() } }
+        let multipathWorkloads = scenario.workloads.filter { $0.mode.usesMPTCP(options.multipath) && $0.to != nil }
+        var useMPTCP = false
+        if !multipathWorkloads.isEmpty, let probeNode = plan.nodes.first,
+           let probeNamespace = topology.namespace(of: probeNode.name) {
+            let availability = MPTCP.availability(in: probeNamespace)
+            if availability == .available {
+                useMPTCP = true
+            } else if options.multipath == .mptcp {
+                throw SimulatorError(.environment, "--multipath mptcp: MPTCP is \(availability) here; use --multipath auto or application for application-level handover")
+            } else {
+                notes.append("MPTCP is \(availability): multipath modes ran as application-level handover")
+            }
+        }
+        if useMPTCP {
+            do throws(NetlinkError) {
+                for server in Set(scenario.workloads.map(\.from)) {
+                    guard let namespace = topology.namespace(of: server) else { continue }
+                    try MPTCPPathManager.acceptSubflows(in: namespace)
+                }
+                for workload in multipathWorkloads {
+                    guard let client = workload.to, let namespace = topology.namespace(of: client), let monitor = monitorOf[client] else { continue }
+                    let serviceType = MultipathServiceType(rawValue: workload.mode.rawValue) ?? .handover
+                    if let existing = pathManagers[client] {
+                        if existing.serviceType != serviceType {
+                            notes.append("node '\(client)' has workloads in modes \(existing.serviceType.rawValue) and \(serviceType.rawValue); MPTCP endpoints are per node, so all use \(existing.serviceType.rawValue)")
+                        }
+                        continue
+                    }
+                    let manager = try MPTCPPathManager(namespace: namespace, serviceType: serviceType)
+                    pathManagers[client] = manager
+                    let subscription = manager.follow(monitor) { outcome, _ in
+                        switch outcome {
+                        case .success(let changes):
+                            log.record("mptcp", [("node", .string(client)), ("changes", .array(changes.map { .string($0.description) }))])
+                        case .failure(let error):
+                            log.record("mptcp", [("node", .string(client)), ("error", .string(error.description))])
+                        }
+                    }
+                    monitors.append((monitor, subscription))
+                }
+            } catch {
+                throw SimulatorError(.environment, "set up MPTCP path management: \(error)")
+            }
+        }
+
         // Workloads: servers listen before time zero; each client starts on its own thread.
         let environment = Self.environment(plan: plan, runID: runID, reportDirectory: directory)
         var drivers: [(driver: any WorkloadDriver, stop: StopSignal)] = []
@@ -219,7 +297,9 @@ public final class ScenarioRunner: Sendable {
             context.environment["ROAM_NODE"] = workload.from
             if let client = workload.to, let monitor = monitorOf[client] {
                 context.clientPath = { monitor.currentPath }
+                if workload.mode.usesMPTCP(options.multipath) { context.mptcp = pathManagers[client] }
             }
+            context.serverAcceptsMPTCP = useMPTCP
             if let peer = workload.to, let peerNode = plan.node(peer) {
                 context.environment["ROAM_PEER"] = peer
                 context.environment["ROAM_PEER_ADDR"] = peerNode.serviceIPv4.description

@@ -20,6 +20,11 @@ public struct WorkloadResult: Sendable {
     public var bytesByInterface: [String: Int64] = [:]
     /// Times the flow moved to another path.
     public var handovers = 0
+    /// What carried the workload's connections: `mptcp` (multipath), `tcp (mptcp fallback)`
+    /// (an MPTCP socket whose peer or path spoke plain TCP), or `tcp`.
+    public var transport = "tcp"
+    /// MPTCP subflows that came up over the run, each connection's first included.
+    public var subflowsOpened = 0
     /// The longest time without data while the workload ran, and when it began.
     public var longestGap: (start: Duration, length: Duration)?
     /// Whether the workload did all it set out to (see ``Expectation/Check/completes(_:)``).
@@ -110,6 +115,8 @@ extension WorkloadResult {
                 ("localAddresses", .array(localAddresses.map { .string($0) })),
                 ("bytesByInterface", .object(bytesByInterface.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
                 ("handovers", .int(Int64(handovers))),
+                ("transport", .string(transport)),
+                ("subflowsOpened", .int(Int64(subflowsOpened))),
                 ("longestGap", longestGap.map { .object([("start", .seconds($0.start)), ("ms", .milliseconds($0.length))]) } ?? .null),
             ]
         }

@@ -41,11 +41,13 @@ final class TCPSocket: @unchecked Sendable {
         _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
     }
 
-    private static func make(family: AddressFamily, in namespace: NetworkNamespace) throws(SimulatorError) -> TCPSocket {
+    private static func make(family: AddressFamily, in namespace: NetworkNamespace, mptcp: Bool = false) throws(SimulatorError) -> TCPSocket {
         let domain = family == .inet ? AF_INET : AF_INET6
         let result: Int32
         do {
-            result = try namespace.perform { socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }
+            result = try namespace.perform {
+                socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), mptcp ? Int32(IPPROTO_MPTCP) : 0)
+            }
         } catch {
             throw SimulatorError(.environment, "enter namespace \(namespace): \(error)")
         }
@@ -54,9 +56,10 @@ final class TCPSocket: @unchecked Sendable {
     }
 
 
-    /// A listening socket on `address`:`port` in `namespace`.
-    static func listen(in namespace: NetworkNamespace, address: IPAddress, port: UInt16) throws(SimulatorError) -> TCPSocket {
-        let socket = try make(family: address.family, in: namespace)
+    /// A listening socket on `address`:`port` in `namespace`; an MPTCP one accepts MPTCP and
+    /// plain TCP alike.
+    static func listen(in namespace: NetworkNamespace, address: IPAddress, port: UInt16, mptcp: Bool = false) throws(SimulatorError) -> TCPSocket {
+        let socket = try make(family: address.family, in: namespace, mptcp: mptcp)
         var one: Int32 = 1
         setsockopt(socket.descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         let bound = address.withSocketAddress(port: port) { bind(socket.descriptor, $0, $1) }

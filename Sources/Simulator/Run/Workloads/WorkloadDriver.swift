@@ -26,6 +26,11 @@ struct WorkloadContext: Sendable {
     var environment: [String: String]
     /// The client node's path as its monitor last published it (for multipath modes).
     var clientPath: (@Sendable () -> NetworkPath?)?
+    /// The client node's MPTCP path manager, when multipath modes use MPTCP (nil: application-
+    /// level handover over plain TCP).
+    var mptcp: MPTCPPathManager?
+    /// Whether the server listens with MPTCP (and so accepts MPTCP and plain TCP alike).
+    var serverAcceptsMPTCP = false
 
     var port: UInt16 { UInt16(20000 + index) }
 }
@@ -74,10 +79,23 @@ final class ClientConnection: Sendable {
         /// connects over them.
         var suspects: [String: (since: Duration, hold: Duration)] = [:]
         var probe: (interface: String, descriptor: Int32, started: Duration)?
+        var probeStreak = 0
         var lastProbe: Duration = .seconds(-100)
         var handovers = 0
         /// The longest time between two arrivals of data, and when it began.
         var longestGap: (start: Duration, length: Duration)?
+        /// What the current connection is (MPTCP or not).
+        var mode: MPTCP.Mode = .tcp
+        var modes: Set<MPTCP.Mode> = []
+        /// Each subflow of the current connection: its interface and bytes received so far.
+        var subflows: [String: (interface: String, bytes: UInt64)] = [:]
+        var subflowsOpened = 0
+        var lastSubflowSample: Duration = .seconds(-1)
+        /// The interface that last brought data (MPTCP: the subflow whose counter moved).
+        var activeInterface: String?
+        /// Interfaces the path manager was told are stalled, until their hold-down ends.
+        var demoted: Set<String> = []
+        var interfaceOfAddress: [IPAddress: String] = [:]
     }
     private let state = Mutex(State())
     let context: WorkloadContext
@@ -98,17 +116,85 @@ final class ClientConnection: Sendable {
 
     func received(_ count: Int) {
         let now = context.log.elapsed
-        state.withLock {
-            if let last = $0.lastProgress, now - last > ($0.longestGap?.length ?? .zero) { $0.longestGap = (last, now - last) }
-            $0.bytesReceived += Int64(count)
-            $0.lastProgress = now
-            if let interface = $0.interface { $0.bytesByInterface[interface, default: 0] += Int64(count) }
+        let sample = state.withLock { state -> Bool in
+            if let last = state.lastProgress, now - last > (state.longestGap?.length ?? .zero) { state.longestGap = (last, now - last) }
+            state.bytesReceived += Int64(count)
+            state.lastProgress = now
+            // Over MPTCP the subflows' own counters say which path carried what.
+            if state.mode != .multipath, let interface = state.interface { state.bytesByInterface[interface, default: 0] += Int64(count) }
+            return state.mode == .multipath && now - state.lastSubflowSample >= Self.handoverCheckInterval
+        }
+        if sample { sampleSubflows() }
+    }
+
+    /// Whether the workload keeps its flow alive across paths: with MPTCP where the kernel has
+    /// it (the path manager moves subflows), by application-level handover otherwise.
+    var isMultipath: Bool { context.workload.mode != .none && context.clientPath != nil }
+
+    /// Whether the current connection is an MPTCP one with both ends speaking MPTCP.
+    var isMPTCPConnection: Bool { state.withLock { $0.mode == .multipath } }
+
+    /// Reads the current connection's subflows: bytes each carried since the last look go to its
+    /// interface, and subflows that came or went are logged.
+    func sampleSubflows() {
+        guard let descriptor = state.withLock({ $0.mode == .multipath ? $0.socket?.descriptor : nil }) else { return }
+        let subflows = MPTCP.subflows(of: descriptor)
+        let now = context.log.elapsed
+        let path = context.clientPath?()
+        var added: [(String, String)] = []
+        var closed: [(String, String)] = []
+        state.withLock { state in
+            state.lastSubflowSample = now
+            for interface in path?.availableInterfaces ?? [] {
+                for prefix in interface.addresses { state.interfaceOfAddress[prefix.address] = interface.name }
+            }
+            var seen = Set<String>()
+            for subflow in subflows {
+                let key = subflow.description
+                seen.insert(key)
+                let interface = state.interfaceOfAddress[subflow.local] ?? subflow.local.description
+                let before = state.subflows[key]?.bytes
+                if before == nil {
+                    added.append((key, interface))
+                    state.subflowsOpened += 1
+                }
+                let delta = subflow.bytesReceived >= (before ?? 0) ? subflow.bytesReceived - (before ?? 0) : 0
+                if delta > 0 {
+                    state.bytesByInterface[interface, default: 0] += Int64(delta)
+                    state.activeInterface = interface
+                }
+                state.subflows[key] = (interface, subflow.bytesReceived)
+            }
+            for (key, entry) in state.subflows where !seen.contains(key) {
+                closed.append((key, entry.interface))
+                state.subflows[key] = nil
+            }
+        }
+        for (key, interface) in added {
+            context.log.record("subflow", [("workload", .string(context.workload.name)), ("event", "added"), ("interface", .string(interface)), ("subflow", .string(key))])
+        }
+        for (key, interface) in closed {
+            context.log.record("subflow", [("workload", .string(context.workload.name)), ("event", "closed"), ("interface", .string(interface)), ("subflow", .string(key))])
         }
     }
 
-    /// Whether the workload keeps its flow alive across paths (application-level handover; the
-    /// kernel's MPTCP comes with the path manager).
-    var isMultipath: Bool { context.workload.mode != .none && context.clientPath != nil }
+    /// Gives a demoted interface its place back once its hold-down has passed and it has
+    /// proved itself to probes (MPTCP).
+    private func restoreDemoted() {
+        guard let manager = context.mptcp, let path = context.clientPath?() else { return }
+        let now = context.log.elapsed
+        let due = state.withLock { state -> [String] in
+            state.demoted.filter { interface in state.suspects[interface].map { now - $0.since >= $0.hold } ?? true }.sorted()
+        }
+        guard let candidate = due.lazy.compactMap({ name in path.availableInterfaces.first { $0.name == name } }).first,
+              probe(candidate, path: path, now: now) else { return }
+        state.withLock { _ = $0.demoted.remove(candidate.name) }
+        for interface in [candidate.name] {
+            let changes = (try? manager.clearStalled(interface)) ?? []
+            context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
+                                                 ("changes", .array(changes.map { .string($0.description) }))])
+        }
+    }
 
     /// How long without progress, while data is expected, before the path counts as stalled:
     /// four smoothed round trips plus 200 ms, between 300 ms and the workload's timeout.
@@ -145,7 +231,9 @@ final class ClientConnection: Sendable {
             }
             let deadline = min(context.stopAt, limit ?? context.stopAt)
             let timeout = min(context.workload.timeout, max(.milliseconds(10), deadline - MonotonicInstant.now))
-            let racer = ConnectionRacer(namespace: namespace, policy: ConnectionPolicy(serviceType: .handover))
+            let serviceType = MultipathServiceType(rawValue: context.workload.mode.rawValue) ?? .handover
+            let racer = ConnectionRacer(namespace: namespace, policy: ConnectionPolicy(serviceType: serviceType),
+                                        transport: context.mptcp != nil ? .mptcp : .tcp)
             do throws(ConnectionError) {
                 let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: racePath(path), timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
@@ -155,12 +243,17 @@ final class ClientConnection: Sendable {
                     state.socket = socket
                     state.connections += 1
                     state.interface = interface
+                    state.activeInterface = interface
                     state.lastLocalAddress = winner?.source.description
                     state.localAddresses.append(winner?.source.description ?? "?")
+                    state.mode = connection.metrics.mode
+                    state.modes.insert(connection.metrics.mode)
+                    state.subflows = [:]
                 }
                 var fields: [(String, JSONValue)] = [
                     ("workload", .string(context.workload.name)), ("local", .string(winner?.source.description ?? "?")),
                     ("remote", .string(context.serverAddress.description)), ("interface", .string(interface)),
+                    ("transport", .string(connection.metrics.mode.rawValue)),
                     ("attempts", .array(connection.metrics.attempts.map { attempt in
                         .object([("interface", .string(attempt.candidate.route.interface)), ("startedMs", .milliseconds(attempt.started)),
                                  ("outcome", .string("\(attempt.outcome)"))])
@@ -168,6 +261,7 @@ final class ClientConnection: Sendable {
                 ]
                 if let failedSince { fields.append(("retryingForMs", .milliseconds(context.log.elapsed - failedSince))) }
                 context.log.record("connect", fields)
+                if connection.metrics.mode == .multipath { sampleSubflows() }
                 return socket
             } catch {
                 state.withLock { $0.connectFailures += 1 }
@@ -185,17 +279,25 @@ final class ClientConnection: Sendable {
     /// proves itself again.
     func markStalled() {
         let now = context.log.elapsed
+        // Over MPTCP the data takes the path manager's preferred path, whichever subflow the
+        // connection began on.
+        let preferred = context.mptcp?.preferredInterface
         let interface = state.withLock { state -> String? in
-            if let interface = state.interface {
-                let hold = state.suspects[interface].map { min(.seconds(30), $0.hold * 2) } ?? .seconds(1)
-                state.suspects[interface] = (now, hold)
-            }
-            return state.interface
+            guard let interface = state.mode == .multipath ? preferred ?? state.interface : state.interface else { return nil }
+            let hold = state.suspects[interface].map { min(.seconds(30), $0.hold * 2) } ?? .seconds(1)
+            state.suspects[interface] = (now, hold)
+            if context.mptcp != nil { state.demoted.insert(interface) }
+            return interface
         }
-        if let interface {
-            context.log.record("path-stalled", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
-                                                ("thresholdMs", .milliseconds(stallThreshold))])
+        guard let interface else { return }
+        var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("interface", .string(interface)),
+                                             ("thresholdMs", .milliseconds(stallThreshold))]
+        if let manager = context.mptcp {
+            // Its subflows become backups (in every connection), another path's take over.
+            let changes = (try? manager.markStalled(interface)) ?? []
+            fields.append(("mptcp", .array(changes.map { .string($0.description) })))
         }
+        context.log.record("path-stalled", fields)
     }
 
     /// Why the flow should move now, if it should (multipath modes): its interface left the
@@ -205,6 +307,12 @@ final class ClientConnection: Sendable {
     /// and forth.
     func handoverReason() -> String? {
         guard isMultipath, let path = context.clientPath?() else { return nil }
+        if isMPTCPConnection {
+            // The path manager moves the connection's subflows as the path changes.
+            restoreDemoted()
+            sampleSubflows()
+            return nil
+        }
         let now = context.log.elapsed
         let (current, suspects) = state.withLock { ($0.interface, $0.suspects) }
         guard let current else { return nil }
@@ -216,7 +324,10 @@ final class ClientConnection: Sendable {
         return probe(primary, path: path, now: now) ? "back to \(primary.name), which answered a probe" : nil
     }
 
-    /// Tries a connection over a stalled interface without blocking: true once one connected.
+    /// Probes an interface that stalled, without blocking: true once it has proved itself, that
+    /// is, once ``probesToReturn`` connections in a row have connected over it (one SYN getting
+    /// through proves little on a lossy Wi-Fi: at 40% loss each way, three in a row succeed about
+    /// 5% of the time, at 5% loss about 74%).
     private func probe(_ interface: NetworkInterface, path: NetworkPath, now: Duration) -> Bool {
         let running = state.withLock { $0.probe }
         if let running {
@@ -226,32 +337,42 @@ final class ClientConnection: Sendable {
                 var length = socklen_t(4)
                 getsockopt(running.descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
                 Glibc.close(running.descriptor)
-                state.withLock { $0.probe = nil }
-                if error == 0 {
-                    // Forgiven, but not forgotten: a stall soon after doubles its hold-down.
-                    state.withLock { state in
-                        if let suspect = state.suspects[interface.name] { state.suspects[interface.name] = (suspect.since, suspect.hold) }
+                return state.withLock { state in
+                    state.probe = nil
+                    guard error == 0 else {
+                        state.probeStreak = 0
+                        return false
                     }
+                    state.probeStreak += 1
+                    // The next probe of a streak goes soon after; the streak ends it.
+                    state.lastProbe = now - Self.probeInterval + Self.probeSpacing
+                    guard state.probeStreak >= Self.probesToReturn else { return false }
+                    state.probeStreak = 0
                     return true
                 }
-                return false
             }
-            if now - running.started > .seconds(1) {
+            if now - running.started > Self.probeInterval {
                 Glibc.close(running.descriptor)
-                state.withLock { $0.probe = nil }
+                state.withLock { $0.probe = nil; $0.probeStreak = 0 }
             }
             return false
         }
-        guard now - state.withLock({ $0.lastProbe }) >= .seconds(1), let namespace = context.clientNamespace,
+        guard now - state.withLock({ $0.lastProbe }) >= Self.probeInterval, let namespace = context.clientNamespace,
               let route = ConnectionRace.Route.routes(of: [interface]).first, let source = route.ipv4 else { return false }
         let candidate = ConnectionRace.Candidate(route: route, source: source, destination: context.serverAddress)
         let (fd, _) = ConnectionRacer.open(candidate, port: context.port, in: namespace)
         state.withLock { state in
             state.lastProbe = now
-            if let fd { state.probe = (interface.name, fd, now) }
+            if let fd { state.probe = (interface.name, fd, now) } else { state.probeStreak = 0 }
         }
         return false
     }
+
+    static let probesToReturn = 3
+    /// Between probes after a failure, and how long one may take.
+    static let probeInterval = Duration.seconds(1)
+    /// Between the probes of a streak.
+    static let probeSpacing = Duration.milliseconds(200)
 
     /// Receives on `socket` until the peer closes it, the workload stops, or the connection is
     /// given up: silent for the workload's timeout (or, in multipath modes, for the stall
@@ -352,7 +473,8 @@ final class ClientConnection: Sendable {
 
     /// Gives up the current connection (logging why), as an app does on a timeout or an error.
     func drop(_ socket: TCPSocket, reason: String) {
-        state.withLock { if $0.socket === socket { $0.socket = nil } }
+        sampleSubflows()
+        state.withLock { if $0.socket === socket { $0.socket = nil; $0.mode = .tcp } }
         socket.close()
         if !context.stop.isSignalled {
             context.log.record("disconnect", [("workload", .string(context.workload.name)), ("reason", .string(reason))])
@@ -370,18 +492,21 @@ final class ClientConnection: Sendable {
             result.bytesByInterface = state.bytesByInterface
             result.handovers = state.handovers
             result.longestGap = state.longestGap
+            result.subflowsOpened = state.subflowsOpened
+            result.transport = state.modes.contains(.multipath) ? "mptcp" : state.modes.contains(.fallback) ? "tcp (mptcp fallback)" : "tcp"
             if let probe = state.probe { Glibc.close(probe.descriptor) }
             state.probe = nil
         }
-        if isMultipath {
-            result.note = context.workload.mode == .handover ? nil
-                : "multipath mode '\(context.workload.mode.rawValue)' ran as handover (application level); MPTCP scheduling comes with the path manager"
+        if isMultipath, context.workload.mode != .handover, result.transport != "mptcp" {
+            result.note = "multipath mode '\(context.workload.mode.rawValue)' needs MPTCP to use several paths at once; "
+                + (context.mptcp == nil ? "without it here" : "the connection fell back to TCP, so") + " it ran as handover (application level)"
         }
         result.activeTime = max(.zero, end - context.workload.start)
         return result
     }
 
     func close() {
+        sampleSubflows()
         let socket = state.withLock { state -> TCPSocket? in
             defer { state.socket = nil }
             return state.socket
@@ -405,7 +530,8 @@ final class WorkloadServer: Sendable {
     }
 
     func start() throws(SimulatorError) {
-        let socket = try TCPSocket.listen(in: context.serverNamespace, address: context.serverAddress, port: context.port)
+        let socket = try TCPSocket.listen(in: context.serverNamespace, address: context.serverAddress, port: context.port,
+                                          mptcp: context.serverAcceptsMPTCP)
         listener.withLock { $0 = socket }
         do throws(NetlinkError) {
             let thread = try PinnedThread(name: "roam-server") { [self] in
