@@ -125,6 +125,7 @@ struct NetemBackendTests {
         let summary = try #require(NetemHost.json(try output() + "/blackholed-wifi/summary.json"))
         let api = try #require((summary["workloads"] as? [[String: Any]])?.first)
         #expect(api["handovers"] as? Int ?? 0 >= 1)
+        #expect((api["localAddresses"] as? [String])?.dropFirst().first?.hasPrefix("198.18.1.") == true, "the second connection went over cellular")
         #expect((api["bytesByInterface"] as? [String: Int])?["cell"] ?? 0 > 0)
     }
 

@@ -161,6 +161,9 @@ final class ClientConnection: Sendable {
                 let delta = subflow.bytesReceived >= (before ?? 0) ? subflow.bytesReceived - (before ?? 0) : 0
                 if delta > 0 {
                     state.bytesByInterface[interface, default: 0] += Int64(delta)
+                    // In handover one path carries the data at a time: a change of path is a
+                    // handover (in the other modes data takes every path at once).
+                    if context.workload.mode == .handover, let previous = state.activeInterface, previous != interface { state.handovers += 1 }
                     state.activeInterface = interface
                 }
                 state.subflows[key] = (interface, subflow.bytesReceived)
@@ -240,6 +243,8 @@ final class ClientConnection: Sendable {
                 let winner = connection.metrics.winner?.candidate
                 let interface = winner?.route.interface ?? "?"
                 state.withLock { state in
+                    // A new connection over another interface: the flow moved.
+                    if let previous = state.interface, previous != interface { state.handovers += 1 }
                     state.socket = socket
                     state.connections += 1
                     state.interface = interface
@@ -425,9 +430,8 @@ final class ClientConnection: Sendable {
     /// and a comparison), data or not.
     static let handoverCheckInterval = Duration.milliseconds(20)
 
-    /// Records a handover and gives up the old connection.
+    /// Gives up the old connection to move the flow; the next connection counts the handover.
     func handOver(_ socket: TCPSocket, reason: String) {
-        state.withLock { $0.handovers += 1 }
         drop(socket, reason: reason)
     }
 
