@@ -12,52 +12,32 @@ import TestSupport
 /// kernel). Root only.
 @Suite(.enabled(if: TestEnvironment.isRoot && UserspaceBackend.probe() == nil, "needs root and /dev/net/tun"), .serialized)
 final class ConnectionRacerTests {
-    let topology: Topology
-    let backend: UserspaceBackend
-    let monitor: NetworkPathMonitor
+    let net: PhoneAndServer
     let listeners: [Int32]
-    let server: TopologyPlan.Node
     let port: UInt16 = 7443
+    var topology: Topology { net.topology }
+    var backend: UserspaceBackend { net.backend }
+    var monitor: NetworkPathMonitor { net.monitor }
+    var server: TopologyPlan.Node { net.server }
 
     init() throws {
-        let scenario = try #require(ScenarioReader.parse("""
-            name: race
-            duration: 10s
-            nodes: { phone: {}, server: {} }
-            links:
-              - { name: wifi, between: [phone, server], type: wifi, delay: 5ms }
-              - { name: cell, between: [phone, server], type: cellular, delay: 30ms }
-            """, file: "race.yaml").scenario)
-        let plan = try TopologyPlan(scenario: scenario, runID: RunRegistry.newRunID())
-        backend = UserspaceBackend(plan: plan, seed: 1)
-        topology = try Topology.build(plan, backend: backend)
-        try backend.start(topology)
-        for link in scenario.links {
-            for direction in TrafficDirection.allCases {
-                try backend.apply(LinkConditions(impairment: direction == .up ? link.up : link.down), link: link.name, direction: direction)
-            }
-        }
-        server = plan.node("server")!
-        let serverNamespace = topology.namespace(of: "server")!
-        listeners = try [server.serviceIPv6, server.serviceIPv4].map { address in
-            try serverNamespace.perform { () -> Int32 in
+        let net = try PhoneAndServer(wifi: "delay: 5ms", cell: "delay: 30ms")
+        self.net = net
+        let port = self.port
+        listeners = try [net.server.serviceIPv6, net.server.serviceIPv4].map { address in
+            try net.serverNamespace.perform { () -> Int32 in
                 let fd = socket(address.family == .inet ? AF_INET : AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
                 var one: Int32 = 1
                 setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)
-                _ = address.withSocketAddress(port: 7443) { bind(fd, $0, $1) }
+                _ = address.withSocketAddress(port: port) { bind(fd, $0, $1) }
                 listen(fd, 16)
                 return fd
             }
         }
-        monitor = NetworkPathMonitor(namespace: topology.namespace(of: "phone")!)
-        try monitor.start()
     }
 
     deinit {
-        monitor.cancel()
         for fd in listeners { close(fd) }
-        backend.stop()
-        topology.teardown()
     }
 
     var racer: ConnectionRacer { ConnectionRacer(namespace: topology.namespace(of: "phone")!) }
@@ -75,9 +55,7 @@ final class ConnectionRacerTests {
     /// Wi-Fi up, passing nothing: the cellular attempt starts one attempt delay after Wi-Fi's
     /// and wins; the Wi-Fi attempt is cancelled. No connect timeout is waited for.
     @Test func aBlackholedWiFiCostsOneAttemptDelay() throws {
-        for direction in TrafficDirection.allCases {
-            try backend.apply(LinkConditions(impairment: Impairment(delay: .milliseconds(5)), isBlackholed: true), link: "wifi", direction: direction)
-        }
+        try net.blackhole("wifi")
         let path = try #require(monitor.currentPath)
         #expect(path.primaryInterface?.name == "wifi", "nothing tells the phone")
         let connection = try racer.connect(to: destinations, port: port, over: path)
@@ -98,8 +76,7 @@ final class ConnectionRacerTests {
     /// Wi-Fi gone and expensive paths forbidden: the error says that cost is the reason.
     @Test func aPolicyThatForbidsTheOnlyPathSaysWhy() throws {
         try backend.setCarrier(false, link: "wifi")
-        let deadline = Date().addingTimeInterval(5)
-        while monitor.currentPath?.primaryInterface?.name != "cell", Date() < deadline { usleep(10_000) }
+        net.waitForPath(containing: "wifi", false)
         let path = try #require(monitor.currentPath)
         #expect(path.primaryInterface?.name == "cell")
         var strict = racer

@@ -59,42 +59,15 @@ import TestSupport
 @Suite(.enabled(if: TestEnvironment.isRoot && UserspaceBackend.probe() == nil && MPTCP.availability() == .available,
                 "needs root, /dev/net/tun and a kernel with MPTCP"), .serialized)
 final class MPTCPConnectionTests {
-    let topology: Topology
-    let backend: UserspaceBackend
-    let monitor: NetworkPathMonitor
-    let server: TopologyPlan.Node
-    let phone: NetworkNamespace
-    let serverNamespace: NetworkNamespace
+    let net: PhoneAndServer
+    var backend: UserspaceBackend { net.backend }
+    var monitor: NetworkPathMonitor { net.monitor }
+    var server: TopologyPlan.Node { net.server }
+    var phone: NetworkNamespace { net.phone }
+    var serverNamespace: NetworkNamespace { net.serverNamespace }
 
     init() throws {
-        let scenario = try #require(ScenarioReader.parse("""
-            name: mptcp
-            duration: 10s
-            nodes: { phone: {}, server: {} }
-            links:
-              - { name: wifi, between: [phone, server], type: wifi, delay: 5ms, rate: 40mbit }
-              - { name: cell, between: [phone, server], type: cellular, expensive: true, delay: 20ms, rate: 20mbit }
-            """, file: "mptcp.yaml").scenario)
-        let plan = try TopologyPlan(scenario: scenario, runID: RunRegistry.newRunID())
-        backend = UserspaceBackend(plan: plan, seed: 1)
-        topology = try Topology.build(plan, backend: backend)
-        try backend.start(topology)
-        for link in scenario.links {
-            for direction in TrafficDirection.allCases {
-                try backend.apply(LinkConditions(impairment: direction == .up ? link.up : link.down), link: link.name, direction: direction)
-            }
-        }
-        server = plan.node("server")!
-        phone = topology.namespace(of: "phone")!
-        serverNamespace = topology.namespace(of: "server")!
-        monitor = NetworkPathMonitor(namespace: phone)
-        try monitor.start()
-    }
-
-    deinit {
-        monitor.cancel()
-        backend.stop()
-        topology.teardown()
+        net = try PhoneAndServer(wifi: "delay: 5ms, rate: 40mbit", cell: "delay: 20ms, rate: 20mbit")
     }
 
     /// A listening socket on the server's service address: MPTCP or plain TCP.
@@ -177,7 +150,7 @@ final class MPTCPConnectionTests {
 
         let listener = try listen(port: 7503, mptcp: true)
         defer { close(listener) }
-        let wifiAddress = try #require(topology.plan.node("phone")?.interfaces.first { $0.name == "wifi" }?.ipv4.address)
+        let wifiAddress = try net.phoneAddress(on: "wifi")
         let (client, accepted) = try connect(port: 7503, listener: listener, mptcp: true, from: wifiAddress)
         defer { close(client) }
         #expect(MPTCP.mode(of: client) == .multipath)
@@ -214,7 +187,7 @@ final class MPTCPConnectionTests {
             }
             return true
         }
-        let cellAddress = try #require(topology.plan.node("phone")?.interfaces.first { $0.name == "cell" }?.ipv4.address)
+        let cellAddress = try net.phoneAddress(on: "cell")
         func bytes(over address: IPAddress) -> UInt64 {
             MPTCP.subflows(of: client).filter { $0.local == address }.reduce(0) { $0 + $1.bytesReceived }
         }

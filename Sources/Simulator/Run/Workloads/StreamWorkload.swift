@@ -16,6 +16,8 @@ final class StreamWorkload: WorkloadDriver {
     private let client: ClientConnection
     private let server: WorkloadServer
     private let player: Mutex<Playout>
+    /// The connection (by count) whose path was last found too poor.
+    private let lowWaterConnection = Mutex(0)
 
     /// The playout buffer: a state machine advanced with the time and the bytes that arrived.
     struct Playout: Sendable {
@@ -134,7 +136,20 @@ final class StreamWorkload: WorkloadDriver {
     private func update() {
         let now = MonotonicInstant.now
         let bytes = client.bytesReceived
-        let ended = player.withLock { $0.update(now: now, bytes: bytes) }
+        let (ended, buffered, playing) = player.withLock { player in
+            let ended = player.update(now: now, bytes: bytes)
+            let playing = if case .playing = player.phase { true } else { false }
+            return (ended, player.buffered(now: now, bytes: bytes), playing)
+        }
+        // A live source keeps a healthy path's buffer full: one that drains below a quarter on a
+        // connection given a second to catch up is too poor for the stream (a lossy Wi-Fi that
+        // still trickles data, which no gap in the data reveals). In multipath modes the flow
+        // moves before playback stalls.
+        if playing, client.isMultipath, buffered < Double(buffer.nanoseconds) / 1e9 / 4,
+           let age = client.connectionAge, age >= .seconds(1), lowWaterConnection.withLock({ $0 }) != client.connections {
+            lowWaterConnection.withLock { $0 = client.connections }
+            client.pathTooPoor(String(format: "the stream's buffer fell to %.2f s", buffered))
+        }
         if let ended {
             context.log.record("stall", [("workload", .string(context.workload.name)), ("start", .seconds(ended.start)),
                                          ("durationMs", .milliseconds(ended.duration))])

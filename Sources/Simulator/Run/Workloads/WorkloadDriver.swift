@@ -77,9 +77,17 @@ final class ClientConnection: Sendable {
         /// Interfaces whose connection stalled, since when, and how long before they may be
         /// probed again (doubling with each stall, up to 30 s): left out of races until a probe
         /// connects over them.
-        var suspects: [String: (since: Duration, hold: Duration)] = [:]
+        var suspects = StalledPaths()
         var probe: (interface: String, descriptor: Int32, started: Duration)?
         var probeStreak = 0
+        /// A workload found the path too poor for it (a stream's buffer running low): the flow
+        /// moves at the next check.
+        var pendingHandover: String?
+        /// When the current connection was made.
+        var connectedAt: Duration?
+        /// The interface the flow was just moved back to, until the next connection says
+        /// whether it got there.
+        var movingBackTo: String?
         var lastProbe: Duration = .seconds(-100)
         var handovers = 0
         /// The longest time between two arrivals of data, and when it began.
@@ -187,7 +195,7 @@ final class ClientConnection: Sendable {
         guard let manager = context.mptcp, let path = context.clientPath?() else { return }
         let now = context.log.elapsed
         let due = state.withLock { state -> [String] in
-            state.demoted.filter { interface in state.suspects[interface].map { now - $0.since >= $0.hold } ?? true }.sorted()
+            state.demoted.filter { !state.suspects.isHeldDown($0, at: now) }.sorted()
         }
         guard let candidate = due.lazy.compactMap({ name in path.availableInterfaces.first { $0.name == name } }).first,
               probe(candidate, path: path, now: now) else { return }
@@ -203,23 +211,14 @@ final class ClientConnection: Sendable {
     /// four smoothed round trips plus 200 ms, between 300 ms and the workload's timeout.
     var stallThreshold: Duration {
         guard isMultipath else { return context.workload.timeout }
-        let rtt = self.rtt ?? .milliseconds(100)
-        return min(context.workload.timeout, max(.milliseconds(300), rtt * 4 + .milliseconds(200)))
+        return StalledPaths.stallThreshold(smoothedRTT: rtt, maximum: context.workload.timeout)
     }
 
-    /// The path to race over: the monitor's, without interfaces that stalled (unless nothing
-    /// else is left).
+    /// The path to race over: the monitor's, without interfaces held down after a stall (unless
+    /// nothing else is left).
     private func racePath(_ path: NetworkPath) -> NetworkPath {
         let now = context.log.elapsed
-        // Stalled interfaces stay out of races while their hold-down lasts.
-        let suspects = state.withLock { Set($0.suspects.filter { now - $0.value.since < $0.value.hold }.keys) }
-        var filtered = path
-        let healthy = path.availableInterfaces.filter { !suspects.contains($0.name) }
-        if !healthy.isEmpty, healthy.count != path.availableInterfaces.count {
-            filtered.availableInterfaces = healthy
-            filtered.primaryInterface = healthy.first
-        }
-        return filtered
+        return state.withLock { $0.suspects.racePath(path, at: now) }
     }
 
     /// Connects by racing every permitted interface (multipath modes).
@@ -245,8 +244,12 @@ final class ClientConnection: Sendable {
                 state.withLock { state in
                     // A new connection over another interface: the flow moved.
                     if let previous = state.interface, previous != interface { state.handovers += 1 }
+                    // Moved back to an interface that then lost the race: its probes were luck.
+                    if let target = state.movingBackTo, target != interface { state.suspects.markStalled(target, at: context.log.elapsed) }
+                    state.movingBackTo = nil
                     state.socket = socket
                     state.connections += 1
+                    state.connectedAt = context.log.elapsed
                     state.interface = interface
                     state.activeInterface = interface
                     state.lastLocalAddress = winner?.source.description
@@ -289,8 +292,7 @@ final class ClientConnection: Sendable {
         let preferred = context.mptcp?.preferredInterface
         let interface = state.withLock { state -> String? in
             guard let interface = state.mode == .multipath ? preferred ?? state.interface : state.interface else { return nil }
-            let hold = state.suspects[interface].map { min(.seconds(30), $0.hold * 2) } ?? .seconds(1)
-            state.suspects[interface] = (now, hold)
+            state.suspects.markStalled(interface, at: now)
             if context.mptcp != nil { state.demoted.insert(interface) }
             return interface
         }
@@ -312,6 +314,12 @@ final class ClientConnection: Sendable {
     /// and forth.
     func handoverReason() -> String? {
         guard isMultipath, let path = context.clientPath?() else { return nil }
+        if let pending = state.withLock({ state -> String? in
+            defer { state.pendingHandover = nil }
+            return state.pendingHandover
+        }) {
+            return pending
+        }
         if isMPTCPConnection {
             // The path manager moves the connection's subflows as the path changes.
             restoreDemoted()
@@ -325,8 +333,10 @@ final class ClientConnection: Sendable {
         guard let primary = path.availableInterfaces.first, primary.name != current else { return nil }
         let currentInterface = path.availableInterfaces.first { $0.name == current }
         guard (currentInterface?.isExpensive ?? false) && !primary.isExpensive else { return nil }
-        if let suspect = suspects[primary.name], now - suspect.since < suspect.hold { return nil }
-        return probe(primary, path: path, now: now) ? "back to \(primary.name), which answered a probe" : nil
+        if suspects.isHeldDown(primary.name, at: now) { return nil }
+        guard probe(primary, path: path, now: now) else { return nil }
+        state.withLock { $0.movingBackTo = primary.name }
+        return "back to \(primary.name), which answered \(Self.probesToReturn) probes in a row"
     }
 
     /// Probes an interface that stalled, without blocking: true once it has proved itself, that
@@ -424,6 +434,21 @@ final class ClientConnection: Sendable {
                 return outcome
             }
         }
+    }
+
+    /// The current connection's age, if connected.
+    var connectionAge: Duration? {
+        let now = context.log.elapsed
+        return state.withLock { state in state.socket == nil ? nil : state.connectedAt.map { now - $0 } }
+    }
+
+    /// Moves the flow off its path at the next check, as a stall does (the path is held down):
+    /// for a workload that sees the path fail it while data still trickles in, as a stream whose
+    /// buffer runs low on a lossy Wi-Fi.
+    func pathTooPoor(_ reason: String) {
+        guard isMultipath else { return }
+        markStalled()
+        state.withLock { $0.pendingHandover = reason }
     }
 
     /// How often a flow in a multipath mode looks at its path (the monitor's snapshot: a lock

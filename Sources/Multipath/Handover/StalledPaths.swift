@@ -1,0 +1,54 @@
+import PathMonitor
+
+/// Interfaces whose connections stalled, each held down for a while: left out of races so that
+/// the next connection takes another path, and given back only once the hold-down has passed
+/// (and, for moving a flow back, once probes say so). The hold-down starts at one second and
+/// doubles with each stall, up to thirty, so a Wi-Fi that keeps failing is tried less and less.
+/// Times are the caller's clock.
+public struct StalledPaths: Sendable, Hashable {
+    public var initialHold: Duration
+    public var maximumHold: Duration
+    private var entries: [String: Entry] = [:]
+
+    struct Entry: Sendable, Hashable {
+        var since: Duration
+        var hold: Duration
+    }
+
+    public init(initialHold: Duration = .seconds(1), maximumHold: Duration = .seconds(30)) {
+        self.initialHold = initialHold
+        self.maximumHold = maximumHold
+    }
+
+    /// Records a stall of `interface`; returns its hold-down.
+    @discardableResult
+    public mutating func markStalled(_ interface: String, at now: Duration) -> Duration {
+        let hold = entries[interface].map { min(maximumHold, $0.hold * 2) } ?? initialHold
+        entries[interface] = Entry(since: now, hold: hold)
+        return hold
+    }
+
+    /// Whether `interface` is still held down at `now`.
+    public func isHeldDown(_ interface: String, at now: Duration) -> Bool {
+        entries[interface].map { now - $0.since < $0.hold } ?? false
+    }
+
+    /// `path` without the interfaces held down at `now` (unless that would leave none): the path
+    /// to race over.
+    public func racePath(_ path: NetworkPath, at now: Duration) -> NetworkPath {
+        let healthy = path.availableInterfaces.filter { !isHeldDown($0.name, at: now) }
+        guard !healthy.isEmpty, healthy.count != path.availableInterfaces.count else { return path }
+        var filtered = path
+        filtered.availableInterfaces = healthy
+        filtered.primaryInterface = healthy.first
+        return filtered
+    }
+
+    /// How long without progress, while data is expected, before a connection counts as
+    /// stalled: four smoothed round trips plus 200 ms (a few retransmission timeouts' worth),
+    /// within `minimum` and `maximum`; 100 ms is assumed for an RTT not known yet.
+    public static func stallThreshold(smoothedRTT: Duration?, minimum: Duration = .milliseconds(300), maximum: Duration) -> Duration {
+        let rtt = smoothedRTT ?? .milliseconds(100)
+        return min(maximum, max(minimum, rtt * 4 + .milliseconds(200)))
+    }
+}
