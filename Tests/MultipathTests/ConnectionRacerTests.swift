@@ -73,6 +73,39 @@ final class ConnectionRacerTests {
         #expect(source == second.candidate.source)
     }
 
+    /// A name whose AAAA answer is slow: A answers at once, the race waits the resolution delay
+    /// (50 ms) for AAAA, then starts over IPv4 without it; the lookups ran on their own threads.
+    @Test func aSlowAAAAAnswerCostsTheResolutionDelay() throws {
+        let server = self.server
+        let path = try #require(monitor.currentPath)
+        let connection = try racer.connect(toHost: "server.roam.test", port: port, over: path) { host, family in
+            #expect(host == "server.roam.test")
+            if family == .inet6 { usleep(400_000) }
+            return [family == .inet ? server.serviceIPv4 : server.serviceIPv6]
+        }
+        defer { close(connection.descriptor) }
+        let metrics = connection.metrics
+        #expect(metrics.winner?.candidate.destination == server.serviceIPv4)
+        let first = try #require(metrics.attempts.first)
+        #expect(first.candidate.destination.family == .inet && first.started >= .milliseconds(50))
+        #expect(try #require(metrics.resolved[.inet]) < .milliseconds(400))
+    }
+
+    @Test func aNameWithNoAddressesFailsAsSuch() throws {
+        let path = try #require(monitor.currentPath)
+        do {
+            _ = try racer.connect(toHost: "nowhere.roam.test", port: port, over: path) { _, _ in [] }
+            Issue.record("connected to a name without addresses")
+        } catch {
+            guard case .failed(.resolutionFailed, _) = error else { Issue.record("\(error)"); return }
+        }
+    }
+
+    /// The system resolver reads the hosts file without any network.
+    @Test func theSystemResolverFindsLocalhost() {
+        #expect(ConnectionRacer.systemResolver("localhost", .inet).contains(IPAddress("127.0.0.1")!))
+    }
+
     /// Wi-Fi gone and expensive paths forbidden: the error says that cost is the reason.
     @Test func aPolicyThatForbidsTheOnlyPathSaysWhy() throws {
         try backend.setCarrier(false, link: "wifi")

@@ -94,15 +94,19 @@ struct NetemBackendTests {
         }
     }
 
-    func linkEvent(_ name: String, link: String, where matches: ([String: Any]) -> Bool) throws -> Double? {
+    /// When a planned link change was applied (`actual`, or `planned` with `key: "planned"`).
+    func linkEvent(_ name: String, link: String, key: String = "actual", where matches: ([String: Any]) -> Bool) throws -> Double? {
         NetemHost.lines(try output() + "/\(name)/timeline.jsonl").first { event in
             event["type"] as? String == "link" && event["link"] as? String == link && event["planned"] != nil && matches(event)
-        }?["actual"] as? Double
+        }?[key] as? Double
     }
 
     @Test func thePhoneIsToldCellularIsExpensiveWhenWiFiGoes() throws {
         let down = try #require(try linkEvent("walk-out-of-home", link: "wifi") { $0["carrier"] as? String == "down" })
-        let after = try paths("walk-out-of-home", node: "phone").first { $0.t >= down }
+        // `actual` is taken once the change is made, and the monitor may hear of it first: the
+        // first path after the planned time (a change never comes before it) is the answer.
+        let planned = try #require(try linkEvent("walk-out-of-home", link: "wifi", key: "planned") { $0["carrier"] as? String == "down" })
+        let after = try paths("walk-out-of-home", node: "phone").first { $0.t >= planned }
         let update = try #require(after)
         #expect(update.t - down < 1.0)
         #expect(update.path["primaryInterface"] as? String == "cell")

@@ -2,6 +2,7 @@ import CNetlink
 import Glibc
 import Netlink
 import PathMonitor
+import Synchronization
 
 /// A connection a race won, and how the race went.
 public struct RacedConnection: Sendable {
@@ -71,10 +72,93 @@ public struct ConnectionRacer: Sendable {
         self.transport = transport
     }
 
+    /// Looks up a host's addresses of one family (AAAA or A); empty when there are none.
+    public typealias Resolver = @Sendable (_ host: String, _ family: AddressFamily) -> [IPAddress]
+
+    /// `getaddrinfo(3)` for one family: the hosts file, then DNS, as the system is configured
+    /// (run in the racer's namespace, so DNS queries leave from there).
+    public static let systemResolver: Resolver = { host, family in
+        var hints = addrinfo()
+        hints.ai_family = family == .inet ? AF_INET : AF_INET6
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0 else { return [] }
+        defer { freeaddrinfo(list) }
+        var addresses: [IPAddress] = []
+        var entry = list
+        while let current = entry {
+            if let address = current.pointee.ai_addr {
+                let raw = UnsafeRawPointer(address)
+                let found = family == .inet ? IPAddress(bytes: UnsafeRawBufferPointer(start: raw + 4, count: 4))
+                                            : IPAddress(bytes: UnsafeRawBufferPointer(start: raw + 8, count: 16))
+                if let found, !addresses.contains(found) { addresses.append(found) }
+            }
+            entry = current.pointee.ai_next
+        }
+        return addresses
+    }
+
+    /// Races to `host` on `port`: its AAAA and A records are looked up at once (each on a
+    /// thread in the racer's namespace), IPv6 is waited for up to the resolution delay once A
+    /// has answered, and attempts start as addresses arrive (RFC 8305).
+    public func connect(toHost host: String, port: UInt16, over path: NetworkPath, timeout: Duration = .seconds(30),
+                        resolver: @escaping Resolver = ConnectionRacer.systemResolver) throws(ConnectionError) -> RacedConnection {
+        if let literal = IPAddress(host) { return try connect(to: [literal], port: port, over: path, timeout: timeout) }
+        let lookups = Lookups()
+        for family in [AddressFamily.inet6, .inet] {
+            do throws(NetlinkError) {
+                let thread = try namespace.spawnThread(name: "roam-resolve") { entered in
+                    let found = (try? entered.get()).map { resolver(host, family) } ?? []
+                    lookups.deliver(family, found)
+                }
+                thread.detach()
+            } catch {
+                throw .system("start a resolver thread: \(error)")
+            }
+        }
+        return try race(port: port, over: path, timeout: timeout, lookups: lookups) { _, _ in [] }
+    }
+
     /// Races to `addresses` (both families may be given) on `port`, over the interfaces of
     /// `path` the policy permits; gives up after `timeout`.
     public func connect(to addresses: [IPAddress], port: UInt16, over path: NetworkPath,
                         timeout: Duration = .seconds(30)) throws(ConnectionError) -> RacedConnection {
+        try race(port: port, over: path, timeout: timeout, lookups: nil) { race, resolved in
+            // Literal addresses: both families answer at once, IPv6 first.
+            var actions: [ConnectionRace.Action] = []
+            for family in [AddressFamily.inet6, .inet] {
+                let found = addresses.filter { $0.family == family }
+                resolved[family] = .zero
+                actions += race.handle(found.isEmpty ? .resolutionFailed(family) : .resolved(family, found), at: .zero)
+            }
+            return actions
+        }
+    }
+
+    /// Name lookups that run on their own threads and hand their answers to the race's loop.
+    final class Lookups: @unchecked Sendable {
+        let descriptor = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        private let answers = Mutex<[(AddressFamily, [IPAddress])]>([])
+
+        func deliver(_ family: AddressFamily, _ addresses: [IPAddress]) {
+            answers.withLock { $0.append((family, addresses)) }
+            _ = eventfd_write(descriptor, 1)
+        }
+
+        func take() -> [(AddressFamily, [IPAddress])] {
+            var value: eventfd_t = 0
+            _ = eventfd_read(descriptor, &value)
+            return answers.withLock { answers in
+                defer { answers = [] }
+                return answers
+            }
+        }
+
+        deinit { close(descriptor) }
+    }
+
+    private func race(port: UInt16, over path: NetworkPath, timeout: Duration, lookups: Lookups?,
+                      begin: (inout ConnectionRace, inout [AddressFamily: Duration]) -> [ConnectionRace.Action]) throws(ConnectionError) -> RacedConnection {
         let interfaces: [NetworkInterface]
         switch policy.permittedInterfaces(of: path) {
         case .success(let permitted): interfaces = permitted
@@ -83,13 +167,7 @@ public struct ConnectionRacer: Sendable {
         var race = ConnectionRace(routes: ConnectionRace.Route.routes(of: interfaces), configuration: configuration)
         let start = Self.now()
         var resolved: [AddressFamily: Duration] = [:]
-        var actions: [ConnectionRace.Action] = []
-        // Literal addresses: both families answer at once, IPv6 first.
-        for family in [AddressFamily.inet6, .inet] {
-            let found = addresses.filter { $0.family == family }
-            resolved[family] = .zero
-            actions += race.handle(found.isEmpty ? .resolutionFailed(family) : .resolved(family, found), at: .zero)
-        }
+        var actions = begin(&race, &resolved)
         var sockets: [Int: Int32] = [:]
         var timer: Duration?
         defer { for fd in sockets.values { close(fd) } }
@@ -129,11 +207,19 @@ public struct ConnectionRacer: Sendable {
             let wake = min(timer ?? timeout, timeout)
             let ids = Array(sockets.keys)
             var entries = ids.map { pollfd(fd: sockets[$0]!, events: Int16(POLLOUT), revents: 0) }
+            let waitingForLookups = lookups != nil && resolved.count < 2
+            if let lookups, waitingForLookups { entries.append(pollfd(fd: lookups.descriptor, events: Int16(POLLIN), revents: 0)) }
             let remaining = max(.zero, wake - elapsed)
             var spec = timespec(tv_sec: Int(remaining.components.seconds), tv_nsec: Int(remaining.components.attoseconds / 1_000_000_000))
             let ready = ppoll(&entries, nfds_t(entries.count), &spec, nil)
             let now = Self.now() - start
             if ready < 0 && errno != EINTR { throw .system("poll: \(String(cString: strerror(errno)))") }
+            if let lookups, waitingForLookups, entries.last!.revents != 0 {
+                for (family, found) in lookups.take() where resolved[family] == nil {
+                    resolved[family] = now
+                    actions += race.handle(found.isEmpty ? .resolutionFailed(family) : .resolved(family, found), at: now)
+                }
+            }
             for (slot, id) in ids.enumerated() where entries[slot].revents != 0 {
                 var error: Int32 = 0
                 var length = socklen_t(MemoryLayout<Int32>.size)
