@@ -154,7 +154,7 @@ public final class HandoverConnection {
     /// interface left the path, or the stall threshold passed.
     private func wait(for events: Int16) -> Reason? {
         let start = Self.now()
-        let threshold = StalledPaths.stallThreshold(smoothedRTT: smoothedRTT, minimum: configuration.minimumStall, maximum: configuration.maximumStall)
+        let threshold = StalledPaths.stallThreshold(smoothedRTT: StalledPaths.smoothedRTT(of: descriptor), minimum: configuration.minimumStall, maximum: configuration.maximumStall)
         while true {
             let elapsed = Self.now() - start
             if elapsed >= threshold {
@@ -209,13 +209,6 @@ public final class HandoverConnection {
             descriptor = connection.descriptor
             return
         }
-    }
-
-    private var smoothedRTT: Duration? {
-        var info = tcp_info()
-        var length = socklen_t(MemoryLayout<tcp_info>.size)
-        guard descriptor >= 0, getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, info.tcpi_rtt > 0 else { return nil }
-        return .microseconds(Int64(info.tcpi_rtt))
     }
 
     private static func now() -> Duration { ConnectionRacer.now() }

@@ -51,9 +51,10 @@ public final class MPTCPPathManager: Sendable {
         var stalled: Set<String> = []
         var lastPath: NetworkPath?
         var originalLimits: MPTCPLimits?
+        var limits: MPTCPLimits?
     }
 
-    private let state: Mutex<UncheckedSendableBox<State>>
+    private let state: Mutex<State>
 
     /// Opens the path manager of `namespace`; fails when the kernel has no MPTCP.
     public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy()) throws(NetlinkError) {
@@ -65,7 +66,7 @@ public final class MPTCPPathManager: Sendable {
         self.namespace = namespace
         self.serviceType = serviceType
         self.policy = policy
-        self.state = Mutex(UncheckedSendableBox(State(socket: socket)))
+        self.state = Mutex(State(socket: socket))
     }
 
     /// The endpoints a path calls for (pure: what ``update(to:)`` makes the kernel's match).
@@ -87,9 +88,9 @@ public final class MPTCPPathManager: Sendable {
     /// Brings the kernel's endpoints in step with `path`; returns what changed.
     @discardableResult
     public func update(to path: NetworkPath) throws(NetlinkError) -> [Change] {
-        try state.withLock { box throws(NetlinkError) -> [Change] in
-            box.value.lastPath = path
-            return try Self.reconcile(&box.value, path: path, serviceType: serviceType, policy: policy)
+        try state.withLock { state throws(NetlinkError) -> [Change] in
+            state.lastPath = path
+            return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
         }
     }
 
@@ -111,41 +112,42 @@ public final class MPTCPPathManager: Sendable {
     /// data stopped moving over it though it is still up.
     @discardableResult
     public func markStalled(_ interface: String) throws(NetlinkError) -> [Change] {
-        try state.withLock { box throws(NetlinkError) -> [Change] in
-            guard box.value.stalled.insert(interface).inserted, let path = box.value.lastPath else { return [] }
-            return try Self.reconcile(&box.value, path: path, serviceType: serviceType, policy: policy)
+        try state.withLock { state throws(NetlinkError) -> [Change] in
+            guard state.stalled.insert(interface).inserted, let path = state.lastPath else { return [] }
+            return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
         }
     }
 
     /// Gives `interface` its place back.
     @discardableResult
     public func clearStalled(_ interface: String) throws(NetlinkError) -> [Change] {
-        try state.withLock { box throws(NetlinkError) -> [Change] in
-            guard box.value.stalled.remove(interface) != nil, let path = box.value.lastPath else { return [] }
-            return try Self.reconcile(&box.value, path: path, serviceType: serviceType, policy: policy)
+        try state.withLock { state throws(NetlinkError) -> [Change] in
+            guard state.stalled.remove(interface) != nil, let path = state.lastPath else { return [] }
+            return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
         }
     }
 
     /// The interface whose subflows carry the data now: the path's first permitted one that has
     /// not stalled (in `handover`, the only one that is not a backup).
     public var preferredInterface: String? {
-        state.withLock { box in
-            box.value.lastPath.flatMap { Self.endpoints(for: $0, serviceType: serviceType, policy: policy, stalled: box.value.stalled).first?.interface }
+        state.withLock { state in
+            state.lastPath.flatMap { Self.endpoints(for: $0, serviceType: serviceType, policy: policy, stalled: state.stalled).first?.interface }
         }
     }
 
     /// The endpoints this manager keeps now, with their interfaces.
     public var endpoints: [(interface: String, endpoint: MPTCPEndpoint)] {
-        state.withLock { box in box.value.managed.values.map { ($0.interface, $0.endpoint) }.sorted { $0.endpoint.address < $1.endpoint.address } }
+        state.withLock { state in state.managed.values.map { ($0.interface, $0.endpoint) }.sorted { $0.endpoint.address < $1.endpoint.address } }
     }
 
     /// Removes the endpoints this manager added and restores the limits it changed.
     public func stop() {
-        state.withLock { box in
-            for managed in box.value.managed.values { try? box.value.socket.removeMPTCPEndpoint(id: managed.endpoint.id) }
-            box.value.managed = [:]
-            if let limits = box.value.originalLimits { try? box.value.socket.setMPTCPLimits(limits) }
-            box.value.originalLimits = nil
+        state.withLock { state in
+            for managed in state.managed.values { try? state.socket.removeMPTCPEndpoint(id: managed.endpoint.id) }
+            state.managed = [:]
+            if let limits = state.originalLimits { try? state.socket.setMPTCPLimits(limits) }
+            state.originalLimits = nil
+            state.limits = nil
         }
     }
 
@@ -170,12 +172,17 @@ public final class MPTCPPathManager: Sendable {
             changes.append(.removed(managed.endpoint, interface: managed.interface))
         }
         if !wanted.isEmpty {
-            // Each endpoint may add one subflow to every connection.
-            let limits = try state.socket.mptcpLimits()
+            // Each endpoint may add one subflow to every connection. The limits are read once;
+            // after that the manager knows them (it is the one that changes them).
+            let limits: MPTCPLimits
+            if let known = state.limits { limits = known } else { limits = try state.socket.mptcpLimits() }
             if state.originalLimits == nil { state.originalLimits = limits }
+            state.limits = limits
             let needed = min(MPTCPLimits.maximum, UInt32(wanted.count))
             if limits.subflows < needed {
-                try state.socket.setMPTCPLimits(MPTCPLimits(subflows: needed, addAddressAccepted: max(limits.addAddressAccepted, needed)))
+                let raised = MPTCPLimits(subflows: needed, addAddressAccepted: max(limits.addAddressAccepted, needed))
+                try state.socket.setMPTCPLimits(raised)
+                state.limits = raised
             }
         }
         // Promotions before demotions: a connection always has a regular subflow to send on.
@@ -201,10 +208,4 @@ public final class MPTCPPathManager: Sendable {
         }
         return changes
     }
-}
-
-/// A value that is only ever used under a lock.
-struct UncheckedSendableBox<Value>: @unchecked Sendable {
-    var value: Value
-    init(_ value: Value) { self.value = value }
 }

@@ -23,6 +23,9 @@ public final class NetlinkSocket {
     /// The protocol the socket speaks.
     public let `protocol`: NetlinkProtocol
     private var receiveBuffer: UnsafeMutableRawBufferPointer?
+    /// Generic-netlink family identifiers resolved on this socket, by name (they do not change
+    /// while the kernel runs).
+    var genericFamilies: [String: Int32] = [:]
 
     /// Opens and connects a socket in `namespace`.
     public convenience init(_ protocol: NetlinkProtocol = .route, in namespace: NetworkNamespace = .current) throws(NetlinkError) {

@@ -74,7 +74,9 @@ extension NetlinkSocket {
         guard `protocol` == .generic else {
             throw NetlinkError(.errno(EPROTOTYPE), operation: "resolve mptcp_pm", hint: "MPTCP path management needs a generic netlink socket")
         }
+        if let known = genericFamilies[MPTCP_PM_NAME] { return known }
         let family = genl_ctrl_resolve(handle, MPTCP_PM_NAME)
+        if family >= 0 { genericFamilies[MPTCP_PM_NAME] = family }
         if family < 0 {
             throw NetlinkError.libnl(family, "resolve generic netlink family mptcp_pm")
                 .withHint("this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP")

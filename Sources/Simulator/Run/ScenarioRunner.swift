@@ -228,7 +228,12 @@ public final class ScenarioRunner: Sendable {
         // Multipath modes: MPTCP where the kernel has it. Servers accept every subflow a client
         // opens; each client node gets a path manager following its monitor.
         var pathManagers: [String: MPTCPPathManager] = [:]
-        defer { for manager in pathManagers.values { manager.stop() } }
+        var following: [PathUpdateSubscription] = []
+        defer {
+            // Stop following first, so that no late path update adds endpoints back.
+            for subscription in following { subscription.cancel() }
+            for manager in pathManagers.values { manager.stop() }
+        }
         let multipathWorkloads = scenario.workloads.filter { $0.mode.usesMPTCP(options.multipath) && $0.to != nil }
         var useMPTCP = false
         if !multipathWorkloads.isEmpty, let probeNode = plan.nodes.first,
@@ -267,7 +272,7 @@ public final class ScenarioRunner: Sendable {
                             log.record("mptcp", [("node", .string(client)), ("error", .string(error.description))])
                         }
                     }
-                    monitors.append((monitor, subscription))
+                    following.append(subscription)
                 }
             } catch {
                 throw SimulatorError(.environment, "set up MPTCP path management: \(error)")

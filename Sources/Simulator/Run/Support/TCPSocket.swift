@@ -1,5 +1,6 @@
 import CNetlink
 import Glibc
+import Multipath
 import Netlink
 
 /// A TCP socket of a workload, made inside a node's namespace (a socket belongs to the
@@ -181,12 +182,7 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// The kernel's smoothed round-trip time of the connection (`TCP_INFO`), if known.
-    var smoothedRTT: Duration? {
-        var info = tcp_info()
-        var length = socklen_t(MemoryLayout<tcp_info>.size)
-        guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, info.tcpi_rtt > 0 else { return nil }
-        return .microseconds(Int64(info.tcpi_rtt))
-    }
+    var smoothedRTT: Duration? { StalledPaths.smoothedRTT(of: descriptor) }
 
     /// The local address the kernel chose, as text.
     var localAddress: String? {

@@ -200,11 +200,9 @@ final class ClientConnection: Sendable {
         guard let candidate = due.lazy.compactMap({ name in path.availableInterfaces.first { $0.name == name } }).first,
               probe(candidate, path: path, now: now) else { return }
         state.withLock { _ = $0.demoted.remove(candidate.name) }
-        for interface in [candidate.name] {
-            let changes = (try? manager.clearStalled(interface)) ?? []
-            context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
-                                                 ("changes", .array(changes.map { .string($0.description) }))])
-        }
+        let changes = (try? manager.clearStalled(candidate.name)) ?? []
+        context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(candidate.name)),
+                                             ("changes", .array(changes.map { .string($0.description) }))])
     }
 
     /// How long without progress, while data is expected, before the path counts as stalled:
