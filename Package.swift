@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "PathMonitor", targets: ["PathMonitor"]),
         .library(name: "Simulator", targets: ["Simulator"]),
         .library(name: "Multipath", targets: ["Multipath"]),
+        // For other packages' tests: scenarios around code under test (not linked by `roam`).
+        .library(name: "RoamTesting", targets: ["RoamTesting"]),
         .executable(name: "roam", targets: ["roam"]),
     ],
     dependencies: [
@@ -26,6 +28,7 @@ let package = Package(
         .target(name: "PathMonitor", dependencies: ["Netlink"]),
         .target(name: "Multipath", dependencies: ["PathMonitor"]),
         .target(name: "Simulator", dependencies: ["PathMonitor", "Multipath", .product(name: "Yams", package: "Yams")]),
+        .target(name: "RoamTesting", dependencies: ["Simulator"]),
         .executableTarget(
             name: "roam",
             dependencies: [
@@ -62,6 +65,7 @@ let package = Package(
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "Simulator", "TestSupport"]),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport"]),
         .testTarget(name: "MultipathTests", dependencies: ["Multipath", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "Simulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

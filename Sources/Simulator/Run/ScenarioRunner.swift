@@ -111,6 +111,13 @@ public struct RunReport: Sendable {
     public var notes: [String] = []
     /// What the userspace emulator did with each direction's packets (empty with netem).
     public var linkStatistics: [LinkStatistics] = []
+    /// Every link change, when it was planned and when it took effect.
+    public var changes: [AppliedChange] = []
+    /// Every path update of every node, in order.
+    public var paths: [PathRecord] = []
+    /// How far the run went: the scenario's duration, or less when it was ended early by
+    /// ``ScenarioRunner/finish()`` or ``ScenarioRunner/cancel()``.
+    public var endedAt: Duration = .zero
 
     /// Every expectation held, the run was not cut short, and every change was applied.
     public var passed: Bool { !cancelled && failedChanges.isEmpty && expectations.allSatisfy(\.passed) }
@@ -124,7 +131,7 @@ public struct RunReport: Sendable {
 public final class ScenarioRunner: Sendable {
     public let scenario: Scenario
     public let options: RunOptions
-    private let cancellation = Mutex<(requested: Bool, signal: StopSignal?)>((false, nil))
+    private let cancellation = Mutex<(requested: Bool, finishing: Bool, signal: StopSignal?)>((false, false, nil))
 
     /// How long before time zero everything is set up and waiting, so that the first
     /// events and workload starts are not late.
@@ -144,7 +151,25 @@ public final class ScenarioRunner: Sendable {
         signal?.signal()
     }
 
-    public func run(progress: (@Sendable (RunProgress) -> Void)? = nil) throws(SimulatorError) -> RunReport {
+    /// Ends a run before the scenario's end without calling it cancelled: workloads stop,
+    /// expectations are checked on what ran (``RunReport/endedAt`` says how far), the report is
+    /// written and the topology removed. For code under test that has done its part.
+    public func finish() {
+        let signal = cancellation.withLock { state -> StopSignal? in
+            state.finishing = true
+            return state.signal
+        }
+        signal?.signal()
+    }
+
+    /// Plays the scenario and returns its report; blocks until the end.
+    ///
+    /// - Parameters:
+    ///   - progress: called after every sample (``RunOptions/sampleInterval``).
+    ///   - started: called once at time zero, with the network built and every link set, on
+    ///     the calling thread; it must return quickly (hand the network to other work).
+    public func run(progress: (@Sendable (RunProgress) -> Void)? = nil,
+                    started: (@Sendable (RunningNetwork) -> Void)? = nil) throws(SimulatorError) -> RunReport {
         guard geteuid() == 0 else {
             throw SimulatorError(.environment, "roam run needs root: it creates network namespaces (run it with sudo)")
         }
@@ -162,7 +187,7 @@ public final class ScenarioRunner: Sendable {
         let stop = try StopSignal()
         let alreadyCancelled = cancellation.withLock { state -> Bool in
             state.signal = stop
-            return state.requested
+            return state.requested || state.finishing
         }
         if alreadyCancelled { stop.signal() }
 
@@ -329,6 +354,11 @@ public final class ScenarioRunner: Sendable {
             }
         }
 
+        if let started {
+            started(RunningNetwork(runID: runID, seed: seed, backend: selection.kind, reportDirectory: directory, start: log.start, plan: plan,
+                                   namespaces: plan.nodes.reduce(into: [:]) { $0[$1.name] = topology.namespace(of: $1.name) },
+                                   monitors: monitorOf, log: log))
+        }
         // The run's own loop: sample every interval, stop workloads at their time, end on time.
         let end = log.start + scenario.duration
         var nextSample = log.start + options.sampleInterval
@@ -404,7 +434,8 @@ public final class ScenarioRunner: Sendable {
         let report = RunReport(
             scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: expectations,
             workloads: results, failedChanges: changes.filter { $0.failure != nil }, lateness: changes.map { $0.actual - $0.change.at },
-            pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics)
+            pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics, changes: changes, paths: paths,
+            endedAt: finishedAt)
         log.record("run", [("event", cancelled ? "cancelled" : "end"), ("passed", .bool(report.passed))])
         try Self.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
                        to: directory + "/summary.json")
@@ -475,6 +506,7 @@ extension RunReport {
             ("backendReason", .string(backend.reason)),
             ("timeScale", .double(timeScale)),
             ("durationSeconds", .seconds(scenario.duration)),
+            ("endedAtSeconds", .seconds(endedAt)),
             ("cancelled", .bool(cancelled)),
             ("passed", .bool(passed)),
             ("expectations", .array(expectations.map(\.json))),

@@ -14,6 +14,19 @@ public struct Scenario: Sendable, Hashable {
     public var timeline: [TimelineEvent]
     public var workloads: [Workload]
     public var expectations: [Expectation]
+
+    public init(name: String, description: String? = nil, seed: UInt64 = 1, duration: Duration, nodes: [ScenarioNode] = [],
+                links: [LinkSpec] = [], timeline: [TimelineEvent] = [], workloads: [Workload] = [], expectations: [Expectation] = []) {
+        self.name = name
+        self.description = description
+        self.seed = seed
+        self.duration = duration
+        self.nodes = nodes
+        self.links = links
+        self.timeline = timeline
+        self.workloads = workloads
+        self.expectations = expectations
+    }
 }
 
 /// A host of the scenario: one network namespace.

@@ -1,0 +1,122 @@
+import Glibc
+import Netlink
+import PathMonitor
+import Simulator
+
+/// One node of a running scenario, as code under test sees it: its addresses, its path, and
+/// ways to run code inside its network namespace.
+public struct NodeHandle: Sendable {
+    public let name: String
+    let namespace: NetworkNamespace
+    let plan: TopologyPlan.Node
+    let network: RunningNetwork
+
+    /// The node's service address (IPv4): reachable from every other node over whichever of
+    /// its links is up, as a server on the Internet is.
+    public var address: String { plan.serviceIPv4.description }
+    /// The node's IPv6 service address.
+    public var address6: String { plan.serviceIPv6.description }
+
+    /// The node's own IPv4 address on `link` (nil when it has no such link).
+    public func address(on link: String) -> String? {
+        plan.interfaces.first { $0.link == link }?.ipv4.address.description
+    }
+
+    /// The node's own IPv6 address on `link`.
+    public func address6(on link: String) -> String? {
+        plan.interfaces.first { $0.link == link }?.ipv6.address.description
+    }
+
+    /// The path the node's monitor sees now.
+    public var path: NetworkPath? { network.currentPath(of: name) }
+
+    /// The node's path monitor (its updates are the ones in the report), to follow the path
+    /// from the code under test.
+    public var monitor: NetworkPathMonitor? { network.monitor(of: name) }
+
+    /// Runs `body` inside the node's network namespace and returns its result.
+    ///
+    /// `body` runs on a thread of its own that lives in the namespace (as the task executor
+    /// preference of the task), so every socket it opens, directly or from the nonisolated
+    /// async functions it calls, belongs to the node; so do threads it starts. Code isolated to
+    /// an actor with its own executor (the main actor, a custom executor) runs there instead,
+    /// outside the node; unstructured tasks (`Task {}`) do not inherit the preference.
+    public func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        let executor: NamespaceExecutor
+        do {
+            executor = try NamespaceExecutor(namespace: namespace, name: "roam-\(name)")
+        } catch {
+            throw RoamTestingError("enter node '\(name)': \(error)")
+        }
+        defer { executor.shutdown() }
+        let expected = try namespaceIdentity(of: namespace)
+        return try await withTaskExecutorPreference(executor) {
+            guard currentThreadNamespace() == expected else {
+                throw RoamTestingError("the code for node '\(name)' did not run on the node's thread; "
+                    + "call run(_:) from a nonisolated context (not the main actor)")
+            }
+            return try await body()
+        }
+    }
+
+    /// Runs a program inside the node's namespace and waits for it: its exit status and what
+    /// it wrote. The environment gets `ROAM_NODE` and the scenario's addresses, as a `command`
+    /// workload's does.
+    public func spawn(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessOutcome {
+        guard !arguments.isEmpty else { throw RoamTestingError("spawn needs a program to run") }
+        var values = ProcessInfoEnvironment.current
+        for (key, value) in network.environment { values[key] = value }
+        values["ROAM_NODE"] = name
+        for (key, value) in environment { values[key] = value }
+        let finalEnvironment = values
+        let namespace = namespace
+        return try await withCheckedThrowingContinuation { continuation in
+            do {
+                let thread = try namespace.spawnThread(name: "roam-spawn") { entered in
+                    switch entered {
+                    case .failure(let error):
+                        continuation.resume(throwing: RoamTestingError("enter node: \(error)"))
+                    case .success:
+                        continuation.resume(with: Result { try ProcessOutcome.run(arguments, environment: finalEnvironment) })
+                    }
+                }
+                thread.detach()
+            } catch {
+                continuation.resume(throwing: RoamTestingError("enter node: \(error)"))
+            }
+        }
+    }
+
+    /// Writes a `mark` into the run's timeline, shown in the HTML report next to the links' changes.
+    public func mark(_ text: String) {
+        network.mark(text, node: name)
+    }
+}
+
+/// The inode of a namespace file, which identifies the namespace.
+func namespaceIdentity(of namespace: NetworkNamespace) throws -> UInt64 {
+    var info = stat()
+    guard let path = namespace.path, stat(path, &info) == 0 else {
+        throw RoamTestingError("cannot read the node's namespace: \(String(cString: strerror(errno)))")
+    }
+    return UInt64(info.st_ino)
+}
+
+func currentThreadNamespace() -> UInt64? {
+    var info = stat()
+    guard stat("/proc/thread-self/ns/net", &info) == 0 else { return nil }
+    return UInt64(info.st_ino)
+}
+
+enum ProcessInfoEnvironment {
+    static var current: [String: String] {
+        var values: [String: String] = [:]
+        var index = 0
+        while let entry = environ[index] {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") { values[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
+            index += 1
+        }
+        return values
+    }
+}

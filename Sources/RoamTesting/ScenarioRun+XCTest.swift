@@ -1,0 +1,16 @@
+#if canImport(XCTest)
+import XCTest
+
+extension ScenarioRun {
+    /// Fails the current XCTest test unless `check` holds; the message carries the measurement
+    /// and the seed that replays the run. Returns whether it held.
+    @discardableResult
+    public func assert(_ check: RunCheck, file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        let outcome = report.check(check)
+        if !outcome.passed {
+            XCTFail(report.failureMessage(check, outcome), file: file, line: line)
+        }
+        return outcome.passed
+    }
+}
+#endif

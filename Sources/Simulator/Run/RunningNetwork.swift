@@ -1,0 +1,44 @@
+import Netlink
+import PathMonitor
+
+/// A scenario's network while it runs: each node's namespace, addresses and path, for code that
+/// runs alongside the scenario's own workloads (``ScenarioRunner/run(progress:started:)``).
+public struct RunningNetwork: Sendable {
+    public let runID: String
+    /// The seed the run uses (the scenario's, or the one ``RunOptions/seed`` gave).
+    public let seed: UInt64
+    public let backend: BackendKind
+    public let reportDirectory: String
+    /// Time zero of the scenario.
+    public let start: MonotonicInstant
+    public let plan: TopologyPlan
+    let namespaces: [String: NetworkNamespace]
+    let monitors: [String: NetworkPathMonitor]
+    let log: RunLog
+
+    /// The namespace of `node`, nil when the scenario has no such node.
+    public func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }
+
+    /// The path `node`'s monitor sees now.
+    public func currentPath(of node: String) -> NetworkPath? { monitors[node]?.currentPath }
+
+    /// The path monitor running in `node` (the one whose updates go into the report).
+    public func monitor(of node: String) -> NetworkPathMonitor? { monitors[node] }
+
+    /// The topology in environment variables, as a `command` workload gets it (`ROAM_RUN_ID`,
+    /// `ROAM_NODES`, `ROAM_<NODE>_ADDR`, `ROAM_<NODE>_<LINK>_ADDR`, their `_ADDR6`, `ROAM_REPORT_DIR`).
+    public var environment: [String: String] {
+        ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: reportDirectory)
+    }
+
+    /// Time since time zero.
+    public var elapsed: Duration { log.elapsed }
+
+    /// Writes a `mark` event into the run's timeline (and the HTML report): something the code
+    /// under test wants to see next to the links' changes.
+    public func mark(_ text: String, node: String? = nil) {
+        var fields: [(String, JSONValue)] = [("text", .string(text))]
+        if let node { fields.append(("node", .string(node))) }
+        log.record("mark", fields)
+    }
+}

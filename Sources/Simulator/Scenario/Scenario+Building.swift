@@ -1,0 +1,106 @@
+import PathMonitor
+
+// Scenarios built in Swift, as in a test: the same values `ScenarioReader` makes from YAML.
+// ``Scenario/problems`` checks what the reader checks about references and ranges.
+
+extension Scenario {
+    /// What makes this scenario unplayable, one sentence each (empty when it is sound): unknown
+    /// nodes and links, duplicate names, events and workloads outside the duration.
+    public var problems: [String] {
+        var problems: [String] = []
+        if duration <= .zero { problems.append("the duration must be more than zero") }
+        let nodeNames = Set(nodes.map(\.name))
+        if nodeNames.count != nodes.count { problems.append("node names must be unique") }
+        if nodes.isEmpty { problems.append("a scenario needs at least one node") }
+        for node in nodes where !ScenarioNode.isValidName(node.name) {
+            problems.append("node name '\(node.name)': start with a letter and use letters, digits, '-', '_' (at most 32)")
+        }
+        var linkNames = Set<String>()
+        for link in links {
+            if !linkNames.insert(link.name).inserted { problems.append("link '\(link.name)' is defined twice") }
+            if link.name.isEmpty || link.name.utf8.count > 15 { problems.append("link name '\(link.name)': 1 to 15 characters (it names the interfaces)") }
+            for node in [link.endpoints.0, link.endpoints.1] where !nodeNames.contains(node) {
+                problems.append("link '\(link.name)' is between unknown node '\(node)'")
+            }
+            if link.endpoints.0 == link.endpoints.1 { problems.append("link '\(link.name)' needs two different nodes") }
+        }
+        for event in timeline {
+            if !linkNames.contains(event.link) { problems.append("timeline event at \(event.at.roamDescription) names unknown link '\(event.link)'") }
+            if event.at < .zero || event.at > duration {
+                problems.append("timeline event at \(event.at.roamDescription) is outside the scenario (0 to \(duration.roamDescription))")
+            }
+            if case .profile(let name) = event.action, LinkProfile.named(name) == nil { problems.append("no profile named '\(name)'") }
+        }
+        var workloadNames = Set<String>()
+        for workload in workloads {
+            if !workloadNames.insert(workload.name).inserted { problems.append("workload '\(workload.name)' is defined twice") }
+            for node in [workload.from] + (workload.to.map { [$0] } ?? []) where !nodeNames.contains(node) {
+                problems.append("workload '\(workload.name)' names unknown node '\(node)'")
+            }
+            if case .command = workload.kind {} else if workload.to == nil {
+                problems.append("workload '\(workload.name)' needs `to`: the receiving node")
+            }
+        }
+        for expectation in expectations {
+            switch expectation.check {
+            case .path(_, _, let link, _):
+                if !nodeNames.contains(expectation.subject) { problems.append("path expectation names unknown node '\(expectation.subject)'") }
+                if !linkNames.contains(link) { problems.append("path expectation names unknown link '\(link)'") }
+            default:
+                if !workloadNames.contains(expectation.subject) { problems.append("expectation names unknown workload '\(expectation.subject)'") }
+            }
+        }
+        return problems
+    }
+}
+
+extension ScenarioNode {
+    public init(_ name: String, description: String? = nil) {
+        self.name = name
+        self.description = description
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        guard let first = name.first, first.isASCII, first.isLetter, name.utf8.count <= 32 else { return false }
+        return name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
+    }
+}
+
+extension LinkSpec {
+    /// A link between `endpoints` (`up` is from the first to the second). A `profile` is the
+    /// base: `type`, `expensive`, `constrained` and the impairments given here override it.
+    public init(_ name: String, between endpoints: (String, String), profile: String? = nil, type: InterfaceType? = nil,
+                isExpensive: Bool? = nil, isConstrained: Bool? = nil, both: Impairment = Impairment(), up: Impairment = Impairment(),
+                down: Impairment = Impairment(), capture: Bool = false) {
+        let preset = profile.flatMap(LinkProfile.named)
+        let resolvedType = type ?? preset?.type ?? .wiredEthernet
+        self.name = name
+        self.endpoints = endpoints
+        self.type = resolvedType
+        self.isExpensive = isExpensive ?? preset?.isExpensive ?? (resolvedType == .cellular)
+        self.isConstrained = isConstrained ?? preset?.isConstrained ?? false
+        self.profile = preset?.name
+        self.up = (preset?.up ?? Impairment()).overridden(by: both).overridden(by: up)
+        self.down = (preset?.down ?? Impairment()).overridden(by: both).overridden(by: down)
+        self.capture = capture
+    }
+}
+
+extension TimelineEvent {
+    public init(at: Duration, link: String, direction: LinkDirection = .both, _ action: Action) {
+        self.at = at
+        self.link = link
+        self.direction = direction
+        self.action = action
+        self.line = 0
+    }
+}
+
+extension Expectation {
+    /// An expectation on a workload (or, for `.path`, on a node).
+    public init(_ subject: String, _ check: Check) {
+        self.subject = subject
+        self.check = check
+        self.line = 0
+    }
+}

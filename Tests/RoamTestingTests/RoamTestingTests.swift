@@ -1,0 +1,194 @@
+import Foundation
+import Glibc
+import PathMonitor
+import RoamTesting
+import Simulator
+import Testing
+import TestSupport
+
+/// A phone with Wi-Fi and cellular to a server, built in Swift; Wi-Fi is blackholed for a while.
+private func phoneScenario(duration: Duration = .seconds(6), blackholeAt: Duration = .seconds(1)) -> Scenario {
+    Scenario(name: "roamtesting", seed: 11, duration: duration,
+             nodes: [ScenarioNode("phone"), ScenarioNode("server")],
+             links: [LinkSpec("wifi", between: ("phone", "server"), type: .wifi, both: Impairment(delay: .milliseconds(5), rate: .mbit(20))),
+                     LinkSpec("cell", between: ("phone", "server"), profile: "lte")],
+             timeline: [TimelineEvent(at: blackholeAt, link: "wifi", .blackhole(true))])
+}
+
+@Suite("Scenarios built in Swift")
+struct ScenarioBuildingTests {
+    @Test func aSoundScenarioHasNoProblems() {
+        #expect(phoneScenario().problems == [])
+    }
+
+    @Test func unknownReferencesAreNamed() {
+        var scenario = phoneScenario()
+        scenario.links.append(LinkSpec("bad", between: ("phone", "nowhere")))
+        scenario.timeline.append(TimelineEvent(at: .seconds(99), link: "missing", .down))
+        scenario.workloads.append(Workload(name: "w", kind: .bulk(size: nil), from: "server", to: "tablet"))
+        scenario.expectations.append(Expectation("nothing", .completes(true)))
+        let problems = scenario.problems.joined(separator: "\n")
+        #expect(problems.contains("unknown node 'nowhere'"))
+        #expect(problems.contains("unknown link 'missing'"))
+        #expect(problems.contains("outside the scenario"))
+        #expect(problems.contains("unknown node 'tablet'"))
+        #expect(problems.contains("unknown workload 'nothing'"))
+    }
+
+    @Test func aLinkBuiltInSwiftTakesItsProfileAsYAMLDoes() throws {
+        let fromYAML = try Scenario.parse(yaml: """
+            name: p
+            duration: 1s
+            nodes: { phone: {}, server: {} }
+            links: [{ name: cell, between: [phone, server], profile: lte, delay: 40ms }]
+            """)
+        let built = LinkSpec("cell", between: ("phone", "server"), profile: "lte", both: Impairment(delay: .milliseconds(40)))
+        #expect(fromYAML.links.first == built)
+    }
+
+    @Test func aBrokenFileGivesEveryProblemWithItsPlace() throws {
+        let error = try #require(throws: RoamTestingError.self) {
+            try Scenario.parse(yaml: "name: x\nduration: soon\nnodes: {}\n", name: "broken.yaml")
+        }
+        #expect(error.message.contains("broken.yaml:2"))
+    }
+}
+
+@Suite("RoamTesting in namespaces", .serialized, .enabled(if: RoamTesting.isAvailable, "needs root and /dev/net/tun"))
+struct RoamTestingKernelTests {
+    @Test func codeUnderTestRunsInsideItsNodeAndReachesThePeer() async throws {
+        let before = try HostNetworkState.capture()
+        let processNamespace = try #require(Self.namespaceInode("/proc/self/ns/net"))
+        let run = try await phoneScenario().run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let listener = try await server.run { try Self.listen(on: server.address) }
+            defer { close(listener) }
+            async let served: Int = server.run { try Self.echoOnce(listener) }
+            let (namespace, answer) = try await phone.run { () async throws -> (UInt64?, String) in
+                let namespace = Self.namespaceInode("/proc/thread-self/ns/net")
+                await Task.yield()  // back on the node's thread after a suspension
+                #expect(Self.namespaceInode("/proc/thread-self/ns/net") == namespace)
+                return (namespace, try Self.exchange("hello", with: server.address))
+            }
+            #expect(try await served == 5)
+            #expect(namespace != processNamespace)
+            let interfaces = try await phone.spawn(["cat", "/proc/net/dev"])
+            #expect(interfaces.succeeded)
+            #expect(interfaces.standardOutput.contains("wifi:") && interfaces.standardOutput.contains("cell:"))
+            #expect(phone.path?.status == .satisfied)
+            phone.mark("exchanged")
+            return answer
+        }
+        #expect(run.value == "hello")
+        #expect(run.seed == 11)
+        #expect(run.report.endedAt < .seconds(6), "ends when the code under test returns")
+        #expect(run.report.passed)
+        run.expect(.pathUpdates(of: "phone", atLeast: 1))
+        let timeline = try String(contentsOfFile: run.report.reportDirectory + "/timeline.jsonl", encoding: .utf8)
+        #expect(timeline.contains("\"exchanged\""))
+        #expect(try HostNetworkState.capture() == before)
+        #expect(Self.leftoverNamespaces(run.report.runID).isEmpty)
+    }
+
+    @Test func aFailedCheckCarriesTheSeedAndTheMeasurement() async throws {
+        let run = try await phoneScenario(duration: .seconds(3)).run(TestRunOptions(seed: 4242, end: .atScenarioEnd)) { _ in }
+        #expect(run.report.endedAt == .seconds(3))
+        #expect(run.seed == 4242)
+        let impossible = RunCheck.pathUpdates(of: "phone", atLeast: 1000)
+        let outcome = run.check(impossible)
+        #expect(!outcome.passed)
+        let message = run.report.failureMessage(impossible, outcome)
+        #expect(message.contains("ROAM_SEED=4242"))
+        #expect(message.contains("path update"))
+        #expect(message.contains(run.report.reportDirectory))
+        #expect(run.check(.path(of: "phone", reaches: .satisfied, within: .seconds(1), after: "wifi", event: "blackhole")).passed)
+    }
+
+    @Test func codeUnderTestThatThrowsEndsTheRunCleanly() async throws {
+        struct Boom: Error {}
+        let failure = try await #require(throws: ScenarioRunFailure.self) {
+            _ = try await phoneScenario().run(TestRunOptions(seed: 77)) { _ in throw Boom() }
+        }
+        #expect(failure.seed == 77)
+        #expect(failure.underlying is Boom)
+        #expect(failure.description.contains("ROAM_SEED=77"))
+        #expect(Self.leftoverNamespaces(failure.report.runID).isEmpty)
+    }
+
+    @Test func anUnknownNodeIsNamedWithTheOnesThereAre() async throws {
+        let error = try await #require(throws: ScenarioRunFailure.self) {
+            _ = try await phoneScenario().run { network in try network.node("tablet") }
+        }
+        #expect("\(error.underlying)".contains("no node 'tablet'; nodes: phone, server"))
+    }
+
+    @Test func theSameSeedMakesTheSameDecisions() async throws {
+        // Loss on Wi-Fi; the same request sequence twice with one seed loses the same packets.
+        let scenario = try Scenario.parse(yaml: """
+            name: replay
+            seed: 3
+            duration: 30s
+            nodes: { phone: {}, server: {} }
+            links: [{ name: wifi, between: [phone, server], type: wifi, delay: 2ms, loss: 20% }]
+            """)
+        func lostPackets() async throws -> UInt64 {
+            let run = try await scenario.run { network in
+                let phone = try network.node("phone"), server = try network.node("server")
+                let ping = try await phone.spawn(["ping", "-n", "-c", "40", "-i", "0.01", "-W", "0.3", server.address])
+                return ping.standardOutput
+            }
+            return run.report.linkStatistics.reduce(0) { $0 + UInt64($1.counters.lost) }
+        }
+        let first = try await lostPackets(), second = try await lostPackets()
+        #expect(first > 0)
+        #expect(first == second)
+    }
+
+    static func namespaceInode(_ path: String) -> UInt64? {
+        var info = stat()
+        return stat(path, &info) == 0 ? UInt64(info.st_ino) : nil
+    }
+
+    static func leftoverNamespaces(_ runID: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []).filter { $0.contains(runID) }
+    }
+
+    static func listen(on address: String) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_port = UInt16(7777).bigEndian
+        inet_pton(AF_INET, address, &sin.sin_addr)
+        let bound = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, Glibc.listen(fd, 4) == 0 else { throw RoamTestingError("listen: \(String(cString: strerror(errno)))") }
+        return fd
+    }
+
+    static func echoOnce(_ listener: Int32) throws -> Int {
+        let client = accept(listener, nil, nil)
+        guard client >= 0 else { throw RoamTestingError("accept: \(String(cString: strerror(errno)))") }
+        defer { close(client) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = read(client, &buffer, buffer.count)
+        guard count > 0 else { return 0 }
+        _ = write(client, buffer, count)
+        return count
+    }
+
+    static func exchange(_ text: String, with address: String) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_port = UInt16(7777).bigEndian
+        inet_pton(AF_INET, address, &sin.sin_addr)
+        let connected = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard connected == 0 else { throw RoamTestingError("connect: \(String(cString: strerror(errno)))") }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = read(fd, &buffer, buffer.count)
+        return String(decoding: buffer[0..<max(0, count)], as: UTF8.self)
+    }
+}
