@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BUILD_FLAGS ?=
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test bench bench-quick clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example bench bench-quick clean
 
 setup:
 	@scripts/setup.sh
@@ -32,6 +32,11 @@ monitor-demo: build
 test: setup-vm
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+
+# Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client
+# against spotty Wi-Fi with RoamTesting (Swift Testing and XCTest).
+example: setup
+	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --build-tests && $(SWIFT) test $(BUILD_FLAGS) --skip-build
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

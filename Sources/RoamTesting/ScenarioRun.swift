@@ -66,6 +66,13 @@ public struct TestNetwork: Sendable {
 
     /// Writes a `mark` into the run's timeline.
     public func mark(_ text: String) { running.mark(text) }
+
+    /// Suspends until the scenario's clock reaches `time` (at once when it has), to line code
+    /// under test up with the timeline: `try await network.wait(until: .seconds(5))`.
+    public func wait(until time: Duration) async throws {
+        let remaining = time - running.elapsed
+        if remaining > .zero { try await Task.sleep(for: remaining) }
+    }
 }
 
 /// A finished run of a scenario under test: what the code under test returned and the report.
