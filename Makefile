@@ -29,7 +29,8 @@ monitor-demo: build
 # Unit tests run anywhere; kernel tests (namespaces, veth, netlink) run as root and skip otherwise.
 # The netem backend's tests run on this kernel where it has sch_netem, in a VM otherwise.
 # Tests run one at a time: kernel tests share one kernel, and leak checks count process-wide.
-test: setup-vm
+test:
+	@scripts/setup.sh --vm-if-needed --browser
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 

@@ -7,6 +7,8 @@
 #                             kernel without sch_netem: QEMU, Debian's kernel, virtme-ng
 #   scripts/setup.sh --vm-if-needed
 #                             --vm when the running kernel has no sch_netem (make test, make demo)
+#   scripts/setup.sh --browser
+#                             also headless Chromium, which the tests load report.html in (make test)
 set -euo pipefail
 
 # Whether the running kernel has netem: loaded, built in, or a module it can load.
@@ -17,12 +19,15 @@ kernel_has_netem() {
 }
 
 vm=0
-case "${1:-}" in
-  --vm) vm=1 ;;
-  --vm-if-needed) kernel_has_netem || vm=1 ;;
-  "") ;;
-  *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed]" >&2; exit 2 ;;
-esac
+browser=0
+for option in "$@"; do
+  case "$option" in
+    --vm) vm=1 ;;
+    --vm-if-needed) kernel_has_netem || vm=1 ;;
+    --browser) browser=1 ;;
+    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser]" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev  # the CNetlink system library
@@ -38,6 +43,10 @@ if [ "$vm" = 1 ]; then
     busybox-static                                # virtme-ng's initramfs
     python3-venv                                  # virtme-ng's own environment
   )
+fi
+
+if [ "$browser" = 1 ]; then
+  packages+=(chromium)                            # renders report.html in the tests
 fi
 
 missing=()

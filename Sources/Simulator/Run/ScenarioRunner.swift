@@ -439,6 +439,7 @@ public final class ScenarioRunner: Sendable {
         log.record("run", [("event", cancelled ? "cancelled" : "end"), ("passed", .bool(report.passed))])
         try Self.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
                        to: directory + "/summary.json")
+        try HTMLReport.write(directory: directory)
         return report
     }
 
@@ -476,7 +477,10 @@ public final class ScenarioRunner: Sendable {
     }
 
     static func write(_ value: JSONValue, to path: String) throws(SimulatorError) {
-        let text = value.serialized + "\n"
+        try write(text: value.serialized + "\n", to: path)
+    }
+
+    static func write(text: String, to path: String) throws(SimulatorError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }

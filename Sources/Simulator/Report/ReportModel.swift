@@ -1,0 +1,200 @@
+import PathMonitor
+
+/// What the HTML report draws, taken from a recorded run: series on the run's time axis.
+struct ReportModel {
+    struct Interval {
+        var start: Double
+        var end: Double
+        var label: String
+    }
+
+    /// One direction's conditions over time: each value holds from its time to the next.
+    struct Series {
+        var points: [(t: Double, value: Double?)] = []
+        var maximum: Double { points.compactMap(\.value).max() ?? 0 }
+    }
+
+    struct Link {
+        var name: String
+        var delay: [String: Series] = [:]
+        var loss: [String: Series] = [:]
+        var rate: [String: Series] = [:]
+        var down: [Interval] = []
+        var blackholed: [String: [Interval]] = [:]
+    }
+
+    struct Workload {
+        var name: String
+        var kind: String
+        var mode: String
+        /// (time, Mbit/s over the interval before it).
+        var throughput: [(t: Double, mbit: Double)] = []
+        var buffered: [(t: Double, seconds: Double)] = []
+        var stalls: [Interval] = []
+        var connects: [(t: Double, label: String)] = []
+        var disconnects: [(t: Double, label: String)] = []
+        var failedRequests: [(t: Double, label: String)] = []
+        var subflows: [(t: Double, label: String)] = []
+        var commands: [(t: Double, label: String)] = []
+    }
+
+    struct PathSpan {
+        var start: Double
+        var end: Double
+        var satisfied: Bool
+        var interface: String?
+        var type: String?
+        var expensive: Bool
+        var constrained: Bool
+        var summary: String
+    }
+
+    struct Node {
+        var name: String
+        var spans: [PathSpan] = []
+    }
+
+    var run: RecordedRun
+    var duration: Double
+    var links: [Link] = []
+    var workloads: [Workload] = []
+    var nodes: [Node] = []
+    var marks: [(t: Double, text: String)] = []
+    var mptcpChanges: [(t: Double, label: String)] = []
+
+    init(_ run: RecordedRun) {
+        self.run = run
+        let summary = run.summary
+        duration = max(0.001, summary["endedAtSeconds"]?.doubleValue ?? summary["durationSeconds"]?.doubleValue ?? 1)
+        var links: [String: Link] = [:], linkOrder: [String] = []
+        var workloads: [String: Workload] = [:], workloadOrder: [String] = []
+        var nodes: [String: [(t: Double, path: JSONValue, summary: String)]] = [:], nodeOrder: [String] = []
+        var openDown: [String: Double] = [:]
+        var openBlackhole: [String: Double] = [:]
+        for workload in summary["workloads"]?.arrayValue ?? [] {
+            guard let name = workload["name"]?.stringValue else { continue }
+            workloads[name] = Workload(name: name, kind: workload["kind"]?.stringValue ?? "", mode: workload["mode"]?.stringValue ?? "none")
+            workloadOrder.append(name)
+        }
+        func workload(_ event: JSONValue, _ body: (inout Workload) -> Void) {
+            guard let name = event["workload"]?.stringValue else { return }
+            if workloads[name] == nil {
+                workloads[name] = Workload(name: name, kind: "", mode: "")
+                workloadOrder.append(name)
+            }
+            body(&workloads[name]!)
+        }
+        for event in run.events {
+            let t = min(max(event["t"]?.doubleValue ?? 0, 0), duration)
+            switch event["type"]?.stringValue {
+            case "link":
+                guard let name = event["link"]?.stringValue else { continue }
+                if links[name] == nil {
+                    links[name] = Link(name: name)
+                    linkOrder.append(name)
+                }
+                if event["error"] != nil { continue }
+                if let carrier = event["carrier"]?.stringValue {
+                    if carrier == "down", openDown[name] == nil { openDown[name] = t }
+                    if carrier == "up", let start = openDown.removeValue(forKey: name) {
+                        links[name]!.down.append(Interval(start: start, end: t, label: "carrier down"))
+                    }
+                } else if let direction = event["direction"]?.stringValue, let conditions = event["conditions"] {
+                    links[name]!.delay[direction, default: Series()].points.append((t, conditions["delayMs"]?.doubleValue ?? 0))
+                    let loss: Double? = conditions["loss"]?.doubleValue ?? conditions["loss"].flatMap { model -> Double? in
+                        guard let p = model["p"]?.doubleValue, let r = model["r"]?.doubleValue else { return nil }
+                        let bad = model["lossInBad"]?.doubleValue ?? 1, good = model["lossInGood"]?.doubleValue ?? 0
+                        return p + r > 0 ? (r * good + p * bad) / (p + r) : good
+                    }
+                    links[name]!.loss[direction, default: Series()].points.append((t, (loss ?? 0) * 100))
+                    links[name]!.rate[direction, default: Series()].points.append((t, conditions["rateBps"]?.doubleValue.map { $0 / 1e6 }))
+                    let key = name + "/" + direction
+                    let blackholed = conditions["blackhole"]?.boolValue ?? false
+                    if blackholed, openBlackhole[key] == nil { openBlackhole[key] = t }
+                    if !blackholed, let start = openBlackhole.removeValue(forKey: key) {
+                        links[name]!.blackholed[direction, default: []].append(Interval(start: start, end: t, label: "blackhole \(direction)"))
+                    }
+                }
+            case "path":
+                // Paths published while the network is taken down after the end are not the run's.
+                if (event["t"]?.doubleValue ?? 0) > duration { continue }
+                guard let node = event["node"]?.stringValue, let path = event["path"] else { continue }
+                if nodes[node] == nil { nodeOrder.append(node) }
+                nodes[node, default: []].append((t, path, event["summary"]?.stringValue ?? ""))
+            case "sample":
+                workload(event) { workload in
+                    if let bps = event["throughputBps"]?.doubleValue { workload.throughput.append((t, bps / 1e6)) }
+                    if let buffered = event["bufferedMs"]?.doubleValue { workload.buffered.append((t, buffered / 1000)) }
+                }
+            case "stall":
+                workload(event) { workload in
+                    let start = event["start"]?.doubleValue ?? t
+                    let length = (event["durationMs"]?.doubleValue ?? 0) / 1000
+                    workload.stalls.append(Interval(start: start, end: start + length, label: String(format3(length)) + " s stall"))
+                }
+            case "connect":
+                workload(event) { $0.connects.append((t, "connected via \(event["interface"]?.stringValue ?? "?") (\(event["local"]?.stringValue ?? "")), \(event["transport"]?.stringValue ?? "tcp")")) }
+            case "disconnect":
+                workload(event) { $0.disconnects.append((t, "disconnected: \(event["reason"]?.stringValue ?? "")")) }
+            case "connect-failed":
+                workload(event) { $0.failedRequests.append((t, "connect failed: \(event["reason"]?.stringValue ?? event["error"]?.stringValue ?? "")")) }
+            case "request":
+                if event["ok"]?.boolValue == false {
+                    workload(event) { $0.failedRequests.append((t, "request \(event["number"]?.intValue ?? 0) failed: \(event["reason"]?.stringValue ?? "")")) }
+                }
+            case "subflow":
+                workload(event) { $0.subflows.append((t, "subflow \(event["event"]?.stringValue ?? "") on \(event["interface"]?.stringValue ?? "?"): \(event["subflow"]?.stringValue ?? "")")) }
+            case "path-stalled", "path-restored":
+                workload(event) { $0.subflows.append((t, "\(event["type"]!.stringValue!) \(event["interface"]?.stringValue ?? "")")) }
+            case "command":
+                workload(event) { workload in
+                    var label = "command \(event["event"]?.stringValue ?? "")"
+                    if let code = event["exitCode"]?.intValue { label += ", exit \(code)" }
+                    if let signal = event["signal"]?.intValue { label += ", signal \(signal)" }
+                    workload.commands.append((t, label))
+                }
+            case "mark":
+                marks.append((t, (event["node"]?.stringValue.map { $0 + ": " } ?? "") + (event["text"]?.stringValue ?? "")))
+            case "mptcp":
+                let changes = event["changes"]?.arrayValue?.compactMap(\.stringValue).joined(separator: "; ") ?? event["error"]?.stringValue ?? ""
+                mptcpChanges.append((t, "\(event["node"]?.stringValue ?? ""): \(changes)"))
+            default:
+                break
+            }
+        }
+        for (name, start) in openDown { links[name]?.down.append(Interval(start: start, end: duration, label: "carrier down")) }
+        for (key, start) in openBlackhole {
+            let parts = key.split(separator: "/").map(String.init)
+            links[parts[0]]?.blackholed[parts[1], default: []].append(Interval(start: start, end: duration, label: "blackhole \(parts[1])"))
+        }
+        // A stall still going at the end is only in the summary.
+        for summaryWorkload in summary["workloads"]?.arrayValue ?? [] {
+            guard let name = summaryWorkload["name"]?.stringValue, workloads[name] != nil else { continue }
+            for stall in summaryWorkload["stream"]?["stalls"]?.arrayValue ?? [] where stall["ongoing"]?.boolValue == true {
+                let start = stall["start"]?.doubleValue ?? 0
+                workloads[name]!.stalls.append(Interval(start: start, end: duration, label: "stall until the end"))
+            }
+        }
+        self.links = linkOrder.compactMap { links[$0] }
+        self.workloads = workloadOrder.compactMap { workloads[$0] }
+        self.nodes = nodeOrder.map { name in
+            let records = nodes[name]!
+            var spans: [PathSpan] = []
+            for (index, record) in records.enumerated() {
+                let end = index + 1 < records.count ? records[index + 1].t : duration
+                let path = record.path
+                let primary = path["primaryInterface"]?.stringValue
+                let type = path["interfaces"]?.arrayValue?.first { $0["name"]?.stringValue == primary }?["type"]?.stringValue
+                spans.append(PathSpan(start: record.t, end: max(end, record.t), satisfied: path["status"]?.stringValue == "satisfied",
+                                      interface: primary, type: type, expensive: path["isExpensive"]?.boolValue ?? false,
+                                      constrained: path["isConstrained"]?.boolValue ?? false, summary: record.summary))
+            }
+            return Node(name: name, spans: spans)
+        }
+    }
+}
+
+func format3(_ value: Double) -> String {
+    let rounded = (value * 1000).rounded() / 1000
+    return rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
+}

@@ -1,0 +1,109 @@
+import Foundation
+import PathMonitor
+@testable import Simulator
+import Testing
+
+/// The fixture run in `Tests/Fixtures/report`: Wi-Fi blackholed at 2 s and down from 3 s to
+/// 7 s, a stream that stalls (once more at the end), a failed request, a mark.
+func reportFixture() throws -> RecordedRun {
+    let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/report").path
+    return try RecordedRun.load(directory: directory)
+}
+
+@Suite("JSON parsing")
+struct JSONParsingTests {
+    @Test(arguments: [
+        #"{"a":1,"b":[true,false,null],"c":"x\"y\\z\n\u00e9\ud83d\ude00","d":-2.5e3,"e":{}}"#,
+        "[]", "0", #""""#, "[1,[2,[3]]]",
+    ])
+    func whatItWritesItReads(_ text: String) throws {
+        let value = try JSONValue.parse(text)
+        #expect(try JSONValue.parse(value.serialized) == value)
+    }
+
+    @Test func membersAndNumbers() throws {
+        let value = try JSONValue.parse(#"{"n":3,"d":2.5,"s":"é😀","big":12345678901234}"#)
+        #expect(value["n"]?.intValue == 3)
+        #expect(value["d"]?.doubleValue == 2.5)
+        #expect(value["s"]?.stringValue == "é😀")
+        #expect(value["big"]?.intValue == 12_345_678_901_234)
+        #expect(value["missing"] == nil)
+    }
+
+    @Test(arguments: ["{", #"{"a" 1}"#, "[1,]", "tru", #""unterminated"#, "1 2", "\"a\u{1}\""])
+    func brokenTextIsRefusedWithItsPlace(_ text: String) {
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(text) }
+    }
+}
+
+@Suite("HTML report")
+struct HTMLReportTests {
+    @Test func theModelHasEverySeriesAndSpan() throws {
+        let model = ReportModel(try reportFixture())
+        #expect(model.duration == 10)
+        #expect(model.links.map(\.name) == ["wifi", "cell"])
+        let wifi = try #require(model.links.first)
+        #expect(wifi.down.count == 1 && wifi.down[0].start == 3 && wifi.down[0].end == 7)
+        #expect(wifi.blackholed["up"]?.first?.start == 2 && wifi.blackholed["up"]?.first?.end == 10, "a blackhole never lifted lasts to the end")
+        // Gilbert-Elliott's long-run loss: p / (p + r) with every packet lost in the bad state.
+        let geLoss = try #require(wifi.loss["down"]?.points.last?.value)
+        #expect(abs(geLoss - 100 * 0.01 / 0.31) < 0.01)
+        let video = try #require(model.workloads.first { $0.name == "video" })
+        #expect(video.stalls.map(\.start) == [4, 9], "the stall still going at the end comes from the summary")
+        #expect(video.connects.count == 2)
+        #expect(model.workloads.first { $0.name == "api" }?.failedRequests.count == 1)
+        let phone = try #require(model.nodes.first)
+        #expect(phone.spans.map(\.type) == ["wifi", "cellular", nil], "the path after the end is dropped")
+        #expect(phone.spans[1].expensive && phone.spans[1].constrained)
+        #expect(model.marks.first?.text == "phone: sync started")
+    }
+
+    @Test func thePageIsSelfContainedAndEscaped() throws {
+        let html = HTMLReport.render(try reportFixture())
+        #expect(html.hasPrefix("<!DOCTYPE html>"))
+        for reference in ["src=", "href=", "@import", "url("] { #expect(!html.contains(reference), "no external reference: \(reference)") }
+        #expect(html.contains("fixture &lt;&amp;&gt;"))
+        #expect(html.contains("a note with &lt;markup&gt;"))
+        #expect(!html.contains("<markup>"))
+        // 2 links, 2 workloads, 1 node, 1 row of marks.
+        #expect(html.contains("data-charts=\"6\""))
+        #expect(html.components(separatedBy: "class=\"band stall\"").count - 1 == 4, "two stalls, on the throughput and the buffer panels")
+        #expect(html.contains("class=\"band blackhole\""))
+        #expect(html.contains("class=\"band down\""))
+        #expect(html.contains("class=\"path cellular\""))
+        #expect(html.contains("class=\"flag constrained\""))
+        #expect(html.contains("<tr class=fail><td>video</td>"))
+        #expect(html.contains("<td class=result>pass</td>"))
+    }
+
+    @Test func aComparisonPutsBothRunsOnOneAxisAndTheirFiguresSideBySide() throws {
+        let a = try reportFixture()
+        var b = a
+        b.directory = "/elsewhere"
+        guard case .object(var members) = b.summary else { return }
+        members = members.map { $0.0 == "durationSeconds" || $0.0 == "endedAtSeconds" ? ($0.0, .double(20)) : $0 }
+        b.summary = .object(members)
+        let html = HTMLReport.render(comparing: a, b)
+        #expect(html.contains("data-duration=\"20.0\""), "the longer run sets the axis")
+        #expect(!html.contains("data-duration=\"10.0\""))
+        #expect(html.contains("<th>B: /elsewhere</th>"))
+        #expect(html.contains("<td>video: stalls (longest)</td><td>2 (2500 ms)</td><td>2 (2500 ms)</td>"))
+        #expect(html.contains("[A] workload video") && html.contains("[B] workload video"))
+    }
+
+    @Test func aDirectoryWithoutARunSaysWhatIsMissing() {
+        #expect {
+            try RecordedRun.load(directory: "/nonexistent-roam-report")
+        } throws: { error in
+            (error as? SimulatorError)?.message.contains("cannot read summary.json") == true
+        }
+    }
+
+    @Test func niceSteps() {
+        #expect(niceStep(0.7) == 1)
+        #expect(niceStep(4) == 5)
+        #expect(niceStep(12) == 20)
+        #expect(niceStep(0.03) == 0.05)
+    }
+}
