@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "Simulator", "TestSupport"]),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport"]),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "MultipathTests", dependencies: ["Multipath", "Simulator", "TestSupport"]),
         .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "Simulator", "TestSupport"]),
     ],

@@ -53,13 +53,13 @@ public enum HTMLReport {
     public static func write(directory: String) throws(SimulatorError) -> String {
         let run = try RecordedRun.load(directory: directory)
         let path = directory + "/report.html"
-        try writeText(render(run), to: path)
+        try writeTextFile(render(run), to: path)
         return path
     }
 
     /// Writes a page made by ``render(_:)`` or ``render(comparing:_:)`` to `path`.
     public static func writePage(_ html: String, to path: String) throws(SimulatorError) {
-        try writeText(html, to: path)
+        try writeTextFile(html, to: path)
     }
 
     static func ordered(_ lists: [[String]]) -> [String] {
@@ -68,8 +68,8 @@ public enum HTMLReport {
     }
 }
 
-/// Writes `text` to `path`, replacing it.
-func writeText(_ text: String, to path: String) throws(SimulatorError) {
+/// Writes `text` to `path`, replacing it; the error says which file and why.
+public func writeTextFile(_ text: String, to path: String) throws(SimulatorError) {
     try ScenarioRunner.write(text: text, to: path)
 }
 

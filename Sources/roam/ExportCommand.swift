@@ -1,0 +1,87 @@
+import ArgumentParser
+import Simulator
+
+/// `roam export --format chaos-mesh FILE`: a scenario as manifests for another tool.
+struct ExportCommand: ParsableCommand {
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case chaosMesh = "chaos-mesh"
+    }
+
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Turn a scenario's links and timeline into Chaos Mesh manifests for Kubernetes.",
+        discussion: """
+            Each node is a set of pods (--select NODE=KEY=VALUE[,KEY=VALUE]; default app=NODE), each link \
+            direction a NetworkChaos between the two nodes' pods. Without a timeline: NetworkChaos manifests; \
+            with one: a Workflow that plays it. What Chaos Mesh cannot express is exported as closely as it \
+            allows and listed as notes, on standard error and as comments in the output.
+            """
+    )
+
+    @Option(help: "The output format.")
+    var format: Format = .chaosMesh
+
+    @Argument(help: ArgumentHelp("The scenario file.", valueName: "file"))
+    var file: String
+
+    @Option(help: "The Kubernetes namespace of the manifests and the pods.")
+    var namespace = "default"
+
+    @Option(name: .customLong("select"), help: ArgumentHelp("A node's pods: NODE=KEY=VALUE[,KEY=VALUE...] (repeatable).", valueName: "node=labels"))
+    var selectors: [String] = []
+
+    @Option(name: .customLong("device"), help: ArgumentHelp("A link's network device in the pods: LINK=DEVICE (repeatable), for pods with several interfaces.", valueName: "link=device"))
+    var devices: [String] = []
+
+    @Option(help: ArgumentHelp("Merge ramp steps closer than this (a duration, default 1s).", valueName: "duration"))
+    var resolution = "1s"
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Write the manifests here instead of standard output.", valueName: "file"))
+    var output: String?
+
+    func run() throws {
+        let outcome = ScenarioReader.read(contentsOf: file)
+        for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
+        guard let scenario = outcome.scenario else { throw ExitCode.badInput }
+        var options = ChaosMeshExport.Options()
+        options.namespace = namespace
+        let nodes = Set(scenario.nodes.map(\.name)), links = Set(scenario.links.map(\.name))
+        for selector in selectors {
+            let parts = selector.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, nodes.contains(parts[0]) else {
+                throw ValidationError("--select \(selector): expected NODE=KEY=VALUE with one of the nodes \(nodes.sorted().joined(separator: ", "))")
+            }
+            var labels: [String: String] = [:]
+            for pair in parts[1].split(separator: ",") {
+                let keyValue = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                guard keyValue.count == 2, !keyValue[0].isEmpty else { throw ValidationError("--select \(selector): '\(pair)' is not KEY=VALUE") }
+                labels[keyValue[0]] = keyValue[1]
+            }
+            options.selectors[parts[0]] = labels
+        }
+        for device in devices {
+            let parts = device.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, links.contains(parts[0]), !parts[1].isEmpty else {
+                throw ValidationError("--device \(device): expected LINK=DEVICE with one of the links \(links.sorted().joined(separator: ", "))")
+            }
+            options.devices[parts[0]] = parts[1]
+        }
+        guard case .success(let step) = Units.duration(resolution), step > .zero else {
+            throw ValidationError("--resolution \(resolution): expected a duration such as 500ms or 1s")
+        }
+        options.resolution = step
+        let result = ChaosMeshExport.export(scenario, options: options)
+        for note in result.notes { printError("note: \(note)") }
+        if let output {
+            do throws(SimulatorError) {
+                try writeTextFile(result.yaml, to: output)
+            } catch {
+                printError("roam export: \(error.message)")
+                throw ExitCode.badInput
+            }
+            writeLine("\(output): \(result.manifests) manifest\(result.manifests == 1 ? "" : "s")\(result.steps > 0 ? ", \(result.steps) workflow steps" : "")")
+        } else {
+            writeLine(result.yaml)
+        }
+    }
+}
