@@ -8,7 +8,7 @@ struct Roam: ParsableCommand {
         commandName: "roam",
         abstract: "Watch network paths and simulate network mobility on Linux.",
         discussion: "Exit codes: 0 success, 1 an expectation failed, 2 bad input or an environment that cannot run the command.",
-        subcommands: [RunCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, MonitorCommand.self, CleanupCommand.self]
+        subcommands: [RunCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, ImportCommand.self, MonitorCommand.self, CleanupCommand.self]
     )
 
     /// Parses and runs, mapping every failure to Roam's exit codes: usage errors and bad input

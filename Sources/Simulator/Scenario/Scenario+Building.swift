@@ -29,7 +29,7 @@ extension Scenario {
             if event.at < .zero || event.at > duration {
                 problems.append("timeline event at \(event.at.roamDescription) is outside the scenario (0 to \(duration.roamDescription))")
             }
-            if case .profile(let name) = event.action, LinkProfile.named(name) == nil { problems.append("no profile named '\(name)'") }
+            if case .profile(let name) = event.action, profile(named: name) == nil { problems.append("no profile named '\(name)'") }
         }
         var workloadNames = Set<String>()
         for workload in workloads {

@@ -14,9 +14,13 @@ public struct Scenario: Sendable, Hashable {
     public var timeline: [TimelineEvent]
     public var workloads: [Workload]
     public var expectations: [Expectation]
+    /// Link profiles the scenario defines (`profiles:`), usable as the built-in ones are.
+    public var profiles: [LinkProfile] = []
 
     public init(name: String, description: String? = nil, seed: UInt64 = 1, duration: Duration, nodes: [ScenarioNode] = [],
-                links: [LinkSpec] = [], timeline: [TimelineEvent] = [], workloads: [Workload] = [], expectations: [Expectation] = []) {
+                links: [LinkSpec] = [], timeline: [TimelineEvent] = [], workloads: [Workload] = [], expectations: [Expectation] = [],
+                profiles: [LinkProfile] = []) {
+        self.profiles = profiles
         self.name = name
         self.description = description
         self.seed = seed
@@ -26,6 +30,12 @@ public struct Scenario: Sendable, Hashable {
         self.timeline = timeline
         self.workloads = workloads
         self.expectations = expectations
+    }
+
+    /// The profile `name` names: one the scenario defines, else a built-in one.
+    public func profile(named name: String) -> LinkProfile? {
+        let key = LinkProfile.normalized(name)
+        return profiles.first { LinkProfile.normalized($0.name) == key } ?? LinkProfile.named(name)
     }
 }
 

@@ -13,15 +13,16 @@ extension ScenarioDecoder {
         let duration = take(&top, "duration", required: true) { self.duration($0, "duration", allowZero: false) }
         let nodes = take(&top, "nodes", required: true) { self.nodes($0) } ?? []
         let nodeNames = Set(nodes.map(\.name))
+        definedProfiles = take(&top, "profiles") { self.profileDefinitions($0) } ?? []
         let links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
         let timeline = take(&top, "timeline") { self.timeline($0, links: links, duration: duration) } ?? []
         let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, duration: duration) } ?? []
         let expectations = take(&top, "expect") { self.expectations($0, workloads: workloads, nodes: nodeNames, links: links) } ?? []
-        finish(top, known: ["name", "description", "seed", "duration", "nodes", "links", "timeline", "workloads", "expect"])
+        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "timeline", "workloads", "expect"])
         if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }
         guard let name, let duration else { return nil }
         return Scenario(name: name, description: description, seed: UInt64(seed ?? 1), duration: duration, nodes: nodes, links: links,
-                        timeline: timeline, workloads: workloads, expectations: expectations)
+                        timeline: timeline, workloads: workloads, expectations: expectations, profiles: definedProfiles)
     }
 
     /// Reads `key` with `read`; reports a missing required key at the mapping.
@@ -61,14 +62,7 @@ extension ScenarioDecoder {
             link = Fields(node: link.node, context: "link '\(name)'", pairs: link.pairs, used: link.used)
             if links.contains(where: { $0.name == name }) { error("a link named '\(name)' is defined already", at: link.keyNode("name")!) }
             let between = take(&link, "between", required: true) { self.endpoints($0, nodes: nodes) }
-            let type = take(&link, "type") { value -> InterfaceType? in
-                guard let text = self.string(value, "type") else { return nil }
-                guard let type = InterfaceType(name: text), type != .loopback else {
-                    self.error("type must be one of wifi, cellular, wiredEthernet (or wired), other, not '\(text)'", at: value)
-                    return nil
-                }
-                return type
-            }
+            let type = take(&link, "type") { self.interfaceType($0) }
             let expensive = take(&link, "expensive") { self.bool($0, "expensive") }
             let constrained = take(&link, "constrained") { self.bool($0, "constrained") }
             let capture = take(&link, "capture") { self.bool($0, "capture") }
@@ -122,10 +116,45 @@ extension ScenarioDecoder {
         return (names[0], names[1])
     }
 
+    func interfaceType(_ value: Node) -> InterfaceType? {
+        guard let text = string(value, "type") else { return nil }
+        guard let type = InterfaceType(name: text), type != .loopback else {
+            error("type must be one of wifi, cellular, wiredEthernet (or wired), other, not '\(text)'", at: value)
+            return nil
+        }
+        return type
+    }
+
+    /// `profiles: {NAME: {type, expensive, constrained, impairment keys, up: {...}, down: {...}}}`.
+    func profileDefinitions(_ node: Node) -> [LinkProfile]? {
+        guard let all = fields(node, "profiles") else { return nil }
+        var profiles: [LinkProfile] = []
+        for (_, keyNode, value) in all.pairs {
+            guard let name = identifier(keyNode, "profile name", maxLength: 64) else { continue }
+            if LinkProfile.named(name) != nil || profiles.contains(where: { $0.name == LinkProfile.normalized(name) }) {
+                error("profile '\(name)' is defined already\(LinkProfile.named(name) != nil ? " (a built-in profile)" : "")", at: keyNode)
+                continue
+            }
+            guard var definition = fields(value, "profile '\(name)'") else { continue }
+            let summary = take(&definition, "description") { self.string($0, "description") }
+            let type = take(&definition, "type") { self.interfaceType($0) }
+            let expensive = take(&definition, "expensive") { self.bool($0, "expensive") }
+            let constrained = take(&definition, "constrained") { self.bool($0, "constrained") }
+            let both = impairment(from: &definition)
+            let up = take(&definition, "up") { self.impairmentBlock($0, "the up direction of profile '\(name)'") } ?? Impairment()
+            let down = take(&definition, "down") { self.impairmentBlock($0, "the down direction of profile '\(name)'") } ?? Impairment()
+            finish(definition, known: ["description", "type", "expensive", "constrained", "up", "down"] + Self.impairmentKeys)
+            profiles.append(LinkProfile(name: LinkProfile.normalized(name), summary: summary ?? "defined in the scenario", type: type,
+                                        isExpensive: expensive, isConstrained: constrained,
+                                        up: both.overridden(by: up), down: both.overridden(by: down)))
+        }
+        return profiles
+    }
+
     func profile(_ node: Node) -> LinkProfile? {
         guard let name = string(node, "profile") else { return nil }
-        if let profile = LinkProfile.named(name) { return profile }
-        let names = LinkProfile.all.map(\.name)
+        if let profile = definedProfiles.first(where: { $0.name == LinkProfile.normalized(name) }) ?? LinkProfile.named(name) { return profile }
+        let names = definedProfiles.map(\.name) + LinkProfile.all.map(\.name)
         let guess = suggestion(for: name, among: names).map { " (did you mean '\($0)'?)" } ?? ""
         error("no profile named '\(name)'\(guess); profiles: \(names.joined(separator: ", "))", at: node)
         return nil

@@ -44,6 +44,8 @@ final class ScenarioDecoder {
     /// Names declared in the file, valid or not, so that a reference to a broken definition is
     /// not reported a second time.
     var declaredWorkloads: Set<String> = []
+    /// Profiles the file defines (`profiles:`), looked up before the built-in ones.
+    var definedProfiles: [LinkProfile] = []
 
     /// Where relative paths in the scenario (traces) start.
     let baseDirectory: String

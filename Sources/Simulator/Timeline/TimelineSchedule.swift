@@ -106,7 +106,7 @@ public struct TimelineSchedule: Sendable, Hashable {
                     start = start + period
                 }
             case .profile(let name):
-                if let profile = LinkProfile.named(name) { add(event.at, .profile(profile), "profile") }
+                if let profile = scenario.profile(named: name) { add(event.at, .profile(profile), "profile") }
             }
         }
         pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }

@@ -1,0 +1,79 @@
+import Netlink
+import PathMonitor
+
+/// `roam import mahimahi`: mahimahi delivery traces (one file per direction, as mahimahi's own
+/// `*.up` / `*.down` pairs) made into a link profile for a scenario's `profiles:`, with what
+/// each trace holds summarised.
+public enum MahimahiImport {
+    /// What a trace holds, in figures.
+    public struct Summary: Sendable, Hashable, CustomStringConvertible {
+        public var period: Duration
+        public var opportunities: Int
+        public var meanRate: Rate
+        /// The lowest and highest capacity over one-second windows.
+        public var slowestSecond: Rate
+        public var fastestSecond: Rate
+        /// The longest time without a delivery opportunity (an outage, for the link).
+        public var longestGap: Duration
+
+        public var description: String {
+            "\(opportunities) opportunities over \(period.roamDescription): mean \(meanRate), one-second windows \(slowestSecond) to \(fastestSecond), longest gap \(longestGap.roamDescription)"
+        }
+    }
+
+    public static func summarize(_ trace: DeliveryTrace) -> Summary {
+        let bitsPer = Double(DeliveryTrace.opportunityBytes * 8)
+        var windows = [Int](repeating: 0, count: max(1, Int((trace.period + 999) / 1000)))
+        for millisecond in trace.opportunities { windows[min(windows.count - 1, Int(millisecond / 1000))] += 1 }
+        // A last window shorter than a second would read as slow; leave it out when there are others.
+        let full = trace.period % 1000 == 0 || windows.count == 1 ? windows : Array(windows.dropLast())
+        var gap: Int64 = 0
+        var previous = trace.opportunities.first.map { $0 + trace.period - (trace.opportunities.last ?? 0) } ?? trace.period
+        gap = previous
+        for (index, millisecond) in trace.opportunities.enumerated() where index > 0 {
+            previous = millisecond - trace.opportunities[index - 1]
+            gap = max(gap, previous)
+        }
+        return Summary(period: .milliseconds(trace.period), opportunities: trace.opportunities.count,
+                       meanRate: Rate(bitsPerSecond: trace.meanRate),
+                       slowestSecond: Rate(bitsPerSecond: Double(full.min() ?? 0) * bitsPer),
+                       fastestSecond: Rate(bitsPerSecond: Double(full.max() ?? 0) * bitsPer),
+                       longestGap: .milliseconds(gap))
+    }
+
+    /// Reads a trace file; the error names the file and the line.
+    public static func read(_ path: String) throws(SimulatorError) -> DeliveryTrace {
+        let text: String
+        do throws(NetlinkError) {
+            text = try readTextFile(atPath: path)
+        } catch {
+            throw SimulatorError(.invalidScenario, "cannot read the trace \(path): \(error.reason)")
+        }
+        switch DeliveryTrace.parse(text) {
+        case .success(let trace): return trace
+        case .failure(let problem): throw SimulatorError(.invalidScenario, "\(path):\(problem.line): \(problem.message) (a mahimahi trace has one millisecond per line)")
+        }
+    }
+
+    /// The `profiles:` block of a scenario for a link whose capacity follows `up` and `down`
+    /// (paths as the scenario will name them, relative to its directory).
+    public static func profileYAML(name: String, upPath: String, downPath: String, up: Summary, down: Summary, type: String?,
+                                   delay: Duration?, loss: Double?, sources: (String, String)) -> String {
+        var lines = [
+            "# Imported by roam import mahimahi from \(sources.0) (up) and \(sources.1) (down).",
+            "# up:   \(up)",
+            "# down: \(down)",
+            "# Trace-driven capacity needs the userspace backend (roam run --backend userspace).",
+            "profiles:",
+            "  \(name):",
+        ]
+        if let type { lines.append("    type: \(type)") }
+        if let delay { lines.append("    delay: \(delay.roamDescription)") }
+        if let loss { lines.append("    loss: \(ChaosMeshExport.percent(loss))%") }
+        lines.append("    up: { trace: \(quoted(upPath)) }")
+        lines.append("    down: { trace: \(quoted(downPath)) }")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func quoted(_ text: String) -> String { JSONValue.string(text).serialized }
+}
