@@ -64,7 +64,7 @@ public struct NodeHandle: Sendable {
     /// workload's does.
     public func spawn(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessOutcome {
         guard !arguments.isEmpty else { throw RoamTestingError("spawn needs a program to run") }
-        var values = ProcessInfoEnvironment.current
+        var values = processEnvironment()
         for (key, value) in network.environment { values[key] = value }
         values["ROAM_NODE"] = name
         for (key, value) in environment { values[key] = value }
@@ -106,17 +106,4 @@ func currentThreadNamespace() -> UInt64? {
     var info = stat()
     guard stat("/proc/thread-self/ns/net", &info) == 0 else { return nil }
     return UInt64(info.st_ino)
-}
-
-enum ProcessInfoEnvironment {
-    static var current: [String: String] {
-        var values: [String: String] = [:]
-        var index = 0
-        while let entry = environ[index] {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") { values[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
-            index += 1
-        }
-        return values
-    }
 }

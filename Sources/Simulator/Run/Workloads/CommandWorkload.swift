@@ -28,13 +28,7 @@ final class CommandWorkload: WorkloadDriver {
 
     /// The environment the command gets: Roam's own, then the scenario's `env`.
     var environment: [String] {
-        var values: [String: String] = [:]
-        var index = 0
-        while let entry = environ[index] {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") { values[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
-            index += 1
-        }
+        var values = processEnvironment()
         for (key, value) in context.environment { values[key] = value }
         for (key, value) in extraEnvironment { values[key] = value }
         return values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
@@ -181,4 +175,16 @@ final class CommandWorkload: WorkloadDriver {
     }
 
     func finish() {}
+}
+
+/// This process's environment variables.
+public func processEnvironment() -> [String: String] {
+    var values: [String: String] = [:]
+    var index = 0
+    while let entry = environ[index] {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") { values[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
+        index += 1
+    }
+    return values
 }
