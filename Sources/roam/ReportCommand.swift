@@ -29,7 +29,7 @@ struct ReportCommand: ParsableCommand {
             let runs = try directories.map { directory throws(SimulatorError) in try RecordedRun.load(directory: directory) }
             let html = runs.count == 1 ? HTMLReport.render(runs[0]) : HTMLReport.render(comparing: runs[0], runs[1])
             let path = output ?? (runs.count == 1 ? directories[0] + "/report.html" : "comparison.html")
-            try HTMLReport.writePage(html, to: path)
+            try writeTextFile(html, to: path)
             writeLine(path)
         } catch {
             printError("roam report: \(error.message)")

@@ -57,11 +57,6 @@ public enum HTMLReport {
         return path
     }
 
-    /// Writes a page made by ``render(_:)`` or ``render(comparing:_:)`` to `path`.
-    public static func writePage(_ html: String, to path: String) throws(SimulatorError) {
-        try writeTextFile(html, to: path)
-    }
-
     static func ordered(_ lists: [[String]]) -> [String] {
         var seen = Set<String>()
         return lists.flatMap { $0 }.filter { seen.insert($0).inserted }
