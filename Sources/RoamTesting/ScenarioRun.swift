@@ -143,7 +143,7 @@ extension Scenario {
         runOptions.seed = TestRunOptions.seedFromEnvironment ?? options.seed
         runOptions.timeScale = options.timeScale
         let reports = options.reportsDirectory ?? Self.defaultReportsDirectory
-        runOptions.reportDirectory = "\(reports)/\(name)-\(Self.stamp())"
+        runOptions.reportDirectory = "\(reports)/\(ScenarioRunner.pathComponent(name))-\(Self.stamp())"
         let runner = ScenarioRunner(scenario: self, options: runOptions)
 
         let started = OneShot<Result<RunningNetwork, SimulatorError>>()

@@ -135,7 +135,7 @@ struct ChaosMeshExportTests {
 
     @Test func withoutATimelineEachDirectionIsOneNetworkChaos() throws {
         let scenario = try #require(ScenarioReader.parse("""
-            name: Asymmetric DSL
+            name: Asymmetric-DSL
             duration: 10s
             nodes: { home: {}, isp: {} }
             links:

@@ -83,6 +83,9 @@ public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The hint when there is one (it says what went wrong in the user's terms), else ``reason``.
+    public var explanation: String { hint ?? reason }
+
     public var description: String {
         let origin: String
         switch code {

@@ -37,7 +37,7 @@ public struct SysfsDeviceFacts: DeviceFactsSource {
         let base = "\(root)/\(name)"
         let isWireless = access("\(base)/wireless", F_OK) == 0 || access("\(base)/phy80211", F_OK) == 0
         var deviceType: String?
-        if let uevent = try? readTextFile("\(base)/uevent") {
+        if let uevent = try? readTextFile("\(base)/uevent", maximumBytes: 1 << 16) {
             for line in uevent.split(separator: "\n") where line.hasPrefix("DEVTYPE=") {
                 deviceType = String(line.dropFirst("DEVTYPE=".count))
             }

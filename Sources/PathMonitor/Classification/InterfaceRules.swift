@@ -30,6 +30,9 @@ public struct InterfaceRules: Sendable, Hashable {
 
     public var rules: [Rule]
 
+    /// The largest interfaces file read (1 MiB): far more than any machine's rules.
+    public static let maximumFileSize = 1 << 20
+
     public init(_ rules: [Rule] = []) {
         self.rules = rules
     }
@@ -38,7 +41,7 @@ public struct InterfaceRules: Sendable, Hashable {
     public init(parsing text: String, source: String = "<interfaces>") throws(PathMonitorError) {
         var rules: [Rule] = []
         var problems: [String] = []
-        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (number, rawLine) in textLines(text).enumerated() {
             let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard let pattern = words.first else { continue }
@@ -46,16 +49,19 @@ public struct InterfaceRules: Sendable, Hashable {
             do throws(InterfaceAttributes.ParseError) {
                 let attributes = try InterfaceAttributes(parsing: rest)
                 if attributes.isEmpty {
-                    problems.append("\(source):\(number + 1): error: no attributes for '\(pattern)'; write for example '\(pattern) type=wifi'")
+                    problems.append("\(source):\(number + 1): error: no attributes for '\(escapedForMessage(pattern))'; write for example '\(escapedForMessage(pattern)) type=wifi'")
                 } else {
                     rules.append(Rule(pattern: String(pattern), attributes: attributes))
                 }
             } catch {
-                problems.append("\(source):\(number + 1): error: \(error)")
+                problems.append("\(source):\(number + 1): error: \(escapedForMessage(error.description))")
             }
         }
         if !problems.isEmpty {
-            throw PathMonitorError(.invalidInterfacesFile, problems.joined(separator: "\n"))
+            // A file of garbage has a problem on every line: show the first ones, count the rest.
+            let shown = problems.prefix(20).joined(separator: "\n")
+            let more = problems.count > 20 ? "\n\(source): error: \(problems.count - 20) more lines with problems" : ""
+            throw PathMonitorError(.invalidInterfacesFile, shown + more)
         }
         self.rules = rules
     }
@@ -64,7 +70,7 @@ public struct InterfaceRules: Sendable, Hashable {
     public init(contentsOfFile path: String) throws(PathMonitorError) {
         let text: String
         do throws(PathMonitorError) {
-            text = try readTextFile(path)
+            text = try readTextFile(path, maximumBytes: InterfaceRules.maximumFileSize)
         } catch {
             throw PathMonitorError(.invalidInterfacesFile, "cannot read interfaces file \(path): \(error.message)")
         }
@@ -82,10 +88,10 @@ public struct InterfaceRules: Sendable, Hashable {
 }
 
 /// Reads a whole text file, with an error naming the cause.
-func readTextFile(_ path: String) throws(PathMonitorError) -> String {
+func readTextFile(_ path: String, maximumBytes: Int) throws(PathMonitorError) -> String {
     do throws(NetlinkError) {
-        return try Netlink.readTextFile(atPath: path)
+        return try Netlink.readTextFile(atPath: path, maximumBytes: maximumBytes)
     } catch {
-        throw PathMonitorError(.io, error.reason, underlying: error)
+        throw PathMonitorError(.io, error.explanation, underlying: error)
     }
 }

@@ -23,7 +23,7 @@ public struct ResolverConfiguration: Sendable, Hashable {
     /// Parses `resolv.conf` text; lines other than valid `nameserver` lines are ignored, as the resolver does.
     public init(parsing text: String) {
         var servers: [Nameserver] = []
-        for line in text.split(separator: "\n") {
+        for line in textLines(text) {
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard words.count >= 2, words[0] == "nameserver" else { continue }
             let parts = words[1].split(separator: "%", maxSplits: 1)
@@ -46,7 +46,7 @@ public struct ResolverConfiguration: Sendable, Hashable {
 
     /// Reads a resolver file; a missing or unreadable file means no resolvers.
     public static func load(path: String) -> ResolverConfiguration {
-        guard let text = try? readTextFile(path) else { return ResolverConfiguration() }
+        guard let text = try? readTextFile(path, maximumBytes: 1 << 20) else { return ResolverConfiguration() }
         return ResolverConfiguration(parsing: text)
     }
 }

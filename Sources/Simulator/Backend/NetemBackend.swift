@@ -223,7 +223,7 @@ public enum DelayDistributionTable {
             let path = "\(directory)/\(distribution.rawValue).dist"
             guard access(path, R_OK) == 0 else { continue }
             do throws(NetlinkError) {
-                return try parse(readTextFile(atPath: path))
+                return try parse(readTextFile(atPath: path, maximumBytes: 1 << 20))
             } catch {
                 throw SimulatorError(.environment, "read the \(distribution.rawValue) delay distribution: \(error)")
             }

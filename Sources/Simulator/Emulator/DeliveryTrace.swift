@@ -1,3 +1,5 @@
+import Netlink
+
 /// A link's capacity as a mahimahi trace: each line is a millisecond at which one delivery
 /// opportunity of 1500 bytes occurs (a millisecond may repeat, for several opportunities); the
 /// trace repeats with a period of its last millisecond.
@@ -9,14 +11,26 @@ public struct DeliveryTrace: Sendable, Hashable {
     /// Bytes each opportunity can carry.
     public static let opportunityBytes = 1500
 
-    /// Parses the text of a trace; nil with a reason when it is not one.
+    /// The last millisecond a trace may hold (``ScenarioLimits/maximumTracePeriod``).
+    public static let maximumMillisecond = Int64(ScenarioLimits.maximumTracePeriod.components.seconds) * 1000
+
+    /// Parses the text of a trace (LF or CR LF lines); nil with a reason when it is not one.
     public static func parse(_ text: String) -> Result<DeliveryTrace, TraceError> {
         var values: [Int64] = []
-        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let trimmed = line.trimmingCharacters(in: " ").trimmingCharacters(in: "\r")
+        for (number, line) in textLines(text).enumerated() {
+            let trimmed = String(line.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
             if trimmed.isEmpty { continue }
             guard let value = Int64(trimmed), value >= 0 else {
-                return .failure(TraceError(line: number + 1, message: "expected a millisecond (a whole number), not '\(trimmed)'"))
+                let digits = trimmed.first == "-" || trimmed.first == "+" ? trimmed.dropFirst() : Substring(trimmed)
+                if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), trimmed.first != "-" {
+                    return .failure(TraceError(line: number + 1, message: "millisecond \(escapedForMessage(trimmed)) is past the longest trace, "
+                        + "\(maximumMillisecond) ms (\(ScenarioLimits.maximumTracePeriod.roamDescription))"))
+                }
+                return .failure(TraceError(line: number + 1, message: "expected a millisecond (a whole number), not '\(escapedForMessage(trimmed))'"))
+            }
+            guard value <= maximumMillisecond else {
+                return .failure(TraceError(line: number + 1, message: "millisecond \(value) is past the longest trace, \(maximumMillisecond) ms "
+                    + "(\(ScenarioLimits.maximumTracePeriod.roamDescription))"))
             }
             if let last = values.last, value < last {
                 return .failure(TraceError(line: number + 1, message: "milliseconds must not decrease (\(value) after \(last))"))

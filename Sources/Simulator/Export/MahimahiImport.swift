@@ -45,9 +45,9 @@ public enum MahimahiImport {
     public static func read(_ path: String) throws(SimulatorError) -> DeliveryTrace {
         let text: String
         do throws(NetlinkError) {
-            text = try readTextFile(atPath: path)
+            text = try readTextFile(atPath: path, maximumBytes: ScenarioLimits.maximumTraceFileSize)
         } catch {
-            throw SimulatorError(.invalidScenario, "cannot read the trace \(path): \(error.reason)")
+            throw SimulatorError(.invalidScenario, "cannot read the trace \(path): \(error.explanation)")
         }
         switch DeliveryTrace.parse(text) {
         case .success(let trace): return trace

@@ -15,16 +15,30 @@ public struct RecordedRun: Sendable {
         self.events = events
     }
 
+    /// The largest `summary.json` and `timeline.jsonl` read.
+    public static let maximumSummarySize = 64 << 20
+    public static let maximumTimelineSize = 256 << 20
+
+    /// Lines of the timeline that were left out: a last line cut short by a killed run.
+    public var notes: [String] = []
+
     /// Reads `DIR/summary.json` and `DIR/timeline.jsonl`; the error names the file and what is wrong.
     public static func load(directory: String) throws(SimulatorError) -> RecordedRun {
-        func read(_ name: String) throws(SimulatorError) -> String {
+        func read(_ name: String, _ limit: Int) throws(SimulatorError) -> String {
             do throws(NetlinkError) {
-                return try readTextFile(atPath: directory + "/" + name)
+                return try readTextFile(atPath: directory + "/" + name, maximumBytes: limit)
             } catch {
-                throw SimulatorError(.invalidScenario, "\(directory) is not a run's report directory: cannot read \(name) (\(error.reason))")
+                throw SimulatorError(.invalidScenario, "\(directory) is not a run's report directory: cannot read \(name) (\(error.explanation))")
             }
         }
-        let summaryText = try read("summary.json")
+        return try parse(directory: directory, summary: read("summary.json", maximumSummarySize),
+                         timeline: read("timeline.jsonl", maximumTimelineSize))
+    }
+
+    /// Reads a run from the text of its `summary.json` and `timeline.jsonl`. A last timeline
+    /// line that is not JSON (a run killed while writing it) is left out with a note; damage
+    /// anywhere else is an error naming the line.
+    public static func parse(directory: String, summary summaryText: String, timeline: String) throws(SimulatorError) -> RecordedRun {
         let summary: JSONValue
         do throws(JSONParseError) {
             summary = try JSONValue.parse(summaryText)
@@ -35,15 +49,23 @@ public struct RecordedRun: Sendable {
             throw SimulatorError(.invalidScenario, "\(directory)/summary.json is not a Roam run summary (no 'scenario')")
         }
         var events: [JSONValue] = []
-        for (number, line) in try read("timeline.jsonl").split(separator: "\n").enumerated() where !line.isEmpty {
+        var notes: [String] = []
+        let lines = textLines(timeline)
+        let last = lines.lastIndex { !$0.isEmpty }
+        for (number, line) in lines.enumerated() where !line.isEmpty {
             do throws(JSONParseError) {
                 events.append(try JSONValue.parse(String(line)))
             } catch {
-                // A run killed while writing leaves a cut last line; anything else is damage.
-                throw SimulatorError(.invalidScenario, "\(directory)/timeline.jsonl line \(number + 1): \(error)")
+                guard number == last else {
+                    throw SimulatorError(.invalidScenario, "\(directory)/timeline.jsonl line \(number + 1): \(error)")
+                }
+                notes.append("\(directory)/timeline.jsonl: the last line (\(number + 1)) is cut short (\(error)); "
+                    + "the run was probably killed while writing it; read the \(events.count) complete events before it")
             }
         }
-        return RecordedRun(directory: directory, summary: summary, events: events)
+        var run = RecordedRun(directory: directory, summary: summary, events: events)
+        run.notes = notes
+        return run
     }
 
     /// The scenario's name.

@@ -65,7 +65,11 @@ struct ReportModel {
     init(_ run: RecordedRun) {
         self.run = run
         let summary = run.summary
-        duration = max(0.001, summary["endedAtSeconds"]?.doubleValue ?? summary["durationSeconds"]?.doubleValue ?? 1)
+        // A summary is outside input (roam report reads any directory): keep the axis finite and
+        // within what a scenario can last, whatever numbers it holds.
+        let recorded = summary["endedAtSeconds"]?.doubleValue ?? summary["durationSeconds"]?.doubleValue ?? 1
+        let longest = Double(ScenarioLimits.maximumDuration.components.seconds)
+        duration = recorded.isFinite ? min(max(0.001, recorded), longest) : longest
         var links: [String: Link] = [:], linkOrder: [String] = []
         var workloads: [String: Workload] = [:], workloadOrder: [String] = []
         var nodes: [String: [(t: Double, path: JSONValue, summary: String)]] = [:], nodeOrder: [String] = []
@@ -194,7 +198,8 @@ struct ReportModel {
     }
 }
 
+/// A number with at most three decimals; any Double (huge, infinite) prints without trapping.
 func format3(_ value: Double) -> String {
     let rounded = (value * 1000).rounded() / 1000
-    return rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
+    return rounded == rounded.rounded() && rounded.magnitude < 9e15 ? String(Int64(rounded)) : String(rounded)
 }

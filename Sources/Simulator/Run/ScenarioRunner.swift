@@ -173,6 +173,11 @@ public final class ScenarioRunner: Sendable {
         guard geteuid() == 0 else {
             throw SimulatorError(.environment, "roam run needs root: it creates network namespaces (run it with sudo)")
         }
+        // A scenario built in Swift has not been through the reader's checks.
+        let problems = scenario.problems
+        guard problems.isEmpty else {
+            throw SimulatorError(.invalidScenario, "scenario cannot run: " + problems.joined(separator: "; "))
+        }
         let selection = try options.backend.resolve(netemProbe: options.netemProbe)
         if selection.kind == .netem, let traced = scenario.tracedLinks.first {
             throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
@@ -181,7 +186,7 @@ public final class ScenarioRunner: Sendable {
         let seed = options.seed ?? scenario.seed
         let runID = RunRegistry.newRunID()
         let plan = try TopologyPlan(scenario: scenario, runID: runID)
-        let directory = options.reportDirectory ?? "roam-reports/\(scenario.name)-\(runID)"
+        let directory = options.reportDirectory ?? "roam-reports/\(Self.pathComponent(scenario.name))-\(runID)"
         try Self.makeDirectory(directory)
 
         let stop = try StopSignal()
@@ -446,6 +451,15 @@ public final class ScenarioRunner: Sendable {
     /// The topology in environment variables, for commands: `ROAM_RUN_ID`, `ROAM_NODES`,
     /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
     /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link).
+    /// `name` as one safe path component: what is not a letter, digit, `-` or `_` becomes `-`,
+    /// so that no name can lead out of the directory it is put in.
+    package static func pathComponent(_ name: String) -> String {
+        let safe = String(String.UnicodeScalarView(name.unicodeScalars.prefix(Scenario.maximumNameLength).map { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_") ? scalar : "-"
+        }))
+        return safe.isEmpty ? "scenario" : safe
+    }
+
     static func environment(plan: TopologyPlan, runID: String, reportDirectory: String) -> [String: String] {
         func key(_ name: String) -> String {
             String(name.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" })

@@ -1,3 +1,5 @@
+import Netlink
+
 /// A problem in a scenario file, with the place it stands.
 public struct ScenarioDiagnostic: Sendable, Hashable, CustomStringConvertible {
     public enum Severity: String, Sendable, Hashable { case error, warning }
@@ -22,11 +24,21 @@ public struct ScenarioDiagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `FILE:LINE:COL: error: MESSAGE`, then the offending line and a caret under the column.
+    /// The first line always has that form, whatever the file holds: the message carries no
+    /// line break, and the quoted source line is cut to a window around the column.
     public var description: String {
         var text = line > 0 ? "\(file):\(line):\(column): \(severity.rawValue): \(message)" : "\(file): \(severity.rawValue): \(message)"
         if let sourceLine, line > 0 {
-            let prefix = sourceLine.unicodeScalars.prefix(max(0, column - 1)).map { $0 == "\t" ? "\t" : " " }.joined()
-            text += "\n\(sourceLine)\n\(prefix)^"
+            let scalars = Array(sourceLine.unicodeScalars)
+            let caret = max(0, column - 1)
+            // A minified line can be megabytes long: show at most 120 characters around the column.
+            let start = caret > 80 ? caret - 60 : 0
+            let end = min(scalars.count, start + 120)
+            let shown = start < end ? scalars[start..<end] : []
+            let printable = shown.map { $0 == "\t" || $0.value >= 0x20 && $0.value != 0x7F ? Character($0) : "?" }
+            let lead = start > 0 ? "…" : "", trail = end < scalars.count ? "…" : ""
+            let prefix = (start > 0 ? " " : "") + shown.prefix(max(0, caret - start)).map { $0 == "\t" ? "\t" : " " }.joined()
+            text += "\n\(lead)\(String(printable))\(trail)\n\(prefix)^"
         }
         return text
     }
@@ -40,7 +52,7 @@ final class DiagnosticCollector {
 
     init(file: String, source: String) {
         self.file = file
-        self.lines = source.split(separator: "\n", omittingEmptySubsequences: false)
+        self.lines = textLines(source)
     }
 
     func error(_ message: String, line: Int, column: Int) {
@@ -53,7 +65,10 @@ final class DiagnosticCollector {
 
     private func add(_ severity: ScenarioDiagnostic.Severity, _ message: String, line: Int, column: Int) {
         let source = line >= 1 && line <= lines.count ? String(lines[line - 1]) : nil
-        diagnostics.append(ScenarioDiagnostic(severity, file: file, line: line, column: column, message: message, sourceLine: source))
+        // Values are quoted escaped where messages are made; this keeps any that slipped through
+        // from breaking the one-line `FILE:LINE:COL: error:` form.
+        let oneLine = escapedForMessage(message, maximumLength: 4096)
+        diagnostics.append(ScenarioDiagnostic(severity, file: file, line: line, column: column, message: oneLine, sourceLine: source))
     }
 
     var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }

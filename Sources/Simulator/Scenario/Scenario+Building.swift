@@ -1,14 +1,23 @@
+import Netlink
 import PathMonitor
 
 // Scenarios built in Swift, as in a test: the same values `ScenarioReader` makes from YAML.
 // ``Scenario/problems`` checks what the reader checks about references and ranges.
 
 extension Scenario {
-    /// What makes this scenario unplayable, one sentence each (empty when it is sound): unknown
-    /// nodes and links, duplicate names, events and workloads outside the duration.
+    /// The longest scenario name (it names the report directory).
+    public static let maximumNameLength = 64
+
+    /// What makes this scenario unplayable, one sentence each (empty when it is sound): an
+    /// unsafe name, unknown nodes and links, duplicate names, events and workloads outside the
+    /// duration, a timeline that expands beyond ``ScenarioLimits/maximumChanges``.
     public var problems: [String] {
         var problems: [String] = []
+        if !isIdentifier(name, maxLength: Self.maximumNameLength) {
+            problems.append("scenario name '\(escapedForMessage(name))': start with a letter and use letters, digits, '-', '_' (at most \(Self.maximumNameLength)); it names the report directory")
+        }
         if duration <= .zero { problems.append("the duration must be more than zero") }
+        if duration > ScenarioLimits.maximumDuration { problems.append("the duration must be at most \(ScenarioLimits.maximumDuration.roamDescription)") }
         let nodeNames = Set(nodes.map(\.name))
         if nodeNames.count != nodes.count { problems.append("node names must be unique") }
         if nodes.isEmpty { problems.append("a scenario needs at least one node") }
@@ -30,6 +39,13 @@ extension Scenario {
                 problems.append("timeline event at \(event.at.roamDescription) is outside the scenario (0 to \(duration.roamDescription))")
             }
             if case .profile(let name) = event.action, profile(named: name) == nil { problems.append("no profile named '\(name)'") }
+            if case .flap(let period, _, _) = event.action, period < ScenarioLimits.minimumFlapPeriod {
+                problems.append("timeline flap at \(event.at.roamDescription): the period must be at least \(ScenarioLimits.minimumFlapPeriod.roamDescription)")
+            }
+        }
+        let changes = timeline.reduce(0) { $0 + TimelineSchedule.changeCount(of: $1) }
+        if changes > ScenarioLimits.maximumChanges {
+            problems.append("the timeline makes \(changes) link changes; at most \(ScenarioLimits.maximumChanges)")
         }
         var workloadNames = Set<String>()
         for workload in workloads {
@@ -39,6 +55,34 @@ extension Scenario {
             }
             if case .command = workload.kind {} else if workload.to == nil {
                 problems.append("workload '\(workload.name)' needs `to`: the receiving node")
+            }
+            switch workload.kind {
+            case let .requests(requestSize, responseSize, interval, _):
+                if !(ScenarioLimits.minimumRequestSize...ScenarioLimits.maximumRequestSize).contains(requestSize) {
+                    problems.append("workload '\(workload.name)': requestSize must be between \(ScenarioLimits.minimumRequestSize) and \(ScenarioLimits.maximumRequestSize) bytes")
+                }
+                if !(1...ScenarioLimits.maximumSize).contains(responseSize) {
+                    problems.append("workload '\(workload.name)': the response size must be between 1 and \(ScenarioLimits.maximumSize) bytes")
+                }
+                if interval < ScenarioLimits.minimumInterval {
+                    problems.append("workload '\(workload.name)': the interval must be at least \(ScenarioLimits.minimumInterval.roamDescription)")
+                }
+            case .bulk(let size?) where !(1...ScenarioLimits.maximumSize).contains(size):
+                problems.append("workload '\(workload.name)': size must be between 1 and \(ScenarioLimits.maximumSize) bytes")
+            case .stream(let bitrate, let buffer):
+                if !(ScenarioLimits.minimumRate...ScenarioLimits.maximumRate).contains(bitrate) {
+                    problems.append("workload '\(workload.name)': bitrate must be between \(ScenarioLimits.minimumRate) and \(ScenarioLimits.maximumRate)")
+                }
+                if buffer <= .zero || buffer > ScenarioLimits.maximumBuffer {
+                    problems.append("workload '\(workload.name)': buffer must be more than zero and at most \(ScenarioLimits.maximumBuffer.roamDescription)")
+                }
+            case .command(let run, let environment):
+                if run.first?.isEmpty ?? true { problems.append("workload '\(workload.name)': run needs a program") }
+                if run.contains(where: { $0.utf8.contains(0) }) || environment.contains(where: { $0.key.isEmpty || $0.key.contains("=") || ($0.key + $0.value).utf8.contains(0) }) {
+                    problems.append("workload '\(workload.name)': run and env cannot hold NUL, and a variable name cannot be empty or hold '='")
+                }
+            default:
+                break
             }
         }
         for expectation in expectations {
@@ -60,10 +104,7 @@ extension ScenarioNode {
         self.description = description
     }
 
-    static func isValidName(_ name: String) -> Bool {
-        guard let first = name.first, first.isASCII, first.isLetter, name.utf8.count <= 32 else { return false }
-        return name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
-    }
+    static func isValidName(_ name: String) -> Bool { isIdentifier(name, maxLength: 32) }
 }
 
 extension LinkSpec {

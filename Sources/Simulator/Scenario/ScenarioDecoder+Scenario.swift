@@ -7,7 +7,7 @@ extension ScenarioDecoder {
 
     func scenario(_ root: Node) -> Scenario? {
         guard var top = fields(root, "the scenario") else { return nil }
-        let name = take(&top, "name", required: true) { self.string($0, "name") }
+        let name = take(&top, "name", required: true) { self.identifier($0, "scenario name", maxLength: Scenario.maximumNameLength) }
         let description = take(&top, "description") { self.string($0, "description") }
         let seed = take(&top, "seed") { self.integer($0, "seed", range: 0...Int.max) }
         let duration = take(&top, "duration", required: true) { self.duration($0, "duration", allowZero: false) }
@@ -16,8 +16,10 @@ extension ScenarioDecoder {
         definedProfiles = take(&top, "profiles") { self.profileDefinitions($0) } ?? []
         let links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
         let timeline = take(&top, "timeline") { self.timeline($0, links: links, duration: duration) } ?? []
-        let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, duration: duration) } ?? []
-        let expectations = take(&top, "expect") { self.expectations($0, workloads: workloads, nodes: nodeNames, links: links) } ?? []
+        let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, links: links, duration: duration) } ?? []
+        let expectations = take(&top, "expect") {
+            self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline)
+        } ?? []
         finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "timeline", "workloads", "expect"])
         if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }
         guard let name, let duration else { return nil }
@@ -53,14 +55,14 @@ extension ScenarioDecoder {
     func links(_ node: Node, nodes: Set<String>) -> [LinkSpec]? {
         guard let items = list(node, "links") else { return nil }
         var links: [LinkSpec] = []
+        var names: Set<String> = []
         for item in items {
             guard var link = fields(item, "a link") else { continue }
-            guard let name = take(&link, "name", required: true, { self.identifier($0, "link name", maxLength: 15) }) else {
-                finishLink(link)
-                continue
-            }
-            link = Fields(node: link.node, context: "link '\(name)'", pairs: link.pairs, used: link.used)
-            if links.contains(where: { $0.name == name }) { error("a link named '\(name)' is defined already", at: link.keyNode("name")!) }
+            // A link whose name is missing or invalid is still read, so that its other keys are
+            // checked (and not all reported as unknown).
+            let name = take(&link, "name", required: true, { self.identifier($0, "link name", maxLength: 15) })
+            link = Fields(link, context: name.map { "link '\($0)'" } ?? "this link")
+            if let name, !names.insert(name).inserted { error("a link named '\(name)' is defined already", at: link.keyNode("name")!) }
             let between = take(&link, "between", required: true) { self.endpoints($0, nodes: nodes) }
             let type = take(&link, "type") { self.interfaceType($0) }
             let expensive = take(&link, "expensive") { self.bool($0, "expensive") }
@@ -68,9 +70,11 @@ extension ScenarioDecoder {
             let capture = take(&link, "capture") { self.bool($0, "capture") }
             let profile = take(&link, "profile") { self.profile($0) }
             let both = impairment(from: &link)
-            let up = take(&link, "up") { self.impairmentBlock($0, "the up direction of link '\(name)'") } ?? Impairment()
-            let down = take(&link, "down") { self.impairmentBlock($0, "the down direction of link '\(name)'") } ?? Impairment()
+            let context = link.context
+            let up = take(&link, "up") { self.impairmentBlock($0, "the up direction of \(context)") } ?? Impairment()
+            let down = take(&link, "down") { self.impairmentBlock($0, "the down direction of \(context)") } ?? Impairment()
             finishLink(link)
+            guard let name else { continue }
             // A profile is the base; keys on the link override it, and direction blocks override those.
             let resolvedType = type ?? profile?.type ?? .wiredEthernet
             links.append(LinkSpec(
@@ -103,7 +107,7 @@ extension ScenarioDecoder {
             guard let name = string(item, "a node in between") else { return nil }
             guard nodes.contains(name) else {
                 let guess = suggestion(for: name, among: Array(nodes)).map { " (did you mean '\($0)'?)" } ?? ""
-                error("no node named '\(name)' is defined in nodes\(guess)", at: item)
+                error("no node named '\(escapedForMessage(name))' is defined in nodes\(guess)", at: item)
                 return nil
             }
             return name
@@ -119,7 +123,7 @@ extension ScenarioDecoder {
     func interfaceType(_ value: Node) -> InterfaceType? {
         guard let text = string(value, "type") else { return nil }
         guard let type = InterfaceType(name: text), type != .loopback else {
-            error("type must be one of wifi, cellular, wiredEthernet (or wired), other, not '\(text)'", at: value)
+            error("type must be one of wifi, cellular, wiredEthernet (or wired), other, not '\(escapedForMessage(text))'", at: value)
             return nil
         }
         return type
@@ -129,9 +133,10 @@ extension ScenarioDecoder {
     func profileDefinitions(_ node: Node) -> [LinkProfile]? {
         guard let all = fields(node, "profiles") else { return nil }
         var profiles: [LinkProfile] = []
+        var names: Set<String> = []
         for (_, keyNode, value) in all.pairs {
             guard let name = identifier(keyNode, "profile name", maxLength: 64) else { continue }
-            if LinkProfile.named(name) != nil || profiles.contains(where: { $0.name == LinkProfile.normalized(name) }) {
+            if LinkProfile.named(name) != nil || !names.insert(LinkProfile.normalized(name)).inserted {
                 error("profile '\(name)' is defined already\(LinkProfile.named(name) != nil ? " (a built-in profile)" : "")", at: keyNode)
                 continue
             }
@@ -156,7 +161,7 @@ extension ScenarioDecoder {
         if let profile = definedProfiles.first(where: { $0.name == LinkProfile.normalized(name) }) ?? LinkProfile.named(name) { return profile }
         let names = definedProfiles.map(\.name) + LinkProfile.all.map(\.name)
         let guess = suggestion(for: name, among: names).map { " (did you mean '\($0)'?)" } ?? ""
-        error("no profile named '\(name)'\(guess); profiles: \(names.joined(separator: ", "))", at: node)
+        error("no profile named '\(escapedForMessage(name))'\(guess); profiles: \(names.joined(separator: ", "))", at: node)
         return nil
     }
 
@@ -165,8 +170,8 @@ extension ScenarioDecoder {
     /// Reads the impairment keys present in `fields` (marking them used).
     func impairment(from fields: inout Fields) -> Impairment {
         var result = Impairment()
-        result.delay = take(&fields, "delay") { self.duration($0, "delay") }
-        result.jitter = take(&fields, "jitter") { self.duration($0, "jitter") }
+        result.delay = take(&fields, "delay") { self.duration($0, "delay", maximum: ScenarioLimits.maximumDelay) }
+        result.jitter = take(&fields, "jitter") { self.duration($0, "jitter", maximum: ScenarioLimits.maximumDelay) }
         result.delayCorrelation = take(&fields, "delayCorrelation") { self.fraction($0, "delayCorrelation") }
         result.distribution = take(&fields, "distribution") { self.choice($0, "distribution", DelayDistribution.self) }
         result.rate = take(&fields, "rate") { self.rate($0, "rate") }
@@ -188,16 +193,16 @@ extension ScenarioDecoder {
         let resolved = path.hasPrefix("/") ? path : baseDirectory + "/" + path
         let text: String
         do throws(NetlinkError) {
-            text = try readTextFile(atPath: resolved)
+            text = try readTextFile(atPath: resolved, maximumBytes: ScenarioLimits.maximumTraceFileSize)
         } catch {
-            self.error("cannot read trace \(path): \(error.reason)", at: node)
+            self.error("cannot read trace \(escapedForMessage(path)): \(error.explanation)", at: node)
             return nil
         }
         switch DeliveryTrace.parse(text) {
         case .success(let trace):
             return LinkTrace(path: path, trace: trace)
         case .failure(let problem):
-            self.error("trace \(path): \(problem)", at: node)
+            self.error("trace \(escapedForMessage(path)): \(problem)", at: node)
             return nil
         }
     }
@@ -233,7 +238,7 @@ extension ScenarioDecoder {
             return .gilbertElliott(p: p, r: r, lossInBad: bad, lossInGood: good)
         default:
             let guess = suggestion(for: kind, among: ["random", "gilbert-elliott"]).map { " (did you mean '\($0)'?)" } ?? ""
-            error("loss model must be random or gilbert-elliott, not '\(kind)'\(guess)", at: model.node)
+            error("loss model must be random or gilbert-elliott, not '\(escapedForMessage(kind))'\(guess)", at: model.node)
             return nil
         }
     }
@@ -254,15 +259,16 @@ extension ScenarioDecoder {
     func timeline(_ node: Node, links: [LinkSpec], duration: Duration?) -> [TimelineEvent]? {
         guard let items = list(node, "timeline") else { return nil }
         let actions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
-        var events: [TimelineEvent] = []
+        let linkNames = Set(links.map(\.name))
+        var events: [(event: TimelineEvent, node: Node)] = []
         for item in items {
             guard var event = fields(item, "a timeline event") else { continue }
             let at = take(&event, "at", required: true) { self.duration($0, "at") }
             let link = take(&event, "link", required: true) { value -> String? in
                 guard let name = self.string(value, "link") else { return nil }
-                guard links.contains(where: { $0.name == name }) else {
+                guard linkNames.contains(name) else {
                     let guess = suggestion(for: name, among: links.map(\.name)).map { " (did you mean '\($0)'?)" } ?? ""
-                    self.error("no link named '\(name)' is defined in links\(guess)", at: value)
+                    self.error("no link named '\(escapedForMessage(name))' is defined in links\(guess)", at: value)
                     return nil
                 }
                 return name
@@ -295,6 +301,13 @@ extension ScenarioDecoder {
                 }
             }
             finish(event, known: ["at", "link", "direction"] + actions)
+            if present.count != 1 { action = nil }
+            // A carrier has no direction: both ends lose it at once.
+            if direction != .both, let name = present.first, ["down", "up", "flap"].contains(name), present.count == 1 {
+                error("direction does not apply to '\(name)': a carrier goes \(name == "up" ? "up" : "down") both ways at once; "
+                    + "for one direction only, use blackhole with direction", at: event.keyNode("direction")!)
+                action = nil
+            }
             if let at, let duration, at > duration, let atNode = event.keyNode("at") {
                 error("this event is at \(at.roamDescription), after the scenario ends (duration \(duration.roamDescription))",
                       at: event.pairs.first { $0.keyNode == atNode }!.value)
@@ -304,10 +317,94 @@ extension ScenarioDecoder {
                                     line: item.line, column: item.column)
             }
             if let at, let link, let action {
-                events.append(TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line))
+                events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
             }
         }
-        return events.sorted { $0.at < $1.at }
+        checkOrder(events)
+        // Time order; events at the same time keep file order (the sort is made stable by index).
+        let sorted = events.enumerated().sorted { ($0.element.event.at, $0.offset) < ($1.element.event.at, $1.offset) }.map(\.element)
+        checkCarrierAndBlackholes(sorted)
+        checkExpansion(sorted)
+        return sorted.map(\.event)
+    }
+
+    /// Events listed out of time order play in time order; say so once, where it first happens.
+    private func checkOrder(_ events: [(event: TimelineEvent, node: Node)]) {
+        var latest: TimelineEvent?
+        for (event, node) in events {
+            if let latest, event.at < latest.at {
+                diagnostics.warning("this event at \(event.at.roamDescription) is listed after one at \(latest.at.roamDescription) "
+                    + "(line \(latest.line)); events play in time order, not in file order", line: node.line, column: node.column)
+                return
+            }
+            latest = event
+        }
+    }
+
+    /// Refuses what cannot mean anything: a carrier brought up that is not down, cut when it is
+    /// cut already, and a blackhole lifted that is not on. A flap leaves the carrier up at its end.
+    private func checkCarrierAndBlackholes(_ events: [(event: TimelineEvent, node: Node)]) {
+        var downSince: [String: Duration] = [:]
+        var flapping: [String: Duration] = [:]
+        var blackholed: [String: Set<TrafficDirection>] = [:]
+        for (event, node) in events {
+            let link = event.link
+            if let until = flapping[link], event.at >= until {
+                flapping[link] = nil
+                downSince[link] = nil
+            }
+            let inFlap = flapping[link] != nil
+            let directions: Set<TrafficDirection> = switch event.direction {
+            case .both: [.up, .down]
+            case .up: [.up]
+            case .down: [.down]
+            }
+            switch event.action {
+            case .down:
+                if let since = downSince[link], !inFlap {
+                    error("link '\(link)' is down already (since \(since.roamDescription)); remove this down, or add an up before it", at: node)
+                }
+                downSince[link] = downSince[link] ?? event.at
+            case .up:
+                if downSince[link] == nil, !inFlap {
+                    error("link '\(link)' is up at \(event.at.roamDescription): no down comes before this up; remove it, or add a down before it",
+                          at: node)
+                }
+                downSince[link] = nil
+            case .flap(_, _, let until):
+                flapping[link] = until
+            case .blackhole(true):
+                blackholed[link, default: []].formUnion(directions)
+            case .blackhole(false):
+                if blackholed[link, default: []].isDisjoint(with: directions) {
+                    let which = event.direction == .both ? "" : " (\(event.direction.rawValue))"
+                    error("no blackhole is on for link '\(link)'\(which) at \(event.at.roamDescription); blackhole: false lifts one that "
+                        + "an earlier blackhole: true set", at: node)
+                }
+                blackholed[link, default: []].subtract(directions)
+            default:
+                break
+            }
+        }
+    }
+
+    /// Refuses a timeline that expands to more link changes than ``ScenarioLimits/maximumChanges``
+    /// (a ramp makes one per step, a flap two per period), at the event that crosses the bound.
+    private func checkExpansion(_ events: [(event: TimelineEvent, node: Node)]) {
+        var total = 0
+        for (event, node) in events {
+            let count = TimelineSchedule.changeCount(of: event)
+            total += count
+            if total > ScenarioLimits.maximumChanges {
+                var detail = ""
+                if case let .flap(period, _, until) = event.action {
+                    detail = " (this flap alone makes \(count): two every \(period.roamDescription) until \(until.roamDescription); use a longer period or end it sooner)"
+                }
+                error("the timeline makes more than \(ScenarioLimits.maximumChanges) link changes by this event\(detail); "
+                    + "Roam plays at most \(ScenarioLimits.maximumChanges) in a scenario", at: node)
+                return
+            }
+        }
     }
 
     func ramp(_ node: Node) -> TimelineEvent.Action? {
@@ -322,7 +419,9 @@ extension ScenarioDecoder {
 
     func flap(_ node: Node, at: Duration?, duration: Duration?) -> TimelineEvent.Action? {
         guard var flap = fields(node, "flap") else { return nil }
-        let period = take(&flap, "period", required: true) { self.duration($0, "period", allowZero: false) }
+        let period = take(&flap, "period", required: true) {
+            self.duration($0, "period", allowZero: false, minimum: ScenarioLimits.minimumFlapPeriod)
+        }
         let duty = take(&flap, "duty") { value -> Double? in
             guard let fraction = self.fraction(value, "duty") else { return nil }
             guard fraction > 0, fraction < 1 else {
@@ -348,9 +447,11 @@ extension ScenarioDecoder {
 
     // MARK: - Workloads
 
-    func workloads(_ node: Node, nodes: Set<String>, duration: Duration?) -> [Workload]? {
+    func workloads(_ node: Node, nodes: Set<String>, links: [LinkSpec], duration: Duration?) -> [Workload]? {
         guard let items = list(node, "workloads") else { return nil }
         var workloads: [Workload] = []
+        var names: Set<String> = []
+        var reachable = ConnectedNodes(links: links)
         let common = ["name", "kind", "from", "to", "mode", "start", "stop", "timeout"]
         for item in items {
             guard var workload = fields(item, "a workload") else { continue }
@@ -358,7 +459,7 @@ extension ScenarioDecoder {
                 declaredWorkloads.insert(scalar.string)
             }
             let name = take(&workload, "name", required: true) { self.identifier($0, "workload name", maxLength: 64) }
-            if let name, workloads.contains(where: { $0.name == name }) {
+            if let name, !names.insert(name).inserted {
                 error("a workload named '\(name)' is defined already", at: workload.keyNode("name")!)
             }
             let kindName = take(&workload, "kind", required: true) { value -> String? in
@@ -366,7 +467,7 @@ extension ScenarioDecoder {
                 let kinds = ["bulk", "requests", "stream", "command"]
                 guard kinds.contains(text) else {
                     let guess = suggestion(for: text, among: kinds).map { " (did you mean '\($0)'?)" } ?? ""
-                    self.error("kind must be one of \(kinds.joined(separator: ", ")), not '\(text)'\(guess)", at: value)
+                    self.error("kind must be one of \(kinds.joined(separator: ", ")), not '\(escapedForMessage(text))'\(guess)", at: value)
                     return nil
                 }
                 return text
@@ -376,7 +477,7 @@ extension ScenarioDecoder {
                     guard let name = self.string(value, key) else { return nil }
                     guard nodes.contains(name) else {
                         let guess = suggestion(for: name, among: Array(nodes)).map { " (did you mean '\($0)'?)" } ?? ""
-                        self.error("no node named '\(name)' is defined in nodes\(guess)", at: value)
+                        self.error("no node named '\(escapedForMessage(name))' is defined in nodes\(guess)", at: value)
                         return nil
                     }
                     return name
@@ -387,7 +488,7 @@ extension ScenarioDecoder {
             let mode = take(&workload, "mode") { self.choice($0, "mode", MultipathMode.self) } ?? .none
             let start = take(&workload, "start") { self.duration($0, "start") } ?? .zero
             let stop = take(&workload, "stop") { self.duration($0, "stop", allowZero: false) }
-            let timeout = take(&workload, "timeout") { self.duration($0, "timeout", allowZero: false) } ?? Workload.defaultTimeout
+            let timeout = take(&workload, "timeout") { self.duration($0, "timeout", allowZero: false, minimum: .milliseconds(1)) } ?? Workload.defaultTimeout
             var kind: Workload.Kind?
             var known = common
             switch kindName {
@@ -397,14 +498,20 @@ extension ScenarioDecoder {
             case "requests":
                 known += ["size", "requestSize", "interval", "count"]
                 let size = take(&workload, "size") { self.size($0, "size (of each response)") } ?? 100_000
-                let requestSize = take(&workload, "requestSize") { self.size($0, "requestSize") } ?? 200
-                let interval = take(&workload, "interval") { self.duration($0, "interval", allowZero: false) } ?? .seconds(1)
+                let requestSize = take(&workload, "requestSize") {
+                    self.size($0, "requestSize", range: ScenarioLimits.minimumRequestSize...ScenarioLimits.maximumRequestSize)
+                } ?? 200
+                let interval = take(&workload, "interval") {
+                    self.duration($0, "interval", allowZero: false, minimum: ScenarioLimits.minimumInterval)
+                } ?? .seconds(1)
                 let count = take(&workload, "count") { self.integer($0, "count", range: 1...10_000_000) }
                 kind = .requests(requestSize: requestSize, responseSize: size, interval: interval, count: count)
             case "stream":
                 known += ["bitrate", "buffer"]
                 let bitrate = take(&workload, "bitrate", required: true) { self.rate($0, "bitrate") }
-                let buffer = take(&workload, "buffer") { self.duration($0, "buffer", allowZero: false) } ?? .seconds(2)
+                let buffer = take(&workload, "buffer") {
+                    self.duration($0, "buffer", allowZero: false, minimum: .milliseconds(1), maximum: ScenarioLimits.maximumBuffer)
+                } ?? .seconds(2)
                 kind = bitrate.map { .stream(bitrate: $0, buffer: buffer) }
             case "command":
                 known += ["run", "env"]
@@ -418,6 +525,9 @@ extension ScenarioDecoder {
             if let stop, stop <= start { error("stop must come after start", at: workload.keyNode("stop")!) }
             if let duration, start >= duration { error("start (\(start.roamDescription)) is not before the scenario ends", at: workload.keyNode("start") ?? item) }
             if let from, let to, from == to { error("a workload runs between two different nodes; from and to are both '\(from)'", at: item) }
+            if let from, let to, from != to, !reachable.connected(from, to) {
+                error("no link joins '\(from)' and '\(to)', directly or through other nodes; add a link between them", at: workload.keyNode("to") ?? item)
+            }
             if let name, let kind, let from {
                 workloads.append(Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout))
             }
@@ -425,45 +535,105 @@ extension ScenarioDecoder {
         return workloads
     }
 
+    /// `run: "shell text"` (run by `/bin/sh -c`) or `run: [program, arg, ...]` (run as is).
     func command(_ node: Node) -> [String]? {
         if case .scalar = node {
-            guard let text = string(node, "run"), !text.isEmpty else { return nil }
+            guard let text = string(node, "run") else { return nil }
+            guard !text.allSatisfy(\.isWhitespace) else {
+                error("run is empty; write the command to run, e.g. run: \"curl -sS http://$ROAM_SERVER_ADDR/\"", at: node)
+                return nil
+            }
+            guard commandText(text, "run", at: node) else { return nil }
             return ["/bin/sh", "-c", text]
         }
         guard let items = list(node, "run") else { return nil }
-        let words = items.compactMap { string($0, "an argument of run") }
-        if words.isEmpty { error("run needs a command", at: node) }
-        return words.count == items.count && !words.isEmpty ? words : nil
+        if items.isEmpty {
+            error("run needs a command: [program, arguments...]", at: node)
+            return nil
+        }
+        var words: [String] = []
+        for (index, item) in items.enumerated() {
+            guard let word = string(item, "an argument of run") else { continue }
+            if index == 0, word.isEmpty {
+                error("the program to run is empty; the first item of run names it", at: item)
+                continue
+            }
+            if commandText(word, "an argument of run", at: item) { words.append(word) }
+        }
+        return words.count == items.count ? words : nil
     }
 
+    /// Whether `text` can reach `execve`: no NUL (C strings end there), bounded length.
+    private func commandText(_ text: String, _ what: String, at node: Node) -> Bool {
+        if text.utf8.contains(0) {
+            error("\(what) holds a NUL character, which no program can receive; remove it", at: node)
+            return false
+        }
+        if text.utf8.count > ScenarioLimits.maximumCommandLength {
+            error("\(what) is longer than \(byteCountDescription(ScenarioLimits.maximumCommandLength))", at: node)
+            return false
+        }
+        return true
+    }
+
+    /// `env: {NAME: value}`; a name is what `execve` can pass: not empty, no `=`, no NUL.
     func environment(_ node: Node) -> [String: String]? {
         guard let variables = fields(node, "env") else { return nil }
         var result: [String: String] = [:]
-        for (key, _, value) in variables.pairs {
-            if let text = string(value, "env \(key)") { result[key] = text }
+        var valid = true
+        for (key, keyNode, value) in variables.pairs {
+            if key.isEmpty || key.contains("=") || key.utf8.contains(0) {
+                error("environment variable name '\(escapedForMessage(key))' cannot be passed to a program: a name is not empty and has no '=' "
+                    + "or NUL (write NAME: value)", at: keyNode)
+                valid = false
+                continue
+            }
+            if let text = string(value, "env \(escapedForMessage(key))") {
+                if commandText(text, "env \(escapedForMessage(key))", at: value) { result[key] = text } else { valid = false }
+            } else {
+                valid = false
+            }
         }
-        return result
+        return valid ? result : nil
     }
 
     // MARK: - Expectations
 
-    func expectations(_ node: Node, workloads: [Workload], nodes: Set<String>, links: [LinkSpec]) -> [Expectation]? {
+    func expectations(_ node: Node, workloads: [Workload], nodes: Set<String>, links: [LinkSpec], timeline: [TimelineEvent]) -> [Expectation]? {
         guard let items = list(node, "expect") else { return nil }
         var expectations: [Expectation] = []
+        let byName = Dictionary(workloads.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let linkNames = Set(links.map(\.name))
+        // The (link, event) pairs the timeline holds, as path expectations name them.
+        var happening: Set<String> = []
+        for event in timeline {
+            let name: String = switch event.action {
+            case .set: "set"
+            case .ramp: "ramp"
+            case .down: "down"
+            case .up: "up"
+            case .blackhole(let on): on ? "blackhole" : "blackhole-off"
+            case .flap: "flap"
+            case .profile: "profile"
+            }
+            happening.insert(event.link + "\u{0}" + name)
+        }
         let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode"]
         for item in items {
             guard var expectation = fields(item, "an expectation") else { continue }
             if expectation.has("node") {
-                if let parsed = pathExpectation(&expectation, nodes: nodes, links: links, at: item) { expectations.append(parsed) }
+                if let parsed = pathExpectation(&expectation, nodes: nodes, links: linkNames, happening: happening, at: item) {
+                    expectations.append(parsed)
+                }
                 finish(expectation, known: ["node", "path", "within", "after"])
                 continue
             }
             let workload = take(&expectation, "workload", required: true) { value -> Workload? in
                 guard let name = self.string(value, "workload") else { return nil }
-                guard let workload = workloads.first(where: { $0.name == name }) else {
+                guard let workload = byName[name] else {
                     if self.declaredWorkloads.contains(name) { return nil } // reported where it is defined
                     let guess = suggestion(for: name, among: Array(self.declaredWorkloads)).map { " (did you mean '\($0)'?)" } ?? ""
-                    self.error("no workload named '\(name)' is defined in workloads\(guess)", at: value)
+                    self.error("no workload named '\(escapedForMessage(name))' is defined in workloads\(guess)", at: value)
                     return nil
                 }
                 return workload
@@ -507,11 +677,11 @@ extension ScenarioDecoder {
     }
 
     /// `- node: phone`, `path: expensive`, `within: 1s`, `after: {link: wifi, event: down}`.
-    func pathExpectation(_ fields: inout Fields, nodes: Set<String>, links: [LinkSpec], at item: Node) -> Expectation? {
+    func pathExpectation(_ fields: inout Fields, nodes: Set<String>, links: Set<String>, happening: Set<String>, at item: Node) -> Expectation? {
         let node = take(&fields, "node") { value -> String? in
             guard let name = self.string(value, "node") else { return nil }
             guard nodes.contains(name) else {
-                self.error("no node named '\(name)' is defined in nodes", at: value)
+                self.error("no node named '\(escapedForMessage(name))' is defined in nodes", at: value)
                 return nil
             }
             return name
@@ -522,8 +692,8 @@ extension ScenarioDecoder {
             guard var trigger = self.fields(value, "after") else { return nil }
             let link = self.take(&trigger, "link", required: true) { linkNode -> String? in
                 guard let name = self.string(linkNode, "link") else { return nil }
-                guard links.contains(where: { $0.name == name }) else {
-                    self.error("no link named '\(name)' is defined in links", at: linkNode)
+                guard links.contains(name) else {
+                    self.error("no link named '\(escapedForMessage(name))' is defined in links", at: linkNode)
                     return nil
                 }
                 return name
@@ -538,17 +708,16 @@ extension ScenarioDecoder {
             }
             self.finish(trigger, known: ["link", "event"])
             guard let link, let event else { return nil }
+            guard happening.contains(link + "\u{0}" + event) else {
+                let what = event == "blackhole" ? "blackhole: true" : event
+                self.error("the timeline has no \(what) event on link '\(link)', so this expectation could never be checked; "
+                    + "name an event the timeline holds", at: value)
+                return nil
+            }
             return (link, event)
         }
         guard let node, let condition, let within, let after else { return nil }
         return Expectation(subject: node, check: .path(condition: condition, within: within, afterLink: after.0, afterEvent: after.1), line: item.line)
-    }
-}
-
-extension Fields {
-    init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)], used: Set<String>) {
-        self.init(node: node, context: context, pairs: pairs)
-        for key in used { _ = take(key) }
     }
 }
 
@@ -560,4 +729,32 @@ extension Duration {
         if milliseconds.magnitude >= 1000 { return "\(trim(milliseconds.rounded() / 1000))s" }
         return "\(trim((milliseconds * 1000).rounded() / 1000))ms"
     }
+}
+
+/// Which nodes links join, directly or through other nodes (nodes forward), by union-find.
+struct ConnectedNodes {
+    private var parent: [String: String] = [:]
+
+    init(links: [LinkSpec]) {
+        for link in links { union(link.endpoints.0, link.endpoints.1) }
+    }
+
+    private mutating func root(_ node: String) -> String {
+        var current = node
+        while let next = parent[current], next != current { current = next }
+        // Path compression keeps later look-ups short.
+        var walk = node
+        while let next = parent[walk], next != current {
+            parent[walk] = current
+            walk = next
+        }
+        return current
+    }
+
+    private mutating func union(_ a: String, _ b: String) {
+        let ra = root(a), rb = root(b)
+        if ra != rb { parent[ra] = rb }
+    }
+
+    mutating func connected(_ a: String, _ b: String) -> Bool { root(a) == root(b) }
 }

@@ -1,3 +1,4 @@
+import Netlink
 import PathMonitor
 import Yams
 
@@ -7,22 +8,65 @@ struct Fields {
     let node: Node
     let context: String
     let pairs: [(key: String, keyNode: Node, value: Node)]
-    private(set) var used: Set<String> = []
+    /// For a large mapping (the nodes of a big scenario), the position of each key; small ones
+    /// are searched, which is faster than hashing for a handful of keys.
+    private let index: [String: Int]?
+    private var taken: [Bool]
 
     init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)]) {
         self.node = node
         self.context = context
         self.pairs = pairs
+        self.taken = Array(repeating: false, count: pairs.count)
+        if pairs.count > 16 {
+            var index: [String: Int] = [:]
+            for (position, pair) in pairs.enumerated() where index[pair.key] == nil { index[pair.key] = position }
+            self.index = index
+        } else {
+            self.index = nil
+        }
+    }
+
+    /// The same fields, with the keys taken so far, under another name in messages.
+    init(_ other: Fields, context: String) {
+        self.init(node: other.node, context: context, pairs: other.pairs, index: other.index, taken: other.taken)
+    }
+
+    private init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)], index: [String: Int]?, taken: [Bool]) {
+        self.node = node
+        self.context = context
+        self.pairs = pairs
+        self.index = index
+        self.taken = taken
+    }
+
+    private func position(_ key: String) -> Int? {
+        if let index { return index[key] }
+        return pairs.firstIndex { $0.key == key }
     }
 
     mutating func take(_ key: String) -> Node? {
-        used.insert(key)
-        return pairs.first { $0.key == key }?.value
+        guard let position = position(key) else { return nil }
+        taken[position] = true
+        return pairs[position].value
     }
 
-    func has(_ key: String) -> Bool { pairs.contains { $0.key == key } }
+    func has(_ key: String) -> Bool { position(key) != nil }
 
-    func keyNode(_ key: String) -> Node? { pairs.first { $0.key == key }?.keyNode }
+    func keyNode(_ key: String) -> Node? { position(key).map { pairs[$0].keyNode } }
+
+    /// The pairs no `take` asked for.
+    var untaken: [(key: String, keyNode: Node, value: Node)] { pairs.indices.filter { !taken[$0] }.map { pairs[$0] } }
+}
+
+extension Node.Scalar {
+    /// Empty, or YAML's null (`~`, `null`) written plain. The reader composes with Yams's basic
+    /// resolver, which resolves no tags (every value is read as text here, and resolving tags by
+    /// regular expression for every key made validation of large files slow), so null is
+    /// recognised here.
+    var isNull: Bool {
+        string.isEmpty || (style == .plain && ["~", "null", "Null", "NULL"].contains(string))
+    }
 }
 
 extension Node {
@@ -64,13 +108,14 @@ final class ScenarioDecoder {
     /// The mapping at `node`, or nil after reporting that it is something else.
     func fields(_ node: Node, _ context: String) -> Fields? {
         guard case .mapping(let mapping) = node else {
-            if case .scalar(let scalar) = node, scalar.string.isEmpty || scalar.tag == .init(.null) {
+            if case .scalar(let scalar) = node, scalar.isNull {
                 return Fields(node: node, context: context, pairs: [])
             }
             error("\(context) must be a mapping of keys to values, not \(node.kindName)", at: node)
             return nil
         }
         var pairs: [(String, Node, Node)] = []
+        pairs.reserveCapacity(mapping.count)
         for (key, value) in mapping {
             guard case .scalar(let scalar) = key else {
                 error("keys in \(context) must be plain words", at: key)
@@ -83,8 +128,8 @@ final class ScenarioDecoder {
 
     /// Reports the keys of `fields` that were not read, suggesting the closest known one.
     func finish(_ fields: Fields, known: [String]) {
-        for (key, keyNode, _) in fields.pairs where !fields.used.contains(key) {
-            var message = "unknown key '\(key)' in \(fields.context)"
+        for (key, keyNode, _) in fields.untaken {
+            var message = "unknown key '\(escapedForMessage(key))' in \(fields.context)"
             if let guess = suggestion(for: key, among: known) {
                 message += " (did you mean '\(guess)'?)"
             } else {
@@ -96,7 +141,7 @@ final class ScenarioDecoder {
 
     func list(_ node: Node, _ context: String) -> [Node]? {
         if case .sequence(let sequence) = node { return Array(sequence) }
-        if case .scalar(let scalar) = node, scalar.tag == .init(.null) || scalar.string.isEmpty { return [] }
+        if case .scalar(let scalar) = node, scalar.isNull { return [] }
         error("\(context) must be a list (lines starting with '- '), not \(node.kindName)", at: node)
         return nil
     }
@@ -113,10 +158,8 @@ final class ScenarioDecoder {
 
     func identifier(_ node: Node, _ what: String, maxLength: Int) -> String? {
         guard let text = string(node, what) else { return nil }
-        let valid = !text.isEmpty && text.count <= maxLength && text.first!.isLetter
-            && text.allSatisfy { ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") && $0.isASCII }
-        if !valid {
-            error("\(what) '\(text)' must start with a letter and use only letters, digits, '-' and '_', at most \(maxLength) characters", at: node)
+        guard isIdentifier(text, maxLength: maxLength) else {
+            error("\(what) '\(escapedForMessage(text))' must start with a letter and use only letters, digits, '-' and '_', at most \(maxLength) characters", at: node)
             return nil
         }
         return text
@@ -128,7 +171,7 @@ final class ScenarioDecoder {
         case "true", "yes", "on": return true
         case "false", "no", "off": return false
         default:
-            error("\(what) must be true or false, not '\(text)'", at: node)
+            error("\(what) must be true or false, not '\(escapedForMessage(text))'", at: node)
             return nil
         }
     }
@@ -136,7 +179,13 @@ final class ScenarioDecoder {
     func integer(_ node: Node, _ what: String, range: ClosedRange<Int>) -> Int? {
         guard let text = string(node, what) else { return nil }
         guard let value = Int(text) else {
-            error("\(what) must be a whole number, not '\(text)'", at: node)
+            // Digits that do not fit in an Int are a whole number out of range, not a typo.
+            let digits = text.first == "-" || text.first == "+" ? text.dropFirst() : Substring(text)
+            if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) {
+                error("\(what) must be between \(range.lowerBound) and \(range.upperBound), not \(escapedForMessage(text))", at: node)
+            } else {
+                error("\(what) must be a whole number, not '\(escapedForMessage(text))'", at: node)
+            }
             return nil
         }
         guard range.contains(value) else {
@@ -150,8 +199,9 @@ final class ScenarioDecoder {
     /// problem with an acceptable value (given the text as written), or nil.
     private func measured<T>(_ node: Node, _ what: String, _ parse: (String) -> Result<T, UnitError>,
                              check: (T, String) -> String?) -> T? {
-        guard let text = string(node, what) else { return nil }
-        switch parse(text) {
+        guard let raw = string(node, what) else { return nil }
+        let text = escapedForMessage(raw)
+        switch parse(raw) {
         case .failure(let problem):
             error("\(what): \(problem.message)", at: node)
             return nil
@@ -164,9 +214,15 @@ final class ScenarioDecoder {
         }
     }
 
-    func duration(_ node: Node, _ what: String, allowZero: Bool = true) -> Duration? {
+    /// A duration of at least zero (more than zero unless `allowZero`), at least `minimum` and
+    /// at most `maximum`.
+    func duration(_ node: Node, _ what: String, allowZero: Bool = true, minimum: Duration? = nil,
+                  maximum: Duration = ScenarioLimits.maximumDuration) -> Duration? {
         measured(node, what, Units.duration) { value, text in
-            value < .zero || (!allowZero && value == .zero) ? "must be \(allowZero ? "zero or more" : "more than zero"), not \(text)" : nil
+            if value < .zero || (!allowZero && value == .zero) { return "must be \(allowZero ? "zero or more" : "more than zero"), not \(text)" }
+            if let minimum, value < minimum { return "must be at least \(minimum.roamDescription), not \(text)" }
+            if value > maximum { return "must be at most \(maximum.roamDescription), not \(text)" }
+            return nil
         }
     }
 
@@ -178,13 +234,14 @@ final class ScenarioDecoder {
 
     func rate(_ node: Node, _ what: String) -> Rate? {
         measured(node, what, Units.rate) { value, text in
-            value.bitsPerSecond >= 8 ? nil : "must be at least 8bit, not \(text)"
+            (ScenarioLimits.minimumRate...ScenarioLimits.maximumRate).contains(value)
+                ? nil : "must be between \(ScenarioLimits.minimumRate) and \(ScenarioLimits.maximumRate), not \(text)"
         }
     }
 
-    func size(_ node: Node, _ what: String) -> Int64? {
+    func size(_ node: Node, _ what: String, range: ClosedRange<Int64> = 1...ScenarioLimits.maximumSize) -> Int64? {
         measured(node, what, Units.size) { value, text in
-            value > 0 ? nil : "must be more than zero, not \(text)"
+            range.contains(value) ? nil : "must be between \(sizeDescription(range.lowerBound)) and \(sizeDescription(range.upperBound)), not \(text)"
         }
     }
 
@@ -193,7 +250,25 @@ final class ScenarioDecoder {
         if let value = T(rawValue: text) { return value }
         let names = T.allCases.map(\.rawValue)
         let guess = suggestion(for: text, among: names).map { " (did you mean '\($0)'?)" } ?? ""
-        error("\(what) must be one of \(names.joined(separator: ", ")), not '\(text)'\(guess)", at: node)
+        error("\(what) must be one of \(names.joined(separator: ", ")), not '\(escapedForMessage(text))'\(guess)", at: node)
         return nil
     }
+}
+
+/// Whether `text` is a name Roam accepts for a scenario, node, link, workload or profile: an
+/// ASCII letter, then ASCII letters, digits, `-` and `_`, at most `maxLength` characters. Such
+/// a name is safe as a path component and as part of an interface or namespace name.
+func isIdentifier(_ text: String, maxLength: Int) -> Bool {
+    func isLetter(_ scalar: Unicode.Scalar) -> Bool { ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) }
+    guard let first = text.unicodeScalars.first, isLetter(first), text.unicodeScalars.count <= maxLength else { return false }
+    return text.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
+}
+
+/// `1tib`, `64mib`, `16b`: a size as the scenario format writes it.
+func sizeDescription(_ bytes: Int64) -> String {
+    for (unit, scale) in [("tib", Int64(1) << 40), ("gib", Int64(1) << 30), ("mib", Int64(1) << 20), ("kib", Int64(1) << 10)]
+    where bytes >= scale && bytes % scale == 0 {
+        return "\(bytes / scale)\(unit)"
+    }
+    return "\(bytes)b"
 }

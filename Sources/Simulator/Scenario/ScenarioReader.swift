@@ -11,25 +11,35 @@ public enum ScenarioReader {
         public var errors: [ScenarioDiagnostic] { diagnostics.filter { $0.severity == .error } }
     }
 
-    /// Reads the file at `path`; `displayName` names it in diagnostics (default: `path`).
+    /// Reads the file at `path`; `displayName` names it in diagnostics (default: `path`). Only
+    /// a regular file of at most ``ScenarioLimits/maximumFileSize`` bytes is read.
     public static func read(contentsOf path: String, displayName: String? = nil) -> Outcome {
         let name = displayName ?? path
         do throws(NetlinkError) {
             let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
-            return parse(try readTextFile(atPath: path), file: name, baseDirectory: directory.isEmpty ? "/" : directory)
+            let text = try readTextFile(atPath: path, maximumBytes: ScenarioLimits.maximumFileSize)
+            return parse(text, file: name, baseDirectory: directory.isEmpty ? "/" : directory)
         } catch {
             return Outcome(scenario: nil, diagnostics: [ScenarioDiagnostic(.error, file: name, line: 0, column: 0,
-                                                                           message: "cannot read the file: \(error.reason)")])
+                                                                           message: "cannot read the file: \(error.explanation)")])
         }
     }
 
     /// Reads scenario text; `file` names it in diagnostics, and relative paths in it (traces)
     /// start at `baseDirectory`.
-    public static func parse(_ source: String, file: String, baseDirectory: String = ".") -> Outcome {
+    public static func parse(_ text: String, file: String, baseDirectory: String = ".") -> Outcome {
+        // A byte-order mark starts many files saved on Windows; YAML readers ignore it.
+        let source = text.hasPrefix("\u{FEFF}") ? String(text.unicodeScalars.dropFirst()) : text
         let collector = DiagnosticCollector(file: file, source: source)
+        if let (line, column, scalar) = firstUnprintable(in: source) {
+            let name = scalar.value == 0 ? "a NUL byte" : "the control character U+\(String(scalar.value, radix: 16, uppercase: true).leftPadded(to: 4))"
+            collector.error("\(name) is not allowed in YAML; remove it (write it as an escape such as \"\\t\" inside a double-quoted string)",
+                            line: line, column: column)
+            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+        }
         let root: Node?
         do {
-            root = try Yams.compose(yaml: source)
+            root = try Yams.compose(yaml: source, .basic)
         } catch let error as YamlError {
             report(error, to: collector)
             return Outcome(scenario: nil, diagnostics: collector.diagnostics)
@@ -54,6 +64,7 @@ public enum ScenarioReader {
             let text = [context?.text, problem].compactMap { $0 }.joined(separator: " ")
             collector.error("YAML syntax: \(text)", line: mark.line, column: mark.column)
         case let .reader(problem, _, _, _):
+            // Control characters, the usual cause, are found before Yams reads the text.
             collector.error("YAML: \(problem)", line: 1, column: 1)
         case let .duplicatedKeysInMapping(duplicates, context):
             collector.error("duplicate key\(duplicates.count > 1 ? "s" : "") \(duplicates.map { "'\($0)'" }.joined(separator: ", ")) in one mapping",
@@ -61,5 +72,43 @@ public enum ScenarioReader {
         default:
             collector.error("YAML: \(error)", line: 1, column: 1)
         }
+    }
+}
+
+extension ScenarioReader {
+    /// The place (1-based line and column, in Unicode scalars as Yams counts them) and the
+    /// scalar of the first character YAML does not allow in a stream: C0 and C1 controls other
+    /// than tab, line feed, carriage return and NEL, DEL, and U+FFFE/U+FFFF.
+    static func firstUnprintable(in source: String) -> (line: Int, column: Int, scalar: Unicode.Scalar)? {
+        var line = 1, column = 1
+        var previousWasCR = false
+        for scalar in source.unicodeScalars {
+            let value = scalar.value
+            switch value {
+            case 0x0A:
+                if !previousWasCR { line += 1 }
+                column = 1
+                previousWasCR = false
+                continue
+            case 0x0D, 0x85, 0x2028, 0x2029:
+                line += 1
+                column = 1
+                previousWasCR = value == 0x0D
+                continue
+            case 0x09, 0x20...0x7E, 0xA0...0xD7FF, 0xE000...0xFFFD, 0x10000...0x10FFFF:
+                break
+            default:
+                return (line, column, scalar)
+            }
+            previousWasCR = false
+            column += 1
+        }
+        return nil
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -1,3 +1,5 @@
+import Netlink
+
 /// Parsers for the units scenario files use: durations (`250ms`, `30s`), rates (`10mbit`,
 /// `512kbit`) and percentages (`0.5%`). Each returns nil with a message when the text is not valid.
 public enum Units {
@@ -6,19 +8,24 @@ public enum Units {
     public static func duration(_ text: String) -> Result<Duration, UnitError> {
         let units: [(String, Double)] = [("ns", 1e-9), ("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600)]
         guard let (number, unit) = split(text), let scale = units.first(where: { $0.0 == unit })?.1 else {
-            return .failure(UnitError("'\(text)' is not a duration; write a number with a unit: 250ms, 30s, 2m"))
+            return .failure(UnitError("'\(escapedForMessage(text))' is not a duration; write a number with a unit: 250ms, 30s, 2m"))
         }
         let nanoseconds = (number * scale * 1e9).rounded()
-        guard nanoseconds.magnitude < 9e18 else { return .failure(UnitError("'\(text)' is too long a duration")) }
+        // Every duration a scenario may hold is far shorter (ScenarioLimits); this only keeps the
+        // conversion to whole nanoseconds from trapping, and the caller checks the real bound.
+        guard nanoseconds.magnitude < 9e18 else {
+            return .failure(UnitError("'\(escapedForMessage(text))' is too long a duration; the longest a scenario holds is \(ScenarioLimits.maximumDuration.roamDescription)"))
+        }
         return .success(.nanoseconds(Int64(nanoseconds)))
     }
 
     /// A rate in bits per second: a number with `bit`, `kbit`, `mbit` or `gbit` (decimal
     /// multiples, as `tc` reads them). `bps`-style units are refused: tc reads them as bytes.
+    /// The caller checks the range (``ScenarioLimits``).
     public static func rate(_ text: String) -> Result<Rate, UnitError> {
         let units: [(String, Double)] = [("bit", 1), ("kbit", 1e3), ("mbit", 1e6), ("gbit", 1e9)]
         guard let (number, unit) = split(text.lowercased()), let scale = units.first(where: { $0.0 == unit })?.1 else {
-            return .failure(UnitError("'\(text)' is not a rate; write a number with bit, kbit, mbit or gbit: 512kbit, 10mbit"))
+            return .failure(UnitError("'\(escapedForMessage(text))' is not a rate; write a number with bit, kbit, mbit or gbit: 512kbit, 10mbit"))
         }
         return .success(Rate(bitsPerSecond: number * scale))
     }
@@ -26,19 +33,29 @@ public enum Units {
     /// A percentage, `0.5%`, as a fraction (0.005).
     public static func percentage(_ text: String) -> Result<Double, UnitError> {
         guard text.hasSuffix("%"), let number = Double(text.dropLast().trimmingCharacters(in: " ")) else {
-            return .failure(UnitError("'\(text)' is not a percentage; write it with a % sign: 0.5%, 40%"))
+            return .failure(UnitError("'\(escapedForMessage(text))' is not a percentage; write it with a % sign: 0.5%, 40%"))
         }
         return .success(number / 100)
     }
 
     /// A size in bytes: a number with `b`, `kb`, `mb` or `gb` (multiples of 1000), or `kib`,
     /// `mib`, `gib` (multiples of 1024).
+    /// A size is a whole number of bytes: `1.5kb` is 1500 bytes, `1.5b` is refused.
     public static func size(_ text: String) -> Result<Int64, UnitError> {
-        let units: [(String, Double)] = [("b", 1), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824)]
+        let units: [(String, Double)] = [("b", 1), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12), ("kib", 1024), ("mib", 1_048_576),
+                                         ("gib", 1_073_741_824), ("tib", 1_099_511_627_776)]
         guard let (number, unit) = split(text.lowercased()), let scale = units.first(where: { $0.0 == unit })?.1 else {
-            return .failure(UnitError("'\(text)' is not a size; write a number with b, kb, mb or gb: 10mb, 64kib"))
+            return .failure(UnitError("'\(escapedForMessage(text))' is not a size; write a number with b, kb, mb or gb: 10mb, 64kib"))
         }
-        return .success(Int64((number * scale).rounded()))
+        let bytes = number * scale
+        guard bytes.magnitude < 9e18 else {
+            return .failure(UnitError("'\(escapedForMessage(text))' is too large a size; the largest is \(ScenarioLimits.maximumSize) bytes (1tib)"))
+        }
+        // Decimal fractions are not exact in binary: 1.001kb is 1000.9999999999999 bytes.
+        guard (bytes - bytes.rounded()).magnitude < 1e-9 * max(1, bytes.magnitude) else {
+            return .failure(UnitError("'\(escapedForMessage(text))' is not a whole number of bytes (\(bytes)); sizes count whole bytes"))
+        }
+        return .success(Int64(bytes.rounded()))
     }
 
     /// Splits `12.5ms` into 12.5 and `ms`.
@@ -71,8 +88,9 @@ public struct Rate: Sendable, Hashable, Comparable, CustomStringConvertible {
     }
 }
 
+/// A number without a trailing `.0`; any Double, however large, prints without trapping.
 func trim(_ value: Double) -> String {
-    value == value.rounded() ? String(Int64(value)) : String(value)
+    value == value.rounded() && value.magnitude < 9e15 ? String(Int64(value)) : String(value)
 }
 
 extension StringProtocol {

@@ -21,7 +21,7 @@ public struct ScheduledChange: Sendable, Hashable {
 }
 
 /// A scenario's timeline expanded into the changes a backend applies: ramps cut into steps of at
-/// most ``maximumRampStep``, flaps into carrier cuts and restorations, profile switches and
+/// most ``maximumRampStep`` (or into ``maximumRampSteps`` steps, for ramps longer than 100 s), flaps into carrier cuts and restorations, profile switches and
 /// partial `set`s resolved into the full conditions of each direction. Pure, so that what a
 /// run will do is tested without root.
 ///
@@ -30,6 +30,31 @@ public struct ScheduledChange: Sendable, Hashable {
 /// until the next step.
 public struct TimelineSchedule: Sendable, Hashable {
     public static let maximumRampStep = Duration.milliseconds(100)
+    /// The most steps a ramp is cut into: a ramp longer than 100 s takes longer steps.
+    public static let maximumRampSteps = 1000
+
+    /// The steps a ramp over `span` is cut into.
+    static func rampSteps(over span: Duration) -> Int {
+        guard span > .zero else { return 1 }
+        let steps = (span / maximumRampStep).rounded(.up)
+        return steps >= Double(maximumRampSteps) ? maximumRampSteps : max(1, Int(steps))
+    }
+
+    /// How many link changes `event` expands to (a ramp one per step, a flap two per period,
+    /// any other event one), without expanding it; saturates far above
+    /// ``ScenarioLimits/maximumChanges`` instead of overflowing.
+    public static func changeCount(of event: TimelineEvent) -> Int {
+        switch event.action {
+        case .ramp(_, let over):
+            return rampSteps(over: over)
+        case let .flap(period, duty, until):
+            guard (duty < 1), (period > .zero), (until > event.at) else { return 0 }
+            let periods = ((until - event.at) / period).rounded(.up)
+            return periods >= 1e12 ? Int(2e12) : 2 * Int(periods)
+        default:
+            return 1
+        }
+    }
 
     /// The conditions each direction of each link starts with, in link order.
     public var initial: [InitialConditions]
@@ -86,7 +111,7 @@ public struct TimelineSchedule: Sendable, Hashable {
             case .set(let impairment):
                 add(event.at, .set(impairment), "set")
             case .ramp(let target, let over):
-                let steps = max(1, Int((over / Self.maximumRampStep).rounded(.up)))
+                let steps = Self.rampSteps(over: over)
                 for step in 1...steps {
                     add(event.at + over * (Double(step) / Double(steps)), .rampStep(id: index, target: target, step: step, of: steps), "ramp")
                 }
