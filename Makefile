@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BUILD_FLAGS ?=
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example bench bench-quick clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example bench bench-quick fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -61,5 +61,11 @@ bench-quick: setup
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick
 
+# Each fuzz target of Roam's input readers (scenario, trace, interfaces file, JSON, report) for
+# FUZZ_SECONDS with libFuzzer and AddressSanitizer, from the seed corpus in Fuzz/Corpus.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
 clean:
-	rm -rf .build
+	rm -rf .build Fuzz/.build

@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "Multipath", targets: ["Multipath"]),
         // For other packages' tests: scenarios around code under test (not linked by `roam`).
         .library(name: "RoamTesting", targets: ["RoamTesting"]),
+        // The fuzz targets of Roam's input readers, for Fuzz/ (libFuzzer) and the regression tests.
+        .library(name: "RoamFuzzTargets", targets: ["RoamFuzzTargets"]),
         .executable(name: "roam", targets: ["roam"]),
     ],
     dependencies: [
@@ -29,6 +31,7 @@ let package = Package(
         .target(name: "Multipath", dependencies: ["PathMonitor"]),
         .target(name: "Simulator", dependencies: ["PathMonitor", "Multipath", .product(name: "Yams", package: "Yams")]),
         .target(name: "RoamTesting", dependencies: ["Simulator"]),
+        .target(name: "RoamFuzzTargets", dependencies: ["Simulator", "PathMonitor", "Netlink"]),
         .executableTarget(
             name: "roam",
             dependencies: [
@@ -63,7 +66,7 @@ let package = Package(
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "Simulator", "TestSupport"]),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "MultipathTests", dependencies: ["Multipath", "Simulator", "TestSupport"]),
         .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "Simulator", "TestSupport"]),
     ],

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Glibc
+import Netlink
+import PathMonitor
 import Simulator
 
 /// `roam import mahimahi`: traces made into a link profile.
@@ -43,29 +45,47 @@ struct ImportCommand: ParsableCommand {
     @Option(name: [.short, .long], help: ArgumentHelp("Write the profile here instead of standard output.", valueName: "file"))
     var output: String?
 
-    func run() throws {
-        guard let first = name.first, first.isLetter, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
-            throw ValidationError("--name \(name): start with a letter and use letters, digits, '-', '_'")
+    /// Checks every option as a scenario's reader would check the profile it becomes.
+    func validate() throws {
+        guard ScenarioReader.isProfileName(name) else {
+            throw ValidationError("--name \(escapedForMessage(name)): start with a letter and use letters, digits, '-', '_' (at most 64)")
         }
-        if let type, !["wifi", "cellular", "wiredEthernet", "wired", "other"].contains(type) {
-            throw ValidationError("--type \(type): expected wifi, cellular, wiredEthernet or other")
+        if LinkProfile.named(name) != nil {
+            throw ValidationError("--name \(name) is a built-in profile; choose another name (built-in: \(LinkProfile.all.map(\.name).joined(separator: ", ")))")
         }
-        var oneWay: Duration?
+        if let type {
+            guard let interfaceType = InterfaceType(name: type), interfaceType != .loopback else {
+                throw ValidationError("--type \(escapedForMessage(type)): expected wifi, cellular, wiredEthernet (or wired), other")
+            }
+        }
         if let delay {
-            guard case .success(let value) = Units.duration(delay) else { throw ValidationError("--delay \(delay): expected a duration such as 20ms") }
-            oneWay = value
+            guard case .success(let value) = Units.duration(delay), value >= .zero, value <= ScenarioLimits.maximumDelay else {
+                throw ValidationError("--delay \(escapedForMessage(delay)): expected a one-way delay from 0ms to \(ScenarioLimits.maximumDelay.roamDescription), such as 20ms")
+            }
         }
-        var lossFraction: Double?
         if let loss {
-            guard case .success(let value) = Units.percentage(loss), value <= 1 else { throw ValidationError("--loss \(loss): expected a percentage such as 0.5%") }
-            lossFraction = value
+            guard case .success(let value) = Units.percentage(loss), (0...1).contains(value) else {
+                throw ValidationError("--loss \(escapedForMessage(loss)): expected a percentage from 0% to 100%, such as 0.5%")
+            }
         }
+    }
+
+    func run() throws {
+        let canonicalType = type.flatMap { InterfaceType(name: $0) }.map(\.rawValue)
+        let oneWay = delay.flatMap { try? Units.duration($0).get() }
+        let lossFraction = loss.flatMap { try? Units.percentage($0).get() }
         do throws(SimulatorError) {
             let upTrace = try MahimahiImport.read(up), downTrace = try MahimahiImport.read(down)
             let upSummary = MahimahiImport.summarize(upTrace), downSummary = MahimahiImport.summarize(downTrace)
             let yaml = MahimahiImport.profileYAML(
-                name: name, upPath: relative(up), downPath: relative(down), up: upSummary, down: downSummary, type: type,
+                name: name, upPath: relative(up), downPath: relative(down), up: upSummary, down: downSummary, type: canonicalType,
                 delay: oneWay, loss: lossFraction, sources: (up, down))
+            // What it writes must be what a scenario accepts: read it back as the reader would.
+            let directory = output.map { $0.contains("/") ? String($0[..<$0.lastIndex(of: "/")!]) : "." } ?? "."
+            let problems = MahimahiImport.problems(ofProfile: yaml, named: name, baseDirectory: directory.isEmpty ? "/" : directory)
+            guard problems.isEmpty else {
+                throw SimulatorError(.invalidScenario, "the profile would not validate in a scenario: " + problems.joined(separator: "; "))
+            }
             printError("up:   \(upSummary)")
             printError("down: \(downSummary)")
             if let output {

@@ -135,7 +135,7 @@ public enum ChaosMeshExport {
 
     /// A rate in whole units, as Chaos Mesh's webhook requires (`1500kbit`, not `1.5mbit`).
     static func rate(_ rate: Rate) -> String {
-        let bits = UInt64(max(1, rate.bitsPerSecond.rounded()))
+        let bits = UInt64(min(max(1, rate.bitsPerSecond.rounded()), 1e15)) // validation bounds rates far below this
         if bits % 1_000_000_000 == 0 { return "\(bits / 1_000_000_000)gbit" }
         if bits % 1_000_000 == 0 { return "\(bits / 1_000_000)mbit" }
         if bits % 1000 == 0 { return "\(bits / 1000)kbit" }

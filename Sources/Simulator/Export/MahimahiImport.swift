@@ -76,4 +76,18 @@ public enum MahimahiImport {
     }
 
     static func quoted(_ text: String) -> String { JSONValue.string(text).serialized }
+
+    /// The problems a scenario's reader finds with `profileYAML` (a `profiles:` block) used by
+    /// a link; empty when a scenario can use it as written.
+    public static func problems(ofProfile profileYAML: String, named name: String, baseDirectory: String) -> [String] {
+        let scenario = """
+            name: import-check
+            duration: 1s
+            nodes: {a: {}, b: {}}
+            links:
+              - {name: l, between: [a, b], profile: \(name)}
+
+            """ + profileYAML
+        return ScenarioReader.parse(scenario, file: "import", baseDirectory: baseDirectory).errors.map(\.message)
+    }
 }

@@ -76,6 +76,9 @@ public enum ScenarioReader {
 }
 
 extension ScenarioReader {
+    /// Whether `name` is valid as a profile a scenario defines (`profiles:`).
+    public static func isProfileName(_ name: String) -> Bool { isIdentifier(name, maxLength: 64) }
+
     /// The place (1-based line and column, in Unicode scalars as Yams counts them) and the
     /// scalar of the first character YAML does not allow in a stream: C0 and C1 controls other
     /// than tab, line feed, carriage return and NEL, DEL, and U+FFFE/U+FFFF.

@@ -20,8 +20,7 @@ final class BulkWorkload: WorkloadDriver {
         server = WorkloadServer(context: context) { socket in
             var hello = [UInt8](repeating: 0, count: 8)
             guard hello.withUnsafeMutableBytes({ socket.receiveAll(into: $0, stop: stop, deadline: nil) }) == .done else { return }
-            let remaining = Wire.decode(hello[...])
-            guard socket.sendPayload(Int64(min(remaining, UInt64(Int64.max))), stop: stop) == .done else { return }
+            guard socket.sendPayload(Wire.decodeCount(hello[...]), stop: stop) == .done else { return }
             socket.shutdown()
         }
     }

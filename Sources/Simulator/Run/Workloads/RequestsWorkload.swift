@@ -30,14 +30,14 @@ final class RequestsWorkload: WorkloadDriver {
             var header = [UInt8](repeating: 0, count: 16)
             var body = [UInt8](repeating: 0, count: 64 * 1024)
             while header.withUnsafeMutableBytes({ socket.receiveAll(into: $0, stop: stop, deadline: nil) }) == .done {
-                var rest = Int64(Wire.decode(header[8...])) - 16
+                var rest = Wire.decodeCount(header[8...]) - 16
                 while rest > 0 {
                     let chunk = Int(min(Int64(body.count), rest))
                     let outcome = body.withUnsafeMutableBytes { socket.receiveAll(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<chunk]), stop: stop, deadline: nil) }
                     guard outcome == .done else { return }
                     rest -= Int64(chunk)
                 }
-                guard socket.sendPayload(Int64(Wire.decode(header[..<8])), stop: stop) == .done else { return }
+                guard socket.sendPayload(Wire.decodeCount(header[..<8]), stop: stop) == .done else { return }
             }
         }
     }

@@ -116,7 +116,7 @@ final class StreamWorkload: WorkloadDriver {
         server = WorkloadServer(context: context) { socket in
             var hello = [UInt8](repeating: 0, count: 8)
             guard hello.withUnsafeMutableBytes({ socket.receiveAll(into: $0, stop: stop, deadline: nil) }) == .done else { return }
-            var offset = Int64(Wire.decode(hello[...]))
+            var offset = Wire.decodeCount(hello[...])
             let tick = Duration.milliseconds(10)
             var next = MonotonicInstant.now
             while true {

@@ -594,6 +594,12 @@ enum Wire {
         bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
+    /// A byte count or offset a peer sent: anything can connect to a workload's port (a user's
+    /// command, a scanner), so a value past `Int64.max` is clamped rather than trapping.
+    static func decodeCount(_ bytes: ArraySlice<UInt8>) -> Int64 {
+        Int64(clamping: decode(bytes))
+    }
+
     /// A buffer of payload bytes to send from.
     static let payload = [UInt8](repeating: 0x5a, count: 64 * 1024)
 }

@@ -1,0 +1,1 @@
+// Only the header: LLVMFuzzerRunDriver comes from the fuzzer runtime (-sanitize=fuzzer).

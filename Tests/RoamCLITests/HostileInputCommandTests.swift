@@ -1,0 +1,113 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// Every command that reads a file or a number from a user, given hostile input: exit 2 with a
+/// message that says what to change (FILE:LINE:COL where there is a file), within bounded time
+/// and memory, and nothing written where Roam did not say it would write.
+@Suite(.enabled(if: TestEnvironment.roamExecutable != nil, "the roam executable was not built (run `swift build` first)"))
+struct HostileInputCommandTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    func temporaryDirectory(_ name: String) throws -> String {
+        let directory = "/tmp/roam-hostile-\(name)-\(getpid())"
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    @Test func devicesPipesAndDirectoriesAreRefusedAtOnce() throws {
+        let directory = try temporaryDirectory("devices")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fifo = directory + "/fifo.yaml"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for (path, what) in [("/dev/zero", "a character device"), (fifo, "a pipe"), (directory, "a directory")] {
+            let result = try RunningCommand.run(roam, ["validate", path], timeout: 20)
+            #expect(result.status == 2, "\(path): \(result.error)")
+            #expect(result.error == "\(path): error: cannot read the file: \(path) is \(what); only regular files are read")
+        }
+        let trace = try RunningCommand.run(roam, ["import", "mahimahi", "--up", "/dev/zero", "--down", "/dev/zero", "--name", "z"], timeout: 20)
+        #expect(trace.status == 2)
+        #expect(trace.error.contains("/dev/zero is a character device"))
+    }
+
+    @Test func importRefusesWhatAScenarioWouldRefuse() throws {
+        let directory = try temporaryDirectory("import")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let trace = directory + "/t.trace"
+        try "1\n2\n3\n".write(toFile: trace, atomically: true, encoding: .utf8)
+        let common = ["import", "mahimahi", "--up", trace, "--down", trace]
+        for (extra, message) in [
+            (["--name", "x", "--delay=-5ms"], "--delay -5ms: expected a one-way delay from 0ms to 60s, such as 20ms"),
+            (["--name", "x", "--loss=-5%"], "--loss -5%: expected a percentage from 0% to 100%, such as 0.5%"),
+            (["--name", "lte"], "--name lte is a built-in profile; choose another name"),
+            (["--name", "x", "--type", "satellite"], "--type satellite: expected wifi, cellular, wiredEthernet (or wired), other"),
+        ] {
+            let result = try RunningCommand.run(roam, common + extra)
+            #expect(result.status == 2, "\(extra)")
+            #expect(result.error.contains(message), "\(extra): \(result.error)")
+        }
+        // The spellings a scenario accepts for a type are accepted, and written as it writes them.
+        let spelled = try RunningCommand.run(roam, common + ["--name", "x", "--type", "wi-fi"])
+        #expect(spelled.status == 0, "\(spelled.error)")
+        #expect(spelled.output.contains("type: wifi"))
+        // A timestamp past the longest trace is refused with its line, not allocated for.
+        try "1\n99999999999\n".write(toFile: trace, atomically: true, encoding: .utf8)
+        let huge = try RunningCommand.run(roam, common + ["--name", "x"], timeout: 20)
+        #expect(huge.status == 2)
+        #expect(huge.error.contains("\(trace):2: millisecond 99999999999 is past the longest trace"))
+    }
+
+    @Test func reportReadsACutRunAndAbsurdFigures() throws {
+        let directory = try temporaryDirectory("report")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try #"{"scenario":"cut","durationSeconds":1e308,"endedAtSeconds":1e19}"#.write(toFile: directory + "/summary.json", atomically: true, encoding: .utf8)
+        try "{\"t\":1,\"type\":\"mark\",\"text\":\"x\"}\n{\"t\":2,\"type\":\"ma".write(toFile: directory + "/timeline.jsonl", atomically: true, encoding: .utf8)
+        let result = try RunningCommand.run(roam, ["report", directory], timeout: 30)
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.error.contains("the last line (2) is cut short"))
+        #expect(FileManager.default.fileExists(atPath: directory + "/report.html"))
+        // A summary that is not JSON stays an error with its place.
+        try #"{"scenario": 1e"#.write(toFile: directory + "/summary.json", atomically: true, encoding: .utf8)
+        let broken = try RunningCommand.run(roam, ["report", directory])
+        #expect(broken.status == 2)
+        #expect(broken.error.contains("summary.json is not valid JSON"))
+    }
+
+    @Test func aScenarioNameNeverBecomesAPathOutside() throws {
+        let directory = try temporaryDirectory("name")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "name: ../../escape\nduration: 1s\nnodes: {a: {}}\n".write(toFile: directory + "/s.yaml", atomically: true, encoding: .utf8)
+        for command in [["validate"], ["export", "--format", "chaos-mesh"], ["run", "--backend", "userspace"]] {
+            let result = try RunningCommand.run(roam, command + [directory + "/s.yaml"], timeout: 30)
+            #expect(result.status == 2, "\(command): \(result.error)")
+            #expect(result.error.contains("s.yaml:1:7: error: scenario name '../../escape' must start with a letter"), "\(command): \(result.error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/escape"))
+    }
+
+    /// `roam validate` on seeded mutations of the bundled scenarios, each in a process of its own
+    /// under a 4 GiB address-space limit: exit 0 or 2, never a crash; every error with its place.
+    @Test func validateSurvivesMutatedScenarios() throws {
+        let directory = try temporaryDirectory("mutations")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenarios = try FileManager.default.contentsOfDirectory(atPath: NetemHost.root + "/scenarios").filter { $0.hasSuffix(".yaml") }.sorted()
+        try #require(scenarios.count >= 7)
+        let texts = try scenarios.map { try String(contentsOfFile: NetemHost.root + "/scenarios/" + $0, encoding: .utf8) }
+        let seed = UInt64(ProcessInfo.processInfo.environment["ROAM_FUZZ_SEED"] ?? "") ?? 7
+        var mutator = ScenarioMutator(seed: seed)
+        let candidates: [String] = ["/usr/bin/prlimit", "/bin/prlimit"]
+        let prlimit = try #require(candidates.first { access($0, X_OK) == 0 }, "prlimit (util-linux) is missing")
+        for index in 0..<200 {
+            let path = "\(directory)/m\(index).yaml"
+            try mutator.mutate(texts[index % texts.count]).write(toFile: path, atomically: true, encoding: .utf8)
+            let result = try RunningCommand.run(prlimit, ["--as=4294967296", "--", roam, "validate", path], timeout: 30)
+            #expect(result.status == 0 || result.status == 2, "round \(index) (ROAM_FUZZ_SEED=\(seed)): status \(result.status)\n\(result.error)")
+            for line in result.error.split(separator: "\n") where line.contains(": error: ") || line.contains(": warning: ") {
+                let placed = line.hasPrefix(path + ":") && line.dropFirst(path.count + 1).prefix { $0 != " " }.split(separator: ":").count == 2
+                #expect(placed, "round \(index) (ROAM_FUZZ_SEED=\(seed)): no FILE:LINE:COL in \(line)")
+            }
+        }
+    }
+}

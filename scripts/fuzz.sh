@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs each of Roam's fuzz targets (Fuzz/) for a set time with libFuzzer, from the committed
+# seed corpus, and fails on the first crash, hang or memory blow-up. The corpus it grows stays
+# in Fuzz/.build (not committed); a crash is left as Fuzz/.build/crashes/TARGET-crash-*, to be
+# minimised (-minimize_crash=1) and committed to Fuzz/Regressions/TARGET with its fix.
+#
+#   scripts/fuzz.sh SECONDS [TARGET...]     TARGET: Scenario Trace Interfaces JSON Report
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(Scenario Trace Interfaces JSON Report)
+case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh SECONDS [TARGET...]" >&2; exit 2 ;; esac
+
+swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address >&2
+bin="$(swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address --show-bin-path)"
+mkdir -p Fuzz/.build/crashes
+status=0
+for target in "${targets[@]}"; do
+  name=$(echo "$target" | tr 'A-Z' 'a-z')
+  grown="Fuzz/.build/corpus/$name"
+  mkdir -p "$grown"
+  echo "fuzz: $target for ${seconds}s" >&2
+  # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: a blow-up; both are failures.
+  if ! "$bin/Fuzz$target" "$grown" "Fuzz/Corpus/$name" "Fuzz/Regressions/$name" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+      -artifact_prefix="Fuzz/.build/crashes/$name-" 2> "Fuzz/.build/$name.log"; then
+    echo "fuzz: $target FAILED; the input is in Fuzz/.build/crashes/, the log in Fuzz/.build/$name.log" >&2
+    tail -n 40 "Fuzz/.build/$name.log" >&2
+    status=1
+  else
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "Fuzz/.build/$name.log" | grep -o '[0-9]*$' || echo "?")
+    cov=$(grep -o 'cov: [0-9]*' "Fuzz/.build/$name.log" | tail -n 1 || true)
+    echo "fuzz: $target ok: $runs inputs in ${seconds}s, $cov, corpus $(ls "$grown" | wc -l) files" >&2
+  fi
+done
+exit $status
