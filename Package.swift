@@ -48,7 +48,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "SimulatorBenchmark",
-            dependencies: ["Simulator"],
+            dependencies: ["Simulator", .product(name: "Yams", package: "Yams")],
             path: "Benchmarks/SimulatorBenchmark"
         ),
         .executableTarget(

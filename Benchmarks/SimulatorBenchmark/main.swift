@@ -12,6 +12,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import Simulator
+import Yams
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("SimulatorBenchmark: \(message)\n".utf8))
@@ -217,3 +218,55 @@ do {
 } catch {
     fail("\(error)")
 }
+
+// MARK: - Validation at scale
+
+/// Validation must stay linear in the size of a scenario: `roam validate` of N links, events or
+/// expectations against the floor of reading the same text with Yams alone, at growing N.
+func validationScale() {
+    func links(_ count: Int) -> String {
+        var yaml = "name: big\nduration: 60s\nnodes:\n"
+        for node in 0...count { yaml += "  n\(node): {}\n" }
+        yaml += "links:\n"
+        for link in 0..<count { yaml += "  - {name: l\(link), between: [n\(link), n\(link + 1)], delay: 5ms}\n" }
+        return yaml
+    }
+    func events(_ count: Int) -> String {
+        var yaml = "name: big\nduration: 24h\nnodes: {a: {}, b: {}}\nlinks:\n  - {name: w, between: [a, b]}\ntimeline:\n"
+        for event in 0..<count { yaml += "  - {at: \(event * 5)ms, link: w, set: {delay: \(event % 50)ms}}\n" }
+        return yaml
+    }
+    func expectations(_ count: Int) -> String {
+        var yaml = "name: big\nduration: 60s\nnodes: {a: {}, b: {}}\nlinks:\n  - {name: w, between: [a, b]}\n"
+        yaml += "timeline:\n  - {at: 1s, link: w, down: true}\nworkloads:\n"
+        for workload in 0..<1000 { yaml += "  - {name: w\(workload), kind: bulk, from: a, to: b}\n" }
+        yaml += "expect:\n"
+        for expectation in 0..<count {
+            yaml += expectation % 2 == 0 ? "  - {node: a, path: unsatisfied, within: 1s, after: {link: w, event: down}}\n"
+                                         : "  - {workload: w\(expectation % 1000), completes: true}\n"
+        }
+        return yaml
+    }
+    let clock = ContinuousClock()
+    print("")
+    print("Validation at scale (ScenarioReader, as roam validate; the floor is Yams reading the same text with no checks)")
+    print("")
+    print("| scenario | N | validate | Yams alone | validate / Yams | per item |")
+    print("|---|---|---|---|---|---|")
+    for (label, make) in [("links", links), ("events", events), ("expectations", expectations)] as [(String, (Int) -> String)] {
+        for count in quick ? [1000, 10_000] : [1000, 10_000, 100_000] {
+            let text = make(count)
+            let started = clock.now
+            let outcome = ScenarioReader.parse(text, file: "big.yaml")
+            let validate = clock.now - started
+            guard outcome.scenario != nil else { fail(outcome.errors.prefix(3).map(\.description).joined(separator: "\n")) }
+            let floorStart = clock.now
+            _ = try? Yams.compose(yaml: text, .basic)
+            let floor = clock.now - floorStart
+            let ratio = validate / max(floor, .nanoseconds(1))
+            let perItem = (validate / count) / .microseconds(1)
+            print("| \(label) | \(count) | \(format(validate)) | \(format(floor)) | \(String(format: "%.2f×", ratio)) | \(String(format: "%.1f µs", perItem)) |")
+        }
+    }
+}
+validationScale()

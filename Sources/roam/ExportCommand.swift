@@ -1,4 +1,5 @@
 import ArgumentParser
+import Netlink
 import Simulator
 
 /// `roam export --format chaos-mesh FILE`: a scenario as manifests for another tool.
@@ -39,11 +40,40 @@ struct ExportCommand: ParsableCommand {
     @Option(name: [.short, .long], help: ArgumentHelp("Write the manifests here instead of standard output.", valueName: "file"))
     var output: String?
 
+    /// A label value: empty, or at most 63 of `[A-Za-z0-9_.-]`, starting and ending alphanumeric.
+    static func isLabelValue(_ text: String) -> Bool {
+        if text.isEmpty { return true }
+        let scalars = Array(text.unicodeScalars)
+        func alphanumeric(_ scalar: Unicode.Scalar) -> Bool { scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)) }
+        return scalars.count <= 63 && alphanumeric(scalars.first!) && alphanumeric(scalars.last!)
+            && scalars.allSatisfy { alphanumeric($0) || $0 == "-" || $0 == "_" || $0 == "." }
+    }
+
+    /// A label key: an optional DNS-subdomain prefix and `/`, then a name as a value (not empty).
+    static func isLabelKey(_ text: String) -> Bool {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let name = parts.last, !name.isEmpty, isLabelValue(String(name)) else { return false }
+        if parts.count == 2 {
+            let prefix = parts[0]
+            guard !prefix.isEmpty, prefix.utf8.count <= 253 else { return false }
+            return prefix.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+                !label.isEmpty && isLabelValue(String(label)) && !label.contains("_")
+            }
+        }
+        return true
+    }
+
     func run() throws {
         let outcome = ScenarioReader.read(contentsOf: file)
         for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
         guard let scenario = outcome.scenario else { throw ExitCode.badInput }
         var options = ChaosMeshExport.Options()
+        let scalars = Array(namespace.unicodeScalars)
+        func labelCharacter(_ scalar: Unicode.Scalar) -> Bool { ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar) }
+        guard (1...63).contains(scalars.count), labelCharacter(scalars.first!), labelCharacter(scalars.last!),
+              scalars.allSatisfy({ labelCharacter($0) || $0 == "-" }) else {
+            throw ValidationError("--namespace \(escapedForMessage(namespace)): a Kubernetes namespace is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+        }
         options.namespace = namespace
         let nodes = Set(scenario.nodes.map(\.name)), links = Set(scenario.links.map(\.name))
         for selector in selectors {
@@ -55,6 +85,10 @@ struct ExportCommand: ParsableCommand {
             for pair in parts[1].split(separator: ",") {
                 let keyValue = pair.split(separator: "=", maxSplits: 1).map(String.init)
                 guard keyValue.count == 2, !keyValue[0].isEmpty else { throw ValidationError("--select \(selector): '\(pair)' is not KEY=VALUE") }
+                guard Self.isLabelKey(keyValue[0]), Self.isLabelValue(keyValue[1]) else {
+                    throw ValidationError("--select \(escapedForMessage(selector)): '\(escapedForMessage(pair))' is not a Kubernetes label: keys and values are "
+                        + "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit (a key may have a DNS prefix and '/')")
+                }
                 labels[keyValue[0]] = keyValue[1]
             }
             options.selectors[parts[0]] = labels
@@ -64,9 +98,14 @@ struct ExportCommand: ParsableCommand {
             guard parts.count == 2, links.contains(parts[0]), !parts[1].isEmpty else {
                 throw ValidationError("--device \(device): expected LINK=DEVICE with one of the links \(links.sorted().joined(separator: ", "))")
             }
+            // An interface name: 1 to 15 bytes, no '/', ':' or white space (as the kernel's dev_valid_name).
+            guard parts[1].utf8.count <= 15, parts[1] != ".", parts[1] != "..",
+                  parts[1].unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F && $0 != "/" && $0 != ":" }) else {
+                throw ValidationError("--device \(escapedForMessage(device)): '\(escapedForMessage(parts[1]))' is not an interface name (1 to 15 characters, no '/', ':' or spaces)")
+            }
             options.devices[parts[0]] = parts[1]
         }
-        guard case .success(let step) = Units.duration(resolution), step > .zero else {
+        guard case .success(let step) = Units.duration(resolution), step > .zero, step <= ScenarioLimits.maximumDuration else {
             throw ValidationError("--resolution \(resolution): expected a duration such as 500ms or 1s")
         }
         options.resolution = step

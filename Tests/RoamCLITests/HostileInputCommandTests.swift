@@ -87,6 +87,24 @@ struct HostileInputCommandTests {
         #expect(!FileManager.default.fileExists(atPath: "/tmp/escape"))
     }
 
+    @Test func exportRefusesNamesThatWouldBreakItsOutput() throws {
+        let scenario = NetemHost.root + "/scenarios/walk-out-of-home.yaml"
+        for (flags, message) in [
+            (["--select", "phone=app: x=web"], "is not a Kubernetes label"),
+            (["--select", "phone=app=web#1"], "is not a Kubernetes label"),
+            (["--device", "wifi=net1\nkind: Pod"], "is not an interface name"),
+            (["--device", "wifi=a/b"], "is not an interface name"),
+            (["--namespace", "Prod NS"], "a Kubernetes namespace is 1 to 63 lower-case letters"),
+            (["--resolution", "99999999h"], "--resolution 99999999h"),
+        ] {
+            let result = try RunningCommand.run(roam, ["export", "--format", "chaos-mesh"] + flags + [scenario])
+            #expect(result.status == 2, "\(flags)")
+            #expect(result.error.contains(message), "\(flags): \(result.error)")
+        }
+        let prefixed = try RunningCommand.run(roam, ["export", "--format", "chaos-mesh", "--select", "phone=example.com/app=web", scenario])
+        #expect(prefixed.status == 0, "\(prefixed.error)")
+    }
+
     /// `roam validate` on seeded mutations of the bundled scenarios, each in a process of its own
     /// under a 4 GiB address-space limit: exit 0 or 2, never a crash; every error with its place.
     @Test func validateSurvivesMutatedScenarios() throws {
