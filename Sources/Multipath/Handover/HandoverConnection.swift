@@ -172,7 +172,10 @@ public final class HandoverConnection {
 
     private func move(_ reason: Reason) {
         if let interface { onEvent?(.left(interface: interface, reason: reason)) }
-        close()
+        // The connection is given up, maybe over a dead link: reset it rather than leave the
+        // kernel retrying its FIN for minutes.
+        if descriptor >= 0 { ConnectionRacer.abandon(descriptor) }
+        descriptor = -1
     }
 
     private func connectIfNeeded() throws(HandoverError) {
@@ -203,9 +206,10 @@ public final class HandoverConnection {
             do {
                 try resume(connection.descriptor, isReconnect)
             } catch {
-                Glibc.close(connection.descriptor)
+                ConnectionRacer.abandon(connection.descriptor)
                 throw .resume(error)
             }
+            ConnectionRacer.reapWhenDead(connection.descriptor, patience: configuration.connectTimeout)
             descriptor = connection.descriptor
             return
         }

@@ -170,7 +170,7 @@ public struct ConnectionRacer: Sendable {
         var actions = begin(&race, &resolved)
         var sockets: [Int: Int32] = [:]
         var timer: Duration?
-        defer { for fd in sockets.values { close(fd) } }
+        defer { for fd in sockets.values { Self.abandon(fd) } }
         func metrics(winner: Int?) -> ConnectionMetrics {
             ConnectionMetrics(attempts: race.attempts, winner: race.attempts.first { $0.id == winner }, duration: Self.now() - start, resolved: resolved)
         }
@@ -188,7 +188,7 @@ public struct ConnectionRacer: Sendable {
                         pendingActions += race.handle(.failed(attempt: id, error: code), at: Self.now() - start)
                     }
                 case .cancelAttempt(let id):
-                    if let fd = sockets.removeValue(forKey: id) { close(fd) }
+                    if let fd = sockets.removeValue(forKey: id) { Self.abandon(fd) }
                 case .scheduleTimer(let at):
                     timer = at
                 case .succeed(let id):
@@ -231,6 +231,31 @@ public struct ConnectionRacer: Sendable {
                 timer = nil
                 actions += race.handle(.timer, at: now)
             }
+        }
+    }
+
+    /// Closes a socket whose connection is given up (a losing attempt, a probe, a connection a
+    /// flow moved away from) at once: a reset instead of a FIN the kernel would keep retrying,
+    /// and no TIME_WAIT left behind.
+    public static func abandon(_ fd: Int32) {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        close(fd)
+    }
+
+    /// Makes the kernel give a connection up when its peer is gone: keepalive probes after
+    /// `patience` of silence (one a second, five unanswered end it), and no data left
+    /// unacknowledged for longer than `patience` plus 5 s (`TCP_USER_TIMEOUT`). Longer than an
+    /// app's own timeout, so that the app decides, and the kernel only reaps what the app can no
+    /// longer reach. Options an MPTCP socket does not take are left as they are.
+    public static func reapWhenDead(_ fd: Int32, patience: Duration) {
+        let seconds = Int32(clamping: max(1, patience.components.seconds))
+        var values: [(Int32, Int32, Int32)] = [
+            (SOL_SOCKET, SO_KEEPALIVE, 1), (Int32(IPPROTO_TCP), TCP_KEEPIDLE, seconds), (Int32(IPPROTO_TCP), TCP_KEEPINTVL, 1),
+            (Int32(IPPROTO_TCP), TCP_KEEPCNT, 5), (Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, Int32(clamping: (Int64(seconds) + 5) * 1000)),
+        ]
+        for index in values.indices {
+            setsockopt(fd, values[index].0, values[index].1, &values[index].2, socklen_t(MemoryLayout<Int32>.size))
         }
     }
 

@@ -178,6 +178,7 @@ public final class ScenarioRunner: Sendable {
         guard problems.isEmpty else {
             throw SimulatorError(.invalidScenario, "scenario cannot run: " + problems.joined(separator: "; "))
         }
+        try Self.ensureDescriptors(for: scenario)
         let selection = try options.backend.resolve(netemProbe: options.netemProbe)
         if selection.kind == .netem, let traced = scenario.tracedLinks.first {
             throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
@@ -451,6 +452,30 @@ public final class ScenarioRunner: Sendable {
     /// The topology in environment variables, for commands: `ROAM_RUN_ID`, `ROAM_NODES`,
     /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
     /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link).
+    /// How many descriptors a run of `scenario` may hold at once: the process's own, each
+    /// node's monitor, each link's devices and captures, and each workload's listener,
+    /// connections, race attempts, probes and child pipes, with room to spare.
+    static func descriptorsNeeded(for scenario: Scenario) -> Int {
+        64 + 8 * scenario.nodes.count + 8 * scenario.links.count + (16 + 2 * scenario.links.count) * scenario.workloads.count
+    }
+
+    /// Raises the soft `RLIMIT_NOFILE` to what the scenario may need (up to the hard limit), or
+    /// refuses to start when even the hard limit is too low, rather than failing mid-run.
+    static func ensureDescriptors(for scenario: Scenario) throws(SimulatorError) {
+        let needed = rlim_t(descriptorsNeeded(for: scenario))
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < needed else { return }
+        guard limit.rlim_max >= needed else {
+            throw SimulatorError(.environment, "scenario '\(scenario.name)' may need \(needed) open descriptors, more than this process may have "
+                + "(\(limit.rlim_max), the hard RLIMIT_NOFILE); raise it (ulimit -Hn, or LimitNOFILE= for a service) or split the scenario")
+        }
+        var raised = limit
+        raised.rlim_cur = min(limit.rlim_max, max(needed, 4096))
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 else {
+            throw SimulatorError(.environment, "raise the open-descriptor limit to \(raised.rlim_cur): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// `name` as one safe path component: what is not a letter, digit, `-` or `_` becomes `-`,
     /// so that no name can lead out of the directory it is put in.
     package static func pathComponent(_ name: String) -> String {

@@ -37,6 +37,20 @@ final class TCPSocket: @unchecked Sendable {
         Glibc.close(descriptor)
     }
 
+    /// Closes at once and for good, as an app does with a connection it gave up (see
+    /// ``ConnectionRacer/abandon(_:)``).
+    func abort() {
+        guard !isClosed else { return }
+        isClosed = true
+        ConnectionRacer.abandon(descriptor)
+    }
+
+    /// Lets the kernel reap the connection when its peer is gone (see
+    /// ``ConnectionRacer/reapWhenDead(_:patience:)``).
+    func reapWhenDead(patience: Duration) {
+        ConnectionRacer.reapWhenDead(descriptor, patience: patience)
+    }
+
     /// Stops sending and receiving at once (other threads blocked on the socket wake up).
     func shutdown() {
         _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))

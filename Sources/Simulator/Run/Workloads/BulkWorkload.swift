@@ -17,9 +17,10 @@ final class BulkWorkload: WorkloadDriver {
         self.size = size
         client = ClientConnection(context: context)
         let stop = context.stop
-        server = WorkloadServer(context: context) { socket in
+        server = WorkloadServer(context: context) { socket, claim in
             var hello = [UInt8](repeating: 0, count: 8)
             guard hello.withUnsafeMutableBytes({ socket.receiveAll(into: $0, stop: stop, deadline: nil) }) == .done else { return }
+            claim()
             guard socket.sendPayload(Wire.decodeCount(hello[...]), stop: stop) == .done else { return }
             socket.shutdown()
         }

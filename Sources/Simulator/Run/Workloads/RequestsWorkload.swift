@@ -26,10 +26,15 @@ final class RequestsWorkload: WorkloadDriver {
         self.count = count
         client = ClientConnection(context: context)
         let stop = context.stop
-        server = WorkloadServer(context: context) { socket in
+        server = WorkloadServer(context: context) { socket, claim in
             var header = [UInt8](repeating: 0, count: 16)
             var body = [UInt8](repeating: 0, count: 64 * 1024)
+            var claimed = false
             while header.withUnsafeMutableBytes({ socket.receiveAll(into: $0, stop: stop, deadline: nil) }) == .done {
+                if !claimed {
+                    claim()
+                    claimed = true
+                }
                 var rest = Wire.decodeCount(header[8...]) - 16
                 while rest > 0 {
                     let chunk = Int(min(Int64(body.count), rest))

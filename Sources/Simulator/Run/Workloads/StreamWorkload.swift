@@ -113,9 +113,10 @@ final class StreamWorkload: WorkloadDriver {
         let start = context.startAt
         let bytesPerSecond = bitrate.bitsPerSecond / 8
         let window = Double(buffer.nanoseconds) / 1e9 * bytesPerSecond
-        server = WorkloadServer(context: context) { socket in
+        server = WorkloadServer(context: context) { socket, claim in
             var hello = [UInt8](repeating: 0, count: 8)
             guard hello.withUnsafeMutableBytes({ socket.receiveAll(into: $0, stop: stop, deadline: nil) }) == .done else { return }
+            claim()
             var offset = Wire.decodeCount(hello[...])
             let tick = Duration.milliseconds(10)
             var next = MonotonicInstant.now

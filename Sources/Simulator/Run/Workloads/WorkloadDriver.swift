@@ -237,6 +237,7 @@ final class ClientConnection: Sendable {
             do throws(ConnectionError) {
                 let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: racePath(path), timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
+                socket.reapWhenDead(patience: context.workload.timeout)
                 let winner = connection.metrics.winner?.candidate
                 let interface = winner?.route.interface ?? "?"
                 state.withLock { state in
@@ -349,7 +350,8 @@ final class ClientConnection: Sendable {
                 var error: Int32 = 0
                 var length = socklen_t(4)
                 getsockopt(running.descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
-                Glibc.close(running.descriptor)
+                // A probe only asks whether a connection can be made: reset it, leaving nothing behind.
+                ConnectionRacer.abandon(running.descriptor)
                 return state.withLock { state in
                     state.probe = nil
                     guard error == 0 else {
@@ -365,7 +367,7 @@ final class ClientConnection: Sendable {
                 }
             }
             if now - running.started > Self.probeInterval {
-                Glibc.close(running.descriptor)
+                ConnectionRacer.abandon(running.descriptor)
                 state.withLock { $0.probe = nil; $0.probeStreak = 0 }
             }
             return false
@@ -472,6 +474,7 @@ final class ClientConnection: Sendable {
             }
             switch TCPSocket.connect(in: namespace, to: context.serverAddress, port: context.port, deadline: deadline, stop: context.stop) {
             case .success(let socket):
+                socket.reapWhenDead(patience: context.workload.timeout)
                 let local = socket.localAddress ?? "?"
                 state.withLock { state in
                     state.socket = socket
@@ -502,7 +505,8 @@ final class ClientConnection: Sendable {
     func drop(_ socket: TCPSocket, reason: String) {
         sampleSubflows()
         state.withLock { if $0.socket === socket { $0.socket = nil; $0.mode = .tcp } }
-        socket.close()
+        // Given up: reset at once rather than leave the kernel retrying over a dead link.
+        socket.abort()
         if !context.stop.isSignalled {
             context.log.record("disconnect", [("workload", .string(context.workload.name)), ("reason", .string(reason))])
         }
@@ -521,7 +525,7 @@ final class ClientConnection: Sendable {
             result.longestGap = state.longestGap
             result.subflowsOpened = state.subflowsOpened
             result.transport = state.modes.contains(.multipath) ? "mptcp" : state.modes.contains(.fallback) ? "tcp (mptcp fallback)" : "tcp"
-            if let probe = state.probe { Glibc.close(probe.descriptor) }
+            if let probe = state.probe { ConnectionRacer.abandon(probe.descriptor) }
             state.probe = nil
         }
         if isMultipath, context.workload.mode != .handover, result.transport != "mptcp" {
@@ -544,43 +548,112 @@ final class ClientConnection: Sendable {
 
 /// A server: accepts on the `from` node's service address and serves each connection on a
 /// thread of its own until the peer goes or the workload stops.
+///
+/// Each workload has one client, so a connection that has said who it is (`claim`, after the
+/// hello or the first request) supersedes every older one: those belong to a client that moved
+/// or gave up, maybe over a link that is now dead, where no FIN or reset would ever arrive.
+/// They are shut down and reset at once. Every connection is closed, and its thread joined, as
+/// soon as its handler returns, so that a long run holds only the connections in use.
 final class WorkloadServer: Sendable {
+    private struct State {
+        var listener: TCPSocket?
+        var acceptor: PinnedThread?
+        var next = 0
+        var live: [Int: TCPSocket] = [:]
+        var superseded: Set<Int> = []
+        /// Handler threads still running, and those that have returned, to join.
+        var running: [Int: PinnedThread] = [:]
+        var ended: Set<Int> = []
+        var toJoin: [PinnedThread] = []
+    }
     private let context: WorkloadContext
-    private let serve: @Sendable (TCPSocket) -> Void
-    private let threads = Mutex<[PinnedThread]>([])
-    private let connections = Mutex<[TCPSocket]>([])
-    private let listener = Mutex<TCPSocket?>(nil)
+    private let serve: @Sendable (TCPSocket, _ claim: @Sendable () -> Void) -> Void
+    private let state = Mutex(State())
 
-    init(context: WorkloadContext, serve: @escaping @Sendable (TCPSocket) -> Void) {
+    init(context: WorkloadContext, serve: @escaping @Sendable (TCPSocket, _ claim: @Sendable () -> Void) -> Void) {
         self.context = context
         self.serve = serve
     }
 
+    /// Connections open now (for tests and the soak benchmark).
+    var liveConnections: Int { state.withLock { $0.live.count } }
+
     func start() throws(SimulatorError) {
         let socket = try TCPSocket.listen(in: context.serverNamespace, address: context.serverAddress, port: context.port,
                                           mptcp: context.serverAcceptsMPTCP)
-        listener.withLock { $0 = socket }
+        state.withLock { $0.listener = socket }
         do throws(NetlinkError) {
             let thread = try PinnedThread(name: "roam-server") { [self] in
                 while case .success(let connection) = socket.accept(stop: context.stop) {
-                    connections.withLock { $0.append(connection) }
-                    if let handler = try? PinnedThread(name: "roam-serve", { [self] in serve(connection) }) {
-                        threads.withLock { $0.append(handler) }
-                    }
+                    connection.reapWhenDead(patience: context.workload.timeout)
+                    accepted(connection)
+                    joinEnded()
                 }
             }
-            threads.withLock { $0.append(thread) }
+            state.withLock { $0.acceptor = thread }
         } catch {
             throw SimulatorError("start the server of workload '\(context.workload.name)'", error)
         }
     }
 
+    private func accepted(_ connection: TCPSocket) {
+        let id = state.withLock { state -> Int in
+            state.next += 1
+            state.live[state.next] = connection
+            return state.next
+        }
+        let handler = try? PinnedThread(name: "roam-serve") { [self] in
+            serve(connection) { [self] in claim(id) }
+            handlerEnded(id)
+        }
+        state.withLock { state in
+            guard let handler else {
+                state.live[id] = nil
+                return
+            }
+            // The handler may have ended already.
+            if state.ended.remove(id) != nil { state.toJoin.append(handler) } else { state.running[id] = handler }
+        }
+        if handler == nil { connection.abort() }
+    }
+
+    /// Connection `id` has said it is the client's current one: older ones are shut down (their
+    /// handlers wake, return, and reset them).
+    private func claim(_ id: Int) {
+        let older = state.withLock { state -> [TCPSocket] in
+            let ids = state.live.keys.filter { $0 < id && !state.superseded.contains($0) }
+            state.superseded.formUnion(ids)
+            return ids.compactMap { state.live[$0] }
+        }
+        for socket in older { socket.shutdown() }
+    }
+
+    private func handlerEnded(_ id: Int) {
+        let (socket, superseded) = state.withLock { state -> (TCPSocket?, Bool) in
+            if let thread = state.running.removeValue(forKey: id) { state.toJoin.append(thread) } else { state.ended.insert(id) }
+            return (state.live.removeValue(forKey: id), state.superseded.remove(id) != nil)
+        }
+        // A superseded connection may have data queued for a dead link: reset it. Others end
+        // with a FIN after what they sent.
+        if superseded { socket?.abort() } else { socket?.close() }
+    }
+
+    private func joinEnded() {
+        for thread in state.withLock({ state -> [PinnedThread] in defer { state.toJoin = [] }; return state.toJoin }) { thread.join() }
+    }
+
     /// Waits for every server thread; the workload's stop signal must have fired.
     func finish() {
-        for connection in connections.withLock({ $0 }) { connection.shutdown() }
-        while let thread = threads.withLock({ $0.popLast() }) { thread.join() }
-        connections.withLock { $0 = [] }
-        listener.withLock { $0 = nil }
+        for connection in state.withLock({ Array($0.live.values) }) { connection.shutdown() }
+        if let acceptor = state.withLock({ state -> PinnedThread? in defer { state.acceptor = nil }; return state.acceptor }) { acceptor.join() }
+        while let thread = state.withLock({ state -> PinnedThread? in state.running.popFirst()?.value ?? state.toJoin.popLast() }) {
+            thread.join()
+        }
+        joinEnded()
+        state.withLock { state in
+            state.live = [:]
+            state.listener = nil
+        }
     }
 }
 
