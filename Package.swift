@@ -61,6 +61,11 @@ let package = Package(
             dependencies: ["Simulator", "Multipath"],
             path: "Benchmarks/MultipathBenchmark"
         ),
+        .executableTarget(
+            name: "SoakBenchmark",
+            dependencies: ["TestSupport"],
+            path: "Benchmarks/SoakBenchmark"
+        ),
         .target(name: "TestSupport", dependencies: ["Netlink"], path: "Tests/TestSupport"),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Netlink
 import PathMonitor
 import RoamTesting
 import Simulator
@@ -190,5 +191,49 @@ struct RoamTestingKernelTests {
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = read(fd, &buffer, buffer.count)
         return String(decoding: buffer[0..<max(0, count)], as: UTF8.self)
+    }
+}
+
+/// A test suite plays many scenarios in one process: each run must give back everything it took.
+@Suite("RoamTesting over many runs", .serialized, .enabled(if: RoamTesting.isAvailable, "needs root and /dev/net/tun"))
+struct RoamTestingSoakTests {
+    static func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+    static func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1 }
+    static func residentKilobytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+    }
+
+    /// One run with a TCP exchange between the nodes, a spawned program and a mark.
+    static func play() async throws {
+        let run = try await phoneScenario(duration: .seconds(3)).run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let listener = try await server.run { try RoamTestingKernelTests.listen(on: server.address) }
+            defer { close(listener) }
+            async let served: Int = server.run { try RoamTestingKernelTests.echoOnce(listener) }
+            _ = try await phone.run { try RoamTestingKernelTests.exchange("hi", with: server.address) }
+            _ = try await served
+            _ = try await phone.spawn(["true"])
+            phone.mark("done")
+        }
+        #expect(run.report.passed)
+        try? FileManager.default.removeItem(atPath: run.report.reportDirectory)
+    }
+
+    @Test func aHundredRunsGiveBackWhatTheyTook() async throws {
+        // The first runs set up what the process keeps (the Swift runtime's caches, the
+        // executor's threads, the allocator's arenas).
+        for _ in 0..<5 { try await Self.play() }
+        let before = (descriptors: Self.descriptors(), threads: Self.threads(), pinned: PinnedThread.runningCount, resident: Self.residentKilobytes())
+        for _ in 0..<100 { try await Self.play() }
+        let after = (descriptors: Self.descriptors(), threads: Self.threads(), pinned: PinnedThread.runningCount, resident: Self.residentKilobytes())
+        #expect(after.descriptors <= before.descriptors + 2, "descriptors \(before.descriptors) → \(after.descriptors)")
+        #expect(after.threads <= before.threads + 2, "threads \(before.threads) → \(after.threads)")
+        #expect(after.pinned == before.pinned, "pinned threads \(before.pinned) → \(after.pinned)")
+        // A leak of a run's record (a timeline, its paths) would be megabytes over 100 runs.
+        #expect(after.resident - before.resident < 8 * 1024, "resident \(before.resident) kB → \(after.resident) kB")
+        print("RoamTesting, 100 runs: descriptors \(before.descriptors) → \(after.descriptors), threads \(before.threads) → \(after.threads), "
+            + "resident \(before.resident) → \(after.resident) kB")
     }
 }

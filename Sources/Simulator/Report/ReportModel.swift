@@ -195,6 +195,7 @@ struct ReportModel {
             }
             return Node(name: name, spans: spans)
         }
+        downsample()
     }
 }
 

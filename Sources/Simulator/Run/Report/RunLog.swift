@@ -29,6 +29,10 @@ public final class RunLog: Sendable {
         var descriptor: Int32
         var changes: [AppliedChange] = []
         var paths: [PathRecord] = []
+        /// Each distinct path once: a flapping link publishes the same few paths over and over,
+        /// and records that share one value share its storage, so that the record of a long
+        /// run grows by a few words per path, not by a whole path.
+        var distinctPaths: Set<NetworkPath> = []
         var lines = 0
     }
     private let state: Mutex<State>
@@ -100,7 +104,10 @@ public final class RunLog: Sendable {
     /// Records a path a node's monitor published at `instant` (now when nil).
     public func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
         let at = instant.map { $0 - start } ?? elapsed
-        state.withLock { $0.paths.append(PathRecord(at: at, node: node, path: path)) }
+        state.withLock { state in
+            let shared = state.distinctPaths.firstIndex(of: path).map { state.distinctPaths[$0] } ?? state.distinctPaths.insert(path).memberAfterInsert
+            state.paths.append(PathRecord(at: at, node: node, path: shared))
+        }
         record("path", at: at, [("node", .string(node)), ("summary", .string(path.summary)), ("path", path.json)])
     }
 

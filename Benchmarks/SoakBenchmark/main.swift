@@ -1,0 +1,95 @@
+// Soak benchmark: `roam run` of a long scenario that gives up, races, probes and supersedes
+// connections all the time (Wi-Fi flapping every 2 s under a handover stream, handover requests
+// every 200 ms and a plain bulk transfer, on the userspace backend), sampled every few seconds:
+// the process's descriptors, threads and resident memory, and the TCP sockets in each of its
+// namespaces. After the first minute, everything must stay flat.
+//
+//   swift build -c release --product roam --product SoakBenchmark
+//   .build/release/SoakBenchmark --minutes 60        (the figures in the README)
+//   options: --minutes N (default 60), --interval SECONDS (default 5), --quick (2 minutes)
+//
+// Needs root and /dev/net/tun. The roam binary is the one built next to this program.
+import Foundation
+import Glibc
+import TestSupport
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("SoakBenchmark: \(message)\n".utf8))
+    exit(2)
+}
+
+let arguments = CommandLine.arguments
+func option(_ name: String) -> Double? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return Double(arguments[index + 1])
+}
+let minutes = arguments.contains("--quick") ? 2 : option("--minutes") ?? 60
+let interval = option("--interval") ?? 5
+guard minutes >= 1, minutes <= 24 * 60, interval >= 1, interval <= 600 else { fail("--minutes 1...1440, --interval 1...600") }
+guard geteuid() == 0 else { fail("needs root (it runs scenarios)") }
+let roam = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("roam").path
+guard access(roam, X_OK) == 0 else { fail("no roam next to this program: build it (swift build -c release --product roam)") }
+
+let work = "/tmp/roam-soak-benchmark-\(getpid())"
+try? FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: work) }
+let scenario = """
+    name: soak
+    duration: \(Int(minutes * 60))s
+    nodes: {phone: {}, server: {}}
+    links:
+      - {name: wifi, between: [phone, server], type: wifi, delay: 5ms, rate: 50mbit}
+      - {name: cell, between: [phone, server], type: cellular, delay: 30ms, rate: 20mbit}
+    timeline:
+      - {at: 2s, link: wifi, flap: {period: 2s}}
+    workloads:
+      - {name: video, kind: stream, from: server, to: phone, bitrate: 2mbit, mode: handover}
+      - {name: api, kind: requests, from: server, to: phone, interval: 200ms, size: 20kb, mode: handover}
+      - {name: sync, kind: bulk, from: server, to: phone}
+
+    """
+try! scenario.write(toFile: work + "/soak.yaml", atomically: true, encoding: .utf8)
+
+let command = try! RunningCommand(roam, ["run", work + "/soak.yaml", "--backend", "userspace", "--quiet", "--report", work + "/report"])
+let pid = command.process.processIdentifier
+let start = Date()
+var samples: [ResourceSample] = []
+while command.process.isRunning {
+    Thread.sleep(forTimeInterval: interval)
+    guard command.process.isRunning else { break }
+    let sample = ResourceSampler.sample(pid: pid, namespacePrefix: "roam-", since: start)
+    if sample.descriptors > 0 { samples.append(sample) }
+}
+command.process.waitUntilExit()
+let status = command.process.terminationStatus
+
+// From the end of the first minute to the last sample before the scenario's end (after it the
+// run stops its workloads and writes its report).
+let warm = samples.filter { $0.time >= 60 && $0.time <= minutes * 60 - interval }
+guard let first = warm.first, let last = warm.last else { fail("no samples after the first minute (run status \(status))") }
+func row(_ sample: ResourceSample) -> String {
+    String(format: "| %.0f s | %d | %d | %.1f MB | %d | %d |", sample.time, sample.descriptors, sample.threads,
+           Double(sample.residentKilobytes) / 1024, sample.established, sample.lingering)
+}
+/// Least-squares slope of resident memory, in MB per 10 minutes.
+func slope(_ points: [ResourceSample]) -> Double {
+    let n = Double(points.count)
+    let meanT = points.map(\.time).reduce(0, +) / n, meanM = points.map { Double($0.residentKilobytes) / 1024 }.reduce(0, +) / n
+    let covariance = points.map { ($0.time - meanT) * (Double($0.residentKilobytes) / 1024 - meanM) }.reduce(0, +)
+    let variance = points.map { ($0.time - meanT) * ($0.time - meanT) }.reduce(0, +)
+    return variance > 0 ? covariance / variance * 600 : 0
+}
+print("Soak: \(Int(minutes)) min of Wi-Fi flapping every 2 s under a handover stream, handover requests every 200 ms and a bulk transfer")
+print("(userspace backend; roam run exited \(status); \(samples.count) samples every \(Int(interval)) s)")
+print("")
+print("| at | descriptors | threads | resident | established sockets | closing sockets |")
+print("|---|---|---|---|---|---|")
+print(row(first))
+print(row(warm[warm.count / 2]))
+print(row(last))
+print("")
+let descriptors = warm.map(\.descriptors), threads = warm.map(\.threads)
+print("After the first minute: descriptors \(descriptors.min()!)–\(descriptors.max()!), threads \(threads.min()!)–\(threads.max()!), "
+    + String(format: "resident memory %+.2f MB per 10 min (least squares), ", slope(warm))
+    + "at most \(warm.map(\.established).max()!) established and \(warm.map(\.lingering).max()!) closing sockets in the namespaces")
+exit(status == 0 || status == 1 ? 0 : 1)
