@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BUILD_FLAGS ?=
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example bench bench-quick fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example bench bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -60,6 +60,13 @@ bench-quick: setup
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SimulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick
+
+# A long run sampled for growth: descriptors, threads, memory, sockets (SOAK_MINUTES, default 60).
+SOAK_MINUTES ?= 60
+soak: setup
+	$(SWIFT) build -c release --product roam
+	$(SWIFT) build -c release --product SoakBenchmark
+	"$$($(SWIFT) build -c release --show-bin-path)/SoakBenchmark" --minutes $(SOAK_MINUTES)
 
 # Each fuzz target of Roam's input readers (scenario, trace, interfaces file, JSON, report) for
 # FUZZ_SECONDS with libFuzzer and AddressSanitizer, from the seed corpus in Fuzz/Corpus.

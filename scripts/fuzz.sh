@@ -4,13 +4,13 @@
 # in Fuzz/.build (not committed); a crash is left as Fuzz/.build/crashes/TARGET-crash-*, to be
 # minimised (-minimize_crash=1) and committed to Fuzz/Regressions/TARGET with its fix.
 #
-#   scripts/fuzz.sh SECONDS [TARGET...]     TARGET: Scenario Trace Interfaces JSON Report
+#   scripts/fuzz.sh SECONDS [TARGET...]     TARGET: scenario trace interfaces json report
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(Scenario Trace Interfaces JSON Report)
+[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report)
 case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh SECONDS [TARGET...]" >&2; exit 2 ;; esac
 
 swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address >&2
@@ -18,12 +18,14 @@ bin="$(swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,addres
 mkdir -p Fuzz/.build/crashes
 status=0
 for target in "${targets[@]}"; do
-  name=$(echo "$target" | tr 'A-Z' 'a-z')
+  name="$target"
   grown="Fuzz/.build/corpus/$name"
   mkdir -p "$grown"
   echo "fuzz: $target for ${seconds}s" >&2
   # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: a blow-up; both are failures.
-  if ! "$bin/Fuzz$target" "$grown" "Fuzz/Corpus/$name" "Fuzz/Regressions/$name" \
+  seeds=()
+  for directory in "Fuzz/Corpus/$name" "Fuzz/Regressions/$name"; do [ -d "$directory" ] && seeds+=("$directory"); done
+  if ! ROAM_FUZZ_TARGET="$name" "$bin/RoamFuzz" "$grown" "${seeds[@]}" \
       -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
       -artifact_prefix="Fuzz/.build/crashes/$name-" 2> "Fuzz/.build/$name.log"; then
     echo "fuzz: $target FAILED; the input is in Fuzz/.build/crashes/, the log in Fuzz/.build/$name.log" >&2

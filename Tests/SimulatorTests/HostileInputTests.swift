@@ -10,20 +10,9 @@ import TestSupport
 /// Hostile and careless input: every class of problem found by hand and by fuzzing is a clear
 /// error with its place, or a correct result; never a trap, a hang or unbounded work.
 @Suite struct HostileInputTests {
-    static let base = """
-        name: t
-        duration: 20s
-        nodes:
-          phone: {}
-          server: {}
-        links:
-          - name: wifi
-            between: [phone, server]
-        """
+    static let base = ScenarioDiagnosticsTests.valid
 
-    func errors(_ extra: String, base: String = base) -> [String] {
-        ScenarioReader.parse(base + "\n" + extra, file: "t.yaml").errors.map { "\($0.line):\($0.column): \($0.message)" }
-    }
+    func errors(_ extra: String, base: String = base) -> [String] { ScenarioDiagnosticsTests().errors(extra, base: base) }
 
     func warnings(_ extra: String, base: String = base) -> [String] {
         ScenarioReader.parse(base + "\n" + extra, file: "t.yaml").diagnostics.filter { $0.severity == .warning }.map { "\($0.line):\($0.column): \($0.message)" }
