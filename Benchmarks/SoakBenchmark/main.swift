@@ -50,14 +50,22 @@ let scenario = """
     """
 try! scenario.write(toFile: work + "/soak.yaml", atomically: true, encoding: .utf8)
 
+func namespaces() -> Set<String> { Set((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []) }
+let existing = namespaces()
 let command = try! RunningCommand(roam, ["run", work + "/soak.yaml", "--backend", "userspace", "--quiet", "--report", work + "/report"])
 let pid = command.process.processIdentifier
 let start = Date()
+// This run's namespaces are roam-RUNID-NODE: the ones that appear once it has started (other
+// runs on the machine are left out).
+var prefix: String?
 var samples: [ResourceSample] = []
 while command.process.isRunning {
     Thread.sleep(forTimeInterval: interval)
     guard command.process.isRunning else { break }
-    let sample = ResourceSampler.sample(pid: pid, namespacePrefix: "roam-", since: start)
+    if prefix == nil, let phone = namespaces().subtracting(existing).first(where: { $0.hasPrefix("roam-") && $0.hasSuffix("-phone") }) {
+        prefix = String(phone.dropLast("phone".count))
+    }
+    let sample = ResourceSampler.sample(pid: pid, namespacePrefix: prefix ?? "roam-none-", since: start)
     if sample.descriptors > 0 { samples.append(sample) }
 }
 command.process.waitUntilExit()
