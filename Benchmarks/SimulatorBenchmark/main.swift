@@ -247,19 +247,32 @@ func validationScale() {
         }
         return yaml
     }
+    /// Every link naming nodes that do not exist: each an error, none with a suggestion
+    /// searched among thousands of names.
+    func brokenLinks(_ count: Int) -> String {
+        var yaml = "name: big\nduration: 60s\nnodes:\n"
+        for node in 0...count { yaml += "  n\(node): {}\n" }
+        yaml += "links:\n"
+        for link in 0..<count { yaml += "  - {name: l\(link), between: [x\(link), y\(link)]}\n" }
+        return yaml
+    }
     let clock = ContinuousClock()
     print("")
     print("Validation at scale (ScenarioReader, as roam validate; the floor is Yams reading the same text with no checks)")
     print("")
     print("| scenario | N | validate | Yams alone | validate / Yams | per item |")
     print("|---|---|---|---|---|---|")
-    for (label, make) in [("links", links), ("events", events), ("expectations", expectations)] as [(String, (Int) -> String)] {
+    for (label, make) in [("links", links), ("events", events), ("expectations", expectations), ("links, all refused", brokenLinks)]
+        as [(String, (Int) -> String)] {
         for count in quick ? [1000, 10_000] : [1000, 10_000, 100_000] {
             let text = make(count)
             let started = clock.now
             let outcome = ScenarioReader.parse(text, file: "big.yaml")
             let validate = clock.now - started
-            guard outcome.scenario != nil else { fail(outcome.errors.prefix(3).map(\.description).joined(separator: "\n")) }
+            let refused = label.hasSuffix("refused")
+            guard (outcome.scenario != nil) != refused, !refused || outcome.errors.count == 2 * count else {
+                fail("unexpected validation outcome: " + outcome.errors.prefix(3).map(\.description).joined(separator: "\n"))
+            }
             let floorStart = clock.now
             _ = try? Yams.compose(yaml: text, .basic)
             let floor = clock.now - floorStart

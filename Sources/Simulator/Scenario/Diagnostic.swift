@@ -74,8 +74,14 @@ final class DiagnosticCollector {
     var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
 }
 
-/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
-func suggestion(for word: String, among candidates: [String]) -> String? {
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo. Among
+/// more than ``maximumSuggestionCandidates`` (a scenario with thousands of nodes), or for a word
+/// longer than any name, none is suggested: a file full of bad references must not make
+/// validation quadratic.
+func suggestion<Candidates: Collection<String>>(for word: String, among candidates: Candidates) -> String? {
+    guard candidates.count <= maximumSuggestionCandidates, word.count <= 128 else { return nil }
+    // Sorted, so that the same file gets the same suggestion whatever a set's order.
+    let candidates = candidates.sorted()
     let lowered = word.lowercased()
     if lowered.count >= 3, let extended = candidates.first(where: { $0.lowercased().hasPrefix(lowered) }) { return extended }
     let scored = candidates.map { ($0, editDistance(lowered, $0.lowercased())) }
@@ -97,3 +103,5 @@ func editDistance(_ a: String, _ b: String) -> Int {
     }
     return previous[b.count]
 }
+
+let maximumSuggestionCandidates = 256

@@ -14,6 +14,7 @@ extension ScenarioDecoder {
         let nodes = take(&top, "nodes", required: true) { self.nodes($0) } ?? []
         let nodeNames = Set(nodes.map(\.name))
         definedProfiles = take(&top, "profiles") { self.profileDefinitions($0) } ?? []
+        definedProfileIndex = Dictionary(definedProfiles.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
         let timeline = take(&top, "timeline") { self.timeline($0, links: links, duration: duration) } ?? []
         let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, links: links, duration: duration) } ?? []
@@ -106,7 +107,7 @@ extension ScenarioDecoder {
         let names = items.compactMap { item -> String? in
             guard let name = string(item, "a node in between") else { return nil }
             guard nodes.contains(name) else {
-                let guess = suggestion(for: name, among: Array(nodes)).map { " (did you mean '\($0)'?)" } ?? ""
+                let guess = suggestion(for: name, among: nodes).map { " (did you mean '\($0)'?)" } ?? ""
                 error("no node named '\(escapedForMessage(name))' is defined in nodes\(guess)", at: item)
                 return nil
             }
@@ -158,10 +159,11 @@ extension ScenarioDecoder {
 
     func profile(_ node: Node) -> LinkProfile? {
         guard let name = string(node, "profile") else { return nil }
-        if let profile = definedProfiles.first(where: { $0.name == LinkProfile.normalized(name) }) ?? LinkProfile.named(name) { return profile }
+        if let profile = definedProfileIndex[LinkProfile.normalized(name)] ?? LinkProfile.named(name) { return profile }
         let names = definedProfiles.map(\.name) + LinkProfile.all.map(\.name)
         let guess = suggestion(for: name, among: names).map { " (did you mean '\($0)'?)" } ?? ""
-        error("no profile named '\(escapedForMessage(name))'\(guess); profiles: \(names.joined(separator: ", "))", at: node)
+        let listed = names.count > 40 ? names.prefix(40).joined(separator: ", ") + ", … (\(names.count) in all)" : names.joined(separator: ", ")
+        error("no profile named '\(escapedForMessage(name))'\(guess); profiles: \(listed)", at: node)
         return nil
     }
 
@@ -267,7 +269,7 @@ extension ScenarioDecoder {
             let link = take(&event, "link", required: true) { value -> String? in
                 guard let name = self.string(value, "link") else { return nil }
                 guard linkNames.contains(name) else {
-                    let guess = suggestion(for: name, among: links.map(\.name)).map { " (did you mean '\($0)'?)" } ?? ""
+                    let guess = suggestion(for: name, among: linkNames).map { " (did you mean '\($0)'?)" } ?? ""
                     self.error("no link named '\(escapedForMessage(name))' is defined in links\(guess)", at: value)
                     return nil
                 }
@@ -476,7 +478,7 @@ extension ScenarioDecoder {
                 self.take(&workload, key, required: key == "from" || kindName != "command") { value -> String? in
                     guard let name = self.string(value, key) else { return nil }
                     guard nodes.contains(name) else {
-                        let guess = suggestion(for: name, among: Array(nodes)).map { " (did you mean '\($0)'?)" } ?? ""
+                        let guess = suggestion(for: name, among: nodes).map { " (did you mean '\($0)'?)" } ?? ""
                         self.error("no node named '\(escapedForMessage(name))' is defined in nodes\(guess)", at: value)
                         return nil
                     }
@@ -632,7 +634,7 @@ extension ScenarioDecoder {
                 guard let name = self.string(value, "workload") else { return nil }
                 guard let workload = byName[name] else {
                     if self.declaredWorkloads.contains(name) { return nil } // reported where it is defined
-                    let guess = suggestion(for: name, among: Array(self.declaredWorkloads)).map { " (did you mean '\($0)'?)" } ?? ""
+                    let guess = suggestion(for: name, among: self.declaredWorkloads).map { " (did you mean '\($0)'?)" } ?? ""
                     self.error("no workload named '\(escapedForMessage(name))' is defined in workloads\(guess)", at: value)
                     return nil
                 }

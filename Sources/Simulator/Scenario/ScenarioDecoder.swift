@@ -90,6 +90,8 @@ final class ScenarioDecoder {
     var declaredWorkloads: Set<String> = []
     /// Profiles the file defines (`profiles:`), looked up before the built-in ones.
     var definedProfiles: [LinkProfile] = []
+    /// The same by name, for links that name them.
+    var definedProfileIndex: [String: LinkProfile] = [:]
 
     /// Where relative paths in the scenario (traces) start.
     let baseDirectory: String
