@@ -50,8 +50,7 @@ let scenario = """
     """
 try! scenario.write(toFile: work + "/soak.yaml", atomically: true, encoding: .utf8)
 
-func namespaces() -> Set<String> { Set((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []) }
-let existing = namespaces()
+let existing = ResourceSampler.namespaces()
 let command = try! RunningCommand(roam, ["run", work + "/soak.yaml", "--backend", "userspace", "--quiet", "--report", work + "/report"])
 let pid = command.process.processIdentifier
 let start = Date()
@@ -62,9 +61,7 @@ var samples: [ResourceSample] = []
 while command.process.isRunning {
     Thread.sleep(forTimeInterval: interval)
     guard command.process.isRunning else { break }
-    if prefix == nil, let phone = namespaces().subtracting(existing).first(where: { $0.hasPrefix("roam-") && $0.hasSuffix("-phone") }) {
-        prefix = String(phone.dropLast("phone".count))
-    }
+    if prefix == nil { prefix = ResourceSampler.runPrefix(node: "phone", since: existing) }
     let sample = ResourceSampler.sample(pid: pid, namespacePrefix: prefix ?? "roam-none-", since: start)
     if sample.descriptors > 0 { samples.append(sample) }
 }

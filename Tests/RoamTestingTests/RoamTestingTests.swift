@@ -230,7 +230,8 @@ struct RoamTestingSoakTests {
         let after = (descriptors: Self.descriptors(), threads: Self.threads(), pinned: PinnedThread.runningCount, resident: Self.residentKilobytes())
         #expect(after.descriptors <= before.descriptors + 2, "descriptors \(before.descriptors) → \(after.descriptors)")
         #expect(after.threads <= before.threads + 2, "threads \(before.threads) → \(after.threads)")
-        #expect(after.pinned == before.pinned, "pinned threads \(before.pinned) → \(after.pinned)")
+        // A thread of the last run may still be ending when a count is taken; a leak is one per run.
+        #expect(after.pinned <= before.pinned + 2, "pinned threads \(before.pinned) → \(after.pinned)")
         // A leak of a run's record (a timeline, its paths) would be megabytes over 100 runs.
         #expect(after.resident - before.resident < 8 * 1024, "resident \(before.resident) kB → \(after.resident) kB")
         print("RoamTesting, 100 runs: descriptors \(before.descriptors) → \(after.descriptors), threads \(before.threads) → \(after.threads), "

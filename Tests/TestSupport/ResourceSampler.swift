@@ -23,6 +23,17 @@ public struct ResourceSample: Sendable {
 }
 
 public enum ResourceSampler {
+    /// The names under `/run/netns` now.
+    public static func namespaces() -> Set<String> {
+        Set((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? [])
+    }
+
+    /// The namespace prefix (`roam-RUNID-`) of a run started after `existing` was taken: the run
+    /// whose `node` namespace appeared since, so that other runs on the machine are left out.
+    public static func runPrefix(node: String, since existing: Set<String>) -> String? {
+        namespaces().subtracting(existing).first { $0.hasPrefix("roam-") && $0.hasSuffix("-" + node) }.map { String($0.dropLast(node.count)) }
+    }
+
     /// Samples process `pid` and the namespaces (under `/run/netns`) whose names start with `prefix`.
     public static func sample(pid: pid_t, namespacePrefix: String, since start: Date) -> ResourceSample {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
