@@ -32,7 +32,6 @@ guard access(roam, X_OK) == 0 else { fail("no roam next to this program: build i
 
 let work = "/tmp/roam-soak-benchmark-\(getpid())"
 try? FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(atPath: work) }
 let scenario = """
     name: soak
     duration: \(Int(minutes * 60))s
@@ -97,4 +96,7 @@ let descriptors = warm.map(\.descriptors), threads = warm.map(\.threads)
 print("After the first minute: descriptors \(descriptors.min()!)–\(descriptors.max()!), threads \(threads.min()!)–\(threads.max()!), "
     + String(format: "resident memory %+.2f MB per 10 min (least squares), ", slope(warm))
     + "at most \(warm.map(\.established).max()!) established and \(warm.map(\.lingering).max()!) closing sockets in the namespaces")
+let reportSize = (try? FileManager.default.attributesOfItem(atPath: work + "/report/report.html")[.size] as? Int) ?? 0
+print(String(format: "report.html of the run: %.0f KB", Double(reportSize) / 1024))
+try? FileManager.default.removeItem(atPath: work)
 exit(status == 0 || status == 1 ? 0 : 1)
