@@ -224,11 +224,15 @@ do {
 /// Validation must stay linear in the size of a scenario: `roam validate` of N links, events or
 /// expectations against the floor of reading the same text with Yams alone, at growing N.
 func validationScale() {
-    func links(_ count: Int) -> String {
+    /// A chain of `count` links; `refused`: every link names nodes that do not exist (each an
+    /// error, none with a suggestion searched among thousands of names).
+    func links(_ count: Int, refused: Bool) -> String {
         var yaml = "name: big\nduration: 60s\nnodes:\n"
         for node in 0...count { yaml += "  n\(node): {}\n" }
         yaml += "links:\n"
-        for link in 0..<count { yaml += "  - {name: l\(link), between: [n\(link), n\(link + 1)], delay: 5ms}\n" }
+        for link in 0..<count {
+            yaml += refused ? "  - {name: l\(link), between: [x\(link), y\(link)]}\n" : "  - {name: l\(link), between: [n\(link), n\(link + 1)], delay: 5ms}\n"
+        }
         return yaml
     }
     func events(_ count: Int) -> String {
@@ -262,7 +266,8 @@ func validationScale() {
     print("")
     print("| scenario | N | validate | Yams alone | validate / Yams | per item |")
     print("|---|---|---|---|---|---|")
-    for (label, make) in [("links", links), ("events", events), ("expectations", expectations), ("links, all refused", brokenLinks)]
+    for (label, make) in [("links", { links($0, refused: false) }), ("events", events), ("expectations", expectations),
+                          ("links, all refused", { links($0, refused: true) })]
         as [(String, (Int) -> String)] {
         for count in quick ? [1000, 10_000] : [1000, 10_000, 100_000] {
             let text = make(count)

@@ -47,12 +47,14 @@ public struct ScenarioDiagnostic: Sendable, Hashable, CustomStringConvertible {
 /// Collects the diagnostics of one file, so that every problem is reported in one pass.
 final class DiagnosticCollector {
     let file: String
-    private let lines: [Substring]
+    private let source: String
+    /// The file's lines, split when the first diagnostic needs its line (a valid file never does).
+    private lazy var lines: [Substring] = textLines(source)
     private(set) var diagnostics: [ScenarioDiagnostic] = []
 
     init(file: String, source: String) {
         self.file = file
-        self.lines = textLines(source)
+        self.source = source
     }
 
     func error(_ message: String, line: Int, column: Int) {

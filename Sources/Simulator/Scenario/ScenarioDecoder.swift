@@ -11,12 +11,15 @@ struct Fields {
     /// For a large mapping (the nodes of a big scenario), the position of each key; small ones
     /// are searched, which is faster than hashing for a handful of keys.
     private let index: [String: Int]?
+    /// The keys alone: searching them copies no nodes.
+    private let keys: [String]
     private var taken: [Bool]
 
     init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)]) {
         self.node = node
         self.context = context
         self.pairs = pairs
+        self.keys = pairs.map(\.key)
         self.taken = Array(repeating: false, count: pairs.count)
         if pairs.count > 16 {
             var index: [String: Int] = [:]
@@ -29,20 +32,22 @@ struct Fields {
 
     /// The same fields, with the keys taken so far, under another name in messages.
     init(_ other: Fields, context: String) {
-        self.init(node: other.node, context: context, pairs: other.pairs, index: other.index, taken: other.taken)
+        self.init(node: other.node, context: context, pairs: other.pairs, index: other.index, keys: other.keys, taken: other.taken)
     }
 
-    private init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)], index: [String: Int]?, taken: [Bool]) {
+    private init(node: Node, context: String, pairs: [(key: String, keyNode: Node, value: Node)], index: [String: Int]?, keys: [String],
+                 taken: [Bool]) {
         self.node = node
         self.context = context
         self.pairs = pairs
         self.index = index
+        self.keys = keys
         self.taken = taken
     }
 
     private func position(_ key: String) -> Int? {
         if let index { return index[key] }
-        return pairs.firstIndex { $0.key == key }
+        return keys.firstIndex(of: key)
     }
 
     mutating func take(_ key: String) -> Node? {
