@@ -56,7 +56,7 @@ bench-quick: setup
 	$(SWIFT) build $(BUILD_FLAGS) --product SimulatorBenchmark
 	$(SWIFT) build $(BUILD_FLAGS) --product EmulatorBenchmark
 	$(SWIFT) build $(BUILD_FLAGS) --product MultipathBenchmark
-	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/PathMonitorBenchmark" --changes 100 --flaps 500
+	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/PathMonitorBenchmark" --changes 100 --flaps 500 --sequences 100
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SimulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick

@@ -43,7 +43,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "PathMonitorBenchmark",
-            dependencies: ["PathMonitor"],
+            dependencies: ["PathMonitor", "TestSupport"],
             path: "Benchmarks/PathMonitorBenchmark"
         ),
         .executableTarget(
@@ -66,7 +66,7 @@ let package = Package(
             dependencies: ["TestSupport"],
             path: "Benchmarks/SoakBenchmark"
         ),
-        .target(name: "TestSupport", dependencies: ["Netlink"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Netlink", "PathMonitor"], path: "Tests/TestSupport"),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).

@@ -1,8 +1,11 @@
 // PathMonitor benchmark: how fast path updates reach a callback, side by side with `ip monitor`
-// watching the same namespace in the same run, and what a storm of 10,000 link flaps costs.
+// watching the same namespace in the same run; what a storm of 10,000 link flaps costs; and the
+// differential stress test (random sequences of path changes, after each of which every monitor
+// must hold the kernel's path) over 10,000 sequences.
 //
 //   swift build -c release --product PathMonitorBenchmark && .build/release/PathMonitorBenchmark
-//   options: --changes N (latency samples per kind, default 1000), --flaps N (default 10000)
+//   options: --changes N (latency samples per kind, default 1000), --flaps N (default 10000),
+//            --sequences N (stress sequences, default 10000), --seed N (default: random)
 //
 // Needs root (it makes a network namespace roam-bench-PID, removed at the end).
 import Dispatch
@@ -11,14 +14,9 @@ import Glibc
 import Netlink
 import PathMonitor
 import Synchronization
+import TestSupport
 
 // MARK: - Helpers
-
-func monotonicNanoseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-}
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("PathMonitorBenchmark: \(message)\n".utf8))
@@ -105,6 +103,8 @@ func format(_ value: Double) -> String { String(format: "%8.1f", value) }
 guard geteuid() == 0 else { fail("needs root to create a network namespace") }
 let changes = option("--changes", default: 1000)
 let flaps = option("--flaps", default: 10000)
+let sequences = option("--sequences", default: 10000)
+let seed = UInt64(option("--seed", default: Int.random(in: 1...Int(UInt32.max))))
 let ipCandidates: [String] = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
 guard let ipPath = ipCandidates.first(where: { access($0, X_OK) == 0 }) else {
     fail("iproute2's ip is not installed (apt-get install iproute2)")
@@ -275,6 +275,31 @@ print("  paths published \(after.pathsPublished - before.pathsPublished), notifi
 print("  final path equals a fresh dump of the kernel: \(matches ? "yes" : "NO")")
 print("  with a 16 KiB receive buffer: paths published \(small.pathsPublished), overruns \(small.overruns), full dumps \(small.fullDumps), final path equals the kernel's: \(smallMatches ? "yes" : "NO")")
 print("  resident memory of the process: \(String(format: "%.1f", rss.current)) MB after the storm (both monitors running), peak \(String(format: "%.1f", rss.peak)) MB; \(String(format: "%.1f", rssBaseline.current)) MB with one monitor before it")
+
+// MARK: - Differential stress
+
+let stress: PathStress
+do { stress = try PathStress(options: .init(seed: seed, sequences: sequences)) } catch { fail("cannot set up the stress test: \(error)") }
+let stressReport = stress.run { sequence, report in
+    if (sequence + 1) % 1000 == 0 {
+        FileHandle.standardError.write(Data("  stress: \(sequence + 1) sequences, \(report.mismatches.count) mismatches\n".utf8))
+    }
+}
+stress.stop()
 print("")
-print("Targets: p99 < 2000 µs and <= 1.5x ip monitor; final path matches; resident memory < 30 MB")
-exit(matches && smallMatches ? 0 : 1)
+print("Differential stress: seed \(seed), \(stressReport.sequences) sequences, \(stressReport.operations) operations (\(stressReport.refused) refused by the kernel) in \(String(format: "%.0f", stressReport.seconds)) s")
+print("  operations: " + stressReport.operationCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+print("  final paths: " + stressReport.finalStatuses.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+print("  mismatches with a fresh dump: \(stressReport.mismatches.count)")
+for mismatch in stressReport.mismatches.prefix(3) { print("    \(mismatch)") }
+print("  settle time from the last change to the final path (ms):")
+print("  monitor                           p50     p99     max   overruns  full dumps  route dumps")
+for (name, samples) in stressReport.settleNanoseconds.sorted(by: { $0.key < $1.key }) {
+    let p = Percentiles(samples.map { Double($0) / 1e6 })
+    let statistics = stressReport.statistics[name]!
+    print("  \(name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(String(format: "%7.2f %7.2f %7.2f", p.p50, p.p99, p.max))   \(String(format: "%8d  %10d  %11d", statistics.overruns, statistics.fullDumps, statistics.routeDumps))")
+}
+let worstSettle = stressReport.settleNanoseconds.values.flatMap { $0 }.max() ?? 0
+print("")
+print("Targets: p99 < 2000 µs and <= 1.2x ip monitor; final path matches; resident memory < 30 MB; stress: 0 mismatches, settle <= 50 ms")
+exit(matches && smallMatches && stressReport.mismatches.isEmpty && worstSettle <= 50_000_000 ? 0 : 1)

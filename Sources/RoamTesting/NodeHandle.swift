@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import Synchronization
 import PathMonitor
 import Simulator
 
@@ -71,16 +72,25 @@ public struct NodeHandle: Sendable {
         let finalEnvironment = values
         let namespace = namespace
         return try await withCheckedThrowingContinuation { continuation in
+            // The continuation is resumed from a thread outside the node's namespace: resuming
+            // wakes the task pool, and Dispatch may start a pool thread from the resuming one,
+            // which would inherit the node's namespace (see DeliveryThread).
+            let outcome = Mutex<Result<ProcessOutcome, any Error>?>(nil)
             do {
                 let thread = try namespace.spawnThread(name: "roam-spawn") { entered in
                     switch entered {
                     case .failure(let error):
-                        continuation.resume(throwing: RoamTestingError("enter node: \(error)"))
+                        outcome.withLock { $0 = .failure(RoamTestingError("enter node: \(error)")) }
                     case .success:
-                        continuation.resume(with: Result { try ProcessOutcome.run(arguments, environment: finalEnvironment) })
+                        let result = Result { try ProcessOutcome.run(arguments, environment: finalEnvironment) }
+                        outcome.withLock { $0 = result.mapError { $0 } }
                     }
                 }
-                thread.detach()
+                let waiter = try PinnedThread(name: "roam-spawn-wait") {
+                    thread.join()
+                    continuation.resume(with: outcome.withLock { $0 } ?? .failure(RoamTestingError("the node's program ended without a result")))
+                }
+                waiter.detach()
             } catch {
                 continuation.resume(throwing: RoamTestingError("enter node: \(error)"))
             }

@@ -33,6 +33,9 @@ struct MonitorCommand: ParsableCommand {
     @Flag(name: .long, help: "Never use constrained interfaces (Low Data Mode).")
     var prohibitConstrained = false
 
+    @Flag(name: .long, help: "Never use ultra-constrained interfaces (a carrier's satellite network).")
+    var prohibitUltraConstrained = false
+
     @Option(name: .long, help: ArgumentHelp("Interfaces file: lines of 'PATTERN ATTRIBUTES', e.g. 'wwan* type=cellular expensive'.", valueName: "file"))
     var interfaces: String?
 
@@ -56,7 +59,8 @@ struct MonitorCommand: ParsableCommand {
             requiredInterfaceType: require.flatMap { InterfaceType(name: $0) },
             prohibitedInterfaceTypes: Set(prohibit.compactMap { InterfaceType(name: $0) }),
             prohibitsExpensive: prohibitExpensive,
-            prohibitsConstrained: prohibitConstrained))
+            prohibitsConstrained: prohibitConstrained,
+            prohibitsUltraConstrained: prohibitUltraConstrained))
         if let interfaces {
             do {
                 configuration.interfaceRules = try InterfaceRules(contentsOfFile: interfaces)

@@ -10,8 +10,56 @@ import TestSupport
         #expect(snapshot.apply(.newAddress(address)) == .unchanged)
         #expect(snapshot.apply(.newAddress(Fixture.address(2, "198.18.0.9/24"))) == .changed)
         #expect(snapshot.apply(.newAddress(Fixture.address(2, "198.18.0.9/24"))) == .unchanged)
-        #expect(snapshot.apply(.deletedAddress(Fixture.address(2, "198.18.0.9/24"))) == .changed)
+        // The kernel removes IPv4 routes that used an address without saying so: routes are read again.
+        #expect(snapshot.apply(.deletedAddress(Fixture.address(2, "198.18.0.9/24"))) == .routesNeedResync)
         #expect(snapshot.apply(.deletedAddress(Fixture.address(2, "198.18.0.9/24"))) == .unchanged)
+        #expect(snapshot.apply(.newAddress(Fixture.address(2, "fd00::2/64"))) == .changed)
+        #expect(snapshot.apply(.deletedAddress(Fixture.address(2, "fd00::2/64"))) == .changed)
+    }
+
+    /// Found by the stress test: the last IPv4 address of an interface went, the kernel flushed
+    /// its default route silently, the address came back, and the monitor still had the route.
+    @Test func aFlushedRouteDoesNotComeBackWithTheAddress() {
+        var snapshot = Fixture.phone()
+        #expect(snapshot.apply(.deletedAddress(Fixture.address(2, "198.18.0.2/24"))) == .routesNeedResync)
+        // What the route dump then says: wlan0's routes are gone.
+        snapshot.replaceRoutes([Fixture.defaultRoute(3, via: "198.18.1.1", metric: 200)])
+        #expect(snapshot.apply(.newAddress(Fixture.address(2, "198.18.0.2/24"))) == .changed)
+        #expect(PathEvaluator().path(for: snapshot).primaryInterface?.name == "wwan0")
+    }
+
+    /// Found by the stress test: `ip -6 route replace` announced the new default route only,
+    /// and the monitor kept the one it replaced.
+    @Test func asksForRoutesWhenAnIPv6RouteMayHaveReplacedAnother() {
+        var snapshot = Fixture.phone()
+        #expect(snapshot.apply(.newAddress(Fixture.address(2, "fd00::2/64"))) == .changed)
+        #expect(snapshot.apply(.newAddress(Fixture.address(3, "fd00:1::2/64"))) == .changed)
+        #expect(snapshot.apply(.newRoute(Fixture.defaultRoute(2, via: "fd00::1", metric: 200))) == .changed)
+        #expect(snapshot.apply(.newRoute(Fixture.defaultRoute(3, via: "fd00:1::1", metric: 200))) == .routesNeedResync)
+        // Another metric is another route; the same route again is nothing.
+        #expect(snapshot.apply(.newRoute(Fixture.defaultRoute(3, via: "fd00:1::1", metric: 300))) == .changed)
+        #expect(snapshot.apply(.newRoute(Fixture.defaultRoute(3, via: "fd00:1::1", metric: 300))) == .unchanged)
+    }
+
+    @Test func asksForRoutesWhenAnInterfaceWithDeadNextHopsComesBack() {
+        // A multipath default route over both interfaces, whose Wi-Fi hop the kernel marked dead.
+        let multipath = Route(family: .inet, destination: .any(.inet), metric: 50, nextHops: [
+            .init(interfaceIndex: 2, gateway: IPAddress("198.18.0.1")!, flags: 1),  // RTNH_F_DEAD
+            .init(interfaceIndex: 3, gateway: IPAddress("198.18.1.1")!),
+        ])
+        var snapshot = Fixture.phone()
+        snapshot.replaceRoutes([multipath])
+        #expect(snapshot.apply(.newLink(Fixture.link(2, "wlan0", up: false, alias: "roam:type=wifi"))) == .routesNeedResync)
+        // Up again: the kernel revives the hop without a notification.
+        #expect(snapshot.apply(.newLink(Fixture.link(2, "wlan0", alias: "roam:type=wifi"))) == .routesNeedResync)
+        // An IPv4 address revives dead hops too (the kernel kills them when the last one goes).
+        snapshot.replaceRoutes([multipath])
+        #expect(snapshot.apply(.newAddress(Fixture.address(2, "198.18.0.7/24"))) == .routesNeedResync)
+        #expect(snapshot.apply(.newAddress(Fixture.address(2, "fd00::7/64"))) == .changed)
+        // Without dead hops, a carrier coming back is an ordinary change.
+        snapshot.replaceRoutes([Fixture.defaultRoute(2, via: "198.18.0.1", metric: 100)])
+        #expect(snapshot.apply(.newLink(Fixture.link(2, "wlan0", carrier: false, alias: "roam:type=wifi"))) == .changed)
+        #expect(snapshot.apply(.newLink(Fixture.link(2, "wlan0", alias: "roam:type=wifi"))) == .changed)
     }
 
     @Test func asksForRoutesWhenAnInterfaceGoesDownOrAway() {
@@ -49,22 +97,45 @@ import TestSupport
 }
 
 @Suite struct PathDeliveryTests {
-    @Test func publishesOnlyPathsThatDiffer() async {
+    @Test func publishesOnlyPathsThatDiffer() async throws {
         let core = MonitorCore()
+        try core.startDeliveringWithoutWatching()
+        defer { core.cancel() }
         let recorder = Recorder<NetworkPath>()
         let subscription = core.subscribe(queue: nil) { recorder.append($0) }
         let wifi = PathEvaluator().path(for: Fixture.phone())
         let cellular = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false))
         for path in [wifi, wifi, cellular, cellular, cellular, wifi] { core.publish(path) }
-        #expect(recorder.values == [wifi, cellular, wifi])
+        #expect(recorder.wait { $0.count >= 3 } == [wifi, cellular, wifi])
         #expect(core.statistics.pathsPublished == 3)
         subscription.cancel()
         core.publish(cellular)
+        // A marker subscriber sees the last publication: the cancelled one was passed over.
+        let marker = Recorder<NetworkPath>()
+        let markerSubscription = core.subscribe(queue: nil) { marker.append($0) }
+        #expect(marker.wait { !$0.isEmpty } == [cellular])
         #expect(recorder.values.count == 3)
+        markerSubscription.cancel()
     }
 
-    @Test func streamsStartWithTheCurrentPathAndKeepTheNewest() async {
+    @Test func noCallbackAfterCancel() async throws {
         let core = MonitorCore()
+        try core.startDeliveringWithoutWatching()
+        let recorder = Recorder<NetworkPath>()
+        let subscription = core.subscribe(queue: nil) { recorder.append($0) }
+        let paths = (0..<200).map { n in PathEvaluator().path(for: Fixture.phone(wifiCarrier: n % 2 == 0)) }
+        for path in paths { core.publish(path) }
+        core.cancel()
+        let delivered = recorder.values.count
+        core.publish(paths[0])
+        #expect(recorder.values.count == delivered)
+        #expect(recorder.values == Array(paths.prefix(delivered)), "what was delivered came in order")
+        _ = subscription
+    }
+
+    @Test func streamsStartWithTheCurrentPathAndKeepTheNewest() async throws {
+        let core = MonitorCore()
+        try core.startDeliveringWithoutWatching()
         let wifi = PathEvaluator().path(for: Fixture.phone())
         let cellular = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false))
         let none = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false, cellCarrier: false))
@@ -84,8 +155,10 @@ import TestSupport
         #expect(afterCancel == 0)
     }
 
-    @Test func callbacksRunOnTheirQueueInOrder() async {
+    @Test func callbacksRunOnTheirQueueInOrder() async throws {
         let core = MonitorCore()
+        try core.startDeliveringWithoutWatching()
+        defer { core.cancel() }
         let recorder = Recorder<PathStatus>()
         let queue = DispatchQueue(label: "test.callbacks")
         let subscription = core.subscribe(queue: queue) { recorder.append($0.status) }
@@ -102,7 +175,9 @@ import Dispatch
     @Test func jsonHasTheDocumentedKeysInOrder() {
         let path = PathEvaluator().path(for: Fixture.phone(), resolvers: ResolverConfiguration(parsing: "nameserver 198.18.0.53"))
         let line = path.json(time: "2026-11-23T08:15:02.123456Z").serialized
-        #expect(line.hasPrefix(#"{"time":"2026-11-23T08:15:02.123456Z","status":"satisfied","unsatisfiedReason":null,"isExpensive":false,"isConstrained":false,"supportsIPv4":true,"supportsIPv6":false,"supportsDNS":true,"primaryInterface":"wlan0","gateways":["198.18.0.1","198.18.1.1"],"interfaces":[{"name":"wlan0","index":2,"type":"wifi","isExpensive":false,"isConstrained":false,"state":"up","mtu":1500,"addresses":["198.18.0.2/24"]}"#))
+        #expect(line.hasPrefix(#"{"time":"2026-11-23T08:15:02.123456Z","status":"satisfied","unsatisfiedReason":null,"isExpensive":false,"isConstrained":false,"supportsIPv4":true,"supportsIPv6":false,"supportsDNS":true,"primaryInterface":"wlan0","gateways":["198.18.0.1","198.18.1.1"],"interfaces":[{"name":"wlan0","index":2,"type":"wifi","isExpensive":false,"isConstrained":false,"state":"up","mtu":1500,"addresses":["198.18.0.2/24"],"isUltraConstrained":false,"linkQuality":"unknown"}"#))
+        // Keys added later come last, so the order of the first release holds.
+        #expect(line.hasSuffix(#"],"isUltraConstrained":false,"linkQuality":"unknown"}"#))
         let unsatisfied = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false, cellCarrier: false)).json(time: "t").serialized
         #expect(unsatisfied.contains(#""status":"unsatisfied","unsatisfiedReason":"noUsableInterface""#))
         #expect(unsatisfied.contains(#""primaryInterface":null"#))

@@ -105,20 +105,38 @@ import Testing
         #expect(InterfaceClassifier.kernelType(of: testCase.link, facts: testCase.facts) == testCase.type)
     }
 
+    /// The classification as (type, expensive, constrained, ultra-constrained, quality).
+    func classify(_ link: Link, _ facts: DeviceFacts = DeviceFacts(), rules: InterfaceRules = InterfaceRules())
+        -> (InterfaceType, Bool, Bool, Bool, LinkQuality) {
+        let result = InterfaceClassifier(rules: rules).classify(link, facts: facts)
+        return (result.type, result.isExpensive, result.isConstrained, result.isUltraConstrained, result.linkQuality)
+    }
+
     @Test func cellularIsExpensiveByDefaultAndNothingIsConstrained() {
-        let classifier = InterfaceClassifier()
-        let cell = classifier.classify(Fixture.link(3, "wwan0", kind: nil), facts: DeviceFacts(deviceType: "wwan"))
-        #expect(cell == (.cellular, true, false))
-        let wifi = classifier.classify(Fixture.link(2, "wlan0", kind: nil), facts: DeviceFacts(isWireless: true))
-        #expect(wifi == (.wifi, false, false))
+        #expect(classify(Fixture.link(3, "wwan0", kind: nil), DeviceFacts(deviceType: "wwan")) == (.cellular, true, false, false, .unknown))
+        #expect(classify(Fixture.link(2, "wlan0", kind: nil), DeviceFacts(isWireless: true)) == (.wifi, false, false, false, .unknown))
     }
 
     @Test func tagsOverrideTheKernelAndTheFileOverridesTags() throws {
         let tagged = Fixture.link(2, "veth0", alias: "roam:type=cellular,constrained")
-        #expect(InterfaceClassifier().classify(tagged, facts: DeviceFacts()) == (.cellular, true, true))
+        #expect(classify(tagged) == (.cellular, true, true, false, .unknown))
         let notExpensive = Fixture.link(2, "veth0", alias: "roam:type=cellular,expensive=false")
-        #expect(InterfaceClassifier().classify(notExpensive, facts: DeviceFacts()) == (.cellular, false, false))
+        #expect(classify(notExpensive) == (.cellular, false, false, false, .unknown))
         let rules = try InterfaceRules(parsing: "veth* type=wifi expensive\n")
-        #expect(InterfaceClassifier(rules: rules).classify(tagged, facts: DeviceFacts()) == (.wifi, true, true))
+        #expect(classify(tagged, rules: rules) == (.wifi, true, true, false, .unknown))
+    }
+
+    @Test func ultraConstrainedIsConstrainedUnlessSaidOtherwise() throws {
+        let satellite = Fixture.link(2, "sat0", alias: "roam:type=cellular,ultraConstrained,quality=minimal")
+        #expect(classify(satellite) == (.cellular, true, true, true, .minimal))
+        let odd = Fixture.link(2, "sat0", alias: "roam:ultraConstrained,constrained=false")
+        #expect(classify(odd) == (.wiredEthernet, false, false, true, .unknown))
+        let rules = try InterfaceRules(parsing: "sat* quality=good ultra-constrained=false\n")
+        #expect(classify(satellite, rules: rules) == (.cellular, true, false, false, .good))
+        #expect(InterfaceTag.problems(inAlias: "roam:quality=great").map(\.message) == ["quality must be one of unknown, minimal, moderate, good"])
+        #expect(InterfaceTag.problems(inAlias: "roam:ultra").first?.message.contains("did you mean 'ultraConstrained'") == true)
+        let attributes = InterfaceAttributes(isUltraConstrained: true, linkQuality: .moderate)
+        #expect(try InterfaceAttributes(parsing: attributes.text) == attributes)
+        #expect(attributes.text == "ultraConstrained,quality=moderate")
     }
 }

@@ -337,10 +337,66 @@ struct MonitorKernelTests {
             // The detached thread ends on its own once the handler returns; leak checks in other
             // tests of this serialized suite count on it being gone.
             let deadline = ContinuousClock.now + .seconds(5)
-            while PinnedThread.runningCount(named: "roam-pathmon") > 0, ContinuousClock.now < deadline {
+            func running() -> Int { PinnedThread.runningCount(named: "roam-pathmon") + PinnedThread.runningCount(named: "roam-pathmon-d") }
+            while running() > 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(5))
             }
-            #expect(PinnedThread.runningCount(named: "roam-pathmon") == 0, "the detached monitor thread ended")
+            #expect(running() == 0, "the monitor's threads ended")
         }
     }
+
+    /// Threads inherit their namespaces from the thread that starts them, and Dispatch starts
+    /// workers from whichever thread enqueues work: a monitor that delivered from its thread in
+    /// the watched namespace would leave pool threads there, and later tasks would run in it.
+    @Test func updatesReachSubscribersOutsideTheWatchedNamespace() async throws {
+        let host = threadNetworkNamespace()
+        try await TestNamespace.with { test in
+            let monitor = NetworkPathMonitor(namespace: test.namespace, configuration: .init(resolverConfigurationPath: "/nonexistent/resolv.conf"))
+            let seen = Recorder<String>()
+            var subscriptions = [monitor.onUpdate { _ in seen.append(threadNetworkNamespace()) }]
+            // Handlers on 24 queues that wait for one another: Dispatch must start a thread for
+            // each while the monitor delivers, from the thread that delivers.
+            let queues = 24
+            let started = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            for index in 0..<queues {
+                let queue = DispatchQueue(label: "roam.test.subscriber.\(index)")
+                subscriptions.append(monitor.onUpdate(queue: queue) { _ in
+                    seen.append(threadNetworkNamespace())
+                    started.signal()
+                    _ = release.wait(timeout: .now() + 5)
+                })
+            }
+            let paths = monitor.paths
+            let streamed = Task.detached { () -> [String] in
+                var namespaces: [String] = []
+                for await path in paths {
+                    namespaces.append(threadNetworkNamespace())
+                    if path.status == .satisfied { break }
+                }
+                return namespaces
+            }
+            try monitor.start()
+            for _ in 0..<queues { #expect(started.wait(timeout: .now() + 10) == .success) }
+            for _ in 0..<queues { release.signal() }
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let fromStream = await streamed.value
+            #expect(seen.wait { $0.count >= 2 + 2 * queues } != nil)
+            for _ in 0..<queues { release.signal() }
+            monitor.cancel()
+            subscriptions.removeAll()
+            #expect(!fromStream.isEmpty)
+            let namespaces = Set(seen.values + fromStream)
+            #expect(namespaces == [host], "handlers ran in \(namespaces.sorted()), the test in \(host)")
+            // And a task started now runs where the test does.
+            #expect(await Task.detached { threadNetworkNamespace() }.value == host)
+        }
+    }
+}
+
+/// The network namespace of the calling thread, as `net:[INODE]`.
+func threadNetworkNamespace() -> String {
+    var buffer = [CChar](repeating: 0, count: 64)
+    let count = readlink("/proc/thread-self/ns/net", &buffer, buffer.count - 1)
+    return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
 }

@@ -166,4 +166,37 @@ import Testing
         #expect(PathEvaluator().path(for: Fixture.phone(), resolvers: scoped).supportsDNS)
         #expect(!PathEvaluator().path(for: Fixture.phone(wifiCarrier: false), resolvers: scoped).supportsDNS)
     }
+
+    /// Found by the stress test: two default routes of equal metric, one per family, listed their
+    /// gateways in the order the snapshot happened to learn them.
+    @Test func theSameStateGivesTheSamePathWhateverTheOrderItWasLearnt() {
+        let routes = [Fixture.defaultRoute(2, via: "198.18.0.1", metric: 300), Fixture.defaultRoute(2, via: "fd00::1", metric: 300),
+                      Fixture.defaultRoute(2, via: "fd00::9", metric: 300, table: RouteTable(100))]
+        let addresses = Fixture.loopbackAddresses + [Fixture.address(2, "198.18.0.2/24"), Fixture.address(2, "fd00::2/64")]
+        var paths: Set<NetworkPath> = []
+        for order in [routes, routes.reversed(), [routes[1], routes[2], routes[0]]] {
+            var snapshot = NetworkSnapshot(links: [Fixture.loopback, Fixture.link(2, "eth0")], addresses: addresses)
+            for route in order { _ = snapshot.apply(.newRoute(route)) }
+            paths.insert(PathEvaluator().path(for: snapshot))
+        }
+        #expect(paths.count == 1)
+        #expect(paths.first?.gateways == [IPAddress("198.18.0.1")!, IPAddress("fd00::1")!, IPAddress("fd00::9")!])
+    }
+
+    @Test func ultraConstrainedAndLinkQualityComeFromThePrimaryAndThePolicyCanRefuseThem() {
+        let snapshot = Fixture.phone(wifiCarrier: false, cellAlias: "roam:type=cellular,ultraConstrained,quality=minimal")
+        let path = PathEvaluator().path(for: snapshot)
+        #expect(path.primaryInterface?.name == "wwan0")
+        #expect(path.isUltraConstrained && path.isConstrained && path.isExpensive)
+        #expect(path.linkQuality == .minimal)
+        #expect(path.summary.hasPrefix("satisfied via wwan0 (cellular) expensive ultra-constrained quality minimal ipv4"))
+        let refused = PathEvaluator(policy: PathPolicy(prohibitsUltraConstrained: true)).path(for: snapshot)
+        #expect(refused.status == .unsatisfied)
+        #expect(refused.unsatisfiedReason == .prohibitedUltraConstrained)
+        // With Wi-Fi back, the free link is primary and the satellite is last in preference.
+        let both = PathEvaluator().path(for: Fixture.phone(wifiAlias: "roam:type=wifi,quality=good", cellAlias: "roam:type=cellular,ultraConstrained"))
+        #expect(!both.isUltraConstrained && both.linkQuality == .good)
+        #expect(both.availableInterfaces.map(\.name) == ["wlan0", "wwan0", "lo"])
+        #expect(PathEvaluator().path(for: Fixture.phone(wifiCarrier: false, cellCarrier: false)).linkQuality == .unknown)
+    }
 }

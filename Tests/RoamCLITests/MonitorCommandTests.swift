@@ -50,14 +50,14 @@ struct MonitorCommandKernelTests {
             let first = try #require(command.lines.wait { !$0.isEmpty }?.first)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
             #expect(Set(object.keys) == ["time", "status", "unsatisfiedReason", "isExpensive", "isConstrained", "supportsIPv4",
-                                         "supportsIPv6", "supportsDNS", "primaryInterface", "gateways", "interfaces"])
+                                         "supportsIPv6", "supportsDNS", "primaryInterface", "gateways", "interfaces", "isUltraConstrained", "linkQuality"])
             #expect(object["status"] as? String == "satisfied")
             #expect(object["primaryInterface"] as? String == "wl0")
             #expect(object["unsatisfiedReason"] is NSNull)
             let time = try #require(object["time"] as? String)
             #expect(time.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"#, options: .regularExpression) != nil)
             let interfaces = try #require(object["interfaces"] as? [[String: Any]])
-            #expect(interfaces.first.map { Set($0.keys) } == ["name", "index", "type", "isExpensive", "isConstrained", "state", "mtu", "addresses"])
+            #expect(interfaces.first.map { Set($0.keys) } == ["name", "index", "type", "isExpensive", "isConstrained", "state", "mtu", "addresses", "isUltraConstrained", "linkQuality"])
 
             try test.socket.setLink(index: peer, up: false)
             let expensive = command.lines.wait { lines in lines.contains { $0.contains(#""primaryInterface":"ce0""#) && $0.contains(#""isExpensive":true"#) } }

@@ -42,16 +42,20 @@ public final class DirectoryWatcher {
         }
     }
 
-    /// The names of the files that changed since the last call; empty when nothing did.
-    public func changedNames() -> Set<String> {
+    /// The names of the files that changed since the last call; empty when nothing did, nil
+    /// when the kernel's event queue overflowed and any file may have changed.
+    public func changedNames() -> Set<String>? {
         var names: Set<String> = []
+        var overflowed = false
         var buffer = [UInt8](repeating: 0, count: 8192)
         while true {
             let count = read(fileDescriptor.rawValue, &buffer, buffer.count)
-            if count <= 0 { return names }
+            if count <= 0 { return overflowed ? nil : names }
             var offset = 0
             let headerSize = MemoryLayout<inotify_event>.size
             while offset + headerSize <= count {
+                let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                 let length = buffer.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)) }
                 let nameBytes = buffer[(offset + headerSize)..<min(count, offset + headerSize + length)]
                 let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)

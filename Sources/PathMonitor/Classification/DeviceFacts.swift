@@ -64,7 +64,8 @@ public struct SysfsDeviceFacts: DeviceFactsSource {
 /// 3. the interfaces file (``InterfaceRules``).
 ///
 /// Cellular interfaces are expensive unless a tag or rule says otherwise. Nothing is
-/// constrained unless a tag or rule says so: constrained is Low Data Mode, a user's choice.
+/// constrained or ultra-constrained unless a tag or rule says so: constrained is Low Data Mode,
+/// a user's choice; ultra-constrained is a carrier's satellite network, which Linux cannot tell.
 public struct InterfaceClassifier: Sendable {
     /// Drivers of cellular modems whose interfaces do not announce `DEVTYPE=wwan`.
     public static let cellularDrivers: Set<String> = [
@@ -89,12 +90,25 @@ public struct InterfaceClassifier: Sendable {
         return .other
     }
 
-    /// The final attributes of `link`.
-    public func classify(_ link: Link, facts: DeviceFacts) -> (type: InterfaceType, isExpensive: Bool, isConstrained: Bool) {
+    /// What classification gives an interface.
+    public struct Classification: Sendable, Hashable {
+        public var type: InterfaceType
+        public var isExpensive: Bool
+        public var isConstrained: Bool
+        public var isUltraConstrained: Bool
+        public var linkQuality: LinkQuality
+    }
+
+    /// The final attributes of `link`. Ultra-constrained implies constrained unless a source
+    /// says `constrained=false`.
+    public func classify(_ link: Link, facts: DeviceFacts) -> Classification {
         let attributes = InterfaceAttributes(type: Self.kernelType(of: link, facts: facts))
             .overridden(by: InterfaceTag.attributes(fromAlias: link.alias))
             .overridden(by: rules.attributes(forInterfaceNamed: link.name))
         let type = attributes.type ?? .other
-        return (type, attributes.isExpensive ?? (type == .cellular), attributes.isConstrained ?? false)
+        let ultra = attributes.isUltraConstrained ?? false
+        return Classification(type: type, isExpensive: attributes.isExpensive ?? (type == .cellular),
+                              isConstrained: attributes.isConstrained ?? ultra, isUltraConstrained: ultra,
+                              linkQuality: attributes.linkQuality ?? .unknown)
     }
 }

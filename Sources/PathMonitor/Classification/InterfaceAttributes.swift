@@ -1,5 +1,6 @@
-/// Attributes that override what the kernel says of an interface: its type, and whether it
-/// is expensive or constrained. A nil field leaves the value to the next source.
+/// Attributes that override what the kernel says of an interface: its type, whether it is
+/// expensive, constrained or ultra-constrained, and its link quality. A nil field leaves the
+/// value to the next source.
 ///
 /// The textual form is a list of items separated by commas or spaces:
 ///
@@ -8,6 +9,8 @@
 /// | `type=T` | the interface type: `wifi`, `cellular`, `wiredEthernet` (or `wired`, `ethernet`), `loopback`, `other` |
 /// | `expensive` / `expensive=false` | mark the interface expensive, or not (cellular is expensive unless said otherwise) |
 /// | `constrained` / `constrained=false` | mark the interface constrained (Low Data Mode), or not |
+/// | `ultraConstrained` / `ultraConstrained=false` | mark the interface ultra-constrained (a carrier's satellite network), or not; ultra-constrained is also constrained unless `constrained=false` says otherwise |
+/// | `quality=Q` | the link quality: `unknown`, `minimal`, `moderate`, `good` |
 ///
 /// Boolean values may be written `true`/`false`, `yes`/`no`, `on`/`off` or `1`/`0`.
 /// An alias tag is this form behind `roam:`, for example `roam:type=cellular,expensive,constrained`.
@@ -15,22 +18,31 @@ public struct InterfaceAttributes: Sendable, Hashable {
     public var type: InterfaceType?
     public var isExpensive: Bool?
     public var isConstrained: Bool?
+    public var isUltraConstrained: Bool?
+    public var linkQuality: LinkQuality?
 
-    public init(type: InterfaceType? = nil, isExpensive: Bool? = nil, isConstrained: Bool? = nil) {
+    public init(type: InterfaceType? = nil, isExpensive: Bool? = nil, isConstrained: Bool? = nil,
+                isUltraConstrained: Bool? = nil, linkQuality: LinkQuality? = nil) {
         self.type = type
         self.isExpensive = isExpensive
         self.isConstrained = isConstrained
+        self.isUltraConstrained = isUltraConstrained
+        self.linkQuality = linkQuality
     }
 
     /// True when no attribute is set.
-    public var isEmpty: Bool { type == nil && isExpensive == nil && isConstrained == nil }
+    public var isEmpty: Bool {
+        type == nil && isExpensive == nil && isConstrained == nil && isUltraConstrained == nil && linkQuality == nil
+    }
 
     /// These attributes, with every attribute that `other` sets taken from `other`.
     public func overridden(by other: InterfaceAttributes) -> InterfaceAttributes {
         InterfaceAttributes(
             type: other.type ?? type,
             isExpensive: other.isExpensive ?? isExpensive,
-            isConstrained: other.isConstrained ?? isConstrained
+            isConstrained: other.isConstrained ?? isConstrained,
+            isUltraConstrained: other.isUltraConstrained ?? isUltraConstrained,
+            linkQuality: other.linkQuality ?? linkQuality
         )
     }
 
@@ -60,9 +72,17 @@ public struct InterfaceAttributes: Sendable, Hashable {
                 isExpensive = try Self.boolean(value, item: item)
             case "constrained":
                 isConstrained = try Self.boolean(value, item: item)
+            case "ultraconstrained", "ultra-constrained":
+                isUltraConstrained = try Self.boolean(value, item: item)
+            case "quality":
+                guard let value, let quality = LinkQuality(rawValue: value.lowercased()) else {
+                    throw ParseError(item: String(item), message: "quality must be one of unknown, minimal, moderate, good")
+                }
+                linkQuality = quality
             default:
-                let suggestion = ["type", "expensive", "constrained"].first { $0.hasPrefix(String(key.prefix(3))) }
-                throw ParseError(item: String(item), message: "unknown attribute '\(key)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "") + "; known: type=, expensive, constrained")
+                let known = ["type", "expensive", "constrained", "ultraConstrained", "quality"]
+                let suggestion = known.first { $0.lowercased().hasPrefix(String(key.prefix(3))) }
+                throw ParseError(item: String(item), message: "unknown attribute '\(key)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "") + "; known: type=, expensive, constrained, ultraConstrained, quality=")
             }
         }
     }
@@ -82,6 +102,8 @@ public struct InterfaceAttributes: Sendable, Hashable {
         if let type { items.append("type=\(type.rawValue)") }
         if let isExpensive { items.append(isExpensive ? "expensive" : "expensive=false") }
         if let isConstrained { items.append(isConstrained ? "constrained" : "constrained=false") }
+        if let isUltraConstrained { items.append(isUltraConstrained ? "ultraConstrained" : "ultraConstrained=false") }
+        if let linkQuality { items.append("quality=\(linkQuality.rawValue)") }
         return items.joined(separator: ",")
     }
 }

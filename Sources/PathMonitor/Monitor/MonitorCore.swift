@@ -13,8 +13,9 @@ final class MonitorCore: Sendable {
 
     enum Phase {
         case idle
-        case starting(Wakeup)
-        case running(PinnedThread, Wakeup)
+        case starting(Wakeup, DeliveryThread)
+        /// Watching (thread and wakeup are nil only in tests of delivery).
+        case running(PinnedThread?, Wakeup?, DeliveryThread)
         case cancelled
     }
 
@@ -48,16 +49,25 @@ final class MonitorCore: Sendable {
 
     func start(namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration) throws(PathMonitorError) {
         let wakeup: Wakeup
+        let delivery: DeliveryThread
         do throws(NetlinkError) {
             wakeup = try Wakeup()
+            // Paths reach subscribers from a thread in the caller's namespaces, never from the
+            // thread pinned to the watched namespace (see DeliveryThread).
+            delivery = try DeliveryThread(name: "roam-pathmon-d")
         } catch {
             throw PathMonitorError(.netlink, "cannot start a path monitor: \(error)", underlying: error)
         }
-        try state.withLock { state throws(PathMonitorError) in
-            guard case .idle = state.phase else {
-                throw PathMonitorError(.invalidState, "a path monitor can be started once; create a new one to watch again")
+        do throws(PathMonitorError) {
+            try state.withLock { state throws(PathMonitorError) in
+                guard case .idle = state.phase else {
+                    throw PathMonitorError(.invalidState, "a path monitor can be started once; create a new one to watch again")
+                }
+                state.phase = .starting(wakeup, delivery)
             }
-            state.phase = .starting(wakeup)
+        } catch {
+            delivery.finish(discardingPending: true)
+            throw error
         }
 
         let started = StartSignal()
@@ -74,68 +84,111 @@ final class MonitorCore: Sendable {
             }
         } catch {
             state.withLock { $0.phase = .idle }
+            delivery.finish(discardingPending: true)
             throw PathMonitorError(starting: namespace, error)
         }
 
         let result = started.wait()
+        let firstDelivered = DispatchSemaphore(value: 0)
         let cancelledMeanwhile = state.withLock { state -> Bool in
             if case .cancelled = state.phase { return true }
             if case .failure = result {
                 state.phase = .idle
             } else {
-                state.phase = .running(thread, wakeup)
+                state.phase = .running(thread, wakeup, delivery)
+                // Those who subscribed before the start get the first path now.
+                let subscribers = state.subscribers.sorted { $0.key < $1.key }
+                let current = state.currentPath
+                delivery.post { [self] in
+                    if let current {
+                        for (id, subscriber) in subscribers { self.deliver(current, to: subscriber, id: id) }
+                    }
+                    firstDelivered.signal()
+                }
             }
             return false
         }
         if case .failure(let error) = result {
             thread.join()
+            delivery.finish(discardingPending: true)
             throw error
         }
         if cancelledMeanwhile {
             wakeup.signal()
             thread.join()
+            delivery.finish(discardingPending: true)
+            return
         }
+        // Handlers that subscribed before the start (on no queue) have the first path when
+        // start returns, as currentPath does.
+        firstDelivered.wait()
     }
 
     func cancel() {
-        let (thread, wakeup, subscribers, onOwnThread) = state.withLock { state -> (PinnedThread?, Wakeup?, [Subscriber], Bool) in
-            let subscribers = Array(state.subscribers.values)
+        let (thread, wakeup, delivery, streams, onOwnThread) = state.withLock { state -> (PinnedThread?, Wakeup?, DeliveryThread?, [AsyncStream<NetworkPath>.Continuation], Bool) in
+            let streams = state.subscribers.values.compactMap { subscriber -> AsyncStream<NetworkPath>.Continuation? in
+                if case .stream(let continuation) = subscriber { continuation } else { nil }
+            }
             state.subscribers = [:]
             let onOwnThread = state.threadID.map { pthread_equal($0, pthread_self()) != 0 } ?? false
             let previous = state.phase
             state.phase = .cancelled
             switch previous {
-            case .running(let thread, let wakeup): return (thread, wakeup, subscribers, onOwnThread)
-            case .starting(let wakeup): return (nil, wakeup, subscribers, onOwnThread)
-            case .idle, .cancelled: return (nil, nil, subscribers, onOwnThread)
+            case .running(let thread, let wakeup, let delivery): return (thread, wakeup, delivery, streams, onOwnThread)
+            case .starting(let wakeup, let delivery): return (nil, wakeup, delivery, streams, onOwnThread)
+            case .idle, .cancelled: return (nil, nil, nil, streams, onOwnThread)
             }
         }
         wakeup?.signal()
         if let thread {
-            // A handler that cancels runs on the monitor's thread, which cannot wait for itself.
+            // The monitor's thread cancels itself when netlink fails; it cannot wait for itself.
             if onOwnThread { thread.detach() } else { thread.join() }
         }
-        for case .stream(let continuation) in subscribers { continuation.finish() }
-    }
-
-    /// Publishes `path` if it differs from the last one. Called only by the monitor's thread.
-    func publish(_ path: NetworkPath) {
-        let subscribers = state.withLock { state -> [Subscriber]? in
-            if case .cancelled = state.phase { return nil }
-            guard state.currentPath != path else { return nil }
-            state.currentPath = path
-            state.statistics.pathsPublished += 1
-            return state.subscribers.sorted { $0.key < $1.key }.map(\.value)
+        guard let delivery else {
+            for stream in streams { stream.finish() }
+            return
         }
-        guard let subscribers else { return }
-        for subscriber in subscribers { deliver(path, to: subscriber) }
+        // Streams still get the paths handed over before the cancel (the newest is what a
+        // consumer sees), then end; callbacks get nothing more (see deliver). The streams end
+        // on the delivery thread, after those paths.
+        delivery.post {
+            for stream in streams { stream.finish() }
+        }
+        delivery.finish()
     }
 
-    private func deliver(_ path: NetworkPath, to subscriber: Subscriber) {
+    /// Publishes `path` if it differs from the last one. Called only by the monitor's thread,
+    /// which hands the deliveries to the delivery thread, in order.
+    func publish(_ path: NetworkPath) {
+        state.withLock { state in
+            guard state.currentPath != path else { return }
+            switch state.phase {
+            case .idle, .cancelled:
+                return
+            case .starting:
+                // The first path, published before anyone can be told; start() delivers it.
+                state.currentPath = path
+                state.statistics.pathsPublished += 1
+            case .running(_, _, let delivery):
+                state.currentPath = path
+                state.statistics.pathsPublished += 1
+                let subscribers = state.subscribers.sorted { $0.key < $1.key }
+                guard !subscribers.isEmpty else { return }
+                delivery.post { [self] in
+                    for (id, subscriber) in subscribers { self.deliver(path, to: subscriber, id: id) }
+                }
+            }
+        }
+    }
+
+    /// Hands `path` to one subscriber, on the delivery thread. A callback whose subscription
+    /// ended, or whose monitor was cancelled, since the path was published gets nothing.
+    private func deliver(_ path: NetworkPath, to subscriber: Subscriber, id: UInt64) {
         switch subscriber {
         case .stream(let continuation):
             continuation.yield(path)
         case .callback(let queue, let handler):
+            guard state.withLock({ $0.subscribers[id] != nil }) else { return }
             if let queue { queue.async { handler(path) } } else { handler(path) }
         }
     }
@@ -161,16 +214,27 @@ final class MonitorCore: Sendable {
     }
 
     func subscribe(queue: DispatchQueue?, _ handler: @escaping @Sendable (NetworkPath) -> Void) -> PathUpdateSubscription {
-        let (id, current) = state.withLock { state -> (UInt64, NetworkPath?) in
+        let id = state.withLock { state -> UInt64 in
             let id = state.nextSubscriber
             state.nextSubscriber += 1
-            state.subscribers[id] = .callback(queue, handler)
-            return (id, state.currentPath)
+            let subscriber = Subscriber.callback(queue, handler)
+            state.subscribers[id] = subscriber
+            // The current path goes first, through the delivery thread as the changes do, so
+            // that the handler sees the paths in order and never two at once.
+            if let current = state.currentPath, case .running(_, _, let delivery) = state.phase {
+                delivery.post { [self] in self.deliver(current, to: subscriber, id: id) }
+            }
+            return id
         }
-        if let current { deliver(current, to: .callback(queue, handler)) }
         return PathUpdateSubscription { [weak self] in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
+    }
+
+    /// Delivers what ``publish(_:)`` is given without watching a namespace: for tests of delivery.
+    func startDeliveringWithoutWatching() throws(NetlinkError) {
+        let delivery = try DeliveryThread(name: "roam-pathmon-d")
+        state.withLock { $0.phase = .running(nil, nil, delivery) }
     }
 }
 

@@ -6,7 +6,7 @@ final class MonitorLoop {
     private let core: MonitorCore
     private let namespace: NetworkNamespace
     private let configuration: NetworkPathMonitor.Configuration
-    private let wakeup: Wakeup
+    private let wakeup: Wakeup?
     private let evaluator: PathEvaluator
     private let resolverPath: String
     private var factsSource: (any DeviceFactsSource)?
@@ -23,7 +23,7 @@ final class MonitorLoop {
     /// so that a path is published during an endless storm too.
     private static let maximumSettleRounds = 8
 
-    init(core: MonitorCore, namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration, wakeup: Wakeup) {
+    init(core: MonitorCore, namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration, wakeup: Wakeup?) {
         self.core = core
         self.namespace = namespace
         self.configuration = configuration
@@ -39,14 +39,7 @@ final class MonitorLoop {
         let events: NetlinkSocket
         var watcher: DirectoryWatcher?
         do throws(NetlinkError) {
-            if factsSource == nil {
-                // sysfs lists the namespace of whoever mounted it: another namespace needs its own
-                // /sys. Without it, classification falls back to what netlink says.
-                let sysfsIsOurs = namespace.isCurrent && NetworkNamespace.threadSharesProcessNamespace()
-                if sysfsIsOurs || (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil {
-                    factsSource = SysfsDeviceFacts()
-                }
-            }
+            prepareDeviceFacts()
             requests = try NetlinkSocket(.route)
             events = try NetlinkSocket(.route)
             try events.subscribe(to: [.link, .ipv4Address, .ipv6Address, .ipv4Route, .ipv6Route])
@@ -71,20 +64,46 @@ final class MonitorLoop {
         }
     }
 
+    /// The path of the namespace now, from a fresh dump, as ``run(started:)`` would publish it
+    /// first. Called on a thread pinned to the namespace.
+    func evaluateOnce() throws(NetlinkError) -> NetworkPath {
+        prepareDeviceFacts()
+        let requests = try NetlinkSocket(.route)
+        reloadResolvers()
+        try fullDump(requests)
+        return evaluate()
+    }
+
+    /// Picks sysfs for device facts when the configuration names no source.
+    private func prepareDeviceFacts() {
+        guard factsSource == nil else { return }
+        // sysfs lists the namespace of whoever mounted it: another namespace needs its own
+        // /sys. Without it, classification falls back to what netlink says.
+        let sysfsIsOurs = namespace.isCurrent && NetworkNamespace.threadSharesProcessNamespace()
+        if sysfsIsOurs || (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil {
+            factsSource = SysfsDeviceFacts()
+        }
+    }
+
     private func loop(events: NetlinkSocket, requests: NetlinkSocket, watcher: DirectoryWatcher?) throws(NetlinkError) {
+        guard let wakeup else { return }
         var descriptors = [events.fileDescriptor, wakeup.fileDescriptor.rawValue]
         if let watcher { descriptors.append(watcher.fileDescriptor.rawValue) }
         let resolverNames = resolverFileNames()
 
         while !core.isCancelled {
-            let ready = try waitReadable(descriptors, timeoutMilliseconds: -1)
+            // Dumps left over from a storm that outlasted the settle rounds are done now, not
+            // after the next notification, which may never come.
+            let pending = needsFullDump || needsRouteDump
+            let ready = try waitReadable(descriptors, timeoutMilliseconds: pending ? 0 : -1)
             if ready[1] {
                 wakeup.reset()
                 continue
             }
             if ready[0] { try drain(events) }
-            if ready.count > 2, ready[2], let watcher, !watcher.changedNames().isDisjoint(with: resolverNames) {
-                reloadResolvers()
+            if ready.count > 2, ready[2], let watcher {
+                // An overflowed inotify queue may have lost the resolver file's event: read it again.
+                if let changed = watcher.changedNames(), changed.isDisjoint(with: resolverNames) {} else { reloadResolvers() }
             }
             guard isDirty || needsFullDump || needsRouteDump else { continue }
             if configuration.coalescingDelay > .zero {
@@ -129,6 +148,7 @@ final class MonitorLoop {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else { return }
             let milliseconds = Int32(clamping: max(1, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+            guard let wakeup else { return }
             let ready = try waitReadable([events.fileDescriptor, wakeup.fileDescriptor.rawValue], timeoutMilliseconds: milliseconds)
             if ready[1] { return }
             if ready[0] { try drain(events) }

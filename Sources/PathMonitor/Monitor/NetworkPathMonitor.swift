@@ -106,8 +106,8 @@ public final class NetworkPathMonitor: Sendable {
     }
 
     /// Stops watching: no more updates are delivered, every ``paths`` sequence ends, and the
-    /// monitor's thread and sockets are gone when this returns (unless called from an update
-    /// handler running on the monitor's own thread, where the thread ends right after).
+    /// monitor's threads and sockets are gone when this returns (unless called from an update
+    /// handler running on the delivery thread, which then ends right after the handler).
     public func cancel() {
         core.cancel()
     }
@@ -120,6 +120,42 @@ public final class NetworkPathMonitor: Sendable {
             for await _ in paths {}
         } onCancel: {
             self.cancel()
+        }
+    }
+
+    /// The path of `namespace` now, derived from a fresh dump of its links, addresses and routes
+    /// under `configuration`, exactly as a monitor started now would publish it first.
+    ///
+    /// For a one-off question (`roam monitor --once`), and to check a running monitor against
+    /// the kernel: once the kernel stops changing, a monitor's ``currentPath`` equals this.
+    ///
+    /// - Throws: ``PathMonitorError`` as ``start()`` does.
+    public static func evaluate(namespace: NetworkNamespace = .current, configuration: Configuration = Configuration()) throws(PathMonitorError) -> NetworkPath {
+        let result = Mutex<Result<NetworkPath, PathMonitorError>?>(nil)
+        let thread: PinnedThread
+        do throws(NetlinkError) {
+            thread = try namespace.spawnThread(name: "roam-pathread") { entered in
+                switch entered {
+                case .failure(let error):
+                    result.withLock { $0 = .failure(PathMonitorError(starting: namespace, error)) }
+                case .success:
+                    let loop = MonitorLoop(core: MonitorCore(), namespace: namespace, configuration: configuration, wakeup: nil)
+                    do throws(NetlinkError) {
+                        let path = try loop.evaluateOnce()
+                        result.withLock { $0 = .success(path) }
+                    } catch {
+                        result.withLock { $0 = .failure(PathMonitorError(starting: namespace, error)) }
+                    }
+                }
+            }
+        } catch {
+            throw PathMonitorError(starting: namespace, error)
+        }
+        thread.join()
+        switch result.withLock({ $0 }) {
+        case .success(let path): return path
+        case .failure(let error): throw error
+        case nil: throw PathMonitorError(.netlink, "reading the path of \(namespace) ended without a result")
         }
     }
 
@@ -140,8 +176,10 @@ public final class NetworkPathMonitor: Sendable {
     /// Calls `handler` with the current path (once started) and with every change, in order.
     ///
     /// - Parameters:
-    ///   - queue: where to call `handler`; nil calls it on the monitor's thread, where it must not
-    ///     block for long (notifications queue up behind it).
+    ///   - queue: where to call `handler`; nil calls it on the monitor's delivery thread, which
+    ///     runs in the namespaces of the thread that called ``start()`` (never in the watched
+    ///     one) and delivers to one handler at a time: a handler that blocks delays the others'
+    ///     updates, not the monitor's reading of the kernel.
     /// - Returns: a subscription; cancel it, or let it go, to stop the calls.
     public func onUpdate(queue: DispatchQueue? = nil, _ handler: @escaping @Sendable (NetworkPath) -> Void) -> PathUpdateSubscription {
         core.subscribe(queue: queue, handler)

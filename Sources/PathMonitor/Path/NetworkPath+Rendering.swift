@@ -12,12 +12,15 @@ extension NetworkInterface {
             ("state", .string(state.description)),
             ("mtu", .int(Int64(mtu))),
             ("addresses", .array(addresses.map { .string($0.description) })),
+            ("isUltraConstrained", .bool(isUltraConstrained)),
+            ("linkQuality", .string(linkQuality.rawValue)),
         ])
     }
 }
 
 extension NetworkPath {
-    /// The JSON object of `roam monitor --json`, with `time` first.
+    /// The JSON object of `roam monitor --json`, with `time` first. Keys added after the first
+    /// release come last (`isUltraConstrained`, `linkQuality`), so the order of the others holds.
     public func json(time: String) -> JSONValue {
         .object([
             ("time", .string(time)),
@@ -31,6 +34,8 @@ extension NetworkPath {
             ("primaryInterface", primaryInterface.map { .string($0.name) } ?? .null),
             ("gateways", .array(gateways.map { .string($0.description) })),
             ("interfaces", .array(availableInterfaces.map(\.json))),
+            ("isUltraConstrained", .bool(isUltraConstrained)),
+            ("linkQuality", .string(linkQuality.rawValue)),
         ])
     }
 
@@ -43,7 +48,8 @@ extension NetworkPath {
         if let unsatisfiedReason { words.append("(\(unsatisfiedReason.rawValue))") }
         if let primaryInterface { words.append("via \(primaryInterface.name) (\(primaryInterface.type))") }
         if isExpensive { words.append("expensive") }
-        if isConstrained { words.append("constrained") }
+        if isUltraConstrained { words.append("ultra-constrained") } else if isConstrained { words.append("constrained") }
+        if linkQuality != .unknown { words.append("quality \(linkQuality.rawValue)") }
         if supportsIPv4 { words.append("ipv4") }
         if supportsIPv6 { words.append("ipv6") }
         if supportsDNS { words.append("dns") }
@@ -51,7 +57,8 @@ extension NetworkPath {
         let interfaces = availableInterfaces.map { interface in
             var parts = [interface.name, interface.type.rawValue]
             if interface.isExpensive { parts.append("expensive") }
-            if interface.isConstrained { parts.append("constrained") }
+            if interface.isUltraConstrained { parts.append("ultra-constrained") } else if interface.isConstrained { parts.append("constrained") }
+            if interface.linkQuality != .unknown { parts.append("quality \(interface.linkQuality.rawValue)") }
             parts.append(interface.state.description)
             parts.append("mtu \(interface.mtu)")
             parts.append(contentsOf: interface.addresses.map(\.description))

@@ -12,6 +12,10 @@ public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
     public var isExpensive: Bool
     /// The user asked to save data on this interface (Low Data Mode).
     public var isConstrained: Bool
+    /// A carrier's satellite network: send small, infrequent messages, defer the rest.
+    public var isUltraConstrained: Bool
+    /// How good the link is; ``LinkQuality/unknown`` unless a tag, a rule or the simulator says.
+    public var linkQuality: LinkQuality
     /// The RFC 2863 operational state.
     public var state: OperationalState
     /// The MTU.
@@ -20,12 +24,15 @@ public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
     public var addresses: [IPPrefix]
 
     public init(name: String, index: Int32, type: InterfaceType, isExpensive: Bool = false, isConstrained: Bool = false,
+                isUltraConstrained: Bool = false, linkQuality: LinkQuality = .unknown,
                 state: OperationalState = .up, mtu: UInt32 = 1500, addresses: [IPPrefix] = []) {
         self.name = name
         self.index = index
         self.type = type
         self.isExpensive = isExpensive
         self.isConstrained = isConstrained
+        self.isUltraConstrained = isUltraConstrained
+        self.linkQuality = linkQuality
         self.state = state
         self.mtu = mtu
         self.addresses = addresses
@@ -59,6 +66,9 @@ public enum UnsatisfiedReason: String, Sendable, Hashable, Codable, CustomString
     case prohibitedExpensive
     /// The interface that would carry traffic is constrained and the monitor prohibits constrained paths.
     case prohibitedConstrained
+    /// The interface that would carry traffic is ultra-constrained (satellite) and the monitor
+    /// prohibits ultra-constrained paths.
+    case prohibitedUltraConstrained
     public var description: String { rawValue }
 }
 
@@ -79,8 +89,14 @@ public struct NetworkPath: Sendable, Hashable {
     public var primaryInterface: NetworkInterface?
     /// The primary interface is expensive.
     public var isExpensive: Bool
-    /// The primary interface is constrained (Low Data Mode).
+    /// The primary interface is constrained (Low Data Mode, or ultra-constrained).
     public var isConstrained: Bool
+    /// The primary interface is ultra-constrained: a carrier's satellite network, where an app
+    /// should defer what can wait and send small, infrequent messages (`NWPath.isUltraConstrained`).
+    public var isUltraConstrained: Bool
+    /// The link quality of the primary interface; ``LinkQuality/unknown`` without one
+    /// (`NWPath.linkQuality`). Tune initial values with it; never gate connection attempts on it.
+    public var linkQuality: LinkQuality
     /// A permitted interface has an IPv4 address and an IPv4 default route.
     public var supportsIPv4: Bool
     /// A permitted interface has a usable non-link-local IPv6 address and an IPv6 default route.
@@ -91,14 +107,16 @@ public struct NetworkPath: Sendable, Hashable {
     public var gateways: [IPAddress]
 
     public init(status: PathStatus, unsatisfiedReason: UnsatisfiedReason?, availableInterfaces: [NetworkInterface],
-                primaryInterface: NetworkInterface?, isExpensive: Bool, isConstrained: Bool, supportsIPv4: Bool,
-                supportsIPv6: Bool, supportsDNS: Bool, gateways: [IPAddress]) {
+                primaryInterface: NetworkInterface?, isExpensive: Bool, isConstrained: Bool, isUltraConstrained: Bool = false,
+                linkQuality: LinkQuality = .unknown, supportsIPv4: Bool, supportsIPv6: Bool, supportsDNS: Bool, gateways: [IPAddress]) {
         self.status = status
         self.unsatisfiedReason = unsatisfiedReason
         self.availableInterfaces = availableInterfaces
         self.primaryInterface = primaryInterface
         self.isExpensive = isExpensive
         self.isConstrained = isConstrained
+        self.isUltraConstrained = isUltraConstrained
+        self.linkQuality = linkQuality
         self.supportsIPv4 = supportsIPv4
         self.supportsIPv6 = supportsIPv6
         self.supportsDNS = supportsDNS

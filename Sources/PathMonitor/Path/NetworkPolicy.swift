@@ -10,13 +10,18 @@ public struct PathPolicy: Sendable, Hashable {
     public var prohibitsExpensive: Bool
     /// Constrained (Low Data Mode) interfaces may not be used.
     public var prohibitsConstrained: Bool
+    /// Ultra-constrained (satellite) interfaces may not be used, as with Network.framework's
+    /// `allowUltraConstrainedPaths = false`. Apple's default prohibits them; Roam's permits them,
+    /// as it does every other kind, so that a monitor shows what is there unless asked not to.
+    public var prohibitsUltraConstrained: Bool
 
     public init(requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
-                prohibitsExpensive: Bool = false, prohibitsConstrained: Bool = false) {
+                prohibitsExpensive: Bool = false, prohibitsConstrained: Bool = false, prohibitsUltraConstrained: Bool = false) {
         self.requiredInterfaceType = requiredInterfaceType
         self.prohibitedInterfaceTypes = prohibitedInterfaceTypes
         self.prohibitsExpensive = prohibitsExpensive
         self.prohibitsConstrained = prohibitsConstrained
+        self.prohibitsUltraConstrained = prohibitsUltraConstrained
     }
 
     /// Why the policy forbids `interface`, or nil when it permits it. Type rules are checked
@@ -25,6 +30,7 @@ public struct PathPolicy: Sendable, Hashable {
         if let requiredInterfaceType, interface.type != requiredInterfaceType { return .prohibitedInterfaceType }
         if prohibitedInterfaceTypes.contains(interface.type) { return .prohibitedInterfaceType }
         if prohibitsExpensive && interface.isExpensive { return .prohibitedExpensive }
+        if prohibitsUltraConstrained && interface.isUltraConstrained { return .prohibitedUltraConstrained }
         if prohibitsConstrained && interface.isConstrained { return .prohibitedConstrained }
         return nil
     }

@@ -25,8 +25,12 @@ public struct NetworkSnapshot: Sendable, Hashable {
         case unchanged
         /// The snapshot changed.
         case changed
-        /// The snapshot changed, and the kernel may have removed routes without notifying
-        /// (it flushes IPv4 routes silently when an interface goes down or away): dump routes again.
+        /// The snapshot changed, and the kernel may have changed routes without notifying: dump
+        /// routes again. It flushes IPv4 routes silently when an interface goes down or away,
+        /// and when an IPv4 address goes (the routes that used it as source, and every IPv4
+        /// route of an interface left without IPv4 addresses); it marks next hops of multipath
+        /// routes dead as their interfaces go down or lose their last IPv4 address, and alive
+        /// again as they come up or get one.
         case routesNeedResync
     }
 
@@ -36,19 +40,37 @@ public struct NetworkSnapshot: Sendable, Hashable {
         case .newLink(let link):
             let old = links.updateValue(link, forKey: link.index)
             if old == link { return .unchanged }
-            if let old, old.isUp && !link.isUp { return .routesNeedResync }
+            guard let old else { return .changed }
+            if old.isUp && !link.isUp { return .routesNeedResync }
+            // Coming back revives dead next hops without a word; only those the snapshot holds matter.
+            if (!old.isRunning && link.isRunning) || (!old.isUp && link.isUp), hasDeadNextHop(on: link.index) {
+                return .routesNeedResync
+            }
             return .changed
         case .deletedLink(let link):
             guard links.removeValue(forKey: link.index) != nil else { return .unchanged }
             addresses = addresses.filter { $0.key.interfaceIndex != link.index }
             return .routesNeedResync
         case .newAddress(let address):
-            return addresses.updateValue(address, forKey: address.key) == address ? .unchanged : .changed
+            guard addresses.updateValue(address, forKey: address.key) != address else { return .unchanged }
+            // An IPv4 address revives the dead next hops of its interface, silently too.
+            return address.family == .inet && hasDeadNextHop(on: address.interfaceIndex) ? .routesNeedResync : .changed
         case .deletedAddress(let address):
-            return addresses.removeValue(forKey: address.key) == nil ? .unchanged : .changed
+            guard addresses.removeValue(forKey: address.key) != nil else { return .unchanged }
+            return address.family == .inet ? .routesNeedResync : .changed
         case .newRoute(let route):
             guard isTracked(route) else { return .unchanged }
-            return routes.updateValue(route, forKey: route.key) == route ? .unchanged : .changed
+            let isNew = routes[route.key] == nil
+            guard routes.updateValue(route, forKey: route.key) != route else { return .unchanged }
+            // IPv6 keeps a route per next hop, and a replace (NLM_F_REPLACE) announces only the
+            // new route: the one it replaced, of the same destination and metric, goes silently.
+            if isNew, route.family == .inet6, routes.values.contains(where: { other in
+                other.key != route.key && other.family == .inet6 && other.table == route.table
+                    && other.destination == route.destination && other.source == route.source && other.metric == route.metric
+            }) {
+                return .routesNeedResync
+            }
+            return .changed
         case .deletedRoute(let route):
             return routes.removeValue(forKey: route.key) == nil ? .unchanged : .changed
         }
@@ -70,6 +92,10 @@ public struct NetworkSnapshot: Sendable, Hashable {
     /// Changes the resolver addresses whose routes are kept. Routes must then be dumped again.
     public mutating func setTrackedDestinations(_ destinations: [IPAddress]) {
         trackedDestinations = destinations
+    }
+
+    private func hasDeadNextHop(on interfaceIndex: Int32) -> Bool {
+        routes.values.contains { $0.nextHops.contains { $0.interfaceIndex == interfaceIndex && $0.isDead } }
     }
 
     private func isTracked(_ route: Route) -> Bool {

@@ -42,7 +42,9 @@ public struct PathEvaluator: Sendable {
             byInterface[address.interfaceIndex, default: []].append(address)
         }
         var defaults: [Int32: [DefaultRoute]] = [:]
-        for route in snapshot.routes.values where route.isDefault {
+        // In key order, so that routes tied on table and metric come out in the same order
+        // whatever order the snapshot learnt them in.
+        for route in snapshot.routes.values.sorted(by: Self.routeOrder) where route.isDefault {
             for hop in route.nextHops where !hop.isDead {
                 guard let index = hop.interfaceIndex else { continue }
                 defaults[index, default: []].append(DefaultRoute(
@@ -55,7 +57,8 @@ public struct PathEvaluator: Sendable {
             let kind = classifier.classify(link, facts: facts[link.index] ?? DeviceFacts())
             let interface = NetworkInterface(
                 name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
-                isConstrained: kind.isConstrained, state: link.operationalState, mtu: link.mtu,
+                isConstrained: kind.isConstrained, isUltraConstrained: kind.isUltraConstrained, linkQuality: kind.linkQuality,
+                state: link.operationalState, mtu: link.mtu,
                 addresses: addresses.map(\.prefix))
             let routable = addresses.filter { $0.family == .inet || !$0.address.isLinkLocal }
             let isUsable = link.isRunning && (link.isLoopback ? !addresses.isEmpty : !routable.isEmpty)
@@ -103,7 +106,10 @@ public struct PathEvaluator: Sendable {
         let gateways = satisfied ? permittedRouted.sorted { lhs, rhs in
             Self.preference(lhs, primaryIndex: primary?.link.index) < Self.preference(rhs, primaryIndex: primary?.link.index)
         }.flatMap { candidate in
-            candidate.defaults.sorted { ($0.isMainTable ? 0 : 1, $0.metric) < ($1.isMainTable ? 0 : 1, $1.metric) }.compactMap(\.gateway)
+            candidate.defaults.sorted {
+                ($0.isMainTable ? 0 : 1, $0.metric, $0.family == .inet ? 0 : 1, $0.gateway?.description ?? "") <
+                    ($1.isMainTable ? 0 : 1, $1.metric, $1.family == .inet ? 0 : 1, $1.gateway?.description ?? "")
+            }.compactMap(\.gateway)
         } : []
         let permittedIndices = Set(available.map(\.link.index))
 
@@ -114,6 +120,8 @@ public struct PathEvaluator: Sendable {
             primaryInterface: primary?.interface,
             isExpensive: primary?.interface.isExpensive ?? false,
             isConstrained: primary?.interface.isConstrained ?? false,
+            isUltraConstrained: primary?.interface.isUltraConstrained ?? false,
+            linkQuality: primary?.interface.linkQuality ?? .unknown,
             supportsIPv4: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet } },
             supportsIPv6: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet6 } },
             supportsDNS: satisfied && Self.reachesResolver(resolvers, snapshot: snapshot, permitted: permittedIndices,
@@ -134,11 +142,17 @@ public struct PathEvaluator: Sendable {
             candidate.hasRoute ? 0 : 1,
             interface.isExpensive ? 1 : 0,
             interface.isConstrained ? 1 : 0,
+            interface.isUltraConstrained ? 1 : 0,
             interface.type.preferenceRank,
             best.map { $0.isMainTable ? 0 : 1 } ?? 2,
             Int(best?.metric ?? UInt32.max),
             Int(candidate.link.index),
         ]
+    }
+
+    private static func routeOrder(_ lhs: Route, _ rhs: Route) -> Bool {
+        (lhs.family == .inet ? 0 : 1, lhs.metric, lhs.table.rawValue, lhs.gateway?.description ?? "", lhs.nextHops.first?.interfaceIndex ?? 0) <
+            (rhs.family == .inet ? 0 : 1, rhs.metric, rhs.table.rawValue, rhs.gateway?.description ?? "", rhs.nextHops.first?.interfaceIndex ?? 0)
     }
 
     private static func addressOrder(_ lhs: InterfaceAddress, _ rhs: InterfaceAddress) -> Bool {
@@ -158,12 +172,16 @@ public struct PathEvaluator: Sendable {
             if let interfaceName = server.interfaceName {
                 return names.contains { $0.name == interfaceName }
             }
-            let best = snapshot.routes.values
+            let covering = snapshot.routes.values
                 .filter { $0.table == .main && $0.type == .unicast && $0.destination.contains(server.address)
                     && $0.interfaceIndices.contains(where: usable.contains) }
-                .min { ($1.destination.length, $0.metric) < ($0.destination.length, $1.metric) }
-            guard let best else { return false }
-            return best.interfaceIndices.contains(where: permitted.contains)
+            guard let best = covering.min(by: { ($1.destination.length, $0.metric) < ($0.destination.length, $1.metric) }) else { return false }
+            // Routes tied on prefix and metric share the traffic (IPv6 keeps equal-cost siblings
+            // as separate routes): the resolver is reachable if any of them is permitted.
+            return covering.contains { route in
+                route.destination.length == best.destination.length && route.metric == best.metric
+                    && route.interfaceIndices.contains(where: permitted.contains)
+            }
         }
     }
 }
