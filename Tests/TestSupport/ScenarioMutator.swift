@@ -4,18 +4,11 @@ import Foundation
 /// numbers, wrong units, deleted, repeated and swapped lines, stray bytes, cut files, odd names.
 /// The same seed gives the same mutations, so a failure names the seed that replays it.
 public struct ScenarioMutator {
-    private var state: UInt64
+    private var random: SeededGenerator
 
-    public init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    public init(seed: UInt64) { random = SeededGenerator(seed: seed &+ 0x9E37_79B9_7F4A_7C15) }
 
-    /// SplitMix64.
-    private mutating func step() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private mutating func step() -> UInt64 { random.next() }
 
     private mutating func below(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(step() % UInt64(bound)) }
 
