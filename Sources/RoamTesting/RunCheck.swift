@@ -46,6 +46,12 @@ public struct RunCheck: Sendable, CustomStringConvertible {
         expectation(workload, .completes(true), "'\(workload)' completes")
     }
 
+    /// Workload `workload`'s client received at most `bytes` over `link` (0: it never used it,
+    /// as a workload that prohibits the link's kind of path should not).
+    public static func maxBytes(_ bytes: Int64, over link: String, in workload: String) -> RunCheck {
+        expectation(workload, .maxBytesOver(link: link, bytes: bytes), "'\(workload)' receives at most \(bytes) bytes over \(link)")
+    }
+
     /// `node`'s path reached `condition` within `limit` of `link`'s first `event` (`down`,
     /// `up`, `blackhole`, `set`, `ramp`, `flap`, `profile`).
     public static func path(of node: String, reaches condition: PathCondition, within limit: Duration,

@@ -91,6 +91,32 @@ struct RoamTestingKernelTests {
         #expect(Self.leftoverNamespaces(run.report.runID).isEmpty)
     }
 
+    /// The timeline regrades Wi-Fi as its conditions change (5% loss: moderate; 500 kbit/s:
+    /// minimal; clean again: good), retags both ends, and the phone's monitor publishes each
+    /// grade in turn; a change that keeps the grade retags nothing.
+    @Test func theTimelineRetagsLinkQualityAndTheMonitorPublishesIt() async throws {
+        let scenario = Scenario(
+            name: "quality", seed: 5, duration: .seconds(2), nodes: [ScenarioNode("phone"), ScenarioNode("server")],
+            links: [LinkSpec("wifi", between: ("phone", "server"), type: .wifi, both: Impairment(rate: .mbit(50)))],
+            timeline: [
+                TimelineEvent(at: .milliseconds(300), link: "wifi", .set(Impairment(loss: .random(rate: 0.05, correlation: 0)))),
+                TimelineEvent(at: .milliseconds(600), link: "wifi", .set(Impairment(delay: .milliseconds(10)))),
+                TimelineEvent(at: .milliseconds(900), link: "wifi", .set(Impairment(rate: .kbit(500)))),
+                TimelineEvent(at: .milliseconds(1400), link: "wifi", .set(Impairment(rate: .mbit(50), loss: .random(rate: 0, correlation: 0)))),
+            ])
+        let run = try await scenario.run(TestRunOptions(end: .atScenarioEnd)) { _ in }
+        var grades: [LinkQuality] = []
+        for record in run.report.paths where record.node == "phone" && record.path.status == .satisfied {
+            if grades.last != record.path.linkQuality { grades.append(record.path.linkQuality) }
+        }
+        #expect(grades == [.good, .moderate, .minimal, .good])
+        #expect(run.expect(.path(of: "phone", reaches: .qualityModerate, within: .seconds(1), after: "wifi", event: "set")))
+        let timeline = try String(contentsOfFile: run.report.reportDirectory + "/timeline.jsonl", encoding: .utf8)
+        let retags = timeline.split(separator: "\n").filter { $0.contains("\"type\":\"quality\"") }
+        #expect(retags.count == 3, "\(retags)")
+        #expect(!retags.contains { $0.contains("\"error\"") })
+    }
+
     @Test func aFailedCheckCarriesTheSeedAndTheMeasurement() async throws {
         let run = try await phoneScenario(duration: .seconds(3)).run(TestRunOptions(seed: 4242, end: .atScenarioEnd)) { _ in }
         #expect(run.report.endedAt == .seconds(3))

@@ -23,8 +23,8 @@ func walkOutOfHome() throws -> Scenario {
         #expect(wifi.ipv6 == IPPrefix("fd72:6f61:6d00::1/64")! && cell.ipv6 == IPPrefix("fd72:6f61:6d00:1::1/64")!)
         #expect((wifi.metric, cell.metric) == (100, 110))
         #expect((wifi.table, cell.table) == (RouteTable(1000), RouteTable(1001)))
-        #expect(wifi.alias == "roam:type=wifi,expensive=false,constrained=false")
-        #expect(cell.alias == "roam:type=cellular,expensive,constrained=false")
+        #expect(wifi.alias == "roam:type=wifi,expensive=false,constrained=false,ultraConstrained=false,quality=good")
+        #expect(cell.alias == "roam:type=cellular,expensive,constrained=false,ultraConstrained=false,quality=good")
         let server = try #require(plan.node("server"))
         #expect(server.interfaces.map(\.ipv4) == [IPPrefix("198.18.0.2/24")!, IPPrefix("198.18.1.2/24")!])
         #expect(server.interfaces.map(\.peer) == ["phone", "phone"])
@@ -63,7 +63,7 @@ struct TopologyKernelTests {
 
         let phone = try #require(topology.socket(of: "phone"))
         let links = try phone.links()
-        #expect(links.first { $0.name == "cell" }?.alias == "roam:type=cellular,expensive,constrained=false")
+        #expect(links.first { $0.name == "cell" }?.alias == "roam:type=cellular,expensive,constrained=false,ultraConstrained=false,quality=good")
         let defaults = try phone.routes().filter { $0.isDefault && $0.table == .main }
         #expect(defaults.filter { $0.family == .inet }.map(\.metric).sorted() == [100, 110])
         #expect(defaults.filter { $0.family == .inet6 }.count == 2)

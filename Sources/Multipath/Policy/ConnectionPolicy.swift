@@ -15,23 +15,29 @@ public enum MultipathServiceType: String, Sendable, Hashable, CaseIterable {
 }
 
 /// Which paths a connection may use: the counterpart of URLSession's
-/// `allowsExpensiveNetworkAccess`, `allowsConstrainedNetworkAccess` and `allowsCellularAccess`,
+/// `allowsExpensiveNetworkAccess`, `allowsConstrainedNetworkAccess`,
+/// `allowsUltraConstrainedNetworkAccess` and `allowsCellularAccess`,
 /// of `NWParameters.requiredInterfaceType` and `prohibitedInterfaceTypes`, and of
 /// `multipathServiceType`.
 public struct ConnectionPolicy: Sendable, Hashable {
     public var allowsExpensive = true
     /// Whether paths in Low Data Mode may be used.
     public var allowsConstrained = true
+    /// Whether a carrier's satellite network (ultra-constrained) may be used. Apple's URLSession
+    /// forbids it unless asked; Roam permits it unless told not to, as ``PathPolicy`` does, and
+    /// an app that would rather wait for a better network sets this to false.
+    public var allowsUltraConstrained = true
     public var allowsCellular = true
     public var requiredInterfaceType: InterfaceType?
     public var prohibitedInterfaceTypes: Set<InterfaceType> = []
     public var serviceType: MultipathServiceType = .none
 
-    public init(allowsExpensive: Bool = true, allowsConstrained: Bool = true, allowsCellular: Bool = true,
+    public init(allowsExpensive: Bool = true, allowsConstrained: Bool = true, allowsUltraConstrained: Bool = true, allowsCellular: Bool = true,
                 requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
                 serviceType: MultipathServiceType = .none) {
         self.allowsExpensive = allowsExpensive
         self.allowsConstrained = allowsConstrained
+        self.allowsUltraConstrained = allowsUltraConstrained
         self.allowsCellular = allowsCellular
         self.requiredInterfaceType = requiredInterfaceType
         self.prohibitedInterfaceTypes = prohibitedInterfaceTypes
@@ -44,6 +50,7 @@ public struct ConnectionPolicy: Sendable, Hashable {
         if prohibitedInterfaceTypes.contains(interface.type) { return .prohibitedType(interface.type) }
         if !allowsCellular, interface.type == .cellular { return .cellular }
         if !allowsExpensive, interface.isExpensive { return .expensive }
+        if !allowsUltraConstrained, interface.isUltraConstrained { return .ultraConstrained }
         if !allowsConstrained, interface.isConstrained { return .constrained }
         return nil
     }
@@ -69,7 +76,7 @@ public struct ConnectionPolicy: Sendable, Hashable {
 /// constrained, only cellular paths exist and the policy forbids them; or there is no path at all.
 public struct PathRefusal: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Reason: Sendable, Hashable, CustomStringConvertible {
-        case expensive, constrained, cellular
+        case expensive, constrained, ultraConstrained, cellular
         case prohibitedType(InterfaceType)
         case notRequiredType(InterfaceType)
 
@@ -77,6 +84,7 @@ public struct PathRefusal: Error, Sendable, Hashable, CustomStringConvertible {
             switch self {
             case .expensive: "expensive"
             case .constrained: "constrained (Low Data Mode)"
+            case .ultraConstrained: "ultra-constrained (a satellite network)"
             case .cellular: "cellular"
             case .prohibitedType(let type): "\(type), a prohibited type"
             case .notRequiredType(let type): "not \(type), the required type"
@@ -95,6 +103,8 @@ public struct PathRefusal: Error, Sendable, Hashable, CustomStringConvertible {
     public var onlyExpensive: Bool { reasons == [.expensive] }
     /// Every available path is in Low Data Mode: retry with a smaller request, as Apple's guidance says.
     public var onlyConstrained: Bool { reasons == [.constrained] }
+    /// Every available path is a satellite network: defer what can wait, or send only small messages.
+    public var onlyUltraConstrained: Bool { reasons == [.ultraConstrained] }
     public var onlyCellular: Bool { reasons == [.cellular] }
 
     public var description: String {

@@ -345,7 +345,7 @@ public final class ScenarioRunner: Sendable {
             drivers.append((driver, workloadStop))
             try driver.prepare()
         }
-        let player = TimelinePlayer(schedule: schedule, backend: backend, log: log, stop: stop)
+        let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), log: log, stop: stop)
         try player.start()
         defer { player.join() }
         for (driver, workloadStop) in drivers {

@@ -13,16 +13,18 @@ public struct LinkProfile: Sendable, Hashable {
     public var type: InterfaceType?
     public var isExpensive: Bool?
     public var isConstrained: Bool?
+    public var isUltraConstrained: Bool?
     public var up: Impairment
     public var down: Impairment
 
     public init(name: String, summary: String, type: InterfaceType? = nil, isExpensive: Bool? = nil, isConstrained: Bool? = nil,
-                up: Impairment, down: Impairment) {
+                isUltraConstrained: Bool? = nil, up: Impairment, down: Impairment) {
         self.name = name
         self.summary = summary
         self.type = type
         self.isExpensive = isExpensive
         self.isConstrained = isConstrained
+        self.isUltraConstrained = isUltraConstrained
         self.up = up
         self.down = down
     }
@@ -89,6 +91,13 @@ public struct LinkProfile: Sendable, Hashable {
         LinkProfile(name: "dsl", summary: "an ADSL line", type: .wiredEthernet, isExpensive: nil, isConstrained: nil,
                     up: Impairment(delay: .milliseconds(5), rate: .kbit(256)),
                     down: Impairment(delay: .milliseconds(5), rate: .mbit(2))),
+        // Direct-to-cell satellite service (a phone's own radio reaching a satellite when no cell
+        // tower is in range): a few hundred kbit/s at most, long and variable delay. Carriers
+        // sell it for messages; Network.framework marks such paths ultra-constrained.
+        LinkProfile(name: "satellite", summary: "a carrier's direct-to-cell satellite service", type: .cellular, isExpensive: true,
+                    isConstrained: nil, isUltraConstrained: true,
+                    up: Impairment(delay: .milliseconds(150), jitter: .milliseconds(30), rate: .kbit(64), loss: .random(rate: 0.01, correlation: 0)),
+                    down: Impairment(delay: .milliseconds(150), jitter: .milliseconds(30), rate: .kbit(256), loss: .random(rate: 0.01, correlation: 0))),
         LinkProfile(name: "very-bad-network", summary: "slow, far and lossy", type: nil, isExpensive: nil, isConstrained: nil,
                     up: Impairment(delay: .milliseconds(500), rate: .mbit(1), loss: .random(rate: 0.10, correlation: 0)),
                     down: Impairment(delay: .milliseconds(500), rate: .mbit(1), loss: .random(rate: 0.10, correlation: 0))),

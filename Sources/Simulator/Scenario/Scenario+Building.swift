@@ -77,6 +77,7 @@ extension Scenario {
                     problems.append("workload '\(workload.name)': buffer must be more than zero and at most \(ScenarioLimits.maximumBuffer.roamDescription)")
                 }
             case .command(let run, let environment):
+                if !workload.prohibits.isEmpty { problems.append("workload '\(workload.name)': prohibit applies to bulk, requests and stream workloads") }
                 if run.first?.isEmpty ?? true { problems.append("workload '\(workload.name)': run needs a program") }
                 if run.contains(where: { $0.utf8.contains(0) }) || environment.contains(where: { $0.key.isEmpty || $0.key.contains("=") || ($0.key + $0.value).utf8.contains(0) }) {
                     problems.append("workload '\(workload.name)': run and env cannot hold NUL, and a variable name cannot be empty or hold '='")
@@ -90,6 +91,10 @@ extension Scenario {
             case .path(_, _, let link, _):
                 if !nodeNames.contains(expectation.subject) { problems.append("path expectation names unknown node '\(expectation.subject)'") }
                 if !linkNames.contains(link) { problems.append("path expectation names unknown link '\(link)'") }
+            case .maxBytesOver(let link, let bytes):
+                if !workloadNames.contains(expectation.subject) { problems.append("expectation names unknown workload '\(expectation.subject)'") }
+                if !linkNames.contains(link) { problems.append("maxBytesOver names unknown link '\(link)'") }
+                if bytes < 0 { problems.append("maxBytesOver: bytes cannot be negative") }
             default:
                 if !workloadNames.contains(expectation.subject) { problems.append("expectation names unknown workload '\(expectation.subject)'") }
             }
@@ -109,17 +114,19 @@ extension ScenarioNode {
 
 extension LinkSpec {
     /// A link between `endpoints` (`up` is from the first to the second). A `profile` is the
-    /// base: `type`, `expensive`, `constrained` and the impairments given here override it.
+    /// base: `type`, `expensive`, `constrained`, `ultraConstrained` and the impairments given here
+    /// override it. Ultra-constrained is also constrained unless `isConstrained` says otherwise.
     public init(_ name: String, between endpoints: (String, String), profile: String? = nil, type: InterfaceType? = nil,
-                isExpensive: Bool? = nil, isConstrained: Bool? = nil, both: Impairment = Impairment(), up: Impairment = Impairment(),
-                down: Impairment = Impairment(), capture: Bool = false) {
+                isExpensive: Bool? = nil, isConstrained: Bool? = nil, isUltraConstrained: Bool? = nil, both: Impairment = Impairment(),
+                up: Impairment = Impairment(), down: Impairment = Impairment(), capture: Bool = false) {
         let preset = profile.flatMap(LinkProfile.named)
         let resolvedType = type ?? preset?.type ?? .wiredEthernet
         self.name = name
         self.endpoints = endpoints
         self.type = resolvedType
         self.isExpensive = isExpensive ?? preset?.isExpensive ?? (resolvedType == .cellular)
-        self.isConstrained = isConstrained ?? preset?.isConstrained ?? false
+        self.isUltraConstrained = isUltraConstrained ?? preset?.isUltraConstrained ?? false
+        self.isConstrained = isConstrained ?? preset?.isConstrained ?? self.isUltraConstrained
         self.profile = preset?.name
         self.up = (preset?.up ?? Impairment()).overridden(by: both).overridden(by: up)
         self.down = (preset?.down ?? Impairment()).overridden(by: both).overridden(by: down)

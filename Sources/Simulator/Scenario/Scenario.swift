@@ -143,6 +143,8 @@ public struct LinkSpec: Sendable, Hashable {
     public var type: InterfaceType
     public var isExpensive: Bool
     public var isConstrained: Bool
+    /// A carrier's satellite network (NWPath's `isUltraConstrained`).
+    public var isUltraConstrained: Bool = false
     /// The preset the link starts from, if any.
     public var profile: String?
     /// The impairment from the first node to the second, and back, at the start.
@@ -153,7 +155,7 @@ public struct LinkSpec: Sendable, Hashable {
 
     public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
         lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive
-            && lhs.isConstrained == rhs.isConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
+            && lhs.isConstrained == rhs.isConstrained && lhs.isUltraConstrained == rhs.isUltraConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
             && lhs.capture == rhs.capture
     }
 
@@ -230,6 +232,12 @@ public struct Workload: Sendable, Hashable {
     /// stream) before it gives the connection up and connects again, as an app's timeout would.
     public var timeout: Duration
 
+    /// Kinds of path the client may not use (`prohibit:`), as URLSession's
+    /// `allowsExpensiveNetworkAccess`, `allowsConstrainedNetworkAccess` and
+    /// `allowsUltraConstrainedNetworkAccess` set to false with `waitsForConnectivity`: the client
+    /// connects only over a permitted interface and waits while there is none.
+    public var prohibits: Set<PathRestriction> = []
+
     /// The `timeout` when a scenario names none.
     public static let defaultTimeout = Duration.seconds(5)
 
@@ -246,6 +254,11 @@ public struct Workload: Sendable, Hashable {
     }
 }
 
+/// A kind of path a workload's client may be told not to use.
+public enum PathRestriction: String, Sendable, Hashable, CaseIterable {
+    case expensive, constrained, ultraConstrained
+}
+
 /// Something that must hold for the scenario to pass.
 public struct Expectation: Sendable, Hashable {
     public enum Check: Sendable, Hashable {
@@ -254,6 +267,8 @@ public struct Expectation: Sendable, Hashable {
         case maxTimeToFirstByte(Duration)
         case completes(Bool)
         case exitCode(Int)
+        /// The workload's client received at most `bytes` over the interface of `link`.
+        case maxBytesOver(link: String, bytes: Int64)
         /// The node's path reaches `condition` within `within` of `after` (a link event).
         case path(condition: PathCondition, within: Duration, afterLink: String, afterEvent: String)
     }
@@ -267,4 +282,8 @@ public struct Expectation: Sendable, Hashable {
 /// A property of a node's network path.
 public enum PathCondition: String, Sendable, Hashable, CaseIterable {
     case satisfied, unsatisfied, expensive, notExpensive, constrained, notConstrained, wifi, cellular, wiredEthernet
+    /// The path is satisfied over a carrier's satellite network, or over anything else.
+    case ultraConstrained, notUltraConstrained
+    /// The path is satisfied and its ``LinkQuality`` is this grade.
+    case qualityMinimal, qualityModerate, qualityGood
 }

@@ -68,6 +68,7 @@ extension ScenarioDecoder {
             let type = take(&link, "type") { self.interfaceType($0) }
             let expensive = take(&link, "expensive") { self.bool($0, "expensive") }
             let constrained = take(&link, "constrained") { self.bool($0, "constrained") }
+            let ultraConstrained = take(&link, "ultraConstrained") { self.bool($0, "ultraConstrained") }
             let capture = take(&link, "capture") { self.bool($0, "capture") }
             let profile = take(&link, "profile") { self.profile($0) }
             let both = impairment(from: &link)
@@ -78,10 +79,11 @@ extension ScenarioDecoder {
             guard let name else { continue }
             // A profile is the base; keys on the link override it, and direction blocks override those.
             let resolvedType = type ?? profile?.type ?? .wiredEthernet
+            let resolvedUltra = ultraConstrained ?? profile?.isUltraConstrained ?? false
             links.append(LinkSpec(
                 name: name, endpoints: between ?? ("", ""), type: resolvedType,
                 isExpensive: expensive ?? profile?.isExpensive ?? (resolvedType == .cellular),
-                isConstrained: constrained ?? profile?.isConstrained ?? false, profile: profile?.name,
+                isConstrained: constrained ?? profile?.isConstrained ?? resolvedUltra, isUltraConstrained: resolvedUltra, profile: profile?.name,
                 up: (profile?.up ?? Impairment()).overridden(by: both).overridden(by: up),
                 down: (profile?.down ?? Impairment()).overridden(by: both).overridden(by: down),
                 capture: capture ?? false))
@@ -97,7 +99,8 @@ extension ScenarioDecoder {
     }
 
     private func finishLink(_ link: Fields) {
-        finish(link, known: ["name", "between", "type", "expensive", "constrained", "capture", "profile", "up", "down"] + Self.impairmentKeys)
+        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "profile", "up", "down"]
+            + Self.impairmentKeys)
     }
 
     func endpoints(_ node: Node, nodes: Set<String>) -> (String, String)? {
@@ -130,7 +133,7 @@ extension ScenarioDecoder {
         return type
     }
 
-    /// `profiles: {NAME: {type, expensive, constrained, impairment keys, up: {...}, down: {...}}}`.
+    /// `profiles: {NAME: {type, expensive, constrained, ultraConstrained, impairment keys, up: {...}, down: {...}}}`.
     func profileDefinitions(_ node: Node) -> [LinkProfile]? {
         guard let all = fields(node, "profiles") else { return nil }
         var profiles: [LinkProfile] = []
@@ -146,12 +149,13 @@ extension ScenarioDecoder {
             let type = take(&definition, "type") { self.interfaceType($0) }
             let expensive = take(&definition, "expensive") { self.bool($0, "expensive") }
             let constrained = take(&definition, "constrained") { self.bool($0, "constrained") }
+            let ultraConstrained = take(&definition, "ultraConstrained") { self.bool($0, "ultraConstrained") }
             let both = impairment(from: &definition)
             let up = take(&definition, "up") { self.impairmentBlock($0, "the up direction of profile '\(name)'") } ?? Impairment()
             let down = take(&definition, "down") { self.impairmentBlock($0, "the down direction of profile '\(name)'") } ?? Impairment()
-            finish(definition, known: ["description", "type", "expensive", "constrained", "up", "down"] + Self.impairmentKeys)
+            finish(definition, known: ["description", "type", "expensive", "constrained", "ultraConstrained", "up", "down"] + Self.impairmentKeys)
             profiles.append(LinkProfile(name: LinkProfile.normalized(name), summary: summary ?? "defined in the scenario", type: type,
-                                        isExpensive: expensive, isConstrained: constrained,
+                                        isExpensive: expensive, isConstrained: constrained, isUltraConstrained: ultraConstrained,
                                         up: both.overridden(by: up), down: both.overridden(by: down)))
         }
         return profiles
@@ -454,7 +458,7 @@ extension ScenarioDecoder {
         var workloads: [Workload] = []
         var names: Set<String> = []
         var reachable = ConnectedNodes(links: links)
-        let common = ["name", "kind", "from", "to", "mode", "start", "stop", "timeout"]
+        let common = ["name", "kind", "from", "to", "mode", "prohibit", "start", "stop", "timeout"]
         for item in items {
             guard var workload = fields(item, "a workload") else { continue }
             if let nameNode = workload.pairs.first(where: { $0.key == "name" })?.value, case .scalar(let scalar) = nameNode {
@@ -491,6 +495,11 @@ extension ScenarioDecoder {
             let start = take(&workload, "start") { self.duration($0, "start") } ?? .zero
             let stop = take(&workload, "stop") { self.duration($0, "stop", allowZero: false) }
             let timeout = take(&workload, "timeout") { self.duration($0, "timeout", allowZero: false, minimum: .milliseconds(1)) } ?? Workload.defaultTimeout
+            let prohibits = take(&workload, "prohibit") { value -> Set<PathRestriction>? in
+                guard let items = self.list(value, "prohibit") else { return nil }
+                let restrictions = items.compactMap { self.choice($0, "prohibit", PathRestriction.self) }
+                return restrictions.count == items.count ? Set(restrictions) : nil
+            } ?? []
             var kind: Workload.Kind?
             var known = common
             switch kindName {
@@ -530,8 +539,14 @@ extension ScenarioDecoder {
             if let from, let to, from != to, !reachable.connected(from, to) {
                 error("no link joins '\(from)' and '\(to)', directly or through other nodes; add a link between them", at: workload.keyNode("to") ?? item)
             }
+            if !prohibits.isEmpty, kindName == "command" {
+                error("prohibit applies to the bulk, requests and stream workloads Roam runs; a command chooses its own paths",
+                      at: workload.keyNode("prohibit") ?? item)
+            }
             if let name, let kind, let from {
-                workloads.append(Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout))
+                var parsed = Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout)
+                parsed.prohibits = prohibits
+                workloads.append(parsed)
             }
         }
         return workloads
@@ -620,7 +635,7 @@ extension ScenarioDecoder {
             }
             happening.insert(event.link + "\u{0}" + name)
         }
-        let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode"]
+        let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode", "maxBytesOver"]
         for item in items {
             guard var expectation = fields(item, "an expectation") else { continue }
             if expectation.has("node") {
@@ -650,6 +665,7 @@ extension ScenarioDecoder {
                 case "minThroughput": check = rate(value, "minThroughput").map { .minThroughput($0) }
                 case "maxTimeToFirstByte": check = duration(value, "maxTimeToFirstByte", allowZero: false).map { .maxTimeToFirstByte($0) }
                 case "completes": check = bool(value, "completes").map { .completes($0) }
+                case "maxBytesOver": check = bytesOver(value, links: linkNames)
                 default: check = integer(value, "exitCode", range: 0...255).map { .exitCode($0) }
                 }
                 if let workload, let check {
@@ -670,12 +686,32 @@ extension ScenarioDecoder {
         case (.maxStall, .stream), (.minThroughput, .bulk), (.minThroughput, .stream), (.minThroughput, .requests),
              (.maxTimeToFirstByte, .requests), (.completes, _), (.exitCode, .command):
             return nil
+        case (.maxBytesOver, .command): return "bytes per link are counted for bulk, requests and stream workloads"
+        case (.maxBytesOver, _): return nil
         case (.maxStall, _): return "stalls are measured for stream workloads"
         case (.minThroughput, _): return "throughput is measured for bulk, requests and stream workloads"
         case (.maxTimeToFirstByte, _): return "time to first byte is measured for requests workloads"
         case (.exitCode, _): return "exit codes belong to command workloads"
         case (.path, _): return nil
         }
+    }
+
+    /// `maxBytesOver: {link: sat, bytes: 0}`.
+    func bytesOver(_ value: Node, links: Set<String>) -> Expectation.Check? {
+        guard var fields = fields(value, "maxBytesOver") else { return nil }
+        let link = take(&fields, "link", required: true) { node -> String? in
+            guard let name = self.string(node, "link") else { return nil }
+            guard links.contains(name) else {
+                let guess = suggestion(for: name, among: links).map { " (did you mean '\($0)'?)" } ?? ""
+                self.error("no link named '\(escapedForMessage(name))' is defined in links\(guess)", at: node)
+                return nil
+            }
+            return name
+        }
+        let bytes = take(&fields, "bytes", required: true) { self.size($0, "bytes", range: 0...ScenarioLimits.maximumSize) }
+        finish(fields, known: ["link", "bytes"])
+        guard let link, let bytes else { return nil }
+        return .maxBytesOver(link: link, bytes: bytes)
     }
 
     /// `- node: phone`, `path: expensive`, `within: 1s`, `after: {link: wifi, event: down}`.

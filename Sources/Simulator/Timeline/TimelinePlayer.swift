@@ -1,9 +1,12 @@
 import Netlink
+import PathMonitor
 import Synchronization
 
 /// Plays a ``TimelineSchedule`` on its own thread: waits for each change's planned time on the
 /// monotonic clock (with `ppoll`, whose nanosecond timeout keeps lateness at the scheduler's
-/// wake-up latency), applies it through the backend, and logs planned and actual time.
+/// wake-up latency), applies it through the backend, and logs planned and actual time. When a
+/// change moves a link to another ``LinkQuality`` grade, it retags the link's interfaces through
+/// the tagger, so that path monitors publish the new quality.
 public final class TimelinePlayer: Sendable {
     private let schedule: TimelineSchedule
     private let log: RunLog
@@ -11,12 +14,16 @@ public final class TimelinePlayer: Sendable {
     private let states: Mutex<[String: LinkState]>
     private let thread: Mutex<PinnedThread?> = Mutex(nil)
     private nonisolated(unsafe) let backend: any LinkBackend
+    private nonisolated(unsafe) let tagger: LinkTagger?
 
     /// What a link is doing now, for progress lines.
     public struct LinkState: Sendable {
         public var carrier = true
         public var up = LinkConditions()
         public var down = LinkConditions()
+
+        /// The grade of the link's conditions (see ``LinkQuality/init(grading:_:)``).
+        public var quality: LinkQuality { LinkQuality(grading: up, down) }
 
         public var summary: String {
             guard carrier else { return "down" }
@@ -26,17 +33,24 @@ public final class TimelinePlayer: Sendable {
     }
 
     /// A player of `schedule` through `backend`, timed from `log`'s start; `stop` ends it early.
-    public init(schedule: TimelineSchedule, backend: any LinkBackend, log: RunLog, stop: StopSignal) {
+    /// `tagger` retags links whose quality changes (none: tags stay as the topology set them).
+    public init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, log: RunLog, stop: StopSignal) {
         self.schedule = schedule
         self.backend = backend
+        self.tagger = tagger
         self.log = log
         self.stop = stop
+        self.states = Mutex(Self.initialStates(of: schedule))
+    }
+
+    /// What each link is doing at the start of `schedule`.
+    public static func initialStates(of schedule: TimelineSchedule) -> [String: LinkState] {
         var states: [String: LinkState] = [:]
         for initial in schedule.initial {
             if initial.direction == .up { states[initial.link, default: LinkState()].up = initial.conditions }
             else { states[initial.link, default: LinkState()].down = initial.conditions }
         }
-        self.states = Mutex(states)
+        return states
     }
 
     /// The current state of each link.
@@ -76,16 +90,29 @@ public final class TimelinePlayer: Sendable {
                 failure = error.message
             }
             let actual = log.elapsed
+            var regraded: LinkQuality?
             if failure == nil {
-                states.withLock { states in
+                regraded = states.withLock { states -> LinkQuality? in
+                    guard let before = states[change.link]?.quality else { return nil }
                     switch change.change {
                     case .carrier(let up): states[change.link]?.carrier = up
                     case .conditions(.up, let conditions): states[change.link]?.up = conditions
                     case .conditions(.down, let conditions): states[change.link]?.down = conditions
                     }
+                    let after = states[change.link]?.quality
+                    return after == before ? nil : after
                 }
             }
             log.applied(change, actual: actual, failure: failure)
+            if let regraded, let tagger {
+                var fields: [(String, JSONValue)] = [("link", .string(change.link)), ("quality", .string(regraded.rawValue))]
+                do throws(SimulatorError) {
+                    try tagger.tag(change.link, quality: regraded)
+                } catch {
+                    fields.append(("error", .string(error.message)))
+                }
+                log.record("quality", fields)
+            }
         }
     }
 }

@@ -16,7 +16,9 @@ import PathMonitor
 /// - Source-based policy routing: table `1000 + i` holds the link's subnet and a default route
 ///   over it, and a rule (priority `1000 + i`) sends traffic from the interface's addresses
 ///   there, so binding to an interface's address picks its link.
-/// - Each interface's alias carries its PathMonitor tags: `roam:type=wifi,expensive=false,...`.
+/// - Each interface's alias carries its PathMonitor tags: `roam:type=wifi,expensive=false,...`,
+///   with the link quality its conditions grade (``LinkQuality/init(grading:_:)``); the timeline
+///   retags both ends as that grade changes.
 /// - Each node also has a service address on its loopback, `198.19.255.N/32` and
 ///   `fd72:6f61:6d00:ffff::N/128` (N = 1 for the first node): the address a server has on the
 ///   Internet, reachable over whichever link is up. Workloads connect to it, so that a new
@@ -58,6 +60,15 @@ public struct TopologyPlan: Sendable, Hashable {
         /// The nodes in `between` order.
         public var first: String
         public var second: String
+        /// What both interfaces' tags say of the link, but for its quality.
+        public var attributes: InterfaceAttributes
+
+        /// The alias both interfaces carry while the link's conditions grade `quality`.
+        public func alias(quality: LinkQuality) -> String {
+            var attributes = attributes
+            attributes.linkQuality = quality
+            return InterfaceTag.alias(for: attributes)
+        }
     }
 
     /// 198.18.0.0/15 holds 512 /24s; the last one holds the nodes' service addresses.
@@ -78,14 +89,19 @@ public struct TopologyPlan: Sendable, Hashable {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNodes) nodes; this one has \(scenario.nodes.count)")
         }
         self.runID = runID
-        self.links = scenario.links.map { Link(name: $0.name, first: $0.endpoints.0, second: $0.endpoints.1) }
+        let links = scenario.links.map { link in
+            Link(name: link.name, first: link.endpoints.0, second: link.endpoints.1,
+                 attributes: InterfaceAttributes(type: link.type, isExpensive: link.isExpensive, isConstrained: link.isConstrained,
+                                                 isUltraConstrained: link.isUltraConstrained))
+        }
+        self.links = links
         var interfaces: [String: [Interface]] = [:]
         for (index, link) in scenario.links.enumerated() {
             let v4 = (first: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 1),
                       second: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 2))
             let v6 = (first: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::1")!,
                       second: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::2")!)
-            let alias = InterfaceTag.alias(for: InterfaceAttributes(type: link.type, isExpensive: link.isExpensive, isConstrained: link.isConstrained))
+            let alias = links[index].alias(quality: LinkQuality(grading: LinkConditions(impairment: link.up), LinkConditions(impairment: link.down)))
             for (node, peer, mine, theirs, mine6, theirs6) in [
                 (link.endpoints.0, link.endpoints.1, v4.first, v4.second, v6.first, v6.second),
                 (link.endpoints.1, link.endpoints.0, v4.second, v4.first, v6.second, v6.first),
@@ -108,4 +124,6 @@ public struct TopologyPlan: Sendable, Hashable {
     public static func namespaceName(runID: String, node: String) -> String { "roam-\(runID)-\(node)" }
 
     public func node(_ name: String) -> Node? { nodes.first { $0.name == name } }
+
+    public func link(_ name: String) -> Link? { links.first { $0.name == name } }
 }

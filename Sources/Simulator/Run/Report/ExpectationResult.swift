@@ -35,6 +35,7 @@ extension Expectation.Check {
         case .maxTimeToFirstByte: "maxTimeToFirstByte"
         case .completes: "completes"
         case .exitCode: "exitCode"
+        case .maxBytesOver: "maxBytesOver"
         case .path: "path"
         }
     }
@@ -53,6 +54,11 @@ extension PathCondition {
         case .wifi: path.primaryInterface?.type == .wifi
         case .cellular: path.primaryInterface?.type == .cellular
         case .wiredEthernet: path.primaryInterface?.type == .wiredEthernet
+        case .ultraConstrained: path.status == .satisfied && path.isUltraConstrained
+        case .notUltraConstrained: path.status == .satisfied && !path.isUltraConstrained
+        case .qualityMinimal: path.status == .satisfied && path.linkQuality == .minimal
+        case .qualityModerate: path.status == .satisfied && path.linkQuality == .moderate
+        case .qualityGood: path.status == .satisfied && path.linkQuality == .good
         }
     }
 }
@@ -107,6 +113,13 @@ public enum ExpectationEvaluator {
             let measured = command?.exitCode.map(String.init) ?? command?.signal.map { "signal \($0)" } ?? "did not run"
             return ExpectationResult(expectation: expectation, passed: command?.exitCode == wanted, measured: measured,
                                      requirement: "exit code \(wanted)", detail: result.incompleteReason)
+        case let .maxBytesOver(link, bytes):
+            let over = result.bytesByInterface[link] ?? 0
+            let others = result.bytesByInterface.filter { $0.key != link && $0.value > 0 }.sorted { $0.key < $1.key }
+            return ExpectationResult(expectation: expectation, passed: over <= bytes, measured: "\(over) bytes",
+                                     requirement: "at most \(bytes) bytes over \(link)",
+                                     detail: others.isEmpty ? "no bytes over other links" : "over other links: "
+                                        + others.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         case .path:
             return ExpectationResult(expectation: expectation, passed: false, measured: "", requirement: "path")
         }

@@ -232,8 +232,10 @@ final class ClientConnection: Sendable {
             let deadline = min(context.stopAt, limit ?? context.stopAt)
             let timeout = min(context.workload.timeout, max(.milliseconds(10), deadline - MonotonicInstant.now))
             let serviceType = MultipathServiceType(rawValue: context.workload.mode.rawValue) ?? .handover
-            let racer = ConnectionRacer(namespace: namespace, policy: ConnectionPolicy(serviceType: serviceType),
-                                        transport: context.mptcp != nil ? .mptcp : .tcp)
+            let prohibits = context.workload.prohibits
+            let policy = ConnectionPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
+                                          allowsUltraConstrained: !prohibits.contains(.ultraConstrained), serviceType: serviceType)
+            let racer = ConnectionRacer(namespace: namespace, policy: policy, transport: context.mptcp != nil ? .mptcp : .tcp)
             do throws(ConnectionError) {
                 let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: racePath(path), timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
@@ -461,9 +463,11 @@ final class ClientConnection: Sendable {
     }
 
     /// Connects to the workload's server, retrying every 250 ms while connecting fails, until
-    /// connected, stopped, or `limit` passes. The kernel picks the link from the routes in force.
+    /// connected, stopped, or `limit` passes. The kernel picks the link from the routes in force,
+    /// unless the workload is multipath or prohibits kinds of path: then the racer connects over
+    /// the permitted interfaces, and waits while there are none.
     func connect(until limit: MonotonicInstant? = nil) -> TCPSocket? {
-        if isMultipath { return raceConnect(until: limit) }
+        if isMultipath || (!context.workload.prohibits.isEmpty && context.clientPath != nil) { return raceConnect(until: limit) }
         guard let namespace = context.clientNamespace else { return nil }
         var failedSince: Duration?
         while !context.stop.isSignalled {
@@ -476,8 +480,13 @@ final class ClientConnection: Sendable {
             case .success(let socket):
                 socket.reapWhenDead(patience: context.workload.timeout)
                 let local = socket.localAddress ?? "?"
+                // The link the kernel chose, for the bytes counted per link.
+                let interface = IPAddress(local).flatMap { address in
+                    context.clientPath?()?.availableInterfaces.first { $0.addresses.contains { $0.address == address } }?.name
+                }
                 state.withLock { state in
                     state.socket = socket
+                    state.interface = interface
                     state.connections += 1
                     state.lastLocalAddress = local
                     state.localAddresses.append(local)
