@@ -42,6 +42,8 @@ if [ "$vm" = 1 ]; then
     linux-image-amd64                             # a kernel with sch_netem as a module
     busybox-static                                # virtme-ng's initramfs
     python3-venv                                  # virtme-ng's own environment
+    hostapd wpasupplicant iw                      # real Wi-Fi in the VM: an access point and a
+                                                  # client on mac80211_hwsim radios (wifi-check.sh)
   )
 fi
 

@@ -48,6 +48,7 @@
 #include <netinet/tcp.h>
 // After glibc's netinet/in.h, so that linux/libc-compat.h leaves its structs alone.
 #include <linux/mptcp.h>
+#include <linux/nl80211.h>
 
 // glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
 extern int setns(int fd, int nstype);

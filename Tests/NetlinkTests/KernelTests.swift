@@ -20,6 +20,21 @@ struct NetlinkKernelTests {
         #expect(try HostNetworkState.capture() == before)
     }
 
+    /// Where the kernel has no Wi-Fi stack (this machine's), nl80211 requests fail with an
+    /// error that says so; where it has one, a veth is no Wi-Fi interface to it.
+    @Test func wirelessRequestsSayWhatTheKernelLacks() throws {
+        let test = try TestNamespace()
+        let socket = try NetlinkSocket(.generic, in: test.namespace)
+        if access("/sys/class/ieee80211", F_OK) != 0 {
+            #expect(!socket.hasWireless())
+            let error = try #require(throws: NetlinkError.self) { try socket.wirelessStations(interfaceIndex: 1) }
+            #expect(error.description.contains("nl80211") && error.description.contains("cfg80211"), "\(error)")
+        } else {
+            #expect(socket.hasWireless())
+            #expect(throws: NetlinkError.self) { try socket.wirelessInterfaceMode(interfaceIndex: 1) }
+        }
+    }
+
     @Test func reportsMissingNamespaceClearly() throws {
         let error = #expect(throws: NetlinkError.self) {
             _ = try NetlinkSocket(.route, in: try .named("roam-test-does-not-exist"))

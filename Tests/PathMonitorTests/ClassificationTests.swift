@@ -139,4 +139,36 @@ import Testing
         #expect(try InterfaceAttributes(parsing: attributes.text) == attributes)
         #expect(attributes.text == "ultraConstrained,quality=moderate")
     }
+
+    @Test func theKernelsWiFiQualityYieldsToTagsAndRules() throws {
+        let wlan = Fixture.link(2, "wlan0", kind: nil)
+        let measured = DeviceFacts(isWireless: true, linkQuality: .moderate)
+        #expect(classify(wlan, measured).4 == .moderate)
+        let tagged = Fixture.link(2, "wlan0", alias: "roam:quality=good", kind: nil)
+        #expect(classify(tagged, measured).4 == .good)
+        let rules = try InterfaceRules(parsing: "wlan* quality=minimal\n")
+        #expect(classify(tagged, measured, rules: rules).4 == .minimal)
+    }
+}
+
+/// Wi-Fi link quality from what nl80211 says of the access point (see
+/// `LinkQuality.WirelessGrading`): the worse of signal and bitrate.
+@Suite struct WirelessGradingTests {
+    @Test(arguments: [
+        (WirelessStation(signal: -30, transmitBitrate: 54_000_000), LinkQuality.good),
+        (WirelessStation(signal: -67, transmitBitrate: 24_000_000), .good),
+        (WirelessStation(signal: -68, transmitBitrate: 300_000_000), .moderate),
+        (WirelessStation(signal: -30, transmitBitrate: 11_000_000), .moderate),
+        (WirelessStation(signal: -75, transmitBitrate: 6_000_000), .moderate),
+        (WirelessStation(signal: -76, transmitBitrate: 54_000_000), .minimal),
+        (WirelessStation(signal: -30, transmitBitrate: 5_500_000), .minimal),
+        // The average wins over the last frame's signal; the receive rate stands in for a missing transmit rate.
+        (WirelessStation(signal: -80, signalAverage: -60, transmitBitrate: 54_000_000), .good),
+        (WirelessStation(signal: -40, receiveBitrate: 1_000_000), .minimal),
+        (WirelessStation(signal: -40), .good),
+        (WirelessStation(), .unknown),
+    ])
+    func gradesTheWorseOfSignalAndBitrate(_ station: WirelessStation, _ expected: LinkQuality) {
+        #expect(LinkQuality(grading: station) == expected)
+    }
 }

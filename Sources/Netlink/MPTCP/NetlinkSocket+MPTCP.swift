@@ -63,62 +63,23 @@ extension NetlinkSocket {
 
     public func setMPTCPLimits(_ limits: MPTCPLimits) throws(NetlinkError) {
         try mptcpRequest(MPTCP_PM_CMD_SET_LIMITS, "set MPTCP limits (subflows \(limits.subflows), add_addr_accepted \(limits.addAddressAccepted))") { message throws(NetlinkError) in
-            try attribute("MPTCP_PM_ATTR_SUBFLOWS") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_SUBFLOWS), limits.subflows) }
-            try attribute("MPTCP_PM_ATTR_RCV_ADD_ADDRS") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_RCV_ADD_ADDRS), limits.addAddressAccepted) }
+            try putAttribute("MPTCP_PM_ATTR_SUBFLOWS") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_SUBFLOWS), limits.subflows) }
+            try putAttribute("MPTCP_PM_ATTR_RCV_ADD_ADDRS") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_RCV_ADD_ADDRS), limits.addAddressAccepted) }
         }
     }
 
     // MARK: - Messages
 
     private func mptcpFamily() throws(NetlinkError) -> Int32 {
-        guard `protocol` == .generic else {
-            throw NetlinkError(.errno(EPROTOTYPE), operation: "resolve mptcp_pm", hint: "MPTCP path management needs a generic netlink socket")
-        }
-        if let known = genericFamilies[MPTCP_PM_NAME] { return known }
-        let family = genl_ctrl_resolve(handle, MPTCP_PM_NAME)
-        if family >= 0 { genericFamilies[MPTCP_PM_NAME] = family }
-        if family < 0 {
-            throw NetlinkError.libnl(family, "resolve generic netlink family mptcp_pm")
-                .withHint("this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP")
-        }
-        return family
+        try genericFamily(MPTCP_PM_NAME, hint: "this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP")
     }
 
-    /// Sends one `mptcp_pm` command and collects what the kernel answers before its
-    /// acknowledgement (or the end of a dump).
+    /// Sends one `mptcp_pm` command and collects what the kernel answers.
     @discardableResult
     private func mptcpRequest(_ command: Int, _ operation: @autoclosure () -> String, flags: Int32 = 0,
                               build: (OpaquePointer) throws(NetlinkError) -> Void) throws(NetlinkError) -> [MPTCPReply] {
-        let family = try mptcpFamily()
-        guard let message = nlmsg_alloc() else { throw NetlinkError.libnl(NLE_NOMEM, operation()) }
-        defer { nlmsg_free(message) }
-        guard genlmsg_put(message, UInt32(NL_AUTO_PORT), UInt32(NL_AUTO_SEQ), family, 0, flags, UInt8(command), UInt8(MPTCP_PM_VER)) != nil else {
-            throw NetlinkError.libnl(NLE_NOMEM, operation())
-        }
-        try build(message)
-        let sent = nl_send_auto(handle, message)
-        if sent < 0 { throw NetlinkError.libnl(sent, operation()) }
-        let collector = ReplyCollector()
-        guard let callbacks = nl_cb_clone(nl_socket_get_cb(handle)) else { throw NetlinkError.libnl(NLE_NOMEM, operation()) }
-        defer { nl_cb_put(callbacks) }
-        let context = Unmanaged.passRetained(collector)
-        defer { context.release() }
-        nl_cb_set(callbacks, NL_CB_VALID, NL_CB_CUSTOM, { message, argument in
-            guard let message, let argument else { return Int32(NL_SKIP.rawValue) }
-            let collector = Unmanaged<ReplyCollector>.fromOpaque(argument).takeUnretainedValue()
-            if let reply = MPTCPReply(message) { collector.replies.append(reply) }
-            return Int32(NL_OK.rawValue)
-        }, context.toOpaque())
-        // A dump ends with NLMSG_DONE; a command with its acknowledgement (libnl asks for one).
-        let received = nl_recvmsgs(handle, callbacks)
-        if received < 0 { throw NetlinkError.libnl(received, operation()) }
-        if flags & NLM_F_DUMP == 0 && !collector.replies.isEmpty {
-            // A reply with data is a datagram of its own, and libnl returns after it: the
-            // acknowledgement that follows must be read too, or the next request reads it.
-            let acknowledged = nl_wait_for_ack(handle)
-            if acknowledged < 0 { throw NetlinkError.libnl(acknowledged, operation()) }
-        }
-        return collector.replies
+        try genericRequest(family: try mptcpFamily(), command: command, version: Int(MPTCP_PM_VER), operation(), flags: flags,
+                           build: build, parse: MPTCPReply.init)
     }
 
     private static func putEndpoint(_ endpoint: MPTCPEndpoint, into message: OpaquePointer, identifierOnly: Bool = false) throws(NetlinkError) {
@@ -126,33 +87,24 @@ extension NetlinkSocket {
             throw NetlinkError.libnl(NLE_NOMEM, "encode MPTCP endpoint")
         }
         if endpoint.id != 0 {
-            try attribute("MPTCP_PM_ADDR_ATTR_ID") { nla_put_u8(message, Int32(MPTCP_PM_ADDR_ATTR_ID), endpoint.id) }
+            try putAttribute("MPTCP_PM_ADDR_ATTR_ID") { nla_put_u8(message, Int32(MPTCP_PM_ADDR_ATTR_ID), endpoint.id) }
         }
         if !identifierOnly {
             let family = endpoint.address.family == .inet ? AF_INET : AF_INET6
-            try attribute("MPTCP_PM_ADDR_ATTR_FAMILY") { nla_put_u16(message, Int32(MPTCP_PM_ADDR_ATTR_FAMILY), UInt16(family)) }
+            try putAttribute("MPTCP_PM_ADDR_ATTR_FAMILY") { nla_put_u16(message, Int32(MPTCP_PM_ADDR_ATTR_FAMILY), UInt16(family)) }
             let type = endpoint.address.family == .inet ? MPTCP_PM_ADDR_ATTR_ADDR4 : MPTCP_PM_ADDR_ATTR_ADDR6
             let bytes = endpoint.address.bytes
-            try attribute("MPTCP_PM_ADDR_ATTR_ADDR") { bytes.withUnsafeBytes { nla_put(message, Int32(type), Int32($0.count), $0.baseAddress) } }
+            try putAttribute("MPTCP_PM_ADDR_ATTR_ADDR") { bytes.withUnsafeBytes { nla_put(message, Int32(type), Int32($0.count), $0.baseAddress) } }
             if let port = endpoint.port {
-                try attribute("MPTCP_PM_ADDR_ATTR_PORT") { nla_put_u16(message, Int32(MPTCP_PM_ADDR_ATTR_PORT), port) }
+                try putAttribute("MPTCP_PM_ADDR_ATTR_PORT") { nla_put_u16(message, Int32(MPTCP_PM_ADDR_ATTR_PORT), port) }
             }
             if let index = endpoint.interfaceIndex {
-                try attribute("MPTCP_PM_ADDR_ATTR_IF_IDX") { nla_put_s32(message, Int32(MPTCP_PM_ADDR_ATTR_IF_IDX), index) }
+                try putAttribute("MPTCP_PM_ADDR_ATTR_IF_IDX") { nla_put_s32(message, Int32(MPTCP_PM_ADDR_ATTR_IF_IDX), index) }
             }
-            try attribute("MPTCP_PM_ADDR_ATTR_FLAGS") { nla_put_u32(message, Int32(MPTCP_PM_ADDR_ATTR_FLAGS), endpoint.flags.rawValue) }
+            try putAttribute("MPTCP_PM_ADDR_ATTR_FLAGS") { nla_put_u32(message, Int32(MPTCP_PM_ADDR_ATTR_FLAGS), endpoint.flags.rawValue) }
         }
         nla_nest_end(message, nest)
     }
-}
-
-private func attribute(_ name: String, _ put: () -> Int32) throws(NetlinkError) {
-    let result = put()
-    if result < 0 { throw NetlinkError.libnl(result, "encode \(name)") }
-}
-
-private final class ReplyCollector {
-    var replies: [MPTCPReply] = []
 }
 
 /// One `mptcp_pm` message from the kernel: an endpoint or the limits.

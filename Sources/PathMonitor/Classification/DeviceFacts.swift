@@ -9,12 +9,19 @@ public struct DeviceFacts: Sendable, Hashable {
     public var deviceType: String?
     /// The name of the driver bound to the device (`/sys/class/net/X/device/driver`).
     public var driver: String?
+    /// What the kernel's Wi-Fi stack says of the link's quality (nl80211), for an associated
+    /// Wi-Fi interface; nil when it says nothing.
+    public var linkQuality: LinkQuality?
 
-    public init(isWireless: Bool = false, deviceType: String? = nil, driver: String? = nil) {
+    public init(isWireless: Bool = false, deviceType: String? = nil, driver: String? = nil, linkQuality: LinkQuality? = nil) {
         self.isWireless = isWireless
         self.deviceType = deviceType
         self.driver = driver
+        self.linkQuality = linkQuality
     }
+
+    /// The kernel calls the device a Wi-Fi one.
+    public var isWiFi: Bool { isWireless || deviceType == "wlan" }
 }
 
 /// Where device facts come from. Tests supply fixtures; monitors read sysfs.
@@ -59,7 +66,8 @@ public struct SysfsDeviceFacts: DeviceFactsSource {
 /// Sources, later ones overriding earlier ones:
 /// 1. the kernel: loopback flag; `wireless`/`phy80211` in sysfs or `DEVTYPE=wlan` → Wi-Fi;
 ///    `DEVTYPE=wwan`, a cellular modem driver, an `rmnet`/`wwan` link or raw-IP framing → cellular;
-///    Ethernet framing → wired Ethernet; anything else → other.
+///    Ethernet framing → wired Ethernet; anything else → other. The link quality of an
+///    associated Wi-Fi interface, from nl80211 (``LinkQuality/init(grading:)``).
 /// 2. tags in the interface alias (``InterfaceTag``).
 /// 3. the interfaces file (``InterfaceRules``).
 ///
@@ -81,7 +89,7 @@ public struct InterfaceClassifier: Sendable {
     /// The type the kernel's facts alone give `link`.
     public static func kernelType(of link: Link, facts: DeviceFacts) -> InterfaceType {
         if link.isLoopback { return .loopback }
-        if facts.isWireless || facts.deviceType == "wlan" { return .wifi }
+        if facts.isWiFi { return .wifi }
         if facts.deviceType == "wwan" || facts.driver.map(cellularDrivers.contains) == true
             || link.kind == "rmnet" || link.kind == "wwan" || link.hardwareType == .rawIP {
             return .cellular
@@ -102,7 +110,7 @@ public struct InterfaceClassifier: Sendable {
     /// The final attributes of `link`. Ultra-constrained implies constrained unless a source
     /// says `constrained=false`.
     public func classify(_ link: Link, facts: DeviceFacts) -> Classification {
-        let attributes = InterfaceAttributes(type: Self.kernelType(of: link, facts: facts))
+        let attributes = InterfaceAttributes(type: Self.kernelType(of: link, facts: facts), linkQuality: facts.linkQuality)
             .overridden(by: InterfaceTag.attributes(fromAlias: link.alias))
             .overridden(by: rules.attributes(forInterfaceNamed: link.name))
         let type = attributes.type ?? .other

@@ -13,6 +13,12 @@ final class MonitorLoop {
     private var snapshot = NetworkSnapshot()
     private var facts: [Int32: (name: String, facts: DeviceFacts)] = [:]
     private var resolvers = ResolverConfiguration()
+    /// The quality nl80211 gives each Wi-Fi interface, and the socket that reads it (opened on
+    /// this thread, in the namespace, the first time a Wi-Fi interface is seen).
+    private var wirelessQualities: [Int32: LinkQuality] = [:]
+    private var wireless: NetlinkSocket?
+    private var wirelessUnavailable = false
+    private var nextWirelessPoll = ContinuousClock.now
 
     // Work found while reading notifications, done before the next path is derived.
     private var needsFullDump = false
@@ -95,7 +101,8 @@ final class MonitorLoop {
             // Dumps left over from a storm that outlasted the settle rounds are done now, not
             // after the next notification, which may never come.
             let pending = needsFullDump || needsRouteDump
-            let ready = try waitReadable(descriptors, timeoutMilliseconds: pending ? 0 : -1)
+            let ready = try waitReadable(descriptors, timeoutMilliseconds: pending ? 0 : wirelessPollTimeout())
+            if wirelessPollIsDue(), refreshWirelessQualities() { isDirty = true }
             if ready[1] {
                 wakeup.reset()
                 continue
@@ -200,7 +207,61 @@ final class MonitorLoop {
             }
             facts = refreshed
         }
+        _ = refreshWirelessQualities()
+        for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
         return evaluator.path(for: snapshot, facts: current, resolvers: resolvers)
+    }
+
+    // MARK: - Wi-Fi link quality
+
+    /// The Wi-Fi interfaces of the snapshot, by what their device facts say.
+    private var wirelessIndices: [Int32] {
+        facts.compactMap { $0.value.facts.isWiFi && snapshot.links[$0.key] != nil ? $0.key : nil }
+    }
+
+    /// How long the loop may sleep before the next reading of Wi-Fi quality (-1: no Wi-Fi, or
+    /// polling is off).
+    private func wirelessPollTimeout() -> Int32 {
+        guard configuration.wirelessPollInterval > .zero, !wirelessUnavailable, !wirelessIndices.isEmpty else { return -1 }
+        let remaining = ContinuousClock.now.duration(to: nextWirelessPoll)
+        guard remaining > .zero else { return 0 }
+        return Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+    }
+
+    private func wirelessPollIsDue() -> Bool {
+        configuration.wirelessPollInterval > .zero && !wirelessIndices.isEmpty && ContinuousClock.now >= nextWirelessPoll
+    }
+
+    /// Reads the quality of every Wi-Fi interface from nl80211; true when any changed. A kernel
+    /// without cfg80211, or a failed read, leaves quality unknown rather than failing the monitor.
+    private func refreshWirelessQualities() -> Bool {
+        guard configuration.wirelessPollInterval > .zero, !wirelessUnavailable else { return false }
+        let indices = wirelessIndices
+        guard !indices.isEmpty else {
+            defer { wirelessQualities = [:] }
+            return !wirelessQualities.isEmpty
+        }
+        nextWirelessPoll = ContinuousClock.now.advanced(by: configuration.wirelessPollInterval)
+        if wireless == nil {
+            wireless = try? NetlinkSocket(.generic)
+            if wireless?.hasWireless() != true {
+                wireless = nil
+                wirelessUnavailable = true
+                return false
+            }
+        }
+        var updated: [Int32: LinkQuality] = [:]
+        for index in indices {
+            // A client's one station is its access point. An access point's own interface
+            // talks to many, and has no one quality.
+            guard (try? wireless?.wirelessInterfaceMode(interfaceIndex: index))?.isClient == true,
+                  let stations = try? wireless?.wirelessStations(interfaceIndex: index), stations.count == 1 else { continue }
+            let quality = LinkQuality(grading: stations[0])
+            if quality != .unknown { updated[index] = quality }
+        }
+        core.updateStatistics { $0.wirelessReadings += indices.count }
+        defer { wirelessQualities = updated }
+        return updated != wirelessQualities
     }
 
     private func reloadResolvers() {

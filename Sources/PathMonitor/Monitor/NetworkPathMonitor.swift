@@ -43,16 +43,23 @@ public final class NetworkPathMonitor: Sendable {
         public var receiveBufferSize: Int
         /// Where device facts come from; nil reads sysfs (a private `/sys` for another namespace).
         public var deviceFacts: (any DeviceFactsSource)?
+        /// How often the link quality of Wi-Fi interfaces is read again from the kernel
+        /// (nl80211), while the namespace has any: a signal fades without an rtnetlink
+        /// notification. It is also read at every path evaluation. Zero never reads it, and
+        /// leaves Wi-Fi quality to tags and interfaces files.
+        public var wirelessPollInterval: Duration
 
         public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
                     resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
-                    receiveBufferSize: Int = 4 << 20, deviceFacts: (any DeviceFactsSource)? = nil) {
+                    receiveBufferSize: Int = 4 << 20, deviceFacts: (any DeviceFactsSource)? = nil,
+                    wirelessPollInterval: Duration = .seconds(2)) {
             self.policy = policy
             self.interfaceRules = interfaceRules
             self.resolverConfigurationPath = resolverConfigurationPath
             self.coalescingDelay = coalescingDelay
             self.receiveBufferSize = receiveBufferSize
             self.deviceFacts = deviceFacts
+            self.wirelessPollInterval = wirelessPollInterval
         }
     }
 
@@ -68,6 +75,8 @@ public final class NetworkPathMonitor: Sendable {
         public var fullDumps = 0
         /// Route-only dumps after an interface went down or away.
         public var routeDumps = 0
+        /// Readings of a Wi-Fi interface's link quality from nl80211.
+        public var wirelessReadings = 0
     }
 
     /// The namespace watched.
