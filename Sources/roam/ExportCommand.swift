@@ -12,10 +12,13 @@ struct ExportCommand: ParsableCommand {
         commandName: "export",
         abstract: "Turn a scenario's links and timeline into Chaos Mesh manifests for Kubernetes.",
         discussion: """
-            Each node is a set of pods (--select NODE=KEY=VALUE[,KEY=VALUE]; default app=NODE), each link \
-            direction a NetworkChaos between the two nodes' pods. Without a timeline: NetworkChaos manifests; \
-            with one: a Workflow that plays it. What Chaos Mesh cannot express is exported as closely as it \
-            allows and listed as notes, on standard error and as comments in the output.
+            Each node is a set of pods (--select NODE=KEY=VALUE[,KEY=VALUE]; default app=NODE); each link is a \
+            network device of its own in both nodes' pods (default: named after the link, e.g. a Multus \
+            attachment; --device LINK=DEVICE), and each direction shapes the sending side's device: netem for \
+            delay and loss, a bandwidth (tbf) object for the rate and its queue, 100% loss for carrier loss and \
+            blackholes. Without a timeline: NetworkChaos manifests; with one: a Workflow that plays it. What \
+            Chaos Mesh cannot express is exported as closely as it allows and listed as notes, on standard \
+            error and as comments in the output; two links on one device of a node's pods are refused.
             """
     )
 
@@ -31,7 +34,7 @@ struct ExportCommand: ParsableCommand {
     @Option(name: .customLong("select"), help: ArgumentHelp("A node's pods: NODE=KEY=VALUE[,KEY=VALUE...] (repeatable).", valueName: "node=labels"))
     var selectors: [String] = []
 
-    @Option(name: .customLong("device"), help: ArgumentHelp("A link's network device in the pods: LINK=DEVICE (repeatable), for pods with several interfaces.", valueName: "link=device"))
+    @Option(name: .customLong("device"), help: ArgumentHelp("A link's network device in its nodes' pods: LINK=DEVICE (repeatable; default: the link's name).", valueName: "link=device"))
     var devices: [String] = []
 
     @Option(help: ArgumentHelp("Merge ramp steps closer than this (a duration, default 1s).", valueName: "duration"))
@@ -109,7 +112,13 @@ struct ExportCommand: ParsableCommand {
             throw ValidationError("--resolution \(resolution): expected a duration such as 500ms or 1s")
         }
         options.resolution = step
-        let result = ChaosMeshExport.export(scenario, options: options)
+        let result: ChaosMeshExport.Result
+        do throws(ChaosMeshExport.Refusal) {
+            result = try ChaosMeshExport.export(scenario, options: options)
+        } catch {
+            printError("roam export: \(error.message)")
+            throw ExitCode.badInput
+        }
         for note in result.notes { printError("note: \(note)") }
         if let output {
             do throws(SimulatorError) {

@@ -24,7 +24,8 @@ struct ExportCommandTests {
         #expect(yaml.contains("kind: \"Workflow\""))
         #expect(yaml.contains("namespace: \"qa\""))
         #expect(yaml.contains("tier: \"client\""))
-        #expect(yaml.contains("device: \"net1\""))
+        #expect(yaml.contains("device: \"net1\"") && yaml.contains("device: \"net2\""))
+        #expect(!yaml.contains("target:"), "every object shapes its own side's device")
     }
 
     @Test func badOptionsAreRefusedWithTheChoices() throws {
@@ -37,6 +38,10 @@ struct ExportCommandTests {
         let format = try RunningCommand.run(roam, ["export", "--format", "litmus", walk])
         #expect(format.status == 2)
         #expect(format.error.contains("chaos-mesh"))
+        let stacked = try RunningCommand.run(roam, ["export", walk, "--device", "wifi=eth0", "--device", "cell=eth0"])
+        #expect(stacked.status == 2)
+        #expect(stacked.error.contains("links 'wifi' and 'cell' would both be the device 'eth0'"), "\(stacked.error)")
+        #expect(stacked.output.isEmpty, "nothing is written for a refused export")
         let missing = try RunningCommand.run(roam, ["export", "/nonexistent.yaml"])
         #expect(missing.status == 2)
         #expect(missing.error.contains("cannot read the file"))

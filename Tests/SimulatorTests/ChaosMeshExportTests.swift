@@ -22,9 +22,11 @@ private func webhookViolations(_ document: [String: Any]) -> [String] {
         problems.append("metadata.name '\(name)' is not a DNS label")
     }
     func checkChaos(_ spec: [String: Any], _ path: String) {
-        if let rate = (spec["rate"] as? [String: Any])?["rate"] as? String,
-           rate.range(of: "^[0-9]+(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", options: .regularExpression) == nil {
-            problems.append("\(path).rate.rate '\(rate)' is not a whole number with a unit")
+        for field in ["rate", "bandwidth"] {
+            if let rate = (spec[field] as? [String: Any])?["rate"] as? String,
+               rate.range(of: "^[0-9]+(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", options: .regularExpression) == nil {
+                problems.append("\(path).\(field).rate '\(rate)' is not a whole number with a unit")
+            }
         }
         for (field, key) in [("loss", "loss"), ("duplicate", "duplicate"), ("corrupt", "corrupt")] {
             if let text = (spec[field] as? [String: Any])?[key] as? String, !(Double(text).map { (0...100).contains($0) } ?? false) {
@@ -96,7 +98,7 @@ struct ChaosMeshExportTests {
         options.namespace = "mobile-tests"
         options.selectors = Dictionary(uniqueKeysWithValues: scenario.nodes.map { ($0.name, ["app.kubernetes.io/name": $0.name]) })
         options.devices = Dictionary(uniqueKeysWithValues: scenario.links.enumerated().map { ($1.name, "net\($0 + 1)") })
-        let result = ChaosMeshExport.export(scenario, options: options)
+        let result = try ChaosMeshExport.export(scenario, options: options)
         #expect(try violations(result.yaml) == [])
         #expect(result.manifests >= 1)
         // Every track covers the scenario exactly.
@@ -112,28 +114,206 @@ struct ChaosMeshExportTests {
         }
     }
 
-    @Test func walkOutOfHomeBecomesAWorkflowWithAPartitionForTheOutage() throws {
-        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/walk-out-of-home.yaml").scenario)
-        let result = ChaosMeshExport.export(scenario)
-        let workflow = try #require(try documents(result.yaml).first)
-        #expect(workflow["kind"] as? String == "Workflow")
-        let templates = (workflow["spec"] as? [String: Any])?["templates"] as? [[String: Any]] ?? []
-        let wifiSteps = templates.filter { ($0["name"] as? String)?.hasPrefix("wifi-") == true }
-        // 0-5 s as set up, 5-10.1 s after the set, the 5 s ramp in steps of at least 1 s,
-        // 15-30 s partitioned, then back with the ramp's end state.
-        let partition = try #require(wifiSteps.first { ($0["networkChaos"] as? [String: Any])?["action"] as? String == "partition" })
-        #expect(partition["deadline"] as? String == "15s")
-        #expect((6...9).contains(wifiSteps.count), "\(wifiSteps.count) steps")
-        let first = try #require(wifiSteps.first?["networkChaos"] as? [String: Any])
-        #expect((first["delay"] as? [String: Any])?["latency"] as? String == "8ms")
-        #expect((first["rate"] as? [String: Any])?["rate"] as? String == "50mbit")
-        #expect((first["loss"] as? [String: Any])?["loss"] as? String == "0.1")
-        #expect(first["direction"] as? String == "both")
-        #expect(result.notes.contains { $0.contains("partition") })
-        #expect(result.notes.contains { $0.contains("join the same two nodes") }, "two links, no devices")
+    /// Per link and direction, what a packet meets on the sending side's device over the run,
+    /// by Chaos Mesh's semantics (``ChaosMeshSemantics``), is what Roam plays: exactly, at every
+    /// change but a ramp's inner steps; during a ramp, values Roam had within the resolution
+    /// before (never values still to come). Nothing else in the pods is touched, and no device
+    /// gets two objects of a kind at once.
+    @Test(arguments: bundled)
+    func everyBundledScenarioPlaysOnAClusterAsRoamPlaysIt(_ file: String) throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/" + file).scenario)
+        let options = ChaosMeshExport.Options()
+        let result = try ChaosMeshExport.export(scenario, options: options)
+        #expect(try violations(result.yaml) == [])
+        let mismatches = Self.mismatches(scenario, result, options: options)
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(8).joined(separator: "\n"))")
     }
 
-    @Test func withoutATimelineEachDirectionIsOneNetworkChaos() throws {
+    /// Where the export and Roam part, one line each.
+    static func mismatches(_ scenario: Scenario, _ result: ChaosMeshExport.Result, options: ChaosMeshExport.Options) -> [String] {
+        guard let parsed = try? documents(result.yaml) else { return ["the export does not parse"] }
+        let activations = ChaosMeshSemantics.activations(parsed, duration: scenario.duration)
+        let labels = Dictionary(uniqueKeysWithValues: scenario.nodes.map { ($0.name, options.selectors[$0.name] ?? ["app": $0.name]) })
+        var roam: [ChaosMeshSemantics.Side: (link: String, points: [(at: Duration, egress: ChaosMeshSemantics.Egress, ramp: Bool)])] = [:]
+        var times: Set<Duration> = [.zero]
+        for link in scenario.links {
+            for direction in TrafficDirection.allCases {
+                let sender = direction == .up ? link.endpoints.0 : link.endpoints.1
+                let points = ChaosMeshSemantics.roam(scenario, link: link.name, direction: direction)
+                roam[ChaosMeshSemantics.Side(node: sender, device: options.device(of: link.name))] = ("\(link.name) \(direction)", points)
+                for point in points { times.insert(point.at) }
+            }
+        }
+        for activation in activations { times.insert(activation.start); times.insert(activation.end) }
+        let boundaries = times.filter { $0 < scenario.duration }.sorted()
+        var samples = boundaries
+        for (index, time) in boundaries.enumerated() {
+            let next = index + 1 < boundaries.count ? boundaries[index + 1] : scenario.duration
+            samples.append(time + (next - time) / 2)
+        }
+        var problems: [String] = []
+        for time in samples.sorted() {
+            let sides = ChaosMeshSemantics.egress(at: time, activations, labels: labels)
+            for side in sides.keys where roam[side] == nil {
+                problems.append("\(time): \(side.node)'s \(side.device) is shaped, and no link is there")
+            }
+            for (side, expected) in roam {
+                let got = sides[side] ?? ChaosMeshSemantics.Egress()
+                if got.netemObjects > 1 || got.tbfObjects > 1 {
+                    problems.append("\(time): \(expected.link): \(got.netemObjects) netem and \(got.tbfObjects) tbf objects at once")
+                }
+                guard let current = expected.points.last(where: { $0.at <= time }) else { continue }
+                if got.conditions == current.egress { continue }
+                // Within a ramp, a value Roam had within the resolution before is fine.
+                let window = expected.points.filter { $0.at > time - options.resolution && $0.at <= time }.map(\.egress)
+                    + [expected.points.last { $0.at <= time - options.resolution }?.egress].compactMap { $0 }
+                if current.ramp && window.contains(got.conditions) { continue }
+                problems.append("\(time): \(expected.link): Chaos Mesh plays \(got), Roam \(current.egress)")
+            }
+        }
+        return problems
+    }
+
+    @Test func walkOutOfHomeKeepsCellularUntouchedWhileWiFiDegradesAndGoes() throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/walk-out-of-home.yaml").scenario)
+        let result = try ChaosMeshExport.export(scenario)
+        let parsed = try documents(result.yaml)
+        let workflow = try #require(parsed.first)
+        #expect(workflow["kind"] as? String == "Workflow")
+        let activations = ChaosMeshSemantics.activations(parsed, duration: scenario.duration)
+        let labels = ["phone": ["app": "phone"], "server": ["app": "server"]]
+        let wifiUp = ChaosMeshSemantics.Side(node: "phone", device: "wifi"), cellUp = ChaosMeshSemantics.Side(node: "phone", device: "cell")
+        let cell = try #require(scenario.links.first { $0.name == "cell" })
+        let cellPlays = ChaosMeshSemantics.expected(true, LinkConditions(impairment: cell.up))
+        for tenth in 0..<400 {
+            let time = Duration.milliseconds(100 * tenth + 50)
+            let sides = ChaosMeshSemantics.egress(at: time, activations, labels: labels)
+            #expect(sides[cellUp]?.conditions == cellPlays, "cellular at \(time): \(sides[cellUp]?.description ?? "clear")")
+            let wifi = sides[wifiUp]
+            if time > .seconds(15) && time < .seconds(30) { #expect(wifi?.loss == 100, "Wi-Fi gone at \(time)") }
+            if time < .seconds(5) { #expect(wifi?.loss == 0.1 && wifi?.latency == .milliseconds(8) && wifi?.rate == 50_000_000) }
+        }
+        // The ramp's spans hold their starting values: the span from 10.1 s has Roam's 10.1 s
+        // values (5.7% loss), not those of its end; the final 40% and 1 Mbit/s hold from 15 s.
+        let roam = ChaosMeshSemantics.roam(scenario, link: "wifi", direction: .up)
+        let roamAt10_1 = try #require(roam.first { $0.at == .milliseconds(10_100) }).egress
+        #expect(roamAt10_1.loss == 5.7)
+        let atRampStart = ChaosMeshSemantics.egress(at: .milliseconds(10_500), activations, labels: labels)[wifiUp]
+        #expect(atRampStart?.conditions == roamAt10_1, "\(atRampStart?.description ?? "")")
+        let beforeEnd = ChaosMeshSemantics.egress(at: .milliseconds(14_950), activations, labels: labels)[wifiUp]
+        #expect(beforeEnd.map { $0.loss < 40 && ($0.rate ?? 0) > 1_000_000 } == true, "\(beforeEnd?.description ?? "")")
+        let atEnd = ChaosMeshSemantics.egress(at: .milliseconds(15_000), activations, labels: labels)[wifiUp]
+        #expect(atEnd?.loss == 100 && atEnd?.rate == 1_000_000, "carrier lost at 15 s, when the ramp ends")
+        let back = ChaosMeshSemantics.egress(at: .milliseconds(30_500), activations, labels: labels)[wifiUp]
+        #expect(back?.loss == 40 && back?.rate == 1_000_000)
+        #expect(result.notes.contains { $0.contains("carrier loss") && $0.contains("path monitor") })
+    }
+
+    @Test func queuesAreRoamsTbfNotNetemsThousandPackets() throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/airplane-wifi.yaml").scenario)
+        let result = try ChaosMeshExport.export(scenario)
+        let parsed = try documents(result.yaml)
+        let activations = ChaosMeshSemantics.activations(parsed, duration: scenario.duration)
+        let up = ChaosMeshSemantics.egress(at: .milliseconds(500), activations, labels: ["phone": ["app": "phone"], "server": ["app": "server"]])
+        let link = try #require(scenario.links.first { $0.profile == "airplane-wifi" })
+        let side = try #require(up[ChaosMeshSemantics.Side(node: "phone", device: link.name)])
+        let roam = try #require(NetemBackend.configuration(for: LinkConditions(impairment: link.up), seed: 0).1)
+        #expect(side.rate == 512_000 && side.limit == roam.limit && side.buffer == roam.bucket)
+        #expect(side.netemRate == nil)
+    }
+
+    @Test func jitterWithoutDelayKeepsALatencySoChaosMeshWritesIt() throws {
+        let scenario = try #require(ScenarioReader.parse("""
+            name: jitter
+            duration: 10s
+            nodes: { a: {}, b: {} }
+            links: [{ name: l, between: [a, b], jitter: 5ms }]
+            """, file: "jitter.yaml").scenario)
+        let result = try ChaosMeshExport.export(scenario)
+        let sides = ChaosMeshSemantics.egress(at: .seconds(1), ChaosMeshSemantics.activations(try documents(result.yaml), duration: .seconds(10)),
+                                              labels: ["a": ["app": "a"], "b": ["app": "b"]])
+        #expect(sides[ChaosMeshSemantics.Side(node: "a", device: "l")]?.jitter == .milliseconds(5))
+        #expect(result.notes.contains { $0.contains("jitter without delay") })
+    }
+
+    @Test func namesNeverCollideAndOutagesAreOneStep() throws {
+        let longName = "a" + String(repeating: "b", count: 63 - 1)
+        let scenario = try #require(ScenarioReader.parse("""
+            name: \(longName)
+            duration: 20s
+            nodes: { phone: {}, server: {} }
+            links:
+              - { name: cell, between: [phone, server], profile: lte }
+              - { name: cell-2, between: [phone, server], profile: lte }
+              - { name: entry, between: [phone, server], profile: wifi }
+              - { name: Cell_2, between: [phone, server], profile: 3g, loss: 0.0000001% }
+            timeline:
+              - { at: 2s, link: cell, down: true }
+              - { at: 3s, link: cell, ramp: { to: { loss: 20% }, over: 2s } }
+              - { at: 4s, link: cell-2, blackhole: true }
+              - { at: 8s, link: cell, up: true }
+            """, file: "names.yaml").scenario)
+        let result = try ChaosMeshExport.export(scenario)
+        #expect(try violations(result.yaml) == [], "unique template names, DNS labels")
+        let templates = ((try documents(result.yaml).first?["spec"] as? [String: Any])?["templates"] as? [[String: Any]]) ?? []
+        // The outage on cell (down, a ramp while down, up) is one step of 100% loss.
+        let cellUp = templates.filter { ($0["name"] as? String)?.hasPrefix("l0-cell-up-netem-") == true }
+        let outages = cellUp.filter { (($0["networkChaos"] as? [String: Any])?["loss"] as? [String: Any])?["loss"] as? String == "100" }
+        #expect(outages.count == 1 && outages.first?["deadline"] as? String == "6s", "\(cellUp.map { $0["deadline"] ?? "" })")
+        // A loss too small for Chaos Mesh's six decimals is its smallest, not zero.
+        #expect(result.yaml.contains("loss: \"0.000001\""))
+        #expect(result.notes.contains { $0.contains("smallest") })
+        let mismatches = Self.mismatches(scenario, result, options: ChaosMeshExport.Options())
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(8).joined(separator: "\n"))")
+
+        let flat = try #require(ScenarioReader.parse("""
+            name: \(longName)
+            duration: 20s
+            nodes: { phone: {}, server: {} }
+            links:
+              - { name: cell, between: [phone, server], profile: lte }
+              - { name: cell-2, between: [phone, server], profile: lte }
+            """, file: "flat.yaml").scenario)
+        let manifests = try documents(try ChaosMeshExport.export(flat).yaml)
+        let names = manifests.compactMap { ($0["metadata"] as? [String: Any])?["name"] as? String }
+        #expect(Set(names).count == names.count && names.count == 8 && names.allSatisfy { $0.count <= 63 }, "\(names)")
+        #expect(try violations(try ChaosMeshExport.export(flat).yaml) == [])
+    }
+
+    @Test func twoLinksOnOneDeviceOfAPodAreRefused() throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/walk-out-of-home.yaml").scenario)
+        var options = ChaosMeshExport.Options()
+        options.devices = ["wifi": "eth0", "cell": "eth0"]
+        let refusal = try #require(throws: ChaosMeshExport.Refusal.self) { try ChaosMeshExport.export(scenario, options: options) }
+        #expect(refusal.message.contains("'wifi' and 'cell'") && refusal.message.contains("eth0") && refusal.message.contains("--device"))
+        // One link on the pods' primary interface, the other on its own device, is faithful.
+        options.devices = ["wifi": "eth0"]
+        let result = try ChaosMeshExport.export(scenario, options: options)
+        let mismatches = Self.mismatches(scenario, result, options: options)
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(8).joined(separator: "\n"))")
+    }
+
+    /// The semantics model catches what the old export did: a partition filtered by the
+    /// peer's primary IP cuts every link between two pods, and a target on a second device
+    /// shapes nothing.
+    @Test func theModelSeesWhatAPartitionAndATargetDo() {
+        let labels = ["phone": ["app": "phone"], "server": ["app": "server"]]
+        let partition: [String: Any] = ["action": "partition", "direction": "to", "selector": ["labelSelectors": ["app": "phone"]],
+                                        "target": ["selector": ["labelSelectors": ["app": "server"]]]]
+        let onEth0 = ChaosMeshSemantics.egress(at: .zero, [.init(start: .zero, end: .seconds(1), spec: partition)], labels: labels)
+        #expect(onEth0[ChaosMeshSemantics.Side(node: "phone", device: "eth0")]?.dropped == true)
+        var targeted = partition
+        targeted["device"] = "net1"
+        targeted["action"] = "netem"
+        targeted["delay"] = ["latency": "10ms"]
+        let onNet1 = ChaosMeshSemantics.egress(at: .zero, [.init(start: .zero, end: .seconds(1), spec: targeted)], labels: labels)
+        #expect(onNet1.isEmpty, "a target filter on a second device matches nothing")
+        let jitterOnly: [String: Any] = ["action": "netem", "selector": ["labelSelectors": ["app": "phone"]], "delay": ["latency": "0ms", "jitter": "5ms"]]
+        let dropped = ChaosMeshSemantics.egress(at: .zero, [.init(start: .zero, end: .seconds(1), spec: jitterOnly)], labels: labels)
+        #expect(dropped[ChaosMeshSemantics.Side(node: "phone", device: "eth0")]?.jitter == .zero)
+    }
+
+    @Test func withoutATimelineEachSideAndKindIsOneNetworkChaos() throws {
         let scenario = try #require(ScenarioReader.parse("""
             name: Asymmetric-DSL
             duration: 10s
@@ -141,24 +321,30 @@ struct ChaosMeshExportTests {
             links:
               - { name: dsl, between: [home, isp], profile: dsl, loss: { model: gilbert-elliott, p: 1%, r: 30% }, distribution: pareto, jitter: 1ms, limit: 50 }
             """, file: "dsl.yaml").scenario)
-        let result = ChaosMeshExport.export(scenario)
+        let result = try ChaosMeshExport.export(scenario)
         #expect(try violations(result.yaml) == [])
         let manifests = try documents(result.yaml)
-        #expect(manifests.map { $0["kind"] as? String } == ["NetworkChaos", "NetworkChaos"])
-        #expect(manifests.map { ($0["metadata"] as? [String: Any])?["name"] as? String } == ["asymmetric-dsl-dsl-up", "asymmetric-dsl-dsl-down"])
-        let up = manifests[0]["spec"] as? [String: Any] ?? [:], down = manifests[1]["spec"] as? [String: Any] ?? [:]
-        #expect(up["direction"] as? String == "to" && down["direction"] as? String == "from")
-        #expect((up["rate"] as? [String: Any])?["rate"] as? String == "256kbit")
-        #expect((down["rate"] as? [String: Any])?["rate"] as? String == "2mbit")
-        #expect((up["loss"] as? [String: Any])?["loss"] as? String == "3.2258", "Gilbert-Elliott's long-run loss, 1/31")
-        for expected in ["Gilbert-Elliott", "distributions", "queue limits"] {
+        #expect(manifests.map { $0["kind"] as? String } == Array(repeating: "NetworkChaos", count: 4))
+        #expect(manifests.map { ($0["metadata"] as? [String: Any])?["name"] as? String }
+            == ["asymmetric-dsl-l0-dsl-up-netem", "asymmetric-dsl-l0-dsl-up-rate", "asymmetric-dsl-l0-dsl-down-netem", "asymmetric-dsl-l0-dsl-down-rate"])
+        let specs = manifests.map { $0["spec"] as? [String: Any] ?? [:] }
+        #expect(specs.allSatisfy { $0["direction"] as? String == "to" && $0["target"] == nil && $0["device"] as? String == "dsl" })
+        #expect(((specs[0]["selector"] as? [String: Any])?["labelSelectors"] as? [String: String]) == ["app": "home"])
+        #expect(((specs[2]["selector"] as? [String: Any])?["labelSelectors"] as? [String: String]) == ["app": "isp"])
+        #expect((specs[1]["bandwidth"] as? [String: Any])?["rate"] as? String == "256kbit")
+        #expect((specs[1]["bandwidth"] as? [String: Any])?["limit"] as? Int == 50 * 1514, "the scenario's queue limit in packets")
+        #expect((specs[3]["bandwidth"] as? [String: Any])?["rate"] as? String == "2mbit")
+        #expect((specs[0]["loss"] as? [String: Any])?["loss"] as? String == "3.225806", "Gilbert-Elliott's long-run loss, 1/31")
+        for expected in ["Gilbert-Elliott", "distributions"] {
             #expect(result.notes.contains { $0.contains(expected) }, "a note on \(expected)")
         }
+        let mismatches = Self.mismatches(scenario, result, options: ChaosMeshExport.Options())
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(8).joined(separator: "\n"))")
     }
 
     @Test func traceDrivenCapacityIsItsMeanRateAndSaysSo() throws {
         let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/commuter-train.yaml").scenario)
-        let result = ChaosMeshExport.export(scenario)
+        let result = try ChaosMeshExport.export(scenario)
         #expect(result.notes.contains { $0.contains("trace-driven capacity") && $0.contains("mean rate") })
         #expect(try violations(result.yaml) == [])
     }
@@ -193,6 +379,9 @@ struct ChaosMeshExportTests {
         #expect(ChaosMeshExport.goDuration(.seconds(40)) == "40s")
         #expect(ChaosMeshExport.percent(0.001) == "0.1")
         #expect(ChaosMeshExport.percent(0.4) == "40")
+        #expect(ChaosMeshExport.percent(1.0 / 31) == "3.225806")
+        #expect(ChaosMeshExport.percent(1e-12) == "0.000001", "never zero")
+        #expect(ChaosMeshExport.percent(0) == "0")
         #expect(ChaosMeshExport.dnsName("Walk Out_Of-Home!") == "walk-out-of-home")
     }
 }

@@ -1,31 +1,48 @@
 import PathMonitor
 
 /// A scenario's links and timeline as Chaos Mesh manifests (`chaos-mesh.org/v1alpha1`), for
-/// teams that run network chaos on Kubernetes: each node is a set of pods (a label selector),
-/// each link direction a `NetworkChaos` between the two nodes' pods. A scenario without a
-/// timeline becomes one `NetworkChaos` per link (or per direction when they differ); one with
-/// a timeline becomes a `Workflow` whose entry runs, in parallel, a `Serial` track per link
-/// direction: a `NetworkChaos` step with a `deadline` for each span of constant conditions, a
-/// `Suspend` step for spans without any.
+/// teams that take mobility tests to Kubernetes. Each node is a set of pods (a label selector);
+/// each link is a network device of its own in the pods of both its nodes (a Multus attachment
+/// named after the link, unless `devices` says otherwise), as a Roam link is a veth pair.
 ///
-/// What Chaos Mesh cannot express is exported as closely as it allows, and each such case is
-/// listed in ``Result/notes``: trace-driven capacity (its mean rate), Gilbert-Elliott loss (its
-/// long-run rate), delay distributions and queue limits (dropped), carrier loss (a partition,
-/// which pods do not see as a carrier change), several links between one pair of nodes
-/// without `devices` (they would shape the same traffic).
+/// Every object shapes one device's egress on one side, as Roam's netem backend does: a link's
+/// `up` direction is the first node's device, `down` the second's. Objects have no `target`
+/// (Chaos Mesh filters targets by the pods' primary IP, which traffic on a second device never
+/// carries) and `direction: to` (the selected pods' own egress). Per side there are two kinds:
+///
+/// - `action: netem`: delay, jitter, loss, duplication, corruption, reordering. Carrier loss
+///   and blackholes are 100% loss on that device alone, so the other links play on.
+/// - `action: bandwidth`: the rate, as a tbf with the queue Roam's netem backend gives it
+///   (100 ms at the rate, at least 64 KiB; the scenario's `limit` in packets of 1514 bytes), not
+///   netem's own rate behind a 1000-packet queue.
+///
+/// Without a timeline each becomes one `NetworkChaos`; with one, a `Workflow` whose entry runs,
+/// in parallel, a `Serial` track per link, side and kind: a `NetworkChaos` step with a
+/// `deadline` for each span of constant conditions, a `Suspend` step for spans without any.
+/// Ramp steps closer than the resolution are merged; a merged span holds the conditions of its
+/// start, as Roam holds each step's until the next, and a ramp's final values get a span of
+/// their own.
+///
+/// What Chaos Mesh cannot express is exported as closely as it allows and listed in
+/// ``Result/notes``. What cannot be played faithfully at all (two links on one device of a
+/// pod) is refused.
 public enum ChaosMeshExport {
     public struct Options: Sendable {
         /// The Kubernetes namespace of the manifests and of the pods.
         public var namespace = "default"
         /// Each node's pods, as labels; a node without an entry is `app: NODE`.
         public var selectors: [String: [String: String]] = [:]
-        /// A link's network device inside the pods (e.g. a Multus interface), by link name.
+        /// A link's network device inside the pods of both its nodes, by link name; a link
+        /// without an entry is a device named after the link.
         public var devices: [String: String] = [:]
-        /// Changes closer together than this (ramp steps) are merged: the later one wins.
-        /// Carrier and blackhole changes are always kept.
+        /// Changes closer together than this (ramp steps) are merged: the earlier one's values
+        /// hold. Carrier and blackhole changes, `set`s and a ramp's last step are always kept.
         public var resolution: Duration = .seconds(1)
 
         public init() {}
+
+        /// The device `link` is in the pods.
+        public func device(of link: String) -> String { devices[link] ?? link }
     }
 
     public struct Result: Sendable {
@@ -38,20 +55,36 @@ public enum ChaosMeshExport {
         public var steps: Int
     }
 
-    public static func export(_ scenario: Scenario, options: Options = Options()) -> Result {
+    /// Why a scenario cannot be exported faithfully.
+    public struct Refusal: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    /// The smallest percentage Chaos Mesh's daemon writes into a netem argument (it formats
+    /// them with six decimals).
+    public static let smallestPercent = 0.000001
+
+    /// A tbf queue a rate maps to: bytes per second, and `limit` and `buffer` in bytes.
+    static func bandwidth(_ conditions: LinkConditions) -> (rate: Rate, limit: UInt32, buffer: UInt32)? {
+        let impairment = conditions.impairment
+        guard let rate = impairment.rate ?? impairment.trace.map({ Rate(bitsPerSecond: $0.trace.meanRate) }) else { return nil }
+        var shaped = conditions
+        shaped.impairment.rate = rate
+        guard let bucket = NetemBackend.configuration(for: shaped, seed: 0).1 else { return nil }
+        return (rate, bucket.limit, bucket.bucket)
+    }
+
+    public static func export(_ scenario: Scenario, options: Options = Options()) throws(Refusal) -> Result {
+        try checkDevices(scenario, options: options)
         var notes = Notes()
         let tracks = Track.build(scenario, options: options, notes: &notes)
         for node in scenario.nodes.map(\.name) where options.selectors[node] == nil
             && scenario.links.contains(where: { $0.endpoints.0 == node || $0.endpoints.1 == node }) {
             notes.add("node '\(node)' has no selector; its pods are those labelled app=\(node) (roam export --select \(node)=KEY=VALUE)")
         }
-        var pairs: [String: [String]] = [:]
-        for link in scenario.links {
-            let key = [link.endpoints.0, link.endpoints.1].sorted().joined(separator: "|")
-            pairs[key, default: []].append(link.name)
-        }
-        for (_, links) in pairs.sorted(by: { $0.key < $1.key }) where links.count > 1 && links.contains(where: { options.devices[$0] == nil }) {
-            notes.add("links \(links.joined(separator: ", ")) join the same two nodes; without --device LINK=DEVICE for each, their chaos shapes the same pod traffic")
+        for link in scenario.links where options.devices[link.name] == nil {
+            notes.add("link '\(link.name)' is the device '\(link.name)' in the pods of \(link.endpoints.0) and \(link.endpoints.1): attach a network of that name (Multus, see the README), or name the device with --device \(link.name)=DEVICE")
         }
 
         var documents: [JSONValue] = []
@@ -59,10 +92,10 @@ public enum ChaosMeshExport {
         let base = dnsName(scenario.name)
         if scenario.timeline.isEmpty {
             for track in tracks {
-                guard let span = track.spans.first, let spec = span.state.spec(track: track, scenario: scenario, options: options, notes: &notes) else { continue }
+                guard let span = track.spans.first, let spec = track.spec(span.state, scenario: scenario, options: options) else { continue }
                 documents.append(.object([
                     ("apiVersion", "chaos-mesh.org/v1alpha1"), ("kind", "NetworkChaos"),
-                    ("metadata", metadata("\(base)-\(track.name)", scenario, options)), ("spec", spec),
+                    ("metadata", metadata(name(base, suffix: track.name), scenario, options)), ("spec", spec),
                 ]))
             }
         } else {
@@ -73,7 +106,7 @@ public enum ChaosMeshExport {
                 for (index, span) in track.spans.enumerated() {
                     let name = "\(track.name)-\(index)"
                     let deadline = JSONValue.string(goDuration(span.end - span.start))
-                    if let spec = span.state.spec(track: track, scenario: scenario, options: options, notes: &notes) {
+                    if let spec = track.spec(span.state, scenario: scenario, options: options) {
                         templates.append(.object([("name", .string(name)), ("templateType", "NetworkChaos"), ("deadline", deadline), ("networkChaos", spec)]))
                     } else {
                         templates.append(.object([("name", .string(name)), ("templateType", "Suspend"), ("deadline", deadline)]))
@@ -84,12 +117,12 @@ public enum ChaosMeshExport {
                 templates.append(.object([("name", .string(track.name)), ("templateType", "Serial"), ("children", .array(stepNames))]))
                 children.append(.string(track.name))
             }
-            templates.insert(.object([("name", "scenario"), ("templateType", "Parallel"), ("deadline", .string(goDuration(scenario.duration))),
+            templates.insert(.object([("name", "entry"), ("templateType", "Parallel"), ("deadline", .string(goDuration(scenario.duration))),
                                       ("children", .array(children))]), at: 0)
             documents.append(.object([
                 ("apiVersion", "chaos-mesh.org/v1alpha1"), ("kind", "Workflow"),
-                ("metadata", metadata(base, scenario, options)),
-                ("spec", .object([("entry", "scenario"), ("templates", .array(templates))])),
+                ("metadata", metadata(String(base.prefix(63)), scenario, options)),
+                ("spec", .object([("entry", "entry"), ("templates", .array(templates))])),
             ]))
             notes.add("each track's steps start when the previous one ends, so controller latency adds up along a track; Roam plays changes on the clock")
         }
@@ -99,8 +132,33 @@ public enum ChaosMeshExport {
         return Result(yaml: yaml, notes: notes.items, manifests: documents.count, steps: steps)
     }
 
+    /// Refuses links that would shape one device of one node's pods together: their chaos
+    /// would stack on the same traffic, and neither link would play as written.
+    static func checkDevices(_ scenario: Scenario, options: Options) throws(Refusal) {
+        var seen: [String: String] = [:]
+        for link in scenario.links {
+            for node in [link.endpoints.0, link.endpoints.1] {
+                let key = node + "\u{0}" + options.device(of: link.name)
+                if let other = seen[key] {
+                    throw Refusal(message: "links '\(other)' and '\(link.name)' would both be the device '\(options.device(of: link.name))' in the pods of "
+                        + "node '\(node)', where their conditions would stack on the same traffic; give each link a device of its own "
+                        + "(--device \(link.name)=DEVICE, e.g. a Multus attachment)")
+                }
+                seen[key] = link.name
+            }
+        }
+    }
+
+    /// `base-suffix`, with `base` shortened so that the whole is a DNS label (at most 63).
+    static func name(_ base: String, suffix: String) -> String {
+        let room = max(0, 63 - suffix.count - 1)
+        var head = String(base.prefix(room))
+        while head.hasSuffix("-") { head.removeLast() }
+        return head.isEmpty ? String(suffix.prefix(63)) : head + "-" + suffix
+    }
+
     static func metadata(_ name: String, _ scenario: Scenario, _ options: Options) -> JSONValue {
-        .object([("name", .string(String(name.prefix(63)))), ("namespace", .string(options.namespace)),
+        .object([("name", .string(name)), ("namespace", .string(options.namespace)),
                  ("labels", .object([("app.kubernetes.io/managed-by", "roam"), ("roam/scenario", .string(String(dnsName(scenario.name).prefix(63))))]))])
     }
 
@@ -127,10 +185,24 @@ public enum ChaosMeshExport {
         return "\(nanoseconds)ns"
     }
 
-    /// A percentage as Chaos Mesh's FloatStr: `0.1` for 0.001.
+    /// A fraction as Chaos Mesh's percentage strings: `0.1` for 0.001, with the six decimals
+    /// its daemon keeps. A non-zero fraction never becomes `0`: below ``smallestPercent`` it is
+    /// that (the caller notes it).
     static func percent(_ fraction: Double) -> String {
-        let value = (fraction * 100 * 10_000).rounded() / 10_000
-        return value == value.rounded() ? String(Int(value)) : String(value)
+        var value = (fraction * 100 * 1_000_000).rounded() / 1_000_000
+        if fraction > 0 && value < smallestPercent { value = smallestPercent }
+        if value == value.rounded() { return String(Int(value)) }
+        var text = String(format6(value))
+        while text.hasSuffix("0") { text.removeLast() }
+        return text
+    }
+
+    /// `value` with six decimals, without Foundation.
+    private static func format6(_ value: Double) -> String {
+        let scaled = Int64((value * 1_000_000).rounded())
+        let whole = scaled / 1_000_000, fraction = scaled % 1_000_000
+        let digits = String(fraction)
+        return "\(whole)." + String(repeating: "0", count: 6 - digits.count) + digits
     }
 
     /// A rate in whole units, as Chaos Mesh's webhook requires (`1500kbit`, not `1.5mbit`).
@@ -149,72 +221,26 @@ struct Notes {
     mutating func add(_ note: String) { if !items.contains(note) { items.append(note) } }
 }
 
-/// One direction of a link (or both, when they never differ) over the scenario.
+/// One kind of chaos (netem or bandwidth) on one side of a link (its `up` or `down` sender)
+/// over the scenario.
 struct Track {
-    struct State: Equatable {
-        var carrier = true
-        var conditions = LinkConditions()
+    enum Kind: String {
+        case netem, rate
+    }
 
-        /// The NetworkChaos spec for this state, nil when the link is clear.
-        func spec(track: Track, scenario: Scenario, options: ChaosMeshExport.Options, notes: inout Notes) -> JSONValue? {
-            let impairment = conditions.impairment
-            var fields: [(String, JSONValue)] = []
-            let partitioned = !carrier || conditions.isBlackholed
-            if partitioned {
-                fields.append(("action", "partition"))
-                if !carrier { notes.add("carrier loss (down, flap) on \(track.link) is a partition: pods see their traffic stop, not their interface go down") }
-            } else {
-                if let delay = impairment.delay {
-                    var members: [(String, JSONValue)] = [("latency", .string(ChaosMeshExport.goDuration(delay)))]
-                    if let jitter = impairment.jitter { members.append(("jitter", .string(ChaosMeshExport.goDuration(jitter)))) }
-                    if let correlation = impairment.delayCorrelation { members.append(("correlation", .string(ChaosMeshExport.percent(correlation)))) }
-                    if let reorder = impairment.reorder, reorder > 0 {
-                        members.append(("reorder", .object([("reorder", .string(ChaosMeshExport.percent(reorder))), ("gap", .int(1))])))
-                    }
-                    fields.append(("delay", .object(members)))
-                    if impairment.distribution != nil { notes.add("delay distributions (\(track.link)) have no Chaos Mesh field; dropped") }
-                } else if impairment.jitter != nil {
-                    fields.append(("delay", .object([("latency", "0ms"), ("jitter", .string(ChaosMeshExport.goDuration(impairment.jitter!)))])))
-                }
-                switch impairment.loss {
-                case .random(let rate, let correlation)? where rate > 0:
-                    var members: [(String, JSONValue)] = [("loss", .string(ChaosMeshExport.percent(rate)))]
-                    if correlation > 0 { members.append(("correlation", .string(ChaosMeshExport.percent(correlation)))) }
-                    fields.append(("loss", .object(members)))
-                case .gilbertElliott? :
-                    let mean = impairment.loss!.meanLoss
-                    if mean > 0 { fields.append(("loss", .object([("loss", .string(ChaosMeshExport.percent(mean)))]))) }
-                    notes.add("Gilbert-Elliott loss (\(track.link)) has no Chaos Mesh form; exported as random loss at its long-run rate")
-                default: break
-                }
-                if let duplicate = impairment.duplicate, duplicate > 0 {
-                    fields.append(("duplicate", .object([("duplicate", .string(ChaosMeshExport.percent(duplicate)))])))
-                }
-                if let corrupt = impairment.corrupt, corrupt > 0 {
-                    fields.append(("corrupt", .object([("corrupt", .string(ChaosMeshExport.percent(corrupt)))])))
-                }
-                if let rate = impairment.rate {
-                    fields.append(("rate", .object([("rate", .string(ChaosMeshExport.rate(rate)))])))
-                } else if let trace = impairment.trace {
-                    let mean = Rate(bitsPerSecond: trace.trace.meanRate)
-                    fields.append(("rate", .object([("rate", .string(ChaosMeshExport.rate(mean)))])))
-                    notes.add("trace-driven capacity (\(track.link): \(trace.path)) has no Chaos Mesh form; exported as its mean rate, \(ChaosMeshExport.rate(mean))")
-                }
-                if impairment.limit != nil { notes.add("queue limits (\(track.link)) have no field in Chaos Mesh's netem action; dropped") }
-                if fields.isEmpty { return nil }
-                fields.insert(("action", "netem"), at: 0)
+    /// What one track's object does over one span: the netem fields, or the tbf's rate and queue.
+    enum State: Equatable {
+        case none
+        case netem([(String, JSONValue)])
+        case bandwidth(rate: Rate, limit: UInt32, buffer: UInt32)
+
+        static func == (lhs: State, rhs: State) -> Bool {
+            switch (lhs, rhs) {
+            case (.none, .none): true
+            case let (.netem(a), .netem(b)): JSONValue.object(a) == JSONValue.object(b)
+            case let (.bandwidth(r1, l1, b1), .bandwidth(r2, l2, b2)): r1 == r2 && l1 == l2 && b1 == b2
+            default: false
             }
-            guard let link = scenario.links.first(where: { $0.name == track.link }) else { return nil }
-            var spec: [(String, JSONValue)] = fields
-            spec.append(("mode", "all"))
-            spec.append(("selector", ChaosMeshExport.selector(link.endpoints.0, options)))
-            spec.append(("direction", .string(track.chaosDirection)))
-            spec.append(("target", .object([("mode", "all"), ("selector", ChaosMeshExport.selector(link.endpoints.1, options))])))
-            if let device = options.devices[link.name] {
-                spec.append(("device", .string(device)))
-                spec.append(("targetDevice", .string(device)))
-            }
-            return .object(spec)
         }
     }
 
@@ -224,70 +250,172 @@ struct Track {
         var state: State
     }
 
+    /// The link's position in the scenario; it makes every track's name unique.
+    var index: Int
     var link: String
-    /// `up`, `down`, or nil for both.
-    var direction: TrafficDirection?
+    var direction: TrafficDirection
+    var kind: Kind
     var spans: [Span]
 
-    var name: String { ChaosMeshExport.dnsName(link) + (direction.map { "-\($0.rawValue)" } ?? "") }
+    /// `l0-wifi-up-netem`: unique (the index), a DNS label, and far from 63 characters
+    /// (link names have at most 15).
+    var name: String { "l\(index)-\(ChaosMeshExport.dnsName(link))-\(direction.rawValue)-\(kind.rawValue)" }
 
-    /// Up is from the link's first node (the selector) to its second (the target).
-    var chaosDirection: String {
-        switch direction {
-        case .up?: "to"
-        case .down?: "from"
-        case nil: "both"
+    /// The NetworkChaos spec for `state`, nil when it does nothing.
+    func spec(_ state: State, scenario: Scenario, options: ChaosMeshExport.Options) -> JSONValue? {
+        guard let link = scenario.links.first(where: { $0.name == self.link }) else { return nil }
+        var spec: [(String, JSONValue)]
+        switch state {
+        case .none:
+            return nil
+        case .netem(let fields):
+            spec = [("action", "netem")] + fields
+        case let .bandwidth(rate, limit, buffer):
+            spec = [("action", "bandwidth"),
+                    ("bandwidth", .object([("rate", .string(ChaosMeshExport.rate(rate))), ("limit", .int(Int64(limit))), ("buffer", .int(Int64(buffer)))]))]
         }
+        let sender = direction == .up ? link.endpoints.0 : link.endpoints.1
+        spec.append(("mode", "all"))
+        spec.append(("selector", ChaosMeshExport.selector(sender, options)))
+        spec.append(("direction", "to"))
+        spec.append(("device", .string(options.device(of: link.name))))
+        return .object(spec)
+    }
+
+    /// The netem fields for one direction's conditions, nil when there are none. Carrier loss
+    /// and blackholes are 100% loss.
+    static func netem(_ carrier: Bool, _ conditions: LinkConditions, link: String, notes: inout Notes) -> [(String, JSONValue)]? {
+        if !carrier || conditions.isBlackholed {
+            if !carrier {
+                notes.add("carrier loss (down, flap) on \(link) is 100% loss on its device on both sides: pods see their traffic over it stop, "
+                    + "not the interface go down, so a path monitor in the pod keeps listing it (as with a blackhole)")
+            }
+            return [("loss", .object([("loss", "100")]))]
+        }
+        let impairment = conditions.impairment
+        var fields: [(String, JSONValue)] = []
+        let delay = impairment.delay ?? .zero
+        let jitter = impairment.jitter ?? .zero
+        if delay > .zero || jitter > .zero {
+            // Chaos Mesh writes netem's delay clause, jitter included, only for a latency above
+            // zero: jitter alone gets the smallest latency it can carry.
+            let latency = delay > .zero ? delay : .microseconds(1)
+            if delay == .zero { notes.add("jitter without delay (\(link)) is exported with a latency of 1us, since Chaos Mesh drops jitter without latency") }
+            var members: [(String, JSONValue)] = [("latency", .string(ChaosMeshExport.goDuration(latency)))]
+            if jitter > .zero { members.append(("jitter", .string(ChaosMeshExport.goDuration(jitter)))) }
+            if let correlation = impairment.delayCorrelation, correlation > 0 { members.append(("correlation", .string(percent(correlation, link, &notes)))) }
+            if let reorder = impairment.reorder, reorder > 0 {
+                members.append(("reorder", .object([("reorder", .string(percent(reorder, link, &notes))), ("gap", .int(1))])))
+            }
+            fields.append(("delay", .object(members)))
+            if impairment.distribution != nil { notes.add("delay distributions (\(link)) have no Chaos Mesh field; dropped") }
+        }
+        switch impairment.loss {
+        case .random(let rate, let correlation)? where rate > 0:
+            var members: [(String, JSONValue)] = [("loss", .string(percent(rate, link, &notes)))]
+            if correlation > 0 { members.append(("correlation", .string(percent(correlation, link, &notes)))) }
+            fields.append(("loss", .object(members)))
+        case .gilbertElliott? :
+            let mean = impairment.loss!.meanLoss
+            if mean > 0 { fields.append(("loss", .object([("loss", .string(percent(mean, link, &notes)))]))) }
+            notes.add("Gilbert-Elliott loss (\(link)) has no Chaos Mesh form; exported as random loss at its long-run rate")
+        default: break
+        }
+        if let duplicate = impairment.duplicate, duplicate > 0 {
+            fields.append(("duplicate", .object([("duplicate", .string(percent(duplicate, link, &notes)))])))
+        }
+        if let corrupt = impairment.corrupt, corrupt > 0 {
+            fields.append(("corrupt", .object([("corrupt", .string(percent(corrupt, link, &notes)))])))
+        }
+        if impairment.limit != nil && impairment.rate == nil && impairment.trace == nil {
+            notes.add("a queue limit without a rate (\(link)) would be netem's own limit, which Chaos Mesh cannot set; dropped")
+        }
+        // netem holds every packet on its delay line; Roam sizes that queue for the flight,
+        // Chaos Mesh leaves netem's default of 1000 packets.
+        let (configuration, _) = NetemBackend.configuration(for: conditions, seed: 0)
+        if configuration.limit > 1000 {
+            notes.add("\(link) holds more than netem's default 1000 packets in flight (\(configuration.limit) at its delay and rate); Chaos Mesh cannot raise netem's limit, so it drops the excess")
+        }
+        return fields.isEmpty ? nil : fields
+    }
+
+    static func percent(_ fraction: Double, _ link: String, _ notes: inout Notes) -> String {
+        if fraction > 0 && fraction * 100 < ChaosMeshExport.smallestPercent {
+            notes.add("a percentage below \(ChaosMeshExport.smallestPercent)% (\(link)) is exported as \(ChaosMeshExport.smallestPercent)%, the smallest Chaos Mesh's daemon writes")
+        }
+        return ChaosMeshExport.percent(fraction)
+    }
+
+    /// Each direction's carrier and conditions at each point where they change, with ramp
+    /// steps closer than `resolution` merged into the earlier one.
+    static func points(_ link: LinkSpec, _ direction: TrafficDirection, _ schedule: TimelineSchedule,
+                       resolution: Duration) -> [(at: Duration, carrier: Bool, conditions: LinkConditions)] {
+        var carrier = true
+        var conditions = schedule.initial.first { $0.link == link.name && $0.direction == direction }?.conditions ?? LinkConditions()
+        var points: [(at: Duration, carrier: Bool, conditions: LinkConditions, structural: Bool)] = [(.zero, carrier, conditions, true)]
+        for change in schedule.changes where change.link == link.name {
+            var structural = true
+            switch change.change {
+            case .carrier(let up):
+                carrier = up
+            case .conditions(let changed, let next):
+                guard changed == direction else { continue }
+                // Ramp steps may merge; the ramp's last step (its final values) may not.
+                structural = next.isBlackholed != conditions.isBlackholed || change.action != "ramp" || change.step == change.stepCount
+                conditions = next
+            }
+            if let last = points.last, last.at == change.at {
+                points[points.count - 1].carrier = carrier
+                points[points.count - 1].conditions = conditions
+                points[points.count - 1].structural = last.structural || structural
+            } else if !structural, let last = points.last, !last.structural, change.at - last.at < resolution {
+                // A ramp step within the resolution of the span's start: the span keeps the
+                // values it started with, as Roam holds each step's until the next.
+                continue
+            } else {
+                points.append((change.at, carrier, conditions, structural))
+            }
+        }
+        return points.map { ($0.at, $0.carrier, $0.conditions) }
     }
 
     static func build(_ scenario: Scenario, options: ChaosMeshExport.Options, notes: inout Notes) -> [Track] {
         let schedule = TimelineSchedule(scenario: scenario)
         var tracks: [Track] = []
-        for link in scenario.links {
-            var perDirection: [TrafficDirection: [Span]] = [:]
+        for (index, link) in scenario.links.enumerated() {
             for direction in TrafficDirection.allCases {
-                var state = State()
-                state.conditions = schedule.initial.first { $0.link == link.name && $0.direction == direction }?.conditions ?? LinkConditions()
-                var points: [(at: Duration, state: State, structural: Bool)] = [(.zero, state, true)]
-                for change in schedule.changes where change.link == link.name {
-                    var structural = false
-                    switch change.change {
-                    case .carrier(let up):
-                        state.carrier = up
-                        structural = true
-                    case .conditions(let changed, let conditions):
-                        guard changed == direction else { continue }
-                        structural = conditions.isBlackholed != state.conditions.isBlackholed || change.action != "ramp"
-                        state.conditions = conditions
+                let points = points(link, direction, schedule, resolution: options.resolution)
+                for kind in [Kind.netem, .rate] {
+                    var spans: [Span] = []
+                    for (position, point) in points.enumerated() {
+                        let end = position + 1 < points.count ? points[position + 1].at : scenario.duration
+                        guard end > point.at else { continue }
+                        let state: State
+                        switch kind {
+                        case .netem:
+                            state = netem(point.carrier, point.conditions, link: link.name, notes: &notes).map(State.netem) ?? .none
+                        case .rate:
+                            if let trace = point.conditions.impairment.trace, point.conditions.impairment.rate == nil {
+                                let mean = ChaosMeshExport.rate(Rate(bitsPerSecond: trace.trace.meanRate))
+                                notes.add("trace-driven capacity (\(link.name): \(trace.path)) has no Chaos Mesh form; exported as its mean rate, \(mean)")
+                            }
+                            state = ChaosMeshExport.bandwidth(point.conditions).map { State.bandwidth(rate: $0.rate, limit: $0.limit, buffer: $0.buffer) } ?? .none
+                        }
+                        if let last = spans.last, last.state == state {
+                            spans[spans.count - 1].end = end
+                        } else {
+                            spans.append(Span(start: point.at, end: end, state: state))
+                        }
                     }
-                    if let last = points.last, last.at == change.at {
-                        points[points.count - 1].state = state
-                        points[points.count - 1].structural = last.structural || structural
-                    } else if !structural, let last = points.last, !last.structural, change.at - last.at < options.resolution {
-                        // Ramp steps closer than the resolution: the later one's state wins.
-                        points[points.count - 1].state = state
-                    } else {
-                        points.append((change.at, state, structural))
-                    }
-                }
-                var spans: [Span] = []
-                for (index, point) in points.enumerated() {
-                    let end = index + 1 < points.count ? points[index + 1].at : scenario.duration
-                    guard end > point.at else { continue }
-                    if let last = spans.last, last.state == point.state {
-                        spans[spans.count - 1].end = end
-                    } else {
-                        spans.append(Span(start: point.at, end: end, state: point.state))
+                    // A track that never does anything is left out.
+                    if spans.contains(where: { $0.state != .none }) {
+                        tracks.append(Track(index: index, link: link.name, direction: direction, kind: kind, spans: spans))
                     }
                 }
-                perDirection[direction] = spans
             }
-            if perDirection[.up] == perDirection[.down] {
-                tracks.append(Track(link: link.name, direction: nil, spans: perDirection[.up] ?? []))
-            } else {
-                tracks.append(Track(link: link.name, direction: .up, spans: perDirection[.up] ?? []))
-                tracks.append(Track(link: link.name, direction: .down, spans: perDirection[.down] ?? []))
-            }
+        }
+        if tracks.contains(where: { $0.kind == .rate }) && tracks.contains(where: { $0.kind == .netem }) {
+            notes.add("a link side with both netem and a rate gets two objects on its device; Chaos Mesh chains them in the order it applies them, so loss may be drawn after the rate's queue as well as before it (Roam draws it before, netem above tbf)")
         }
         return tracks
     }
