@@ -16,6 +16,10 @@ final class MonitorLoop {
     /// The quality nl80211 gives each Wi-Fi interface, and the socket that reads it (opened on
     /// this thread, in the namespace, the first time a Wi-Fi interface is seen).
     private var wirelessQualities: [Int32: LinkQuality] = [:]
+    /// Each interface's classification, with what it was derived from: parsing tags and
+    /// matching rules again only when the interface's name, alias, kind or facts change keeps
+    /// them off the path from a notification to its update.
+    private var classifications: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
     private var wireless: NetlinkSocket?
     private var wirelessUnavailable = false
     private var nextWirelessPoll = ContinuousClock.now
@@ -209,7 +213,20 @@ final class MonitorLoop {
         }
         _ = refreshWirelessQualities()
         for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
-        return evaluator.path(for: snapshot, facts: current, resolvers: resolvers)
+        var seen: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
+        let classifier = evaluator.classifier
+        let path = evaluator.path(for: snapshot, facts: current, resolvers: resolvers) { link, facts in
+            let key = ClassifiedLink(link)
+            if let known = classifications[link.index], known.link == key, known.facts == facts {
+                seen[link.index] = known
+                return known.value
+            }
+            let value = classifier.classify(link, facts: facts)
+            seen[link.index] = (key, facts, value)
+            return value
+        }
+        classifications = seen
+        return path
     }
 
     // MARK: - Wi-Fi link quality
@@ -305,4 +322,21 @@ private func realPath(_ path: String) -> String? {
     guard let resolved = realpath(path, nil) else { return nil }
     defer { free(resolved) }
     return String(cString: resolved)
+}
+
+/// What an interface's classification depends on, besides its device facts.
+private struct ClassifiedLink: Equatable {
+    var name: String
+    var alias: String?
+    var kind: String?
+    var hardwareType: HardwareType
+    var isLoopback: Bool
+
+    init(_ link: Link) {
+        name = link.name
+        alias = link.alias
+        kind = link.kind
+        hardwareType = link.hardwareType
+        isLoopback = link.isLoopback
+    }
 }

@@ -37,6 +37,13 @@ public struct PathEvaluator: Sendable {
     ///   - facts: sysfs facts per interface index; missing entries count as none.
     ///   - resolvers: the namespace's resolvers, for ``NetworkPath/supportsDNS``.
     public func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts] = [:], resolvers: ResolverConfiguration = .init()) -> NetworkPath {
+        path(for: snapshot, facts: facts, resolvers: resolvers) { classifier.classify($0, facts: $1) }
+    }
+
+    /// The path of `snapshot`, with interfaces classified by `classify` (the classifier's
+    /// answer, which a monitor remembers per interface between evaluations).
+    func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
+              classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> NetworkPath {
         var byInterface: [Int32: [InterfaceAddress]] = [:]
         for address in snapshot.addresses.values where address.isUsable {
             byInterface[address.interfaceIndex, default: []].append(address)
@@ -44,7 +51,7 @@ public struct PathEvaluator: Sendable {
         var defaults: [Int32: [DefaultRoute]] = [:]
         // In key order, so that routes tied on table and metric come out in the same order
         // whatever order the snapshot learnt them in.
-        for route in snapshot.routes.values.sorted(by: Self.routeOrder) where route.isDefault {
+        for route in Self.sortedDefaults(snapshot.routes.values) {
             for hop in route.nextHops where !hop.isDead {
                 guard let index = hop.interfaceIndex else { continue }
                 defaults[index, default: []].append(DefaultRoute(
@@ -54,7 +61,7 @@ public struct PathEvaluator: Sendable {
 
         let candidates: [Candidate] = snapshot.links.values.sorted { $0.index < $1.index }.map { link in
             let addresses = (byInterface[link.index] ?? []).sorted(by: Self.addressOrder)
-            let kind = classifier.classify(link, facts: facts[link.index] ?? DeviceFacts())
+            let kind = classify(link, facts[link.index] ?? DeviceFacts())
             let interface = NetworkInterface(
                 name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
                 isConstrained: kind.isConstrained, isUltraConstrained: kind.isUltraConstrained, linkQuality: kind.linkQuality,
@@ -99,17 +106,17 @@ public struct PathEvaluator: Sendable {
             }
         }
 
-        let available = candidates.filter { $0.isUsable && $0.prohibition == nil }.sorted { lhs, rhs in
-            Self.preference(lhs, primaryIndex: primary?.link.index) < Self.preference(rhs, primaryIndex: primary?.link.index)
+        // Sort keys are computed once per element, not once per comparison.
+        func inPreferenceOrder(_ list: [Candidate]) -> [Candidate] {
+            list.map { (key: Self.preference($0, primaryIndex: primary?.link.index), candidate: $0) }
+                .sorted { $0.key < $1.key }.map(\.candidate)
         }
+        let available = inPreferenceOrder(candidates.filter { $0.isUsable && $0.prohibition == nil })
         let satisfied = status == .satisfied
-        let gateways = satisfied ? permittedRouted.sorted { lhs, rhs in
-            Self.preference(lhs, primaryIndex: primary?.link.index) < Self.preference(rhs, primaryIndex: primary?.link.index)
-        }.flatMap { candidate in
-            candidate.defaults.sorted {
-                ($0.isMainTable ? 0 : 1, $0.metric, $0.family == .inet ? 0 : 1, $0.gateway?.description ?? "") <
-                    ($1.isMainTable ? 0 : 1, $1.metric, $1.family == .inet ? 0 : 1, $1.gateway?.description ?? "")
-            }.compactMap(\.gateway)
+        let gateways = satisfied ? inPreferenceOrder(permittedRouted).flatMap { candidate in
+            candidate.defaults.compactMap { route in
+                route.gateway.map { (key: (route.isMainTable ? 0 : 1, route.metric, route.family == .inet ? 0 : 1, $0.description), gateway: $0) }
+            }.sorted { $0.key < $1.key }.map(\.gateway)
         } : []
         let permittedIndices = Set(available.map(\.link.index))
 
@@ -150,9 +157,13 @@ public struct PathEvaluator: Sendable {
         ]
     }
 
-    private static func routeOrder(_ lhs: Route, _ rhs: Route) -> Bool {
-        (lhs.family == .inet ? 0 : 1, lhs.metric, lhs.table.rawValue, lhs.gateway?.description ?? "", lhs.nextHops.first?.interfaceIndex ?? 0) <
-            (rhs.family == .inet ? 0 : 1, rhs.metric, rhs.table.rawValue, rhs.gateway?.description ?? "", rhs.nextHops.first?.interfaceIndex ?? 0)
+    /// The default routes of `routes` in key order (family, metric, table, gateway, interface),
+    /// so that routes tied on table and metric come out in the same order whatever order they
+    /// were learnt in.
+    private static func sortedDefaults(_ routes: some Collection<Route>) -> [Route] {
+        routes.filter(\.isDefault)
+            .map { (key: ($0.family == .inet ? 0 : 1, $0.metric, $0.table.rawValue, $0.gateway?.description ?? "", $0.nextHops.first?.interfaceIndex ?? 0), route: $0) }
+            .sorted { $0.key < $1.key }.map(\.route)
     }
 
     private static func addressOrder(_ lhs: InterfaceAddress, _ rhs: InterfaceAddress) -> Bool {
