@@ -270,15 +270,7 @@ extension ScenarioDecoder {
         for item in items {
             guard var event = fields(item, "a timeline event") else { continue }
             let at = take(&event, "at", required: true) { self.duration($0, "at") }
-            let link = take(&event, "link", required: true) { value -> String? in
-                guard let name = self.string(value, "link") else { return nil }
-                guard linkNames.contains(name) else {
-                    let guess = suggestion(for: name, among: linkNames).map { " (did you mean '\($0)'?)" } ?? ""
-                    self.error("no link named '\(escapedForMessage(name))' is defined in links\(guess)", at: value)
-                    return nil
-                }
-                return name
-            }
+            let link = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }
             let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
             let present = actions.filter { event.has($0) }
             var action: TimelineEvent.Action?
@@ -696,18 +688,22 @@ extension ScenarioDecoder {
         }
     }
 
-    /// `maxBytesOver: {link: sat, bytes: 0}`.
+    /// A link's name where the file refers to one, or nil (and an error naming the closest
+    /// link) when no link has it.
+    func linkReference(_ node: Node, among links: Set<String>) -> String? {
+        guard let name = string(node, "link") else { return nil }
+        guard links.contains(name) else {
+            let guess = suggestion(for: name, among: links).map { " (did you mean '\($0)'?)" } ?? ""
+            error("no link named '\(escapedForMessage(name))' is defined in links\(guess)", at: node)
+            return nil
+        }
+        return name
+    }
+
+    /// `maxBytesOver: {link: sat, bytes: 0b}`.
     func bytesOver(_ value: Node, links: Set<String>) -> Expectation.Check? {
         guard var fields = fields(value, "maxBytesOver") else { return nil }
-        let link = take(&fields, "link", required: true) { node -> String? in
-            guard let name = self.string(node, "link") else { return nil }
-            guard links.contains(name) else {
-                let guess = suggestion(for: name, among: links).map { " (did you mean '\($0)'?)" } ?? ""
-                self.error("no link named '\(escapedForMessage(name))' is defined in links\(guess)", at: node)
-                return nil
-            }
-            return name
-        }
+        let link = take(&fields, "link", required: true) { self.linkReference($0, among: links) }
         let bytes = take(&fields, "bytes", required: true) { self.size($0, "bytes", range: 0...ScenarioLimits.maximumSize) }
         finish(fields, known: ["link", "bytes"])
         guard let link, let bytes else { return nil }
