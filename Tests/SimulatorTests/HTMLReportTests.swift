@@ -77,6 +77,30 @@ struct HTMLReportTests {
         #expect(html.contains("<td class=result>pass</td>"))
     }
 
+    /// A satellite path shows on its own row, and the link quality in the path's label; a
+    /// report written before either existed still renders without them.
+    @Test func ultraConstrainedPathsAndLinkQualityShow() throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/report").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("roam-report-ultra-\(getpid())").path
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.copyItem(atPath: source + "/summary.json", toPath: directory + "/summary.json")
+        let timeline = try String(contentsOfFile: source + "/timeline.jsonl", encoding: .utf8)
+            .replacingOccurrences(of: #""isConstrained":true,"primaryInterface":"cell""#,
+                                  with: #""isConstrained":true,"isUltraConstrained":true,"linkQuality":"minimal","primaryInterface":"cell""#)
+        try timeline.write(toFile: directory + "/timeline.jsonl", atomically: true, encoding: .utf8)
+        let run = try RecordedRun.load(directory: directory)
+        let phone = try #require(ReportModel(run).nodes.first)
+        #expect(phone.spans[1].ultraConstrained && phone.spans[1].quality == "minimal")
+        #expect(!phone.spans[0].ultraConstrained && phone.spans[0].quality == nil)
+        let html = HTMLReport.render(run)
+        #expect(html.contains("class=\"flag ultra\""))
+        #expect(html.contains("cell (cellular, minimal)"))
+        #expect(!HTMLReport.render(try reportFixture()).contains("class=\"flag ultra\""))
+    }
+
     @Test func aComparisonPutsBothRunsOnOneAxisAndTheirFiguresSideBySide() throws {
         let a = try reportFixture()
         var b = a

@@ -261,21 +261,25 @@ struct Page {
     }
 
     mutating func node(_ node: ReportModel.Node, tag: String?) {
-        let title = "\(tag.map { "[\($0)] " } ?? "")path of \(node.name) — colour: primary interface's type; rows: expensive, constrained"
-        let html = chart("path", title: title, height: 56) { svg in
+        let title = "\(tag.map { "[\($0)] " } ?? "")path of \(node.name) — colour: primary interface's type, with its link quality; "
+            + "rows: expensive, constrained, ultra-constrained (satellite)"
+        let html = chart("path", title: title, height: 70) { svg in
             svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"20\" text-anchor=end>path</text>")
             svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"39\" text-anchor=end>expensive</text>")
             svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"53\" text-anchor=end>constrained</text>")
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"67\" text-anchor=end>satellite</text>")
             for span in node.spans {
                 let kind = span.satisfied ? (span.type ?? "other") : "unsatisfied"
                 let width = max(1, x(span.end) - x(span.start))
-                let label = span.satisfied ? "\(span.interface ?? "?") (\(span.type ?? "?"))" : "unsatisfied"
+                let quality = span.quality.flatMap { $0 == "unknown" ? nil : ", \($0)" } ?? ""
+                let label = span.satisfied ? "\(span.interface ?? "?") (\(span.type ?? "?")\(quality))" : "unsatisfied"
                 svg.add("<rect class=\"path \(kind)\" x=\"\(x(span.start))\" y=\"4\" width=\"\(width)\" height=\"24\"><title>\(format3(span.start)) s: \(escape(span.summary))</title></rect>")
                 if width > Double(label.count) * 7 + 6 {
                     svg.add("<text class=pathlabel x=\"\(x(span.start) + 4)\" y=\"20\">\(escape(label))</text>")
                 }
                 if span.expensive { svg.add("<rect class=\"flag expensive\" x=\"\(x(span.start))\" y=\"31\" width=\"\(width)\" height=\"10\"/>") }
                 if span.constrained { svg.add("<rect class=\"flag constrained\" x=\"\(x(span.start))\" y=\"45\" width=\"\(width)\" height=\"10\"/>") }
+                if span.ultraConstrained { svg.add("<rect class=\"flag ultra\" x=\"\(x(span.start))\" y=\"59\" width=\"\(width)\" height=\"10\"/>") }
             }
         }
         add(chart: html)
@@ -380,7 +384,7 @@ struct Page {
     .band.up{fill:#d9f2df}.band.down{fill:#9a9a9a}.band.blackhole{fill:#111}.band.shade{fill:#000;opacity:.06}.band.stall{fill:#e0301e;opacity:.28}
     .marker.connect{fill:#3a9a5b}.marker.failure{fill:#c1121f;font-size:13px;font-weight:700}.marker.multipath{fill:#7b3fbf}
     rect.path{stroke:#fff;stroke-width:.5}.path.wifi{fill:#4a8fe7}.path.cellular{fill:#f09a36}.path.wiredEthernet{fill:#3a9a5b}.path.other,.path.loopback{fill:#999}.path.unsatisfied{fill:#e5e5e5}
-    .pathlabel{fill:#fff;font-weight:600;pointer-events:none}.flag.expensive{fill:#f0c36a}.flag.constrained{fill:#a77bd6}
+    .pathlabel{fill:#fff;font-weight:600;pointer-events:none}.flag.expensive{fill:#f0c36a}.flag.constrained{fill:#a77bd6}.flag.ultra{fill:#d65a7b}
     .mark{stroke:#7b3fbf;stroke-width:2}.cursor{stroke:#000;stroke-width:1;opacity:.5;pointer-events:none}
     #cursor-time{position:fixed;top:8px;right:8px;background:#222;color:#fff;padding:2px 8px;border-radius:4px;font-size:12px;display:none}
     .pair{display:grid;grid-template-columns:1fr 1fr;gap:16px}.pair dl{grid-template-columns:max-content minmax(0,1fr)}.pair dd{overflow-wrap:anywhere}

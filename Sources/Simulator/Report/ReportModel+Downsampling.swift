@@ -136,7 +136,8 @@ extension ReportModel {
             chosen.start = max(start, chosen.start)
             chosen.end = min(end, max(chosen.end, chosen.start))
             if let previous = result.last, previous.satisfied == chosen.satisfied, previous.type == chosen.type,
-               previous.interface == chosen.interface, previous.expensive == chosen.expensive, previous.constrained == chosen.constrained {
+               previous.interface == chosen.interface, previous.expensive == chosen.expensive, previous.constrained == chosen.constrained,
+               previous.ultraConstrained == chosen.ultraConstrained, previous.quality == chosen.quality {
                 result[result.count - 1].end = chosen.end
             } else {
                 result.append(chosen)

@@ -46,6 +46,10 @@ struct ReportModel {
         var type: String?
         var expensive: Bool
         var constrained: Bool
+        /// A carrier's satellite network (older reports: false).
+        var ultraConstrained: Bool = false
+        /// The primary interface's link quality, where the report says (older reports: nil).
+        var quality: String?
         var summary: String
     }
 
@@ -191,7 +195,9 @@ struct ReportModel {
                 let type = path["interfaces"]?.arrayValue?.first { $0["name"]?.stringValue == primary }?["type"]?.stringValue
                 spans.append(PathSpan(start: record.t, end: max(end, record.t), satisfied: path["status"]?.stringValue == "satisfied",
                                       interface: primary, type: type, expensive: path["isExpensive"]?.boolValue ?? false,
-                                      constrained: path["isConstrained"]?.boolValue ?? false, summary: record.summary))
+                                      constrained: path["isConstrained"]?.boolValue ?? false,
+                                      ultraConstrained: path["isUltraConstrained"]?.boolValue ?? false,
+                                      quality: path["linkQuality"]?.stringValue, summary: record.summary))
             }
             return Node(name: name, spans: spans)
         }
