@@ -109,17 +109,24 @@ struct LinkQualityTests {
         #expect(!PathCondition.ultraConstrained.holds(for: down) && !PathCondition.qualityMinimal.holds(for: down))
     }
 
-    @Test func aWorkloadProhibitsKindsOfPathAndAnExpectationCountsBytesPerLink() throws {
-        let outcome = ScenarioReader.parse("""
+    /// A scenario `defer.yaml` with a satellite link between a phone and a server, then `rest`
+    /// (from its fifth line).
+    static func satelliteScenario(_ rest: String) -> ScenarioReader.Outcome {
+        ScenarioReader.parse("""
             name: defer
             duration: 10s
             nodes: { phone: {}, server: {} }
             links: [{ name: sat, between: [phone, server], profile: satellite }]
+            """ + "\n" + rest, file: "defer.yaml")
+    }
+
+    @Test func aWorkloadProhibitsKindsOfPathAndAnExpectationCountsBytesPerLink() throws {
+        let outcome = Self.satelliteScenario("""
             workloads:
               - { name: backup, kind: bulk, from: server, to: phone, prohibit: [ultraConstrained, expensive] }
             expect:
               - { workload: backup, maxBytesOver: { link: sat, bytes: 1kb } }
-            """, file: "defer.yaml")
+            """)
         let scenario = try #require(outcome.scenario, "\(outcome.diagnostics)")
         #expect(scenario.workloads[0].prohibits == [.ultraConstrained, .expensive])
         #expect(scenario.expectations[0].check == .maxBytesOver(link: "sat", bytes: 1000))
@@ -139,34 +146,26 @@ struct LinkQualityTests {
         ("prohibit: ultraConstrained", "prohibit must be a list"),
     ])
     func badRestrictionsAreRefusedWithTheirPlace(_ line: String, _ message: String) {
-        let outcome = ScenarioReader.parse("""
-            name: defer
-            duration: 10s
-            nodes: { phone: {}, server: {} }
-            links: [{ name: sat, between: [phone, server], profile: satellite }]
+        let outcome = Self.satelliteScenario("""
             workloads:
               - name: backup
                 kind: bulk
                 from: server
                 to: phone
                 \(line)
-            """, file: "defer.yaml")
+            """)
         #expect(outcome.scenario == nil)
         let text = outcome.diagnostics.map(\.description).joined(separator: "\n")
         #expect(text.contains("defer.yaml:10:") && text.contains(message), "\(text)")
     }
 
     @Test func aCommandCannotProhibitPathsNorCountBytesPerLink() {
-        let outcome = ScenarioReader.parse("""
-            name: defer
-            duration: 10s
-            nodes: { phone: {}, server: {} }
-            links: [{ name: sat, between: [phone, server], profile: satellite }]
+        let outcome = Self.satelliteScenario("""
             workloads:
               - { name: c, kind: command, from: phone, run: "true", prohibit: [expensive] }
             expect:
               - { workload: c, maxBytesOver: { link: nowhere, bytes: 0b } }
-            """, file: "defer.yaml")
+            """)
         let text = outcome.diagnostics.map(\.description).joined(separator: "\n")
         #expect(text.contains("a command chooses its own paths"), "\(text)")
         #expect(text.contains("no link named 'nowhere'"), "\(text)")

@@ -16,6 +16,8 @@ final class MonitorLoop {
     /// The quality nl80211 gives each Wi-Fi interface, and the socket that reads it (opened on
     /// this thread, in the namespace, the first time a Wi-Fi interface is seen).
     private var wirelessQualities: [Int32: LinkQuality] = [:]
+    /// The Wi-Fi interfaces of the last evaluation, by what their device facts say.
+    private var wirelessIndices: [Int32] = []
     /// Each interface's classification, with what it was derived from: parsing tags and
     /// matching rules again only when the interface's name, alias, kind or facts change keeps
     /// them off the path from a notification to its update.
@@ -106,7 +108,9 @@ final class MonitorLoop {
             // after the next notification, which may never come.
             let pending = needsFullDump || needsRouteDump
             let ready = try waitReadable(descriptors, timeoutMilliseconds: pending ? 0 : wirelessPollTimeout())
-            if wirelessPollIsDue(), refreshWirelessQualities() { isDirty = true }
+            // A due reading of Wi-Fi quality is an evaluation: it reads nl80211, and the path is
+            // published only if it changed.
+            if wirelessPollIsDue() { isDirty = true }
             if ready[1] {
                 wakeup.reset()
                 continue
@@ -211,7 +215,8 @@ final class MonitorLoop {
             }
             facts = refreshed
         }
-        _ = refreshWirelessQualities()
+        wirelessIndices = facts.compactMap { $0.value.facts.isWiFi && snapshot.links[$0.key] != nil ? $0.key : nil }
+        refreshWirelessQualities()
         for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
         var seen: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
         let classifier = evaluator.classifier
@@ -231,11 +236,6 @@ final class MonitorLoop {
 
     // MARK: - Wi-Fi link quality
 
-    /// The Wi-Fi interfaces of the snapshot, by what their device facts say.
-    private var wirelessIndices: [Int32] {
-        facts.compactMap { $0.value.facts.isWiFi && snapshot.links[$0.key] != nil ? $0.key : nil }
-    }
-
     /// How long the loop may sleep before the next reading of Wi-Fi quality (-1: no Wi-Fi, or
     /// polling is off).
     private func wirelessPollTimeout() -> Int32 {
@@ -249,14 +249,14 @@ final class MonitorLoop {
         configuration.wirelessPollInterval > .zero && !wirelessIndices.isEmpty && ContinuousClock.now >= nextWirelessPoll
     }
 
-    /// Reads the quality of every Wi-Fi interface from nl80211; true when any changed. A kernel
-    /// without cfg80211, or a failed read, leaves quality unknown rather than failing the monitor.
-    private func refreshWirelessQualities() -> Bool {
-        guard configuration.wirelessPollInterval > .zero, !wirelessUnavailable else { return false }
+    /// Reads the quality of every Wi-Fi interface from nl80211. A kernel without cfg80211, or a
+    /// failed read, leaves quality unknown rather than failing the monitor.
+    private func refreshWirelessQualities() {
+        guard configuration.wirelessPollInterval > .zero, !wirelessUnavailable else { return }
         let indices = wirelessIndices
         guard !indices.isEmpty else {
-            defer { wirelessQualities = [:] }
-            return !wirelessQualities.isEmpty
+            wirelessQualities = [:]
+            return
         }
         nextWirelessPoll = ContinuousClock.now.advanced(by: configuration.wirelessPollInterval)
         if wireless == nil {
@@ -264,7 +264,7 @@ final class MonitorLoop {
             if wireless?.hasWireless() != true {
                 wireless = nil
                 wirelessUnavailable = true
-                return false
+                return
             }
         }
         var updated: [Int32: LinkQuality] = [:]
@@ -277,8 +277,7 @@ final class MonitorLoop {
             if quality != .unknown { updated[index] = quality }
         }
         core.updateStatistics { $0.wirelessReadings += indices.count }
-        defer { wirelessQualities = updated }
-        return updated != wirelessQualities
+        wirelessQualities = updated
     }
 
     private func reloadResolvers() {
