@@ -74,7 +74,7 @@ public struct NodeHandle: Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             // The continuation is resumed from a thread outside the node's namespace: resuming
             // wakes the task pool, and Dispatch may start a pool thread from the resuming one,
-            // which would inherit the node's namespace (see DeliveryThread).
+            // which would inherit the node's namespace (see NetworkNamespace.spawnThread).
             let outcome = Mutex<Result<ProcessOutcome, any Error>?>(nil)
             do {
                 let thread = try namespace.spawnThread(name: "roam-spawn") { entered in

@@ -136,6 +136,20 @@ struct NetlinkKernelTests {
         }
     }
 
+    @Test func openSysfsShowsTheNamespaceToAnyThread() async throws {
+        try await TestNamespace.with { test in
+            try test.socket.createVethPair("sysfs0", peer: "sysfs1")
+            let sysfs = try test.namespace.openSysfs()
+            // The thread that mounted it has ended; the test's thread, in the host's namespaces,
+            // reads the namespace's interfaces below the descriptor.
+            #expect(access("/proc/self/fd/\(sysfs.rawValue)/class/net/sysfs0/uevent", F_OK) == 0)
+            #expect(access("/sys/class/net/sysfs0", F_OK) != 0, "the private mount must not leak to the process")
+            let host = try NetworkNamespace.current.openSysfs()
+            #expect(access("/proc/self/fd/\(host.rawValue)/class/net/sysfs0", F_OK) != 0)
+            #expect(access("/proc/self/fd/\(host.rawValue)/class/net/lo", F_OK) == 0)
+        }
+    }
+
     @Test func performRunsOnAnotherThreadAndLeavesTheCallerAlone() async throws {
         try await TestNamespace.with { test in
             let mine = try NetlinkSocket(.route).links().count

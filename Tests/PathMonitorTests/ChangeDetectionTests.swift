@@ -99,7 +99,7 @@ import TestSupport
 @Suite struct PathDeliveryTests {
     @Test func publishesOnlyPathsThatDiffer() async throws {
         let core = MonitorCore()
-        try core.startDeliveringWithoutWatching()
+        core.startDeliveringWithoutWatching()
         defer { core.cancel() }
         let recorder = Recorder<NetworkPath>()
         let subscription = core.subscribe(queue: nil) { recorder.append($0) }
@@ -120,7 +120,7 @@ import TestSupport
 
     @Test func noCallbackAfterCancel() async throws {
         let core = MonitorCore()
-        try core.startDeliveringWithoutWatching()
+        core.startDeliveringWithoutWatching()
         let recorder = Recorder<NetworkPath>()
         let subscription = core.subscribe(queue: nil) { recorder.append($0) }
         let paths = (0..<200).map { n in PathEvaluator().path(for: Fixture.phone(wifiCarrier: n % 2 == 0)) }
@@ -135,7 +135,7 @@ import TestSupport
 
     @Test func streamsStartWithTheCurrentPathAndKeepTheNewest() async throws {
         let core = MonitorCore()
-        try core.startDeliveringWithoutWatching()
+        core.startDeliveringWithoutWatching()
         let wifi = PathEvaluator().path(for: Fixture.phone())
         let cellular = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false))
         let none = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false, cellCarrier: false))
@@ -157,7 +157,7 @@ import TestSupport
 
     @Test func callbacksRunOnTheirQueueInOrder() async throws {
         let core = MonitorCore()
-        try core.startDeliveringWithoutWatching()
+        core.startDeliveringWithoutWatching()
         defer { core.cancel() }
         let recorder = Recorder<PathStatus>()
         let queue = DispatchQueue(label: "test.callbacks")

@@ -337,7 +337,7 @@ struct MonitorKernelTests {
             // The detached thread ends on its own once the handler returns; leak checks in other
             // tests of this serialized suite count on it being gone.
             let deadline = ContinuousClock.now + .seconds(5)
-            func running() -> Int { PinnedThread.runningCount(named: "roam-pathmon") + PinnedThread.runningCount(named: "roam-pathmon-d") }
+            func running() -> Int { PinnedThread.runningCount(named: "roam-pathmon") }
             while running() > 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(5))
             }

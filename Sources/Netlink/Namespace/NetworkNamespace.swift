@@ -98,6 +98,14 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
 
     /// Starts a thread that enters this namespace and runs `body` there. `body` receives the
     /// error, if entering failed, so that it can report it.
+    ///
+    /// Such a thread must not hand work to the rest of the process: a thread inherits its
+    /// network and mount namespaces from the thread that creates it, and Dispatch on Linux
+    /// starts its worker threads from whichever thread enqueues work when none is idle. Resuming
+    /// a continuation, yielding to an `AsyncStream` or calling `DispatchQueue.async` here can
+    /// start a pool thread inside this namespace, and every task later scheduled there runs in
+    /// the wrong namespace. Hand results back from a thread outside it, or open what the work
+    /// needs here (sockets keep their namespace) and use it from elsewhere.
     public func spawnThread(
         name: String,
         _ body: @escaping @Sendable (Result<Void, NetlinkError>) -> Void
@@ -147,6 +155,32 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
         try systemCall("mount(/, MS_SLAVE|MS_REC)") { mount("", "/", nil, UInt(MS_SLAVE | MS_REC), nil) }
         _ = umount2("/sys", Int32(MNT_DETACH))
         try systemCall("mount(sysfs, /sys)") { mount("sysfs", "/sys", "sysfs", 0, nil) }
+    }
+}
+
+extension NetworkNamespace {
+    /// Opens a sysfs that lists this namespace's interfaces, as a directory any thread can read
+    /// below (`/proc/self/fd/N/class/net`), whatever namespaces the reading thread is in.
+    ///
+    /// sysfs shows the network namespace of whoever mounted it: for another namespace than the
+    /// process's, a short-lived thread enters it, mounts a private sysfs (see
+    /// ``mountPrivateSysfsOnCurrentThread()``) and opens it; the mount lives as long as the
+    /// descriptor, detached from every mount namespace, so nothing is left behind.
+    public func openSysfs() throws(NetlinkError) -> FileDescriptor {
+        func openRoot() throws(NetlinkError) -> FileDescriptor {
+            FileDescriptor(owning: try systemCall("open(/sys)") { Glibc.open("/sys", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        }
+        if isCurrent && NetworkNamespace.threadSharesProcessNamespace() { return try openRoot() }
+        do {
+            return try perform { () throws(NetlinkError) in
+                try NetworkNamespace.mountPrivateSysfsOnCurrentThread()
+                return try openRoot()
+            }
+        } catch let error as NetlinkError {
+            throw error
+        } catch {
+            throw NetlinkError(.errno(EIO), operation: "mount sysfs for \(self)", hint: "\(error)")
+        }
     }
 }
 

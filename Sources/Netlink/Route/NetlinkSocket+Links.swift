@@ -7,6 +7,18 @@ extension NetlinkSocket {
         try dump("dump links (RTM_GETLINK)", allocate: { rtnl_link_alloc_cache($0, AF_UNSPEC, $1) }, convert: { Link(libnl: $0) })
     }
 
+    /// The byte and packet counters of every interface, by name, as the kernel keeps them
+    /// (`ip -s link`): what the interface received and sent since it was created.
+    public func interfaceCounters() throws(NetlinkError) -> [String: InterfaceCounters] {
+        let pairs = try dump("dump links (RTM_GETLINK)", allocate: { rtnl_link_alloc_cache($0, AF_UNSPEC, $1) }) { link -> (String, InterfaceCounters) in
+            let name = rtnl_link_get_name(link).map { String(cString: $0) } ?? ""
+            return (name, InterfaceCounters(
+                receivedBytes: rtnl_link_get_stat(link, RTNL_LINK_RX_BYTES), sentBytes: rtnl_link_get_stat(link, RTNL_LINK_TX_BYTES),
+                receivedPackets: rtnl_link_get_stat(link, RTNL_LINK_RX_PACKETS), sentPackets: rtnl_link_get_stat(link, RTNL_LINK_TX_PACKETS)))
+        }
+        return Dictionary(pairs, uniquingKeysWith: { _, last in last })
+    }
+
     /// The interface named `name`, or nil when there is none.
     public func link(named name: String) throws(NetlinkError) -> Link? {
         try fetchLink(index: 0, name: name)
@@ -89,5 +101,20 @@ extension NetlinkSocket {
             what.append("name \(name)")
         }
         try request("set link #\(index) \(what.joined(separator: " "))") { rtnl_link_change($0, original, change, 0) }
+    }
+}
+
+/// An interface's traffic counters (`ip -s link`).
+public struct InterfaceCounters: Sendable, Hashable {
+    public var receivedBytes: UInt64
+    public var sentBytes: UInt64
+    public var receivedPackets: UInt64
+    public var sentPackets: UInt64
+
+    public init(receivedBytes: UInt64 = 0, sentBytes: UInt64 = 0, receivedPackets: UInt64 = 0, sentPackets: UInt64 = 0) {
+        self.receivedBytes = receivedBytes
+        self.sentBytes = sentBytes
+        self.receivedPackets = receivedPackets
+        self.sentPackets = sentPackets
     }
 }

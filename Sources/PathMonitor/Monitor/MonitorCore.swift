@@ -13,9 +13,10 @@ final class MonitorCore: Sendable {
 
     enum Phase {
         case idle
-        case starting(Wakeup, DeliveryThread)
-        /// Watching (thread and wakeup are nil only in tests of delivery).
-        case running(PinnedThread?, Wakeup?, DeliveryThread)
+        case starting(Wakeup)
+        /// Watching (thread and wakeup are nil only in tests of delivery, where whoever
+        /// publishes delivers).
+        case running(PinnedThread?, Wakeup?)
         case cancelled
     }
 
@@ -27,6 +28,9 @@ final class MonitorCore: Sendable {
         var statistics = NetworkPathMonitor.Statistics()
         var threadID: pthread_t?
         var failure: PathMonitorError?
+        /// Deliveries asked for from other threads (a new subscriber's first path), run by the
+        /// monitor's thread before the next path it publishes.
+        var posted: [@Sendable () -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -47,44 +51,37 @@ final class MonitorCore: Sendable {
         state.withLock { body(&$0.statistics) }
     }
 
+    // Paths reach subscribers from the monitor's own thread, which stays in the namespaces of
+    // the thread that started it and reaches the watched namespace only through sockets opened
+    // there (see MonitorLoop). Dispatch starts pool threads from whichever thread enqueues work,
+    // and they inherit its namespaces: a thread that entered the watched namespace must never
+    // deliver.
     func start(namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration) throws(PathMonitorError) {
         let wakeup: Wakeup
-        let delivery: DeliveryThread
         do throws(NetlinkError) {
             wakeup = try Wakeup()
-            // Paths reach subscribers from a thread in the caller's namespaces, never from the
-            // thread pinned to the watched namespace (see DeliveryThread).
-            delivery = try DeliveryThread(name: "roam-pathmon-d")
         } catch {
             throw PathMonitorError(.netlink, "cannot start a path monitor: \(error)", underlying: error)
         }
-        do throws(PathMonitorError) {
-            try state.withLock { state throws(PathMonitorError) in
-                guard case .idle = state.phase else {
-                    throw PathMonitorError(.invalidState, "a path monitor can be started once; create a new one to watch again")
-                }
-                state.phase = .starting(wakeup, delivery)
+        try state.withLock { state throws(PathMonitorError) in
+            guard case .idle = state.phase else {
+                throw PathMonitorError(.invalidState, "a path monitor can be started once; create a new one to watch again")
             }
-        } catch {
-            delivery.finish(discardingPending: true)
-            throw error
+            state.phase = .starting(wakeup)
         }
 
         let started = StartSignal()
         let thread: PinnedThread
         do throws(NetlinkError) {
-            thread = try namespace.spawnThread(name: "roam-pathmon") { [self] entered in
+            thread = try PinnedThread(name: "roam-pathmon") { [self] in
                 self.state.withLock { $0.threadID = pthread_self() }
-                switch entered {
-                case .failure(let error):
-                    started.finish(.failure(PathMonitorError(starting: namespace, error)))
-                case .success:
-                    MonitorLoop(core: self, namespace: namespace, configuration: configuration, wakeup: wakeup).run(started: started)
-                }
+                MonitorLoop(core: self, namespace: namespace, configuration: configuration, wakeup: wakeup).run(started: started)
+                // Whatever was posted and not yet run (a start's first deliveries) runs now;
+                // callbacks of a cancelled monitor get nothing (see deliver).
+                self.runPosted()
             }
         } catch {
             state.withLock { $0.phase = .idle }
-            delivery.finish(discardingPending: true)
             throw PathMonitorError(starting: namespace, error)
         }
 
@@ -95,11 +92,11 @@ final class MonitorCore: Sendable {
             if case .failure = result {
                 state.phase = .idle
             } else {
-                state.phase = .running(thread, wakeup, delivery)
+                state.phase = .running(thread, wakeup)
                 // Those who subscribed before the start get the first path now.
                 let subscribers = state.subscribers.sorted { $0.key < $1.key }
                 let current = state.currentPath
-                delivery.post { [self] in
+                state.posted.append { [self] in
                     if let current {
                         for (id, subscriber) in subscribers { self.deliver(current, to: subscriber, id: id) }
                     }
@@ -110,22 +107,21 @@ final class MonitorCore: Sendable {
         }
         if case .failure(let error) = result {
             thread.join()
-            delivery.finish(discardingPending: true)
             throw error
         }
         if cancelledMeanwhile {
             wakeup.signal()
             thread.join()
-            delivery.finish(discardingPending: true)
             return
         }
+        wakeup.signal()
         // Handlers that subscribed before the start (on no queue) have the first path when
         // start returns, as currentPath does.
         firstDelivered.wait()
     }
 
     func cancel() {
-        let (thread, wakeup, delivery, streams, onOwnThread) = state.withLock { state -> (PinnedThread?, Wakeup?, DeliveryThread?, [AsyncStream<NetworkPath>.Continuation], Bool) in
+        let (thread, wakeup, streams, onOwnThread) = state.withLock { state -> (PinnedThread?, Wakeup?, [AsyncStream<NetworkPath>.Continuation], Bool) in
             let streams = state.subscribers.values.compactMap { subscriber -> AsyncStream<NetworkPath>.Continuation? in
                 if case .stream(let continuation) = subscriber { continuation } else { nil }
             }
@@ -134,54 +130,66 @@ final class MonitorCore: Sendable {
             let previous = state.phase
             state.phase = .cancelled
             switch previous {
-            case .running(let thread, let wakeup, let delivery): return (thread, wakeup, delivery, streams, onOwnThread)
-            case .starting(let wakeup, let delivery): return (nil, wakeup, delivery, streams, onOwnThread)
-            case .idle, .cancelled: return (nil, nil, nil, streams, onOwnThread)
+            case .running(let thread, let wakeup): return (thread, wakeup, streams, onOwnThread)
+            case .starting(let wakeup): return (nil, wakeup, streams, onOwnThread)
+            case .idle, .cancelled: return (nil, nil, streams, onOwnThread)
             }
         }
         wakeup?.signal()
         if let thread {
-            // The monitor's thread cancels itself when netlink fails; it cannot wait for itself.
+            // The monitor's thread cancels itself when netlink fails, or from a handler it runs;
+            // it cannot wait for itself.
             if onOwnThread { thread.detach() } else { thread.join() }
         }
-        guard let delivery else {
-            for stream in streams { stream.finish() }
-            return
-        }
-        // Streams still get the paths handed over before the cancel (the newest is what a
-        // consumer sees), then end; callbacks get nothing more (see deliver). The streams end
-        // on the delivery thread, after those paths.
-        delivery.post {
-            for stream in streams { stream.finish() }
-        }
-        delivery.finish()
+        // Streams keep the paths handed over before the cancel (the newest is what a consumer
+        // sees), then end; callbacks get nothing more (see deliver).
+        for stream in streams { stream.finish() }
     }
 
-    /// Publishes `path` if it differs from the last one. Called only by the monitor's thread,
-    /// which hands the deliveries to the delivery thread, in order.
+    /// Publishes `path` if it differs from the last one, and hands it to every subscriber, in
+    /// order, on the calling thread: the monitor's own. What other threads posted runs first.
     func publish(_ path: NetworkPath) {
-        state.withLock { state in
-            guard state.currentPath != path else { return }
+        let (posted, subscribers) = state.withLock { state -> ([@Sendable () -> Void], [(key: UInt64, value: Subscriber)]) in
+            guard state.currentPath != path else { return ([], []) }
             switch state.phase {
             case .idle, .cancelled:
-                return
+                return ([], [])
             case .starting:
                 // The first path, published before anyone can be told; start() delivers it.
                 state.currentPath = path
                 state.statistics.pathsPublished += 1
-            case .running(_, _, let delivery):
+                return ([], [])
+            case .running:
                 state.currentPath = path
                 state.statistics.pathsPublished += 1
-                let subscribers = state.subscribers.sorted { $0.key < $1.key }
-                guard !subscribers.isEmpty else { return }
-                delivery.post { [self] in
-                    for (id, subscriber) in subscribers { self.deliver(path, to: subscriber, id: id) }
-                }
+                defer { state.posted = [] }
+                return (state.posted, state.subscribers.sorted { $0.key < $1.key })
             }
         }
+        for work in posted { work() }
+        for (id, subscriber) in subscribers { deliver(path, to: subscriber, id: id) }
     }
 
-    /// Hands `path` to one subscriber, on the delivery thread. A callback whose subscription
+    /// Runs what other threads posted for the monitor's thread. Called by that thread when
+    /// woken, and when it ends.
+    func runPosted() {
+        let posted = state.withLock { state -> [@Sendable () -> Void] in
+            defer { state.posted = [] }
+            return state.posted
+        }
+        for work in posted { work() }
+    }
+
+    /// Has the monitor's thread run `work` before the next path it publishes; in tests of
+    /// delivery, with no thread, runs it now. Called with the state locked.
+    private func post(_ work: @escaping @Sendable () -> Void, state: inout State) -> (() -> Void)? {
+        guard case .running(let thread, let wakeup) = state.phase else { return nil }
+        guard thread != nil, let wakeup else { return work }
+        state.posted.append(work)
+        return { wakeup.signal() }
+    }
+
+    /// Hands `path` to one subscriber, on the monitor's thread. A callback whose subscription
     /// ended, or whose monitor was cancelled, since the path was published gets nothing.
     private func deliver(_ path: NetworkPath, to subscriber: Subscriber, id: UInt64) {
         switch subscriber {
@@ -214,27 +222,25 @@ final class MonitorCore: Sendable {
     }
 
     func subscribe(queue: DispatchQueue?, _ handler: @escaping @Sendable (NetworkPath) -> Void) -> PathUpdateSubscription {
-        let id = state.withLock { state -> UInt64 in
+        let (id, then) = state.withLock { state -> (UInt64, (() -> Void)?) in
             let id = state.nextSubscriber
             state.nextSubscriber += 1
             let subscriber = Subscriber.callback(queue, handler)
             state.subscribers[id] = subscriber
-            // The current path goes first, through the delivery thread as the changes do, so
+            // The current path goes first, through the monitor's thread as the changes do, so
             // that the handler sees the paths in order and never two at once.
-            if let current = state.currentPath, case .running(_, _, let delivery) = state.phase {
-                delivery.post { [self] in self.deliver(current, to: subscriber, id: id) }
-            }
-            return id
+            guard let current = state.currentPath else { return (id, nil) }
+            return (id, post({ [self] in self.deliver(current, to: subscriber, id: id) }, state: &state))
         }
+        then?()
         return PathUpdateSubscription { [weak self] in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
     }
 
     /// Delivers what ``publish(_:)`` is given without watching a namespace: for tests of delivery.
-    func startDeliveringWithoutWatching() throws(NetlinkError) {
-        let delivery = try DeliveryThread(name: "roam-pathmon-d")
-        state.withLock { $0.phase = .running(nil, nil, delivery) }
+    func startDeliveringWithoutWatching() {
+        state.withLock { $0.phase = .running(nil, nil) }
     }
 }
 

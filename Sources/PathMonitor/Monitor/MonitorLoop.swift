@@ -1,7 +1,11 @@
 import Glibc
 import Netlink
 
-/// The work of a monitor's pinned thread: follow rtnetlink, keep the snapshot, publish paths.
+/// The work of a monitor's thread: follow rtnetlink, keep the snapshot, publish paths.
+///
+/// The thread stays in the namespaces of whoever started the monitor, so that the paths it
+/// hands to subscribers (and any Dispatch thread it starts by doing so) are there too. It reaches
+/// the watched namespace through what it opened there: netlink sockets and a sysfs mount.
 final class MonitorLoop {
     private let core: MonitorCore
     private let namespace: NetworkNamespace
@@ -10,11 +14,13 @@ final class MonitorLoop {
     private let evaluator: PathEvaluator
     private let resolverPath: String
     private var factsSource: (any DeviceFactsSource)?
+    /// The watched namespace's sysfs, which ``factsSource`` reads below, when the loop opened one.
+    private var sysfs: FileDescriptor?
     private var snapshot = NetworkSnapshot()
     private var facts: [Int32: (name: String, facts: DeviceFacts)] = [:]
     private var resolvers = ResolverConfiguration()
-    /// The quality nl80211 gives each Wi-Fi interface, and the socket that reads it (opened on
-    /// this thread, in the namespace, the first time a Wi-Fi interface is seen).
+    /// The quality nl80211 gives each Wi-Fi interface, and the socket that reads it (opened in
+    /// the namespace the first time a Wi-Fi interface is seen).
     private var wirelessQualities: [Int32: LinkQuality] = [:]
     /// The Wi-Fi interfaces of the last evaluation, by what their device facts say.
     private var wirelessIndices: [Int32] = []
@@ -52,8 +58,8 @@ final class MonitorLoop {
         var watcher: DirectoryWatcher?
         do throws(NetlinkError) {
             prepareDeviceFacts()
-            requests = try NetlinkSocket(.route)
-            events = try NetlinkSocket(.route)
+            requests = try NetlinkSocket(.route, in: namespace)
+            events = try NetlinkSocket(.route, in: namespace)
             try events.subscribe(to: [.link, .ipv4Address, .ipv6Address, .ipv4Route, .ipv6Route])
             try events.setNonBlocking()
             try? events.setReceiveBufferSize(configuration.receiveBufferSize)
@@ -77,10 +83,10 @@ final class MonitorLoop {
     }
 
     /// The path of the namespace now, from a fresh dump, as ``run(started:)`` would publish it
-    /// first. Called on a thread pinned to the namespace.
+    /// first.
     func evaluateOnce() throws(NetlinkError) -> NetworkPath {
         prepareDeviceFacts()
-        let requests = try NetlinkSocket(.route)
+        let requests = try NetlinkSocket(.route, in: namespace)
         reloadResolvers()
         try fullDump(requests)
         return evaluate()
@@ -89,12 +95,11 @@ final class MonitorLoop {
     /// Picks sysfs for device facts when the configuration names no source.
     private func prepareDeviceFacts() {
         guard factsSource == nil else { return }
-        // sysfs lists the namespace of whoever mounted it: another namespace needs its own
-        // /sys. Without it, classification falls back to what netlink says.
-        let sysfsIsOurs = namespace.isCurrent && NetworkNamespace.threadSharesProcessNamespace()
-        if sysfsIsOurs || (try? NetworkNamespace.mountPrivateSysfsOnCurrentThread()) != nil {
-            factsSource = SysfsDeviceFacts()
-        }
+        // sysfs lists the namespace of whoever mounted it: another namespace needs its own.
+        // Without one, classification falls back to what netlink says.
+        guard let directory = try? namespace.openSysfs() else { return }
+        sysfs = directory
+        factsSource = SysfsDeviceFacts(root: "/proc/self/fd/\(directory.rawValue)/class/net")
     }
 
     private func loop(events: NetlinkSocket, requests: NetlinkSocket, watcher: DirectoryWatcher?) throws(NetlinkError) {
@@ -113,6 +118,7 @@ final class MonitorLoop {
             if wirelessPollIsDue() { isDirty = true }
             if ready[1] {
                 wakeup.reset()
+                core.runPosted()
                 continue
             }
             if ready[0] { try drain(events) }
@@ -260,7 +266,7 @@ final class MonitorLoop {
         }
         nextWirelessPoll = ContinuousClock.now.advanced(by: configuration.wirelessPollInterval)
         if wireless == nil {
-            wireless = try? NetlinkSocket(.generic)
+            wireless = try? NetlinkSocket(.generic, in: namespace)
             if wireless?.hasWireless() != true {
                 wireless = nil
                 wirelessUnavailable = true

@@ -115,8 +115,8 @@ public final class NetworkPathMonitor: Sendable {
     }
 
     /// Stops watching: no more updates are delivered, every ``paths`` sequence ends, and the
-    /// monitor's threads and sockets are gone when this returns (unless called from an update
-    /// handler running on the delivery thread, which then ends right after the handler).
+    /// monitor's thread and sockets are gone when this returns (unless called from an update
+    /// handler running on the monitor's thread, which then ends right after the handler).
     public func cancel() {
         core.cancel()
     }
@@ -140,31 +140,11 @@ public final class NetworkPathMonitor: Sendable {
     ///
     /// - Throws: ``PathMonitorError`` as ``start()`` does.
     public static func evaluate(namespace: NetworkNamespace = .current, configuration: Configuration = Configuration()) throws(PathMonitorError) -> NetworkPath {
-        let result = Mutex<Result<NetworkPath, PathMonitorError>?>(nil)
-        let thread: PinnedThread
+        let loop = MonitorLoop(core: MonitorCore(), namespace: namespace, configuration: configuration, wakeup: nil)
         do throws(NetlinkError) {
-            thread = try namespace.spawnThread(name: "roam-pathread") { entered in
-                switch entered {
-                case .failure(let error):
-                    result.withLock { $0 = .failure(PathMonitorError(starting: namespace, error)) }
-                case .success:
-                    let loop = MonitorLoop(core: MonitorCore(), namespace: namespace, configuration: configuration, wakeup: nil)
-                    do throws(NetlinkError) {
-                        let path = try loop.evaluateOnce()
-                        result.withLock { $0 = .success(path) }
-                    } catch {
-                        result.withLock { $0 = .failure(PathMonitorError(starting: namespace, error)) }
-                    }
-                }
-            }
+            return try loop.evaluateOnce()
         } catch {
             throw PathMonitorError(starting: namespace, error)
-        }
-        thread.join()
-        switch result.withLock({ $0 }) {
-        case .success(let path): return path
-        case .failure(let error): throw error
-        case nil: throw PathMonitorError(.netlink, "reading the path of \(namespace) ended without a result")
         }
     }
 
@@ -185,10 +165,13 @@ public final class NetworkPathMonitor: Sendable {
     /// Calls `handler` with the current path (once started) and with every change, in order.
     ///
     /// - Parameters:
-    ///   - queue: where to call `handler`; nil calls it on the monitor's delivery thread, which
-    ///     runs in the namespaces of the thread that called ``start()`` (never in the watched
-    ///     one) and delivers to one handler at a time: a handler that blocks delays the others'
-    ///     updates, not the monitor's reading of the kernel.
+    ///   - queue: where to call `handler`; nil calls it on the monitor's own thread, which runs
+    ///     in the namespaces of the thread that called ``start()`` (it reaches the watched one
+    ///     only through sockets and a sysfs mount opened there) and delivers to one handler at a
+    ///     time, as soon as it has derived the path. A handler there that blocks delays the
+    ///     others and the monitor's reading of the kernel (should the socket's buffer overflow
+    ///     meanwhile, the monitor dumps the kernel's state again: the final path is never lost,
+    ///     intermediate ones may be); give a queue to handlers that may block.
     /// - Returns: a subscription; cancel it, or let it go, to stop the calls.
     public func onUpdate(queue: DispatchQueue? = nil, _ handler: @escaping @Sendable (NetworkPath) -> Void) -> PathUpdateSubscription {
         core.subscribe(queue: queue, handler)

@@ -113,10 +113,18 @@ public struct PathEvaluator: Sendable {
         }
         let available = inPreferenceOrder(candidates.filter { $0.isUsable && $0.prohibition == nil })
         let satisfied = status == .satisfied
-        let gateways = satisfied ? inPreferenceOrder(permittedRouted).flatMap { candidate in
-            candidate.defaults.compactMap { route in
-                route.gateway.map { (key: (route.isMainTable ? 0 : 1, route.metric, route.family == .inet ? 0 : 1, $0.description), gateway: $0) }
-            }.sorted { $0.key < $1.key }.map(\.gateway)
+        typealias GatewayKey = (table: Int, metric: UInt32, family: Int, gateway: IPAddress)
+        func gatewayOrder(_ lhs: GatewayKey, _ rhs: GatewayKey) -> Bool {
+            if (lhs.table, lhs.metric, lhs.family) != (rhs.table, rhs.metric, rhs.family) {
+                return (lhs.table, lhs.metric, lhs.family) < (rhs.table, rhs.metric, rhs.family)
+            }
+            return lhs.gateway < rhs.gateway
+        }
+        let gateways: [IPAddress] = satisfied ? inPreferenceOrder(permittedRouted).flatMap { candidate -> [IPAddress] in
+            let keys = candidate.defaults.compactMap { route -> GatewayKey? in
+                route.gateway.map { (route.isMainTable ? 0 : 1, route.metric, route.family == .inet ? 0 : 1, $0) }
+            }
+            return keys.sorted(by: gatewayOrder).map(\.gateway)
         } : []
         let permittedIndices = Set(available.map(\.link.index))
 
@@ -139,22 +147,22 @@ public struct PathEvaluator: Sendable {
     }
 
     /// The sort key of the preference order: primary first, loopback last, then free before
-    /// costly, then wired, Wi-Fi, cellular, other, then by route metric and index.
-    private static func preference(_ candidate: Candidate, primaryIndex: Int32?) -> [Int] {
+    /// costly, then wired, Wi-Fi, cellular, other, then by route metric and index. Packed into
+    /// two integers compared in order (no allocation per element).
+    private static func preference(_ candidate: Candidate, primaryIndex: Int32?) -> (UInt64, UInt64) {
         let interface = candidate.interface
         let best = candidate.best
-        return [
-            candidate.link.index == primaryIndex ? 0 : 1,
-            interface.type == .loopback ? 1 : 0,
-            candidate.hasRoute ? 0 : 1,
-            interface.isExpensive ? 1 : 0,
-            interface.isConstrained ? 1 : 0,
-            interface.isUltraConstrained ? 1 : 0,
-            interface.type.preferenceRank,
-            best.map { $0.isMainTable ? 0 : 1 } ?? 2,
-            Int(best?.metric ?? UInt32.max),
-            Int(candidate.link.index),
-        ]
+        func bit(_ condition: Bool) -> UInt64 { condition ? 1 : 0 }
+        var high = bit(candidate.link.index != primaryIndex)
+        high = high << 1 | bit(interface.type == .loopback)
+        high = high << 1 | bit(!candidate.hasRoute)
+        high = high << 1 | bit(interface.isExpensive)
+        high = high << 1 | bit(interface.isConstrained)
+        high = high << 1 | bit(interface.isUltraConstrained)
+        high = high << 8 | UInt64(interface.type.preferenceRank)
+        high = high << 2 | UInt64(best.map { $0.isMainTable ? 0 : 1 } ?? 2)
+        let low = UInt64(best?.metric ?? UInt32.max) << 32 | UInt64(UInt32(bitPattern: candidate.link.index))
+        return (high, low)
     }
 
     /// The default routes of `routes` in key order (family, metric, table, gateway, interface),
@@ -162,8 +170,16 @@ public struct PathEvaluator: Sendable {
     /// were learnt in.
     private static func sortedDefaults(_ routes: some Collection<Route>) -> [Route] {
         routes.filter(\.isDefault)
-            .map { (key: ($0.family == .inet ? 0 : 1, $0.metric, $0.table.rawValue, $0.gateway?.description ?? "", $0.nextHops.first?.interfaceIndex ?? 0), route: $0) }
-            .sorted { $0.key < $1.key }.map(\.route)
+            .map { (key: ($0.family == .inet ? 0 : 1, $0.metric, $0.table.rawValue), gateway: $0.gateway, interface: $0.nextHops.first?.interfaceIndex ?? 0, route: $0) }
+            .sorted { lhs, rhs in
+                if lhs.key != rhs.key { return lhs.key < rhs.key }
+                if lhs.gateway != rhs.gateway {
+                    guard let left = lhs.gateway else { return true }
+                    guard let right = rhs.gateway else { return false }
+                    return left < right
+                }
+                return lhs.interface < rhs.interface
+            }.map(\.route)
     }
 
     private static func addressOrder(_ lhs: InterfaceAddress, _ rhs: InterfaceAddress) -> Bool {
