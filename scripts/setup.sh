@@ -35,6 +35,7 @@ packages=(
   iproute2                                        # ip netns (users), ip monitor (benchmark), demo
   util-linux                                      # setpriv (tests drop privileges with it)
   iputils-ping                                    # the netem accuracy check measures with ping
+  mptcpize                                        # MPTCP for TCP-only command workloads (mptcpize: true)
 )
 if [ "$vm" = 1 ]; then
   packages+=(

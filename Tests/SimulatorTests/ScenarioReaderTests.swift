@@ -176,4 +176,15 @@ let bundledScenarios: [String] = {
         let outcome = ScenarioReader.read(contentsOf: "/nonexistent/scenario.yaml")
         #expect(outcome.errors.map(\.description) == ["/nonexistent/scenario.yaml: error: cannot read the file: No such file or directory"])
     }
+
+    @Test func mptcpizeIsACommandSetting() throws {
+        let header = "name: m\nduration: 5s\nnodes: { a: {}, b: {} }\nlinks: [{ name: l, between: [a, b] }]\nworkloads:\n"
+        let parsed = ScenarioReader.parse(header + "  - { name: c, kind: command, from: a, to: b, mode: aggregate, mptcpize: true, run: \"true\" }\n", file: "m.yaml")
+        let scenario = try #require(parsed.scenario, "\(parsed.diagnostics)")
+        #expect(scenario.workloads[0].mptcpize && scenario.workloads[0].mode == .aggregate)
+        let onBulk = ScenarioReader.parse(header + "  - { name: c, kind: bulk, from: a, to: b, mptcpize: true }\n", file: "m.yaml")
+        #expect(onBulk.scenario == nil && onBulk.errors.contains { $0.message.hasPrefix("unknown key 'mptcpize'") }, "\(onBulk.errors)")
+        let notBool = ScenarioReader.parse(header + "  - { name: c, kind: command, from: a, mptcpize: yes please, run: \"true\" }\n", file: "m.yaml")
+        #expect(notBool.scenario == nil && notBool.errors.contains { $0.message.contains("mptcpize") }, "\(notBool.errors)")
+    }
 }

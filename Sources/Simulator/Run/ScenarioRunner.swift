@@ -67,6 +67,23 @@ extension MultipathMode {
     }
 }
 
+extension Workload {
+    /// Whether the workload's connections go over MPTCP under `transport`. A command's own
+    /// connections cannot be handed over by Roam at the application level, so under `auto` a
+    /// command in any multipath mode gets MPTCP (`handover` with backup endpoints).
+    func usesMPTCP(_ transport: MultipathTransport) -> Bool {
+        if case .command = kind { return mode != .none && transport != .application }
+        return mode.usesMPTCP(transport)
+    }
+
+    /// The node that opens the workload's connections, whose path manager serves them: a
+    /// built-in workload's client (`to`); for a command, the node it runs in (`from`).
+    var connectingNode: String? {
+        if case .command = kind { return from }
+        return to
+    }
+}
+
 /// A snapshot of a run for progress lines.
 public struct RunProgress: Sendable {
     public var elapsed: Duration
@@ -179,6 +196,10 @@ public final class ScenarioRunner: Sendable {
             throw SimulatorError(.invalidScenario, "scenario cannot run: " + problems.joined(separator: "; "))
         }
         try Self.ensureDescriptors(for: scenario)
+        if let wrapped = scenario.workloads.first(where: \.mptcpize), findProgram("mptcpize") == nil {
+            throw SimulatorError(.environment, "workload '\(wrapped.name)' runs under mptcpize, which is not installed here: "
+                + "install Debian's mptcpize package (apt-get install mptcpize), or remove mptcpize and have the program open IPPROTO_MPTCP sockets itself")
+        }
         let selection = try options.backend.resolve(netemProbe: options.netemProbe)
         if selection.kind == .netem, let traced = scenario.tracedLinks.first {
             throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
@@ -256,8 +277,9 @@ public final class ScenarioRunner: Sendable {
         }
         recorder.attach(log)
 
-        // Multipath modes: MPTCP where the kernel has it. Servers accept every subflow a client
-        // opens; each client node gets a path manager following its monitor.
+        // Multipath modes: MPTCP where the kernel has it. Every node accepts the subflows a peer
+        // opens (a command's server may be another command, in any node); each node that opens
+        // connections in a multipath mode gets a path manager following its monitor.
         var pathManagers: [String: MPTCPPathManager] = [:]
         var following: [PathUpdateSubscription] = []
         defer {
@@ -265,7 +287,13 @@ public final class ScenarioRunner: Sendable {
             for subscription in following { subscription.cancel() }
             for manager in pathManagers.values { manager.stop() }
         }
-        let multipathWorkloads = scenario.workloads.filter { $0.mode.usesMPTCP(options.multipath) && $0.to != nil }
+        let multipathWorkloads = scenario.workloads.filter { $0.usesMPTCP(options.multipath) && $0.connectingNode != nil }
+        if options.multipath == .application {
+            let commands = scenario.workloads.filter { if case .command = $0.kind { $0.mode != .none } else { false } }
+            if !commands.isEmpty {
+                notes.append("--multipath application: Roam cannot hand over the connections of a command's program (\(commands.map(\.name).joined(separator: ", "))); it ran without multipath")
+            }
+        }
         var useMPTCP = false
         if !multipathWorkloads.isEmpty, let probeNode = plan.nodes.first,
            let probeNamespace = topology.namespace(of: probeNode.name) {
@@ -280,12 +308,12 @@ public final class ScenarioRunner: Sendable {
         }
         if useMPTCP {
             do throws(NetlinkError) {
-                for server in Set(scenario.workloads.map(\.from)) {
-                    guard let namespace = topology.namespace(of: server) else { continue }
+                for node in plan.nodes {
+                    guard let namespace = topology.namespace(of: node.name) else { continue }
                     try MPTCPPathManager.acceptSubflows(in: namespace)
                 }
                 for workload in multipathWorkloads {
-                    guard let client = workload.to, let namespace = topology.namespace(of: client), let monitor = monitorOf[client] else { continue }
+                    guard let client = workload.connectingNode, let namespace = topology.namespace(of: client), let monitor = monitorOf[client] else { continue }
                     let serviceType = MultipathServiceType(rawValue: workload.mode.rawValue) ?? .handover
                     if let existing = pathManagers[client] {
                         if existing.serviceType != serviceType {
@@ -331,9 +359,11 @@ public final class ScenarioRunner: Sendable {
                 stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
                 reportDirectory: directory, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
-            if let client = workload.to, let monitor = monitorOf[client] {
-                context.clientPath = { monitor.currentPath }
-                if workload.mode.usesMPTCP(options.multipath) { context.mptcp = pathManagers[client] }
+            if let client = workload.connectingNode, let monitor = monitorOf[client] {
+                if case .command = workload.kind {} else { context.clientPath = { monitor.currentPath } }
+                if workload.usesMPTCP(options.multipath) { context.mptcp = pathManagers[client] }
+                // A program can ask for MPTCP (IPPROTO_MPTCP) when told its node has a path manager.
+                if case .command = workload.kind, context.mptcp != nil { context.environment["ROAM_MULTIPATH"] = workload.mode.rawValue }
             }
             context.serverAcceptsMPTCP = useMPTCP
             if let peer = workload.to, let peerNode = plan.node(peer) {
@@ -570,4 +600,14 @@ extension RunReport {
             ("links", .array(linkStatistics.map(\.json))),
         ])
     }
+}
+
+/// The path of `name` in `PATH` (executable), or nil.
+func findProgram(_ name: String) -> String? {
+    let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
+    for directory in path.split(separator: ":") where !directory.isEmpty {
+        let candidate = "\(directory)/\(name)"
+        if access(candidate, X_OK) == 0 { return candidate }
+    }
+    return nil
 }

@@ -237,6 +237,9 @@ public struct Workload: Sendable, Hashable {
     /// `allowsUltraConstrainedNetworkAccess` set to false with `waitsForConnectivity`: the client
     /// connects only over a permitted interface and waits while there is none.
     public var prohibits: Set<PathRestriction> = []
+    /// A `command` runs under `mptcpize run` (Debian's `mptcpize` package), which makes the
+    /// program's TCP sockets MPTCP ones: for programs that cannot ask for MPTCP themselves.
+    public var mptcpize = false
 
     /// The `timeout` when a scenario names none.
     public static let defaultTimeout = Duration.seconds(5)

@@ -493,6 +493,7 @@ extension ScenarioDecoder {
                 return restrictions.count == items.count ? Set(restrictions) : nil
             } ?? []
             var kind: Workload.Kind?
+            var mptcpize = false
             var known = common
             switch kindName {
             case "bulk":
@@ -517,12 +518,13 @@ extension ScenarioDecoder {
                 } ?? .seconds(2)
                 kind = bitrate.map { .stream(bitrate: $0, buffer: buffer) }
             case "command":
-                known += ["run", "env"]
+                known += ["run", "env", "mptcpize"]
+                mptcpize = take(&workload, "mptcpize") { self.bool($0, "mptcpize") } ?? false
                 let run = take(&workload, "run", required: true) { self.command($0) }
                 let environment = take(&workload, "env") { self.environment($0) } ?? [:]
                 kind = run.map { .command(run: $0, environment: environment) }
             default:
-                known += ["size", "requestSize", "interval", "count", "bitrate", "buffer", "run", "env"]
+                known += ["size", "requestSize", "interval", "count", "bitrate", "buffer", "run", "env", "mptcpize"]
             }
             finish(workload, known: known)
             if let stop, stop <= start { error("stop must come after start", at: workload.keyNode("stop")!) }
@@ -538,6 +540,7 @@ extension ScenarioDecoder {
             if let name, let kind, let from {
                 var parsed = Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout)
                 parsed.prohibits = prohibits
+                parsed.mptcpize = mptcpize
                 workloads.append(parsed)
             }
         }

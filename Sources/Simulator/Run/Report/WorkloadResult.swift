@@ -119,6 +119,9 @@ extension WorkloadResult {
                 ("subflowsOpened", .int(Int64(subflowsOpened))),
                 ("longestGap", longestGap.map { .object([("start", .seconds($0.start)), ("ms", .milliseconds($0.length))]) } ?? .null),
             ]
+        } else {
+            // What the node's interfaces carried, both directions, while the command ran.
+            members.append(("bytesByInterface", .object(bytesByInterface.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
         }
         members.append(("completed", .bool(completed)))
         if let incompleteReason { members.append(("incompleteReason", .string(incompleteReason))) }

@@ -13,12 +13,15 @@ final class CommandWorkload: WorkloadDriver {
     private let extraEnvironment: [String: String]
     private let outcome: Mutex<CommandStatistics>
     private let spawnError = Mutex<String?>(nil)
+    /// Bytes each of the node's interfaces carried (both directions) while the command ran.
+    private let interfaceBytes = Mutex<[String: Int64]>([:])
     /// How long a command has between SIGTERM and SIGKILL.
     static let terminationGrace = Duration.seconds(2)
 
     init(context: WorkloadContext, arguments: [String], environment: [String: String]) {
         self.context = context
-        self.arguments = arguments
+        // mptcpize preloads a library that turns the program's TCP sockets into MPTCP.
+        self.arguments = context.workload.mptcpize ? ["mptcpize", "run"] + arguments : arguments
         extraEnvironment = environment
         let base = context.reportDirectory + "/" + context.workload.name
         outcome = Mutex(CommandStatistics(arguments: arguments, stdoutPath: base + ".stdout", stderrPath: base + ".stderr"))
@@ -93,6 +96,7 @@ final class CommandWorkload: WorkloadDriver {
     func run() {
         let name = JSONValue.string(context.workload.name)
         let started = MonotonicInstant.now
+        let countersBefore = nodeCounters()
         guard let pid = spawn() else {
             context.log.record("command", [("workload", name), ("event", "failed"), ("error", .string(spawnError.withLock { $0 ?? "" }))])
             return
@@ -136,6 +140,15 @@ final class CommandWorkload: WorkloadDriver {
         }
         // Whatever the command left running in its group goes with it.
         kill(-pid, SIGKILL)
+        if let before = countersBefore, let after = nodeCounters() {
+            var carried: [String: Int64] = [:]
+            for (interface, now) in after where interface != "lo" {
+                let then = before[interface] ?? InterfaceCounters()
+                let bytes = now.receivedBytes &- then.receivedBytes &+ now.sentBytes &- then.sentBytes
+                if bytes > 0, bytes < UInt64(Int64.max) { carried[interface] = Int64(bytes) }
+            }
+            interfaceBytes.withLock { $0 = carried }
+        }
         let raw = status.withLock { $0 }
         let runTime = MonotonicInstant.now - started
         outcome.withLock { outcome in
@@ -156,12 +169,22 @@ final class CommandWorkload: WorkloadDriver {
 
     func sample() -> WorkloadSample { WorkloadSample(bytesReceived: 0) }
 
+    /// The counters of the node's interfaces now; nil if netlink would not say.
+    private func nodeCounters() -> [String: InterfaceCounters]? {
+        try? NetlinkSocket(.route, in: context.serverNamespace).interfaceCounters()
+    }
+
     func result(end: Duration) -> WorkloadResult {
         var result = WorkloadResult(context.workload)
         result.note = nil
         let statistics = outcome.withLock { $0 }
         result.command = statistics
         result.activeTime = statistics.runTime
+        result.bytesByInterface = interfaceBytes.withLock { $0 }
+        if context.mptcp != nil {
+            result.note = "MPTCP path manager on node '\(context.workload.from)' in mode \(context.workload.mode.rawValue): "
+                + "connections the program opens with IPPROTO_MPTCP get subflows over its paths"
+        }
         if let error = spawnError.withLock({ $0 }) {
             result.incompleteReason = error
         } else if statistics.terminatedByRoam {
