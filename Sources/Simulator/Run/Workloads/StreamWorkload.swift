@@ -16,8 +16,8 @@ final class StreamWorkload: WorkloadDriver {
     private let client: ClientConnection
     private let server: WorkloadServer
     private let player: Mutex<Playout>
-    /// The connection (by count) whose path was last found too poor.
-    private let lowWaterConnection = Mutex(0)
+    /// Whether the current path still serves the stream.
+    private let judge: Mutex<StreamPathJudge>
 
     /// The playout buffer: a state machine advanced with the time and the bytes that arrived.
     struct Playout: Sendable {
@@ -109,6 +109,7 @@ final class StreamWorkload: WorkloadDriver {
         self.buffer = buffer
         client = ClientConnection(context: context)
         player = Mutex(Playout(bytesPerSecond: bitrate.bitsPerSecond / 8, buffer: buffer, start: context.startAt, origin: context.log.start))
+        judge = Mutex(StreamPathJudge(bytesPerSecond: bitrate.bitsPerSecond / 8, bufferTarget: Double(buffer.nanoseconds) / 1e9))
         let stop = context.stop
         let start = context.startAt
         let bytesPerSecond = bitrate.bitsPerSecond / 8
@@ -142,15 +143,16 @@ final class StreamWorkload: WorkloadDriver {
             let playing = if case .playing = player.phase { true } else { false }
             return (ended, player.buffered(now: now, bytes: bytes), playing)
         }
-        // A live source keeps a healthy path's buffer full: one that drains below a quarter on a
-        // connection given a second to catch up is too poor for the stream (a lossy Wi-Fi that
-        // still trickles data, which no gap in the data reveals). In multipath modes the flow
-        // moves before playback stalls.
-        if playing, client.isMultipath, buffered < Double(buffer.nanoseconds) / 1e9 / 4,
-           let age = client.connectionAge, age >= .seconds(1), lowWaterConnection.withLock({ $0 }) != client.connections {
-            lowWaterConnection.withLock { $0 = client.connections }
-            client.pathTooPoor(String(format: "the stream's buffer fell to %.2f s", buffered))
+        // In multipath modes the flow moves off a path too poor for the stream before playback
+        // stalls (see StreamPathJudge).
+        let connection = client.connectionAge.map {
+            StreamPathJudge.Connection(number: client.connections, age: $0, interface: client.currentInterface)
         }
+        let verdict = judge.withLock { judge -> String? in
+            judge.record(now: now, bytes: bytes)
+            return playing && client.isMultipath ? judge.verdict(buffered: buffered, connection: connection, now: now) : nil
+        }
+        if let verdict { client.pathTooPoor(verdict) }
         if let ended {
             context.log.record("stall", [("workload", .string(context.workload.name)), ("start", .seconds(ended.start)),
                                          ("durationMs", .milliseconds(ended.duration))])

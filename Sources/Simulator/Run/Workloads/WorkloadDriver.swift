@@ -438,6 +438,9 @@ final class ClientConnection: Sendable {
         }
     }
 
+    /// The interface the current connection runs over, when known.
+    var currentInterface: String? { state.withLock { $0.interface } }
+
     /// The current connection's age, if connected.
     var connectionAge: Duration? {
         let now = context.log.elapsed

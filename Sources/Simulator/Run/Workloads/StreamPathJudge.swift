@@ -1,0 +1,80 @@
+/// Whether a stream's path still serves it: judged by what the path delivers, not by the buffer
+/// level a connection inherited.
+///
+/// A live source keeps a healthy path's buffer full. A path is too poor for the stream when, on
+/// a connection given ``settleTime`` to catch up, the playout buffer is below a quarter of its
+/// target and the path delivered less than the bitrate over the last ``window`` (a lossy Wi-Fi
+/// that still trickles data, which no gap in the data reveals). A new connection that refills
+/// the buffer (more than the bitrate) is kept however low the buffer still is: a freshly made
+/// cellular connection whose buffer fell while the Wi-Fi starved is not the culprit.
+///
+/// Pure: the caller supplies the time and the byte count.
+struct StreamPathJudge: Sendable {
+    /// How far back the delivery rate looks.
+    static let window = Duration.seconds(1)
+    /// How long a connection has before it can be judged.
+    static let settleTime = Duration.seconds(1)
+    /// Samples closer together than this are not kept.
+    static let sampleSpacing = Duration.milliseconds(50)
+
+    let bytesPerSecond: Double
+    /// The buffer the player fills before playing (seconds of media).
+    let bufferTarget: Double
+    /// Bytes received at sample times, oldest first, reaching back a little over ``window``.
+    private var samples: [(time: MonotonicInstant, bytes: Int64)] = []
+
+    init(bytesPerSecond: Double, bufferTarget: Double) {
+        self.bytesPerSecond = bytesPerSecond
+        self.bufferTarget = bufferTarget
+    }
+
+    /// Bytes per second received over the last ``window`` as of the last sample; nil until a
+    /// sample is that old.
+    private(set) var deliveryRate: Double?
+
+    /// Takes in the flow's byte count (received over every connection so far) at `now`.
+    mutating func record(now: MonotonicInstant, bytes: Int64) {
+        if let last = samples.last, now - last.time < Self.sampleSpacing {} else { samples.append((now, bytes)) }
+        // Keep the newest sample at least a window old as the base, and what follows it.
+        while samples.count > 1, now - samples[1].time >= Self.window { samples.removeFirst() }
+        guard let base = samples.first, now - base.time >= Self.window else {
+            deliveryRate = nil
+            return
+        }
+        deliveryRate = Double(bytes - base.bytes) / (Double((now - base.time).nanoseconds) / 1e9)
+    }
+
+    /// The current connection as the judge sees it.
+    struct Connection: Sendable {
+        /// Its number among the flow's connections (each judged at most once).
+        var number: Int
+        var age: Duration
+        /// The interface it runs over, when known.
+        var interface: String?
+    }
+
+    /// The last path found too poor: its connection and interface, the share of the bitrate it
+    /// delivered, and when.
+    private(set) var lastCondemned: (connection: Int, interface: String?, share: Double, at: MonotonicInstant)?
+    /// How long what a condemned path delivered counts as evidence against returning to it.
+    static let evidenceLifetime = Duration.seconds(10)
+
+    /// Why the current path is too poor for the stream, or nil while it serves it (or was
+    /// judged already). A path that delivers more than the one the flow last left, lately,
+    /// is kept even below the bitrate: when every path is poor, the flow stays on the best one
+    /// measured instead of going back to a worse one.
+    /// - Parameters:
+    ///   - buffered: seconds of media buffered now, while playing.
+    mutating func verdict(buffered: Double, connection: Connection?, now: MonotonicInstant) -> String? {
+        guard buffered < bufferTarget / 4, let connection, connection.age >= Self.settleTime,
+              let rate = deliveryRate, rate < bytesPerSecond else { return nil }
+        let share = rate / bytesPerSecond
+        if let last = lastCondemned {
+            if last.connection == connection.number { return nil }
+            if last.interface != connection.interface, now - last.at < Self.evidenceLifetime, share > last.share { return nil }
+        }
+        lastCondemned = (connection.number, connection.interface, share, now)
+        return "the stream's buffer fell to \(String(format: "%.2f", buffered)) s, its path delivering "
+            + "\(String(format: "%.0f", share * 100))% of the bitrate"
+    }
+}

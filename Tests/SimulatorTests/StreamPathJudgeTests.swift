@@ -1,0 +1,101 @@
+@testable import Simulator
+import Testing
+
+/// The rule that moves a stream off a path too poor for it, on a manual clock: a path is judged
+/// by what it delivers against the bitrate, never by the low buffer a new connection inherited,
+/// and a flow does not go back to a path that delivered less.
+@Suite struct StreamPathJudgeTests {
+    /// 2 s of buffer at 500 kB/s (4 Mbit/s).
+    static let bitrate = 500_000.0
+    let origin = MonotonicInstant(nanoseconds: 1_000_000_000_000)
+
+    /// A judge fed `seconds` of samples every 100 ms at `share` of the bitrate, from `bytes`.
+    func fed(_ judge: inout StreamPathJudge, from start: Double, seconds: Double, share: Double, bytes: inout Int64) {
+        var t = start
+        while t <= start + seconds + 1e-9 {
+            judge.record(now: at(t), bytes: bytes)
+            bytes += Int64(Self.bitrate * share / 10)
+            t += 0.1
+        }
+    }
+
+    func at(_ seconds: Double) -> MonotonicInstant { origin + .milliseconds(Int64((seconds * 1000).rounded())) }
+
+    func connection(_ number: Int, age: Double, on interface: String) -> StreamPathJudge.Connection {
+        StreamPathJudge.Connection(number: number, age: .milliseconds(Int64(age * 1000)), interface: interface)
+    }
+
+    @Test func aTricklingPathWithALowBufferIsTooPoor() throws {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: 2, share: 0.25, bytes: &bytes)
+        let rate = try #require(judge.deliveryRate)
+        #expect(abs(rate / Self.bitrate - 0.25) < 0.03, "\(rate)")
+        // Half a second of buffer is not yet low; 0.4 s is.
+        let notYetLow = judge.verdict(buffered: 0.5, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        #expect(notYetLow == nil)
+        let low = judge.verdict(buffered: 0.4, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        let verdict = try #require(low)
+        #expect(verdict.contains("0.40 s") && verdict.contains("25% of the bitrate"), "\(verdict)")
+        // Judged once per connection.
+        let again = judge.verdict(buffered: 0.3, connection: connection(1, age: 2.1, on: "wifi"), now: at(2.1))
+        #expect(again == nil)
+    }
+
+    @Test func aNewConnectionThatRefillsTheBufferIsKept() {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: 2, share: 0.2, bytes: &bytes)
+        let leavingWiFi = judge.verdict(buffered: 0.4, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        #expect(leavingWiFi != nil)
+        // Cellular delivers twice the bitrate: its buffer is still low a second later, and it stays.
+        fed(&judge, from: 2.1, seconds: 1.2, share: 2, bytes: &bytes)
+        let onCellular = judge.verdict(buffered: 0.2, connection: connection(2, age: 1.2, on: "cell"), now: at(3.3))
+        #expect(onCellular == nil)
+    }
+
+    @Test func noVerdictBeforeTheConnectionSettledOrASecondWasMeasured() {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: 0.5, share: 0, bytes: &bytes)
+        #expect(judge.deliveryRate == nil)
+        let unmeasured = judge.verdict(buffered: 0, connection: connection(1, age: 3, on: "wifi"), now: at(0.5))
+        #expect(unmeasured == nil)
+        fed(&judge, from: 0.6, seconds: 1, share: 0, bytes: &bytes)
+        let young = judge.verdict(buffered: 0, connection: connection(1, age: 0.9, on: "wifi"), now: at(1.6))
+        #expect(young == nil)
+        let unconnected = judge.verdict(buffered: 0, connection: nil, now: at(1.6))
+        #expect(unconnected == nil)
+        let settled = judge.verdict(buffered: 0, connection: connection(1, age: 1, on: "wifi"), now: at(1.6))
+        #expect(settled != nil)
+    }
+
+    /// The flapping seen in the VM: the flow left a Wi-Fi delivering 22% for a cellular
+    /// connection that, a second later on a slow start, delivered 87%. Cellular stays; once the
+    /// evidence against Wi-Fi is old, a poor cellular is judged again.
+    @Test func theFlowDoesNotGoBackToAPathThatDeliveredLess() {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: 2, share: 0.22, bytes: &bytes)
+        let leavingWiFi = judge.verdict(buffered: 0.5 - 0.01, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        #expect(leavingWiFi != nil)
+        fed(&judge, from: 2.1, seconds: 1.1, share: 0.87, bytes: &bytes)
+        let onCellular = judge.verdict(buffered: 0.15, connection: connection(2, age: 1.1, on: "cell"), now: at(3.2))
+        #expect(onCellular == nil)
+        // Ten seconds on, cellular still under the bitrate with a low buffer: judged on its own.
+        fed(&judge, from: 3.3, seconds: 9, share: 0.87, bytes: &bytes)
+        let later = judge.verdict(buffered: 0.15, connection: connection(2, age: 10.2, on: "cell"), now: at(12.3))
+        #expect(later != nil)
+    }
+
+    @Test func aPathWorseThanTheOneLeftIsLeftToo() {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: 2, share: 0.5, bytes: &bytes)
+        let leavingWiFi = judge.verdict(buffered: 0.4, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        #expect(leavingWiFi != nil)
+        fed(&judge, from: 2.1, seconds: 1.1, share: 0.1, bytes: &bytes)
+        let onCellular = judge.verdict(buffered: 0.1, connection: connection(2, age: 1.1, on: "cell"), now: at(3.2))
+        #expect(onCellular != nil)
+    }
+}
