@@ -32,12 +32,12 @@ monitor-demo: build
 test:
 	@scripts/setup.sh --vm-if-needed --browser
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	@scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 
 # Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client
 # against spotty Wi-Fi with RoamTesting (Swift Testing and XCTest).
 example: setup
-	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --build-tests && $(SWIFT) test $(BUILD_FLAGS) --skip-build
+	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

@@ -125,21 +125,30 @@ extension ConnectionRace.Action {
         #expect(try ConnectionPolicy(requiredInterfaceType: .cellular).permittedInterfaces(of: both).get().map(\.name) == ["cell"])
     }
 
-    @Test func saysWhyNoPathIsPermitted() {
+    @Test func saysWhyNoPathIsPermitted() throws {
+        /// The refusal `policy` gives `path`; a failed test if it permits something.
+        func refusal(_ policy: ConnectionPolicy, _ path: NetworkPath) throws -> PathRefusal {
+            switch policy.permittedInterfaces(of: path) {
+            case .failure(let refusal): return refusal
+            case .success(let permitted): throw RefusalExpected(permitted: permitted.map(\.name))
+            }
+        }
         let hotspot = path([interface("cell", .cellular, expensive: true)])
-        let expensive = ConnectionPolicy(allowsExpensive: false).permittedInterfaces(of: hotspot)
-        guard case .failure(let refusal) = expensive else { Issue.record("expected a refusal"); return }
-        #expect(refusal.onlyExpensive)
-        #expect(refusal.description == "the only paths are expensive and the policy forbids them: cell (expensive)")
-        guard case .failure(let cellular) = ConnectionPolicy(allowsCellular: false).permittedInterfaces(of: hotspot) else { return }
-        #expect(cellular.onlyCellular)
+        let expensive = try refusal(ConnectionPolicy(allowsExpensive: false), hotspot)
+        #expect(expensive.onlyExpensive)
+        #expect(expensive.description == "the only paths are expensive and the policy forbids them: cell (expensive)")
+        #expect(try refusal(ConnectionPolicy(allowsCellular: false), hotspot).onlyCellular)
         let lowData = path([interface("wifi", .wifi, constrained: true)])
-        guard case .failure(let constrained) = ConnectionPolicy(allowsConstrained: false).permittedInterfaces(of: lowData) else { return }
-        #expect(constrained.onlyConstrained)
-        guard case .failure(let none) = ConnectionPolicy().permittedInterfaces(of: path([])) else { return }
-        #expect(none.isNoPath)
+        #expect(try refusal(ConnectionPolicy(allowsConstrained: false), lowData).onlyConstrained)
+        #expect(try refusal(ConnectionPolicy(), path([])).isNoPath)
         let mixed = path([interface("wifi", .wifi, constrained: true), interface("cell", .cellular, expensive: true)])
-        guard case .failure(let both) = ConnectionPolicy(allowsExpensive: false, allowsConstrained: false).permittedInterfaces(of: mixed) else { return }
+        let both = try refusal(ConnectionPolicy(allowsExpensive: false, allowsConstrained: false), mixed)
         #expect(both.reasons == [.expensive, .constrained] && !both.onlyExpensive)
     }
+}
+
+/// A policy permitted interfaces where the test expected a refusal.
+struct RefusalExpected: Error, CustomStringConvertible {
+    var permitted: [String]
+    var description: String { "expected a refusal, the policy permitted \(permitted)" }
 }
