@@ -105,17 +105,24 @@ final class HandoverConnectionTests {
         var events: [String] = []
         var connection: HandoverConnection!
 
-        init(racer: ConnectionRacer, server: IPAddress, port: UInt16, monitor: NetworkPathMonitor) {
-            connection = HandoverConnection(racer: racer, to: [server], port: port, path: { monitor.currentPath },
-                                            onEvent: { [unowned self] event in
+        /// A client that follows `monitor` (woken by its updates), or with `polling`, one given
+        /// only a closure for the path (which it looks at every 20 ms).
+        init(racer: ConnectionRacer, server: IPAddress, port: UInt16, monitor: NetworkPathMonitor, polling: Bool = false) throws {
+            let onEvent: (HandoverConnection.Event) -> Void = { [unowned self] event in
                 switch event {
                 case .connected(let metrics, _): events.append("connected \(metrics.winner?.candidate.route.interface ?? "?")")
                 case .left(let interface, let reason): events.append("left \(interface): \(reason)")
                 }
-            }) { [unowned self] descriptor, _ in
+            }
+            let resume: HandoverConnection.ResumeHook = { [unowned self] descriptor, _ in
                 resumedAt.append(received)
                 var offset = received.bigEndian
                 guard write(descriptor, &offset, 8) == 8 else { throw ClientError(message: "could not send the offset") }
+            }
+            if polling {
+                connection = HandoverConnection(racer: racer, to: [server], port: port, path: { monitor.currentPath }, onEvent: onEvent, resume: resume)
+            } else {
+                connection = try HandoverConnection(racer: racer, to: [server], port: port, monitor: monitor, onEvent: onEvent, resume: resume)
             }
         }
 
@@ -132,8 +139,8 @@ final class HandoverConnectionTests {
         }
     }
 
-    @Test func carrierLossMovesTheConnectionAndItResumesWhereItWas() throws {
-        let client = Client(racer: ConnectionRacer(namespace: net.phone), server: server.serviceIPv4, port: port, monitor: monitor)
+    @Test(arguments: [false, true]) func carrierLossMovesTheConnectionAndItResumesWhereItWas(polling: Bool) throws {
+        let client = try Client(racer: ConnectionRacer(namespace: net.phone), server: server.serviceIPv4, port: port, monitor: monitor, polling: polling)
         try client.receive(until: 1_000_000)
         try backend.setCarrier(false, link: "wifi")
         // The kernel batches carrier changes (linkwatch, up to a second): wait until the path
@@ -148,7 +155,7 @@ final class HandoverConnectionTests {
     }
 
     @Test func aBlackholedWiFiIsLeftAfterTheStallThresholdAndHeldDown() throws {
-        let client = Client(racer: ConnectionRacer(namespace: net.phone), server: server.serviceIPv4, port: port, monitor: monitor)
+        let client = try Client(racer: ConnectionRacer(namespace: net.phone), server: server.serviceIPv4, port: port, monitor: monitor)
         try client.receive(until: 1_000_000)
         try net.blackhole("wifi")
         try client.receive(until: 3_000_000)

@@ -13,13 +13,17 @@ import PathMonitor
 /// Roam's built-in stream and bulk workloads send the byte count they hold.
 ///
 /// ```swift
-/// let connection = HandoverConnection(racer: ConnectionRacer(namespace: phone), to: [server], port: 9000,
-///                                     path: { monitor.currentPath }) { descriptor, _ in
+/// let connection = try HandoverConnection(racer: ConnectionRacer(namespace: phone), to: [server], port: 9000,
+///                                         monitor: monitor) { descriptor, _ in
 ///     var offset = received.bigEndian
 ///     guard write(descriptor, &offset, 8) == 8 else { throw MyError.resume }
 /// }
 /// let count = try connection.receive(into: buffer)    // follows the phone from path to path
 /// ```
+///
+/// Given a ``NetworkPathMonitor``, the connection wakes on its path updates: an interface that
+/// leaves the path is left at once, and a connection waiting for a path starts as soon as one is
+/// there. Given only a closure for the path, it looks every 20 ms.
 ///
 /// One thread at a time, like a socket. Moving back to a cheaper path that returns happens at
 /// the next move, not proactively (Roam's workloads probe for that; see the README).
@@ -75,6 +79,11 @@ public final class HandoverConnection {
     public let port: UInt16
     public let configuration: Configuration
     private let path: @Sendable () -> NetworkPath?
+    /// Signalled on every path update when the connection follows a monitor (nil: it polls).
+    private let pathChanged: Wakeup?
+    private let subscription: PathUpdateSubscription?
+    /// How often the path is looked at while waiting when no monitor wakes the connection.
+    static let pollInterval = Duration.milliseconds(20)
     private let resume: ResumeHook
     private let onEvent: ((Event) -> Void)?
     private var descriptor: Int32 = -1
@@ -94,9 +103,36 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
+        pathChanged = nil
+        subscription = nil
     }
 
-    deinit { close() }
+    /// A connection that follows `monitor` (started, watching the racer's namespace): it wakes
+    /// on every path update instead of looking at the path from time to time.
+    /// - Throws: ``HandoverError/connect(_:)`` if no wake-up descriptor can be made.
+    public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
+                configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) throws(HandoverError) {
+        let wakeup: Wakeup
+        do throws(NetlinkError) {
+            wakeup = try Wakeup()
+        } catch {
+            throw .connect(.system("cannot make a wake-up descriptor for path updates: \(error)"))
+        }
+        self.racer = racer
+        self.addresses = addresses
+        self.port = port
+        self.path = { monitor.currentPath }
+        self.configuration = configuration
+        self.onEvent = onEvent
+        self.resume = resume
+        pathChanged = wakeup
+        subscription = monitor.onUpdate { _ in wakeup.signal() }
+    }
+
+    deinit {
+        subscription?.cancel()
+        close()
+    }
 
     /// The interface the current connection uses, if connected.
     public var currentInterface: String? { descriptor >= 0 ? interface : nil }
@@ -161,12 +197,11 @@ public final class HandoverConnection {
                 if let interface { stalledPaths.markStalled(interface, at: Self.now()) }
                 return .stalled(threshold: threshold)
             }
-            // Look at the path every 20 ms while waiting.
-            let slice = min(.milliseconds(20), threshold - elapsed)
-            var entry = pollfd(fd: descriptor, events: events, revents: 0)
-            var spec = timespec(tv_sec: Int(slice.components.seconds), tv_nsec: Int(slice.components.attoseconds / 1_000_000_000))
-            if ppoll(&entry, 1, &spec, nil) > 0 { return nil }
             if let interface, let path = path(), !path.availableInterfaces.contains(where: { $0.name == interface }) { return .pathLost }
+            // Until the socket is ready, the threshold passes, or the path changes (without a
+            // monitor, look at it every 20 ms).
+            let slice = pathChanged == nil ? min(Self.pollInterval, threshold - elapsed) : threshold - elapsed
+            if waitReady(events, for: slice) { return nil }
         }
     }
 
@@ -184,10 +219,12 @@ public final class HandoverConnection {
         while true {
             guard let current = path(), current.status == .satisfied else {
                 // No path at all yet: wait for one, up to the connect timeout.
-                if Self.now() - start >= configuration.connectTimeout {
+                let waited = Self.now() - start
+                if waited >= configuration.connectTimeout {
                     throw .connect(.noPermittedPath(PathRefusal(reasons: [], refused: [])))
                 }
-                usleep(20_000)
+                let remaining = configuration.connectTimeout - waited
+                _ = waitReady(nil, for: pathChanged == nil ? min(Self.pollInterval, remaining) : remaining)
                 continue
             }
             let connection: RacedConnection
@@ -213,6 +250,19 @@ public final class HandoverConnection {
             descriptor = connection.descriptor
             return
         }
+    }
+
+    /// Waits up to `limit` for the socket to be ready for `events` (true) or for a path update
+    /// (false; also when `limit` passes). With no `events`, waits for a path update only.
+    private func waitReady(_ events: Int16?, for limit: Duration) -> Bool {
+        var entries: [pollfd] = []
+        if let events { entries.append(pollfd(fd: descriptor, events: events, revents: 0)) }
+        if let pathChanged { entries.append(pollfd(fd: pathChanged.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+        let clamped = max(limit, .zero)
+        var spec = timespec(tv_sec: Int(clamped.components.seconds), tv_nsec: Int(clamped.components.attoseconds / 1_000_000_000))
+        guard ppoll(&entries, nfds_t(entries.count), &spec, nil) > 0 else { return false }
+        if let pathChanged, entries.last!.revents != 0 { pathChanged.reset() }
+        return events != nil && entries[0].revents != 0
     }
 
     private static func now() -> Duration { ConnectionRacer.now() }
