@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Netlink
 import PathMonitor
 import Simulator
@@ -165,5 +166,69 @@ final class HandoverConnectionTests {
         // Nothing told the phone: its path still leads with Wi-Fi, which the race left out.
         #expect(monitor.currentPath?.primaryInterface?.name == "wifi")
         #expect(client.connection.stalledPaths.isHeldDown("wifi", at: ConnectionRacer.now()))
+    }
+
+    @Test func theAsyncAPIFollowsThePhoneAndReportsItsMoves() async throws {
+        let received = Mutex<UInt64>(0)
+        let connection = try AsyncHandoverConnection(racer: ConnectionRacer(namespace: net.phone), to: [server.serviceIPv4],
+                                                     port: port, monitor: monitor) { descriptor, _ in
+            var offset = received.withLock { $0 }.bigEndian
+            guard write(descriptor, &offset, 8) == 8 else { throw ClientError(message: "could not send the offset") }
+        }
+        let events = Task {
+            var seen: [String] = []
+            for await event in connection.events {
+                switch event {
+                case .connected(let metrics, _): seen.append("connected \(metrics.winner?.candidate.route.interface ?? "?")")
+                case .left(let interface, let reason): seen.append("left \(interface): \(reason)")
+                }
+            }
+            return seen
+        }
+        var intact = true
+        func receive(until total: UInt64) async throws {
+            while received.withLock({ $0 }) < total {
+                let bytes = try await connection.receive(upTo: 64 * 1024)
+                guard !bytes.isEmpty else { throw ClientError(message: "the server closed the connection") }
+                let start = received.withLock { $0 }
+                for (index, byte) in bytes.enumerated() where byte != UInt8((start + UInt64(index)) % 251) { intact = false }
+                received.withLock { $0 += UInt64(bytes.count) }
+            }
+        }
+        try await receive(until: 1_000_000)
+        #expect(await connection.currentInterface == "wifi")
+        try backend.setCarrier(false, link: "wifi")
+        net.waitForPath(containing: "wifi", false)
+        try await receive(until: 3_000_000)
+        #expect(intact, "every byte in order across the move")
+        #expect(await connection.currentInterface == "cell")
+        #expect(await connection.connections.count == 2)
+        await connection.close()
+        #expect(await events.value == ["connected wifi", "left wifi: the interface left the path", "connected cell"])
+    }
+
+    @Test(.timeLimit(.minutes(1))) func cancellingTheTaskEndsAReceiveThatWaits() async throws {
+        // A resume hook that asks for nothing: the server sends nothing, and no stall moves the
+        // connection within a minute.
+        var configuration = HandoverConnection.Configuration()
+        configuration.minimumStall = .seconds(60)
+        configuration.maximumStall = .seconds(60)
+        let connection = try AsyncHandoverConnection(racer: ConnectionRacer(namespace: net.phone), to: [server.serviceIPv4],
+                                                     port: port, monitor: monitor, configuration: configuration) { _, _ in }
+        let receiving = Task { try await connection.receive(upTo: 16) }
+        var events = connection.events.makeAsyncIterator()
+        guard case .connected = await events.next() else {
+            Issue.record("the connection was not made")
+            return
+        }
+        receiving.cancel()
+        let result = await receiving.result
+        #expect(throws: HandoverConnection.HandoverError.self) { try result.get() }
+        if case .failure(let error as HandoverConnection.HandoverError) = result, case .interrupted = error {} else {
+            Issue.record("expected .interrupted, got \(result)")
+        }
+        // The connection is still usable afterwards: the next call is not interrupted by the old cancel.
+        #expect(await connection.currentInterface == "wifi")
+        await connection.close()
     }
 }

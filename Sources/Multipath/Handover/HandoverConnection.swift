@@ -63,10 +63,13 @@ public final class HandoverConnection {
         case connect(ConnectionError)
         /// The resume hook threw.
         case resume(any Error)
+        /// ``HandoverConnection/interrupt()`` was called (the async API: the task was cancelled).
+        case interrupted
         public var description: String {
             switch self {
             case .connect(let error): "connect: \(error)"
             case .resume(let error): "resume: \(error)"
+            case .interrupted: "interrupted"
             }
         }
     }
@@ -82,6 +85,8 @@ public final class HandoverConnection {
     /// Signalled on every path update when the connection follows a monitor (nil: it polls).
     private let pathChanged: Wakeup?
     private let subscription: PathUpdateSubscription?
+    /// Signalled by ``interrupt()``; nil only if no descriptor could be made for it.
+    private let interruption: Wakeup?
     /// How often the path is looked at while waiting when no monitor wakes the connection.
     static let pollInterval = Duration.milliseconds(20)
     private let resume: ResumeHook
@@ -105,6 +110,7 @@ public final class HandoverConnection {
         self.resume = resume
         pathChanged = nil
         subscription = nil
+        interruption = try? Wakeup()
     }
 
     /// A connection that follows `monitor` (started, watching the racer's namespace): it wakes
@@ -115,6 +121,7 @@ public final class HandoverConnection {
         let wakeup: Wakeup
         do throws(NetlinkError) {
             wakeup = try Wakeup()
+            interruption = try Wakeup()
         } catch {
             throw .connect(.system("cannot make a wake-up descriptor for path updates: \(error)"))
         }
@@ -134,6 +141,21 @@ public final class HandoverConnection {
         close()
     }
 
+    /// Makes the blocking call in progress on another thread (``receive(into:)``, ``send(_:)``, or
+    /// the wait for a path) throw ``HandoverError/interrupted`` promptly; if none is in progress,
+    /// the next one does. A race already under way finishes first (it lasts at most
+    /// ``Configuration/connectTimeout``). The one method safe to call from any thread.
+    public func interrupt() {
+        interruption?.signal()
+    }
+
+    /// Throws if ``interrupt()`` was called since the last call that threw for it.
+    private func checkInterruption() throws(HandoverError) {
+        guard let interruption else { return }
+        var value: UInt64 = 0
+        if read(interruption.fileDescriptor.rawValue, &value, 8) == 8 { throw .interrupted }
+    }
+
     /// The interface the current connection uses, if connected.
     public var currentInterface: String? { descriptor >= 0 ? interface : nil }
 
@@ -146,6 +168,7 @@ public final class HandoverConnection {
     /// moves to another path when the interface leaves the path or nothing comes for the stall
     /// threshold. Returns 0 when the peer closed the connection.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(HandoverError) -> Int {
+        try checkInterruption()
         while true {
             try connectIfNeeded()
             let fd = descriptor
@@ -155,7 +178,7 @@ public final class HandoverConnection {
                 move(.failed(errno: errno))
                 continue
             }
-            if let reason = wait(for: Int16(POLLIN)) { move(reason) }
+            if let reason = try wait(for: Int16(POLLIN)) { move(reason) }
         }
     }
 
@@ -163,6 +186,7 @@ public final class HandoverConnection {
     /// the new one and the whole of `bytes` is sent again there: at least once, so the peer,
     /// told where to resume, can drop what it already had.
     public func send(_ bytes: UnsafeRawBufferPointer) throws(HandoverError) {
+        try checkInterruption()
         sending: while true {
             try connectIfNeeded()
             var offset = 0
@@ -173,7 +197,7 @@ public final class HandoverConnection {
                     continue
                 }
                 if sent < 0 && (errno == EAGAIN || errno == EINTR) {
-                    if let reason = wait(for: Int16(POLLOUT)) {
+                    if let reason = try wait(for: Int16(POLLOUT)) {
                         move(reason)
                         continue sending
                     }
@@ -188,7 +212,7 @@ public final class HandoverConnection {
 
     /// Waits until the socket is ready for `events`; or says why the connection must move: its
     /// interface left the path, or the stall threshold passed.
-    private func wait(for events: Int16) -> Reason? {
+    private func wait(for events: Int16) throws(HandoverError) -> Reason? {
         let start = Self.now()
         let threshold = StalledPaths.stallThreshold(smoothedRTT: StalledPaths.smoothedRTT(of: descriptor), minimum: configuration.minimumStall, maximum: configuration.maximumStall)
         while true {
@@ -201,7 +225,7 @@ public final class HandoverConnection {
             // Until the socket is ready, the threshold passes, or the path changes (without a
             // monitor, look at it every 20 ms).
             let slice = pathChanged == nil ? min(Self.pollInterval, threshold - elapsed) : threshold - elapsed
-            if waitReady(events, for: slice) { return nil }
+            if try waitReady(events, for: slice) { return nil }
         }
     }
 
@@ -224,7 +248,7 @@ public final class HandoverConnection {
                     throw .connect(.noPermittedPath(PathRefusal(reasons: [], refused: [])))
                 }
                 let remaining = configuration.connectTimeout - waited
-                _ = waitReady(nil, for: pathChanged == nil ? min(Self.pollInterval, remaining) : remaining)
+                _ = try waitReady(nil, for: pathChanged == nil ? min(Self.pollInterval, remaining) : remaining)
                 continue
             }
             let connection: RacedConnection
@@ -254,14 +278,18 @@ public final class HandoverConnection {
 
     /// Waits up to `limit` for the socket to be ready for `events` (true) or for a path update
     /// (false; also when `limit` passes). With no `events`, waits for a path update only.
-    private func waitReady(_ events: Int16?, for limit: Duration) -> Bool {
+    /// Throws when interrupted.
+    private func waitReady(_ events: Int16?, for limit: Duration) throws(HandoverError) -> Bool {
         var entries: [pollfd] = []
         if let events { entries.append(pollfd(fd: descriptor, events: events, revents: 0)) }
+        let pathIndex = entries.count
         if let pathChanged { entries.append(pollfd(fd: pathChanged.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+        if let interruption { entries.append(pollfd(fd: interruption.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         let clamped = max(limit, .zero)
         var spec = timespec(tv_sec: Int(clamped.components.seconds), tv_nsec: Int(clamped.components.attoseconds / 1_000_000_000))
         guard ppoll(&entries, nfds_t(entries.count), &spec, nil) > 0 else { return false }
-        if let pathChanged, entries.last!.revents != 0 { pathChanged.reset() }
+        try checkInterruption()
+        if let pathChanged, entries[pathIndex].revents != 0 { pathChanged.reset() }
         return events != nil && entries[0].revents != 0
     }
 
