@@ -31,12 +31,13 @@ import Testing
         fed(&judge, from: 0, seconds: 2, share: 0.25, bytes: &bytes)
         let rate = try #require(judge.deliveryRate)
         #expect(abs(rate / Self.bitrate - 0.25) < 0.03, "\(rate)")
-        // Half a second of buffer is not yet low; 0.4 s is.
-        let notYetLow = judge.verdict(buffered: 0.5, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        // At a quarter of the bitrate, the buffer drains 0.75 s a second: 1.2 s of buffer outlasts
+        // a 1.5 s move (1.125 s drained), 1.1 s does not.
+        let notYetLow = judge.verdict(buffered: 1.2, connection: connection(1, age: 2, on: "wifi"), now: at(2))
         #expect(notYetLow == nil)
-        let low = judge.verdict(buffered: 0.4, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        let low = judge.verdict(buffered: 1.1, connection: connection(1, age: 2, on: "wifi"), now: at(2))
         let verdict = try #require(low)
-        #expect(verdict.contains("0.40 s") && verdict.contains("25% of the bitrate"), "\(verdict)")
+        #expect(verdict.contains("1.10 s") && verdict.contains("25% of the bitrate"), "\(verdict)")
         // Judged once per connection.
         let again = judge.verdict(buffered: 0.3, connection: connection(1, age: 2.1, on: "wifi"), now: at(2.1))
         #expect(again == nil)
@@ -86,6 +87,16 @@ import Testing
         fed(&judge, from: 3.3, seconds: 9, share: 0.87, bytes: &bytes)
         let later = judge.verdict(buffered: 0.15, connection: connection(2, age: 10.2, on: "cell"), now: at(12.3))
         #expect(later != nil)
+    }
+
+    @Test func aPathCloseToTheBitrateIsLeftOnlyWhenTheBufferIsUnderAQuarter() {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: 2, share: 0.9, bytes: &bytes)
+        let quarter = judge.verdict(buffered: 0.5, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        #expect(quarter == nil)
+        let under = judge.verdict(buffered: 0.49, connection: connection(1, age: 2, on: "wifi"), now: at(2))
+        #expect(under != nil)
     }
 
     @Test func aPathWorseThanTheOneLeftIsLeftToo() {

@@ -2,9 +2,11 @@
 /// level a connection inherited.
 ///
 /// A live source keeps a healthy path's buffer full. A path is too poor for the stream when, on
-/// a connection given ``settleTime`` to catch up, the playout buffer is below a quarter of its
-/// target and the path delivered less than the bitrate over the last ``window`` (a lossy Wi-Fi
-/// that still trickles data, which no gap in the data reveals). A new connection that refills
+/// a connection given ``settleTime`` to catch up, it delivered less than the bitrate over the
+/// last ``window`` (a lossy Wi-Fi that still trickles data, which no gap in the data reveals)
+/// and the buffer is low: below a quarter of its target, or below what the player would use up
+/// during ``switchTime`` at the rate the buffer drains (the poorer the path, the earlier the
+/// move, so that the next path has time to start). A new connection that refills
 /// the buffer (more than the bitrate) is kept however low the buffer still is: a freshly made
 /// cellular connection whose buffer fell while the Wi-Fi starved is not the culprit.
 ///
@@ -14,6 +16,9 @@ struct StreamPathJudge: Sendable {
     static let window = Duration.seconds(1)
     /// How long a connection has before it can be judged.
     static let settleTime = Duration.seconds(1)
+    /// About how long a move to another path takes to bring data: its race, its slow start, the
+    /// source catching up.
+    static let switchTime = Duration.milliseconds(1500)
     /// Samples closer together than this are not kept.
     static let sampleSpacing = Duration.milliseconds(50)
 
@@ -66,9 +71,11 @@ struct StreamPathJudge: Sendable {
     /// - Parameters:
     ///   - buffered: seconds of media buffered now, while playing.
     mutating func verdict(buffered: Double, connection: Connection?, now: MonotonicInstant) -> String? {
-        guard buffered < bufferTarget / 4, let connection, connection.age >= Self.settleTime,
-              let rate = deliveryRate, rate < bytesPerSecond else { return nil }
+        guard let connection, connection.age >= Self.settleTime, let rate = deliveryRate, rate < bytesPerSecond else { return nil }
         let share = rate / bytesPerSecond
+        // Seconds of media the player uses up, net of what arrives, while a move takes effect.
+        let drainedDuringSwitch = (1 - share) * Double(Self.switchTime.nanoseconds) / 1e9
+        guard buffered < max(bufferTarget / 4, drainedDuringSwitch) else { return nil }
         if let last = lastCondemned {
             if last.connection == connection.number { return nil }
             if last.interface != connection.interface, now - last.at < Self.evidenceLifetime, share > last.share { return nil }
