@@ -19,6 +19,15 @@ import Testing
         }
     }
 
+    /// A judge that has seen `seconds` of delivery at `share` of the bitrate from time zero, and
+    /// the byte count it saw last.
+    func started(delivering share: Double, for seconds: Double = 2) -> (StreamPathJudge, Int64) {
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var bytes: Int64 = 0
+        fed(&judge, from: 0, seconds: seconds, share: share, bytes: &bytes)
+        return (judge, bytes)
+    }
+
     func at(_ seconds: Double) -> MonotonicInstant { origin + .milliseconds(Int64((seconds * 1000).rounded())) }
 
     func connection(_ number: Int, age: Double, on interface: String) -> StreamPathJudge.Connection {
@@ -26,9 +35,7 @@ import Testing
     }
 
     @Test func aTricklingPathWithALowBufferIsTooPoor() throws {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
-        var bytes: Int64 = 0
-        fed(&judge, from: 0, seconds: 2, share: 0.25, bytes: &bytes)
+        var (judge, _) = started(delivering: 0.25)
         let rate = try #require(judge.deliveryRate)
         #expect(abs(rate / Self.bitrate - 0.25) < 0.03, "\(rate)")
         // At a quarter of the bitrate, the buffer drains 0.75 s a second: 1.2 s of buffer outlasts
@@ -43,22 +50,21 @@ import Testing
         #expect(again == nil)
     }
 
-    @Test func aNewConnectionThatRefillsTheBufferIsKept() {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
-        var bytes: Int64 = 0
-        fed(&judge, from: 0, seconds: 2, share: 0.2, bytes: &bytes)
+    /// Leaving a Wi-Fi that delivers `wifi` of the bitrate for a cellular that delivers `cell`:
+    /// a cellular that refills the buffer (twice the bitrate) stays although the buffer is still
+    /// low a second later; one that delivers less than the Wi-Fi did is left too.
+    @Test(arguments: [(wifi: 0.2, cell: 2.0, cellularStays: true), (wifi: 0.5, cell: 0.1, cellularStays: false)])
+    func cellularIsJudgedByWhatItDelivers(_ shares: (wifi: Double, cell: Double, cellularStays: Bool)) {
+        var (judge, bytes) = started(delivering: shares.wifi)
         let leavingWiFi = judge.verdict(buffered: 0.4, connection: connection(1, age: 2, on: "wifi"), now: at(2))
         #expect(leavingWiFi != nil)
-        // Cellular delivers twice the bitrate: its buffer is still low a second later, and it stays.
-        fed(&judge, from: 2.1, seconds: 1.2, share: 2, bytes: &bytes)
-        let onCellular = judge.verdict(buffered: 0.2, connection: connection(2, age: 1.2, on: "cell"), now: at(3.3))
-        #expect(onCellular == nil)
+        fed(&judge, from: 2.1, seconds: 1.2, share: shares.cell, bytes: &bytes)
+        let onCellular = judge.verdict(buffered: 0.1, connection: connection(2, age: 1.2, on: "cell"), now: at(3.3))
+        #expect((onCellular == nil) == shares.cellularStays, "\(onCellular ?? "kept")")
     }
 
     @Test func noVerdictBeforeTheConnectionSettledOrASecondWasMeasured() {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
-        var bytes: Int64 = 0
-        fed(&judge, from: 0, seconds: 0.5, share: 0, bytes: &bytes)
+        var (judge, bytes) = started(delivering: 0, for: 0.5)
         #expect(judge.deliveryRate == nil)
         let unmeasured = judge.verdict(buffered: 0, connection: connection(1, age: 3, on: "wifi"), now: at(0.5))
         #expect(unmeasured == nil)
@@ -75,9 +81,7 @@ import Testing
     /// connection that, a second later on a slow start, delivered 87%. Cellular stays; once the
     /// evidence against Wi-Fi is old, a poor cellular is judged again.
     @Test func theFlowDoesNotGoBackToAPathThatDeliveredLess() {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
-        var bytes: Int64 = 0
-        fed(&judge, from: 0, seconds: 2, share: 0.22, bytes: &bytes)
+        var (judge, bytes) = started(delivering: 0.22)
         let leavingWiFi = judge.verdict(buffered: 0.5 - 0.01, connection: connection(1, age: 2, on: "wifi"), now: at(2))
         #expect(leavingWiFi != nil)
         fed(&judge, from: 2.1, seconds: 1.1, share: 0.87, bytes: &bytes)
@@ -90,23 +94,10 @@ import Testing
     }
 
     @Test func aPathCloseToTheBitrateIsLeftOnlyWhenTheBufferIsUnderAQuarter() {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
-        var bytes: Int64 = 0
-        fed(&judge, from: 0, seconds: 2, share: 0.9, bytes: &bytes)
+        var (judge, _) = started(delivering: 0.9)
         let quarter = judge.verdict(buffered: 0.5, connection: connection(1, age: 2, on: "wifi"), now: at(2))
         #expect(quarter == nil)
         let under = judge.verdict(buffered: 0.49, connection: connection(1, age: 2, on: "wifi"), now: at(2))
         #expect(under != nil)
-    }
-
-    @Test func aPathWorseThanTheOneLeftIsLeftToo() {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
-        var bytes: Int64 = 0
-        fed(&judge, from: 0, seconds: 2, share: 0.5, bytes: &bytes)
-        let leavingWiFi = judge.verdict(buffered: 0.4, connection: connection(1, age: 2, on: "wifi"), now: at(2))
-        #expect(leavingWiFi != nil)
-        fed(&judge, from: 2.1, seconds: 1.1, share: 0.1, bytes: &bytes)
-        let onCellular = judge.verdict(buffered: 0.1, connection: connection(2, age: 1.1, on: "cell"), now: at(3.2))
-        #expect(onCellular != nil)
     }
 }
