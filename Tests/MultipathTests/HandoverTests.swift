@@ -46,9 +46,14 @@ struct HandoverTests {
         #expect((bytes["cell"] ?? 0) > 0 && (bytes["wifi"] ?? 0) > 0)
         #expect((video["handovers"] as? Int ?? 0) >= 2)
         #expect(video["completed"] as? Bool == true, "playing at the end")
-        // It left Wi-Fi because Wi-Fi left the path, not by waiting for a timeout, and so never
-        // went without data for the length of the outage.
-        #expect(events.contains { $0["type"] as? String == "disconnect" && ($0["reason"] as? String)?.contains("wifi left the path") == true })
+        // It left Wi-Fi while Wi-Fi was gone (at 2 s, back at 5 s), not by waiting for it, and so
+        // never went without data for the length of the outage. Either the path update or the
+        // data gap tells it first: the kernel's linkwatch holds a carrier-down back by up to a
+        // second when other links changed just before, machine-wide.
+        let left = events.first { $0["type"] as? String == "disconnect" }
+        let reason = left?["reason"] as? String ?? ""
+        #expect(reason.contains("wifi left the path") || reason.hasPrefix("no data for"), "\(left ?? [:])")
+        #expect((left?["t"] as? Double ?? .infinity) < 5, "\(left ?? [:])")
         let gap = try #require((video["longestGap"] as? [String: Any])?["ms"] as? Double)
         #expect(gap < 2900)
     }
