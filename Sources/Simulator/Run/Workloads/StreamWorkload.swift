@@ -11,8 +11,6 @@ import Synchronization
 /// the first frame is the startup delay, not a stall.
 final class StreamWorkload: WorkloadDriver {
     let context: WorkloadContext
-    private let bytesPerSecond: Double
-    private let buffer: Duration
     private let client: ClientConnection
     private let server: WorkloadServer
     private let player: Mutex<Playout>
@@ -105,14 +103,12 @@ final class StreamWorkload: WorkloadDriver {
 
     init(context: WorkloadContext, bitrate: Rate, buffer: Duration) {
         self.context = context
-        bytesPerSecond = bitrate.bitsPerSecond / 8
-        self.buffer = buffer
+        let bytesPerSecond = bitrate.bitsPerSecond / 8
         client = ClientConnection(context: context)
-        player = Mutex(Playout(bytesPerSecond: bitrate.bitsPerSecond / 8, buffer: buffer, start: context.startAt, origin: context.log.start))
-        judge = Mutex(StreamPathJudge(bytesPerSecond: bitrate.bitsPerSecond / 8, bufferTarget: Double(buffer.nanoseconds) / 1e9))
+        player = Mutex(Playout(bytesPerSecond: bytesPerSecond, buffer: buffer, start: context.startAt, origin: context.log.start))
+        judge = Mutex(StreamPathJudge(bytesPerSecond: bytesPerSecond, bufferTarget: Double(buffer.nanoseconds) / 1e9))
         let stop = context.stop
         let start = context.startAt
-        let bytesPerSecond = bitrate.bitsPerSecond / 8
         let window = Double(buffer.nanoseconds) / 1e9 * bytesPerSecond
         server = WorkloadServer(context: context) { socket, claim in
             var hello = [UInt8](repeating: 0, count: 8)
