@@ -113,6 +113,9 @@ final class HandoverConnectionTests {
                 switch event {
                 case .connected(let metrics, _): events.append("connected \(metrics.winner?.candidate.route.interface ?? "?")")
                 case .left(let interface, let reason): events.append("left \(interface): \(reason)")
+                case .heldDown(let interface, _): events.append("held down \(interface)")
+                case .probe(let interface, let connected?): events.append("probe \(interface): \(connected ? "connected" : "failed")")
+                case .probe: break
                 }
             }
             let resume: HandoverConnection.ResumeHook = { [unowned self] descriptor, _ in
@@ -127,9 +130,10 @@ final class HandoverConnectionTests {
             }
         }
 
-        func receive(until total: UInt64) throws {
+        /// Receives until `total` bytes have come, or (with `done`) until it says so.
+        func receive(until total: UInt64, or done: () -> Bool = { false }) throws {
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-            while received < total {
+            while received < total && !done() {
                 let count = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
                 guard count > 0 else { throw ClientError(message: "the server closed the connection") }
                 for byte in buffer[..<count] {
@@ -151,8 +155,28 @@ final class HandoverConnectionTests {
         #expect(client.intact, "every byte in order across the move")
         #expect(client.connection.connections.map { $0.winner?.candidate.route.interface } == ["wifi", "cell"], "\(client.events)")
         #expect(client.connection.handovers == 1)
-        #expect(client.events.contains("left wifi: the interface left the path"), "\(client.events)")
+        #expect(client.events.contains("left wifi: wifi left the path"), "\(client.events)")
         #expect(client.resumedAt.count == 2 && client.resumedAt[0] == 0 && client.resumedAt[1] >= 1_000_000)
+    }
+
+    /// Wi-Fi returns while the flow is on (expensive) cellular: probes test it while the app
+    /// reads, and after three in a row connect the flow moves back, resuming where it was.
+    @Test func theConnectionMovesBackToAReturningWiFiOnceItAnswersProbes() throws {
+        let client = try Client(racer: ConnectionRacer(namespace: net.phone), server: server.serviceIPv4, port: port, monitor: monitor)
+        try client.receive(until: 1_000_000)
+        try backend.setCarrier(false, link: "wifi")
+        net.waitForPath(containing: "wifi", false)
+        try client.receive(until: 2_000_000)
+        #expect(client.connection.currentInterface == "cell")
+        try backend.setCarrier(true, link: "wifi")
+        net.waitForPath(containing: "wifi", true)
+        // On cellular's 20 Mbit/s, 50 MB is about 20 s: far more than three probes take.
+        try client.receive(until: 50_000_000) { client.connection.currentInterface == "wifi" }
+        #expect(client.intact)
+        #expect(client.connection.connections.map { $0.winner?.candidate.route.interface } == ["wifi", "cell", "wifi"], "\(client.events)")
+        #expect(client.events.contains("left cell: back to wifi, which answered 3 probes in a row"), "\(client.events)")
+        #expect(client.events.filter { $0 == "probe wifi: connected" }.count >= 3, "\(client.events)")
+        #expect(client.resumedAt.count == 3 && client.resumedAt[2] > 2_000_000)
     }
 
     @Test func aBlackholedWiFiIsLeftAfterTheStallThresholdAndHeldDown() throws {
@@ -181,6 +205,7 @@ final class HandoverConnectionTests {
                 switch event {
                 case .connected(let metrics, _): seen.append("connected \(metrics.winner?.candidate.route.interface ?? "?")")
                 case .left(let interface, let reason): seen.append("left \(interface): \(reason)")
+                case .heldDown, .probe: break
                 }
             }
             return seen
@@ -204,7 +229,7 @@ final class HandoverConnectionTests {
         #expect(await connection.currentInterface == "cell")
         #expect(await connection.connections.count == 2)
         await connection.close()
-        #expect(await events.value == ["connected wifi", "left wifi: the interface left the path", "connected cell"])
+        #expect(await events.value == ["connected wifi", "left wifi: wifi left the path", "connected cell"])
     }
 
     @Test(.timeLimit(.minutes(1))) func cancellingTheTaskEndsAReceiveThatWaits() async throws {

@@ -5,12 +5,15 @@ import PathMonitor
 
 /// Application-level handover for an app's own protocol over plain TCP, where MPTCP is not
 /// there (the kernel has none, or the server does not speak it): the connection is raced over
-/// the permitted interfaces; when its interface leaves the path, or no data comes for the stall
-/// threshold while the app waits for some, the interface is held down and a new connection is
-/// raced over the others. The app's **resume hook** runs on every connection before any of its
-/// reads or writes (the first one included): that is where it tells the peer where to carry
-/// on, with whatever its protocol uses (a byte offset, a sequence number, a session token), as
-/// Roam's built-in stream and bulk workloads send the byte count they hold.
+/// the permitted interfaces and follows ``HandoverStateMachine``'s rules, the same that Roam's
+/// simulator plays: when its interface leaves the path, or no data comes for the stall
+/// threshold while the app waits for some, a new connection is raced over the others (a stalled
+/// interface held down); while it runs over an expensive interface and a free one is back,
+/// probes test the free one and, after three in a row connect, the flow moves back. The app's
+/// **resume hook** runs on every connection before any of its reads or writes (the first one
+/// included): that is where it tells the peer where to carry on, with whatever its protocol
+/// uses (a byte offset, a sequence number, a session token), as Roam's built-in stream and bulk
+/// workloads send the byte count they hold.
 ///
 /// ```swift
 /// let connection = try HandoverConnection(racer: ConnectionRacer(namespace: phone), to: [server], port: 9000,
@@ -23,10 +26,15 @@ import PathMonitor
 ///
 /// Given a ``NetworkPathMonitor``, the connection wakes on its path updates: an interface that
 /// leaves the path is left at once, and a connection waiting for a path starts as soon as one is
-/// there. Given only a closure for the path, it looks every 20 ms.
+/// there. Given only a closure for the path, it looks every 20 ms. Either way it also wakes for
+/// the state machine's timers (the stall threshold, probes) and when a probe is decided.
 ///
-/// One thread at a time, like a socket. Moving back to a cheaper path that returns happens at
-/// the next move, not proactively (Roam's workloads probe for that; see the README).
+/// The rules apply while the app is in a call (``receive(into:)``, ``send(_:)``): a connection
+/// the app leaves idle is not judged. A stream player tells the connection its buffer with
+/// ``reportPlayout(buffered:)`` so that a path too poor for the stream is left before playback
+/// stalls (configure ``Configuration/stream``).
+///
+/// One thread at a time, like a socket.
 public final class HandoverConnection {
     public struct Configuration: Sendable {
         /// The stall threshold's floor and ceiling (see ``StalledPaths/stallThreshold(smoothedRTT:minimum:maximum:)``).
@@ -34,28 +42,35 @@ public final class HandoverConnection {
         public var maximumStall: Duration = .seconds(10)
         /// How long one race may take, and how long to wait for a path at all.
         public var connectTimeout: Duration = .seconds(10)
+        /// Whether the flow moves back from an expensive interface to a free one that proved
+        /// itself to probes.
+        public var movesBack = true
+        /// For a stream: its bitrate and buffer, for the rule that leaves a path too poor for it.
+        public var stream: HandoverStateMachine.StreamRequirement?
         public init() {}
+
+        var stateMachine: HandoverStateMachine.Configuration {
+            var configuration = HandoverStateMachine.Configuration()
+            configuration.minimumStall = minimumStall
+            configuration.maximumStall = maximumStall
+            configuration.movesBack = movesBack
+            configuration.stream = stream
+            return configuration
+        }
     }
 
     /// Why the connection left an interface.
-    public enum Reason: Sendable, Hashable, CustomStringConvertible {
-        case pathLost
-        case stalled(threshold: Duration)
-        case failed(errno: Int32)
-        public var description: String {
-            switch self {
-            case .pathLost: "the interface left the path"
-            case .stalled(let threshold): "no data for \(threshold)"
-            case .failed(let code): String(cString: strerror(code))
-            }
-        }
-    }
+    public typealias Reason = HandoverStateMachine.Reason
 
     public enum Event: Sendable {
         /// A connection was made (`isReconnect` after a move), with how its race went.
         case connected(ConnectionMetrics, isReconnect: Bool)
         /// The connection over `interface` was given up.
         case left(interface: String, reason: Reason)
+        /// `interface` stalled and is left out of races for `holdDown`.
+        case heldDown(interface: String, holdDown: Duration)
+        /// A probe of `interface` (to move back to it) started, or was decided.
+        case probe(interface: String, connected: Bool?)
     }
 
     public enum HandoverError: Error, CustomStringConvertible {
@@ -92,12 +107,18 @@ public final class HandoverConnection {
     private let resume: ResumeHook
     private let onEvent: ((Event) -> Void)?
     private var descriptor: Int32 = -1
-    private var interface: String?
-    public private(set) var stalledPaths = StalledPaths()
+    private var machine: HandoverStateMachine
+    private var probe: PathProbe?
     /// Every connection's race, in order.
     public private(set) var connections: [ConnectionMetrics] = []
+
+    /// Interfaces held down after a stall.
+    public var stalledPaths: StalledPaths { machine.stalledPaths }
     /// Times a new connection went over another interface than the one before.
-    public private(set) var handovers = 0
+    public var handovers: Int { machine.handovers }
+    /// Bytes received per interface, and over interfaces the path called expensive.
+    public var bytesByInterface: [String: Int64] { machine.bytesByInterface }
+    public var expensiveBytes: Int64 { machine.expensiveBytes }
 
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, path: @escaping @Sendable () -> NetworkPath?,
                 configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) {
@@ -108,6 +129,7 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
+        machine = HandoverStateMachine(configuration: configuration.stateMachine)
         pathChanged = nil
         subscription = nil
         interruption = try? Wakeup()
@@ -132,6 +154,7 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
+        machine = HandoverStateMachine(configuration: configuration.stateMachine)
         pathChanged = wakeup
         subscription = monitor.onUpdate { _ in wakeup.signal() }
     }
@@ -157,28 +180,32 @@ public final class HandoverConnection {
     }
 
     /// The interface the current connection uses, if connected.
-    public var currentInterface: String? { descriptor >= 0 ? interface : nil }
+    public var currentInterface: String? { descriptor >= 0 ? machine.currentInterface : nil }
 
     public func close() {
+        probe?.abandon()
+        probe = nil
         if descriptor >= 0 { Glibc.close(descriptor) }
         descriptor = -1
     }
 
     /// Receives what is there, waiting for some (the app expects data when it calls this):
-    /// moves to another path when the interface leaves the path or nothing comes for the stall
-    /// threshold. Returns 0 when the peer closed the connection.
+    /// moves to another path when the state machine says so. Returns 0 when the peer closed the
+    /// connection.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(HandoverError) -> Int {
         try checkInterruption()
+        let since = Self.now()
         while true {
             try connectIfNeeded()
             let fd = descriptor
             let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { _ = machine.handle(.received(bytes: count, at: Self.now())) }
             if count >= 0 { return count }
             guard errno == EAGAIN || errno == EINTR else {
                 move(.failed(errno: errno))
                 continue
             }
-            if let reason = try wait(for: Int16(POLLIN)) { move(reason) }
+            if let reason = try wait(for: Int16(POLLIN), awaitingDataSince: since) { move(reason) }
         }
     }
 
@@ -197,7 +224,8 @@ public final class HandoverConnection {
                     continue
                 }
                 if sent < 0 && (errno == EAGAIN || errno == EINTR) {
-                    if let reason = try wait(for: Int16(POLLOUT)) {
+                    // A send buffer that stays full is a stall as much as silence is.
+                    if let reason = try wait(for: Int16(POLLOUT), awaitingDataSince: Self.now()) {
                         move(reason)
                         continue sending
                     }
@@ -210,27 +238,76 @@ public final class HandoverConnection {
         }
     }
 
-    /// Waits until the socket is ready for `events`; or says why the connection must move: its
-    /// interface left the path, or the stall threshold passed.
-    private func wait(for events: Int16) throws(HandoverError) -> Reason? {
-        let start = Self.now()
-        let threshold = StalledPaths.stallThreshold(smoothedRTT: StalledPaths.smoothedRTT(of: descriptor), minimum: configuration.minimumStall, maximum: configuration.maximumStall)
-        while true {
-            let elapsed = Self.now() - start
-            if elapsed >= threshold {
-                if let interface { stalledPaths.markStalled(interface, at: Self.now()) }
-                return .stalled(threshold: threshold)
+    /// Tells the state machine how much media a stream player holds (with
+    /// ``Configuration/stream`` set): a path that delivers less than the bitrate while the buffer
+    /// runs low is left at the next call that waits.
+    public func reportPlayout(buffered: Duration) {
+        perform(machine.handle(.playout(buffered: buffered, at: Self.now())))
+    }
+
+    /// The move the last actions asked for, until the connection is given up.
+    private var pendingMove: Reason?
+
+    /// Runs the state machine's actions; a move is kept for the caller to make.
+    private func perform(_ actions: [HandoverStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case let .markStalled(interface, holdDown):
+                onEvent?(.heldDown(interface: interface, holdDown: holdDown))
+            case .move(let reason):
+                pendingMove = reason
+            case .startProbe(let interface):
+                probe?.abandon()
+                probe = nil
+                if let target = machine.path?.availableInterfaces.first(where: { $0.name == interface }), let address = addresses.first,
+                   let started = PathProbe(target, to: address, port: port, in: racer.namespace) {
+                    probe = started
+                    onEvent?(.probe(interface: interface, connected: nil))
+                } else {
+                    perform(machine.handle(.probeFinished(interface: interface, connected: false, at: Self.now())))
+                }
+            case .abandonProbe:
+                probe?.abandon()
+                probe = nil
+            case .restore:
+                break
             }
-            if let interface, let path = path(), !path.availableInterfaces.contains(where: { $0.name == interface }) { return .pathLost }
-            // Until the socket is ready, the threshold passes, or the path changes (without a
-            // monitor, look at it every 20 ms).
-            let slice = pathChanged == nil ? min(Self.pollInterval, threshold - elapsed) : threshold - elapsed
-            if try waitReady(events, for: slice) { return nil }
+        }
+    }
+
+    /// Feeds the machine a path the monitor published since it last looked.
+    private func observePath() {
+        if let current = path(), current != machine.path { perform(machine.handle(.pathUpdated(current, at: Self.now()))) }
+    }
+
+    /// Waits until the socket is ready for `events`; or says why the connection must move.
+    private func wait(for events: Int16, awaitingDataSince since: Duration) throws(HandoverError) -> Reason? {
+        while true {
+            observePath()
+            let rtt = StalledPaths.smoothedRTT(of: descriptor)
+            perform(machine.handle(.tick(at: Self.now(), smoothedRTT: rtt, awaitingDataSince: since)))
+            if let reason = pendingMove { return reason }
+            // Until the socket is ready, a timer of the machine is due, the path changes, or the
+            // probe is decided (without a monitor, look at the path every 20 ms).
+            let now = Self.now()
+            var limit = (machine.nextDeadline(smoothedRTT: rtt, awaitingDataSince: since) ?? now + configuration.maximumStall) - now
+            if pathChanged == nil { limit = min(limit, Self.pollInterval) }
+            if try waitReady(events, for: limit) { return nil }
+            if let probe, let connected = probe.poll() {
+                self.probe = nil
+                onEvent?(.probe(interface: probe.interface, connected: connected))
+                perform(machine.handle(.probeFinished(interface: probe.interface, connected: connected, at: Self.now())))
+                if let reason = pendingMove { return reason }
+            }
         }
     }
 
     private func move(_ reason: Reason) {
-        if let interface { onEvent?(.left(interface: interface, reason: reason)) }
+        if let interface = machine.currentInterface ?? connections.last?.winner?.candidate.route.interface {
+            onEvent?(.left(interface: interface, reason: reason))
+        }
+        pendingMove = nil
+        if machine.connection != nil { _ = machine.handle(.connectionEnded(at: Self.now())) }
         // The connection is given up, maybe over a dead link: reset it rather than leave the
         // kernel retrying its FIN for minutes.
         if descriptor >= 0 { ConnectionRacer.abandon(descriptor) }
@@ -241,7 +318,8 @@ public final class HandoverConnection {
         guard descriptor < 0 else { return }
         let start = Self.now()
         while true {
-            guard let current = path(), current.status == .satisfied else {
+            observePath()
+            guard let current = machine.racePath(at: Self.now()), current.status == .satisfied else {
                 // No path at all yet: wait for one, up to the connect timeout.
                 let waited = Self.now() - start
                 if waited >= configuration.connectTimeout {
@@ -253,21 +331,21 @@ public final class HandoverConnection {
             }
             let connection: RacedConnection
             do throws(ConnectionError) {
-                connection = try racer.connect(to: addresses, port: port, over: stalledPaths.racePath(current, at: Self.now()),
-                                               timeout: configuration.connectTimeout)
+                connection = try racer.connect(to: addresses, port: port, over: current, timeout: configuration.connectTimeout)
             } catch {
                 throw .connect(error)
             }
             let isReconnect = !connections.isEmpty
-            let chosen = connection.metrics.winner?.candidate.route.interface
-            if isReconnect, let interface, interface != chosen { handovers += 1 }
-            interface = chosen
             connections.append(connection.metrics)
+            perform(machine.handle(.connected(interface: connection.metrics.winner?.candidate.route.interface,
+                                              transport: connection.metrics.mode == .multipath ? .mptcp : .tcp, at: Self.now())))
+            pendingMove = nil
             onEvent?(.connected(connection.metrics, isReconnect: isReconnect))
             do {
                 try resume(connection.descriptor, isReconnect)
             } catch {
                 ConnectionRacer.abandon(connection.descriptor)
+                _ = machine.handle(.connectionEnded(at: Self.now()))
                 throw .resume(error)
             }
             ConnectionRacer.reapWhenDead(connection.descriptor, patience: configuration.connectTimeout)
@@ -276,8 +354,8 @@ public final class HandoverConnection {
         }
     }
 
-    /// Waits up to `limit` for the socket to be ready for `events` (true) or for a path update
-    /// (false; also when `limit` passes). With no `events`, waits for a path update only.
+    /// Waits up to `limit` for the socket to be ready for `events` (true) or for a path update,
+    /// a probe's decision or the limit (false). With no `events`, waits for a path update only.
     /// Throws when interrupted.
     private func waitReady(_ events: Int16?, for limit: Duration) throws(HandoverError) -> Bool {
         var entries: [pollfd] = []
@@ -285,6 +363,7 @@ public final class HandoverConnection {
         let pathIndex = entries.count
         if let pathChanged { entries.append(pollfd(fd: pathChanged.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         if let interruption { entries.append(pollfd(fd: interruption.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+        if let probe, probe.descriptor >= 0 { entries.append(pollfd(fd: probe.descriptor, events: Int16(POLLOUT), revents: 0)) }
         let clamped = max(limit, .zero)
         var spec = timespec(tv_sec: Int(clamped.components.seconds), tv_nsec: Int(clamped.components.attoseconds / 1_000_000_000))
         guard ppoll(&entries, nfds_t(entries.count), &spec, nil) > 0 else { return false }

@@ -35,6 +35,11 @@ public struct StalledPaths: Sendable, Hashable {
         entries[interface].map { now - $0.since < $0.hold } ?? false
     }
 
+    /// When `interface`'s hold-down ends (nil: it never stalled).
+    public func holdDownEnd(_ interface: String) -> Duration? {
+        entries[interface].map { $0.since + $0.hold }
+    }
+
     /// `path` without the interfaces held down at `now` (unless that would leave none): the path
     /// to race over.
     public func racePath(_ path: NetworkPath, at now: Duration) -> NetworkPath {

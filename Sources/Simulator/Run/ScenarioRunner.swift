@@ -360,7 +360,10 @@ public final class ScenarioRunner: Sendable {
                 reportDirectory: directory, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
             if let client = workload.connectingNode, let monitor = monitorOf[client] {
-                if case .command = workload.kind {} else { context.clientPath = { monitor.currentPath } }
+                if case .command = workload.kind {} else {
+                    context.clientPath = { monitor.currentPath }
+                    context.clientMonitor = monitor
+                }
                 if workload.usesMPTCP(options.multipath) { context.mptcp = pathManagers[client] }
                 // A program can ask for MPTCP (IPPROTO_MPTCP) when told its node has a path manager.
                 if case .command = workload.kind, context.mptcp != nil { context.environment["ROAM_MULTIPATH"] = workload.mode.rawValue }

@@ -126,8 +126,10 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// Waits until the socket is ready for `events`, the stop signal fires, or `deadline` passes.
-    func poll(_ events: Int16, stop: StopSignal, deadline: MonotonicInstant?) -> Outcome {
-        var entries = [pollfd(fd: descriptor, events: events, revents: 0), pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0)]
+    /// One of `extra` being ready ends the wait as a deadline does (`.timedOut`; the caller looks
+    /// at why): a path update, a probe decided.
+    func poll(_ events: Int16, stop: StopSignal, deadline: MonotonicInstant?, wakingOn extra: [pollfd] = []) -> Outcome {
+        var entries = [pollfd(fd: descriptor, events: events, revents: 0), pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0)] + extra
         while true {
             var timeout = timespec()
             var timeoutPointer: UnsafeMutablePointer<timespec>? = nil
@@ -138,7 +140,7 @@ final class TCPSocket: @unchecked Sendable {
             }
             let result = withUnsafeMutablePointer(to: &timeout) { pointer -> Int32 in
                 timeoutPointer = deadline == nil ? nil : pointer
-                return ppoll(&entries, 2, timeoutPointer, nil)
+                return ppoll(&entries, nfds_t(entries.count), timeoutPointer, nil)
             }
             if result < 0 {
                 if errno == EINTR { continue }
@@ -147,6 +149,7 @@ final class TCPSocket: @unchecked Sendable {
             if result == 0 { return .timedOut }
             if entries[1].revents != 0 { return .stopped }
             if entries[0].revents != 0 { return .done }
+            if entries.dropFirst(2).contains(where: { $0.revents != 0 }) { return .timedOut }
         }
     }
 
@@ -170,13 +173,14 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// Receives what is there (at most `buffer.count` bytes), waiting for some if nothing is.
-    func receive(into buffer: UnsafeMutableRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?) -> (Int, Outcome) {
+    func receive(into buffer: UnsafeMutableRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?,
+                 wakingOn extra: [pollfd] = []) -> (Int, Outcome) {
         while true {
             let count = recv(descriptor, buffer.baseAddress, buffer.count, 0)
             if count > 0 { return (count, .done) }
             if count == 0 { return (0, .closed) }
             if errno == EAGAIN || errno == EINTR {
-                let waited = poll(Int16(POLLIN), stop: stop, deadline: deadline)
+                let waited = poll(Int16(POLLIN), stop: stop, deadline: deadline, wakingOn: extra)
                 guard waited == .done else { return (0, waited) }
                 continue
             }

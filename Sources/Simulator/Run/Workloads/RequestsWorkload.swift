@@ -78,8 +78,8 @@ final class RequestsWorkload: WorkloadDriver {
             // In multipath modes a request whose path goes silent for the stall threshold is
             // sent again over another path, within the same timeout (Wi-Fi Assist).
             attempt: while true {
-                if let current = socket, let reason = client.handoverReason() {
-                    client.handOver(current, reason: reason)
+                if let current = socket, let reason = client.check(awaitingDataSince: nil) {
+                    client.drop(current, reason: reason.description)
                     socket = nil
                 }
                 if socket == nil {
@@ -97,29 +97,36 @@ final class RequestsWorkload: WorkloadDriver {
                     break attempt
                 }
                 var received: Int64 = 0
-                var lastProgress = MonotonicInstant.now
+                let awaiting = context.log.elapsed
                 outcome = .done
-                while received < responseSize {
+                receiving: while received < responseSize {
                     let wanted = Int(min(Int64(buffer.count), responseSize - received))
-                    let stallAt = client.isMultipath ? min(deadline, lastProgress + client.stallThreshold) : deadline
+                    let stallAt = client.isMultipath ? min(deadline, client.stallDeadline(awaitingDataSince: awaiting) ?? deadline) : deadline
                     let (got, result) = buffer.withUnsafeMutableBytes {
-                        connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted]), stop: context.stop, deadline: stallAt)
+                        connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted]), stop: context.stop, deadline: stallAt,
+                                           wakingOn: client.wakeDescriptors)
                     }
-                    guard result == .done else {
+                    if result == .done {
+                        if firstByte == nil { firstByte = MonotonicInstant.now - issued }
+                        received += Int64(got)
+                        client.received(got)
+                    }
+                    // In multipath modes a request whose path goes silent for the stall
+                    // threshold, or leaves the path, is sent again over another (Wi-Fi Assist).
+                    if client.isMultipath, result == .done || result == .timedOut, MonotonicInstant.now < deadline,
+                       let reason = client.check(awaitingDataSince: awaiting) {
+                        client.drop(connection, reason: "request \(number): \(reason)")
+                        socket = nil
+                        firstByte = nil
+                        continue attempt
+                    }
+                    switch result {
+                    case .done: continue receiving
+                    case .timedOut where MonotonicInstant.now < deadline: continue receiving
+                    default:
                         outcome = result
-                        break
+                        break receiving
                     }
-                    if firstByte == nil { firstByte = MonotonicInstant.now - issued }
-                    received += Int64(got)
-                    lastProgress = .now
-                    client.received(got)
-                }
-                if outcome == .timedOut, client.isMultipath, MonotonicInstant.now < deadline {
-                    client.markStalled()
-                    client.drop(connection, reason: "request \(number) stalled")
-                    socket = nil
-                    firstByte = nil
-                    continue attempt
                 }
                 break attempt
             }

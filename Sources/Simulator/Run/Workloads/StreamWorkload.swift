@@ -14,8 +14,6 @@ final class StreamWorkload: WorkloadDriver {
     private let client: ClientConnection
     private let server: WorkloadServer
     private let player: Mutex<Playout>
-    /// Whether the current path still serves the stream.
-    private let judge: Mutex<StreamPathJudge>
 
     /// The playout buffer: a state machine advanced with the time and the bytes that arrived.
     struct Playout: Sendable {
@@ -106,7 +104,6 @@ final class StreamWorkload: WorkloadDriver {
         let bytesPerSecond = bitrate.bitsPerSecond / 8
         client = ClientConnection(context: context)
         player = Mutex(Playout(bytesPerSecond: bytesPerSecond, buffer: buffer, start: context.startAt, origin: context.log.start))
-        judge = Mutex(StreamPathJudge(bytesPerSecond: bytesPerSecond, bufferTarget: Double(buffer.nanoseconds) / 1e9))
         let stop = context.stop
         let start = context.startAt
         let window = Double(buffer.nanoseconds) / 1e9 * bytesPerSecond
@@ -129,6 +126,9 @@ final class StreamWorkload: WorkloadDriver {
         }
     }
 
+    /// How often the player reports its buffer in multipath modes (data arriving reports it too).
+    static let playerTick = Duration.milliseconds(50)
+
     func prepare() throws(SimulatorError) { try server.start() }
 
     private func update() {
@@ -139,16 +139,9 @@ final class StreamWorkload: WorkloadDriver {
             let playing = if case .playing = player.phase { true } else { false }
             return (ended, player.buffered(now: now, bytes: bytes), playing)
         }
-        // In multipath modes the flow moves off a path too poor for the stream before playback
-        // stalls (see StreamPathJudge).
-        let connection = client.connectionAge.map {
-            StreamPathJudge.Connection(number: client.connections, age: $0, interface: client.currentInterface)
-        }
-        let verdict = judge.withLock { judge -> String? in
-            judge.record(now: now, bytes: bytes)
-            return playing && client.isMultipath ? judge.verdict(buffered: buffered, connection: connection, now: now) : nil
-        }
-        if let verdict { client.pathTooPoor(verdict) }
+        // In multipath modes the handover state machine judges whether the path still serves the
+        // stream (StreamPathJudge), and moves the flow off one too poor before playback stalls.
+        if playing { client.playout(buffered: .nanoseconds(Int64(buffered * 1e9))) }
         if let ended {
             context.log.record("stall", [("workload", .string(context.workload.name)), ("start", .seconds(ended.start)),
                                          ("durationMs", .milliseconds(ended.duration))])
@@ -164,8 +157,14 @@ final class StreamWorkload: WorkloadDriver {
                 client.drop(socket, reason: "could not send the request")
                 continue
             }
-            // Wake when data arrives, and when the playhead would run dry, to note the stall.
-            let outcome = client.pump(socket, wakeBy: { player.withLock { $0.runsDry(bytes: client.bytesReceived) } }, onWake: update)
+            // Wake when data arrives, and when the playhead would run dry, to note the stall; in
+            // multipath modes also on the player's tick, for the state machine to see the buffer.
+            let tick = client.isMultipath ? Self.playerTick : nil
+            let outcome = client.pump(socket, wakeBy: {
+                let dry = player.withLock { $0.runsDry(bytes: client.bytesReceived) }
+                guard let tick else { return dry }
+                return min(dry ?? .now + tick, .now + tick)
+            }, onWake: update)
             if outcome == .closed { client.drop(socket, reason: "closed by the server") }
         }
         update()

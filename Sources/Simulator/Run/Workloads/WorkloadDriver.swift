@@ -26,6 +26,8 @@ struct WorkloadContext: Sendable {
     var environment: [String: String]
     /// The client node's path as its monitor last published it (for multipath modes).
     var clientPath: (@Sendable () -> NetworkPath?)?
+    /// The client node's monitor, whose updates wake a flow in a multipath mode.
+    var clientMonitor: NetworkPathMonitor?
     /// The client node's MPTCP path manager, when multipath modes use MPTCP (nil: application-
     /// level handover over plain TCP).
     var mptcp: MPTCPPathManager?
@@ -61,35 +63,15 @@ struct WorkloadSample: Sendable {
 }
 
 /// The client side that every network workload shares: its connection, counters, and the
-/// reconnect loop an app without multipath runs.
+/// reconnect loop an app without multipath runs. In multipath modes it drives Multipath's
+/// ``HandoverStateMachine`` (the same rules as ``HandoverConnection``), woken by the client
+/// node's path updates, the machine's timers and its probes; it keeps no policy of its own.
 final class ClientConnection: Sendable {
     private struct State {
         var socket: TCPSocket?
-        var bytesReceived: Int64 = 0
-        var connections = 0
+        var machine: HandoverStateMachine
         var connectFailures = 0
-        var lastLocalAddress: String?
         var localAddresses: [String] = []
-        var lastProgress: Duration?
-        /// The interface the current connection goes out of (multipath modes).
-        var interface: String?
-        var bytesByInterface: [String: Int64] = [:]
-        /// Interfaces whose connection stalled, since when, and how long before they may be
-        /// probed again (doubling with each stall, up to 30 s): left out of races until a probe
-        /// connects over them.
-        var suspects = StalledPaths()
-        var probe: (interface: String, descriptor: Int32, started: Duration)?
-        var probeStreak = 0
-        /// A workload found the path too poor for it (a stream's buffer running low): the flow
-        /// moves at the next check.
-        var pendingHandover: String?
-        /// When the current connection was made.
-        var connectedAt: Duration?
-        /// The interface the flow was just moved back to, until the next connection says
-        /// whether it got there.
-        var movingBackTo: String?
-        var lastProbe: Duration = .seconds(-100)
-        var handovers = 0
         /// The longest time between two arrivals of data, and when it began.
         var longestGap: (start: Duration, length: Duration)?
         /// What the current connection is (MPTCP or not).
@@ -99,38 +81,57 @@ final class ClientConnection: Sendable {
         var subflows: [String: (interface: String, bytes: UInt64)] = [:]
         var subflowsOpened = 0
         var lastSubflowSample: Duration = .seconds(-1)
-        /// The interface that last brought data (MPTCP: the subflow whose counter moved).
-        var activeInterface: String?
-        /// Interfaces the path manager was told are stalled, until their hold-down ends.
-        var demoted: Set<String> = []
         var interfaceOfAddress: [IPAddress: String] = [:]
+        /// The probe the machine asked for, in flight.
+        var probe: PathProbe?
+        /// A move the machine asked for, until the flow makes it.
+        var pendingMove: HandoverStateMachine.Reason?
+        /// Whether connections were raced (multipath modes, or a policy that prohibits paths).
+        var raced = false
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     let context: WorkloadContext
+    /// Signalled on the client node's path updates (multipath modes).
+    private let pathChanged: Wakeup?
+    private let subscription: PathUpdateSubscription?
 
     init(context: WorkloadContext) {
         self.context = context
+        var configuration = HandoverStateMachine.Configuration()
+        configuration.maximumStall = context.workload.timeout
+        configuration.usesPathManager = context.mptcp != nil
+        configuration.serviceType = MultipathServiceType(rawValue: context.workload.mode.rawValue) ?? .handover
+        if case let .stream(bitrate, buffer) = context.workload.kind {
+            configuration.stream = .init(bytesPerSecond: bitrate.bitsPerSecond / 8, buffer: buffer)
+        }
+        state = Mutex(State(machine: HandoverStateMachine(configuration: configuration)))
+        if context.workload.mode != .none, let monitor = context.clientMonitor, let wakeup = try? Wakeup() {
+            pathChanged = wakeup
+            subscription = monitor.onUpdate { _ in wakeup.signal() }
+        } else {
+            pathChanged = nil
+            subscription = nil
+        }
     }
 
-    var bytesReceived: Int64 { state.withLock { $0.bytesReceived } }
-    var connections: Int { state.withLock { $0.connections } }
+    deinit { subscription?.cancel() }
+
+    var bytesReceived: Int64 { state.withLock { $0.machine.bytesReceived } }
+    var connections: Int { state.withLock { $0.machine.connections } }
     var connectFailures: Int { state.withLock { $0.connectFailures } }
     /// The local addresses connections were made from, in order (the links the app used).
     var localAddresses: [String] { state.withLock { $0.localAddresses } }
     var rtt: Duration? { state.withLock { $0.socket?.smoothedRTT } }
 
     /// When the last byte arrived, from the start of the run.
-    var lastProgress: Duration? { state.withLock { $0.lastProgress } }
+    var lastProgress: Duration? { state.withLock { $0.machine.lastData } }
 
     func received(_ count: Int) {
         let now = context.log.elapsed
         let sample = state.withLock { state -> Bool in
-            if let last = state.lastProgress, now - last > (state.longestGap?.length ?? .zero) { state.longestGap = (last, now - last) }
-            state.bytesReceived += Int64(count)
-            state.lastProgress = now
-            // Over MPTCP the subflows' own counters say which path carried what.
-            if state.mode != .multipath, let interface = state.interface { state.bytesByInterface[interface, default: 0] += Int64(count) }
-            return state.mode == .multipath && now - state.lastSubflowSample >= Self.handoverCheckInterval
+            if let last = state.machine.lastData, now - last > (state.longestGap?.length ?? .zero) { state.longestGap = (last, now - last) }
+            _ = state.machine.handle(.received(bytes: count, at: now))
+            return state.mode == .multipath && now - state.lastSubflowSample >= Self.subflowSampleInterval
         }
         if sample { sampleSubflows() }
     }
@@ -139,8 +140,8 @@ final class ClientConnection: Sendable {
     /// it (the path manager moves subflows), by application-level handover otherwise.
     var isMultipath: Bool { context.workload.mode != .none && context.clientPath != nil }
 
-    /// Whether the current connection is an MPTCP one with both ends speaking MPTCP.
-    var isMPTCPConnection: Bool { state.withLock { $0.mode == .multipath } }
+    /// How often an MPTCP connection's subflows are read while data arrives.
+    static let subflowSampleInterval = Duration.milliseconds(20)
 
     /// Reads the current connection's subflows: bytes each carried since the last look go to its
     /// interface, and subflows that came or went are logged.
@@ -167,13 +168,7 @@ final class ClientConnection: Sendable {
                     state.subflowsOpened += 1
                 }
                 let delta = subflow.bytesReceived >= (before ?? 0) ? subflow.bytesReceived - (before ?? 0) : 0
-                if delta > 0 {
-                    state.bytesByInterface[interface, default: 0] += Int64(delta)
-                    // In handover one path carries the data at a time: a change of path is a
-                    // handover (in the other modes data takes every path at once).
-                    if context.workload.mode == .handover, let previous = state.activeInterface, previous != interface { state.handovers += 1 }
-                    state.activeInterface = interface
-                }
+                if delta > 0 { _ = state.machine.handle(.subflowDelivered(bytes: Int(clamping: delta), interface: interface, at: now)) }
                 state.subflows[key] = (interface, subflow.bytesReceived)
             }
             for (key, entry) in state.subflows where !seen.contains(key) {
@@ -189,43 +184,116 @@ final class ClientConnection: Sendable {
         }
     }
 
-    /// Gives a demoted interface its place back once its hold-down has passed and it has
-    /// proved itself to probes (MPTCP).
-    private func restoreDemoted() {
-        guard let manager = context.mptcp, let path = context.clientPath?() else { return }
-        let now = context.log.elapsed
-        let due = state.withLock { state -> [String] in
-            state.demoted.filter { !state.suspects.isHeldDown($0, at: now) }.sorted()
-        }
-        guard let candidate = due.lazy.compactMap({ name in path.availableInterfaces.first { $0.name == name } }).first,
-              probe(candidate, path: path, now: now) else { return }
-        state.withLock { _ = $0.demoted.remove(candidate.name) }
-        let changes = (try? manager.clearStalled(candidate.name)) ?? []
-        context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(candidate.name)),
-                                             ("changes", .array(changes.map { .string($0.description) }))])
-    }
-
     /// How long without progress, while data is expected, before the path counts as stalled:
-    /// four smoothed round trips plus 200 ms, between 300 ms and the workload's timeout.
+    /// the state machine's threshold in multipath modes, the workload's timeout otherwise.
     var stallThreshold: Duration {
         guard isMultipath else { return context.workload.timeout }
-        return StalledPaths.stallThreshold(smoothedRTT: rtt, maximum: context.workload.timeout)
+        return state.withLock { $0.machine.stallThreshold(smoothedRTT: $0.socket?.smoothedRTT) }
     }
 
-    /// The path to race over: the monitor's, without interfaces held down after a stall (unless
-    /// nothing else is left).
-    private func racePath(_ path: NetworkPath) -> NetworkPath {
-        let now = context.log.elapsed
-        return state.withLock { $0.suspects.racePath(path, at: now) }
+    /// Hands `event` to the state machine and carries out what it asks.
+    private func handle(_ event: HandoverStateMachine.Event) {
+        perform(state.withLock { $0.machine.handle(event) })
+    }
+
+    private func perform(_ actions: [HandoverStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case let .markStalled(interface, holdDown):
+                var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("interface", .string(interface)),
+                                                     ("thresholdMs", .milliseconds(stallThreshold)), ("holdDownMs", .milliseconds(holdDown))]
+                if let manager = context.mptcp {
+                    // Its subflows become backups (in every connection), another path's take over.
+                    let changes = (try? manager.markStalled(interface)) ?? []
+                    fields.append(("mptcp", .array(changes.map { .string($0.description) })))
+                }
+                context.log.record("path-stalled", fields)
+            case .move(let reason):
+                state.withLock { $0.pendingMove = reason }
+            case .startProbe(let interface):
+                let target = state.withLock { $0.machine.path?.availableInterfaces.first { $0.name == interface } }
+                let probe = context.clientNamespace.flatMap { namespace in
+                    target.flatMap { PathProbe($0, to: context.serverAddress, port: context.port, in: namespace) }
+                }
+                let previous = state.withLock { state -> PathProbe? in
+                    defer { state.probe = probe }
+                    return state.probe
+                }
+                previous?.abandon()
+                if probe == nil { handle(.probeFinished(interface: interface, connected: false, at: context.log.elapsed)) }
+            case .abandonProbe:
+                state.withLock { state -> PathProbe? in
+                    defer { state.probe = nil }
+                    return state.probe
+                }?.abandon()
+            case .restore(let interface):
+                guard let manager = context.mptcp else { continue }
+                let changes = (try? manager.clearStalled(interface)) ?? []
+                context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
+                                                     ("changes", .array(changes.map { .string($0.description) }))])
+            }
+        }
+    }
+
+    /// Descriptors whose readiness should wake a flow waiting for data (multipath modes): path
+    /// updates, the probe.
+    var wakeDescriptors: [pollfd] {
+        var entries: [pollfd] = []
+        guard isMultipath else { return entries }
+        if let pathChanged { entries.append(pollfd(fd: pathChanged.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+        if let fd = state.withLock({ $0.probe?.descriptor }), fd >= 0 { entries.append(pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)) }
+        return entries
+    }
+
+    /// When the state machine next needs a look, as an instant (nil: only events wake it).
+    func stallDeadline(awaitingDataSince since: Duration?) -> MonotonicInstant? { nextDeadline(awaitingDataSince: since) }
+
+    private func nextDeadline(awaitingDataSince since: Duration?) -> MonotonicInstant? {
+        state.withLock { $0.machine.nextDeadline(smoothedRTT: $0.socket?.smoothedRTT, awaitingDataSince: since) }.map { context.log.start + $0 }
+    }
+
+    /// Lets the state machine look at the flow now (multipath modes): a path the monitor
+    /// published since, a probe decided, its timers. Returns why the flow must leave its
+    /// connection, if it must; `awaitingDataSince` is when the flow began waiting for data it
+    /// expects (nil: it expects none).
+    func check(awaitingDataSince since: Duration?) -> HandoverStateMachine.Reason? {
+        guard isMultipath else { return nil }
+        pathChanged?.reset()
+        observePath()
+        if let probe = state.withLock({ $0.probe }), let connected = probe.poll() {
+            state.withLock { state in if state.probe === probe { state.probe = nil } }
+            handle(.probeFinished(interface: probe.interface, connected: connected, at: context.log.elapsed))
+        }
+        let (rtt, sample) = state.withLock { ($0.socket?.smoothedRTT, $0.mode == .multipath && context.log.elapsed - $0.lastSubflowSample >= Self.subflowSampleInterval) }
+        if sample { sampleSubflows() }
+        handle(.tick(at: context.log.elapsed, smoothedRTT: rtt, awaitingDataSince: since))
+        return state.withLock { state in
+            defer { state.pendingMove = nil }
+            return state.pendingMove
+        }
+    }
+
+    /// Feeds the machine the client node's path, if it changed since it last looked.
+    private func observePath() {
+        guard let path = context.clientPath?() else { return }
+        let changed = state.withLock { $0.machine.path != path }
+        if changed { handle(.pathUpdated(path, at: context.log.elapsed)) }
+    }
+
+    /// Tells the state machine how much media the stream's player holds, while playing.
+    func playout(buffered: Duration) {
+        guard isMultipath else { return }
+        handle(.playout(buffered: buffered, at: context.log.elapsed))
     }
 
     /// Connects by racing every permitted interface (multipath modes).
     private func raceConnect(until limit: MonotonicInstant?) -> TCPSocket? {
-        guard let namespace = context.clientNamespace, let currentPath = context.clientPath else { return nil }
+        guard let namespace = context.clientNamespace else { return nil }
         var failedSince: Duration?
         while !context.stop.isSignalled {
             if let limit, MonotonicInstant.now >= limit { return nil }
-            guard let path = currentPath() else {
+            observePath()
+            guard let path = state.withLock({ $0.machine.racePath(at: context.log.elapsed) }) else {
                 context.stop.wait(for: .milliseconds(50))
                 continue
             }
@@ -237,28 +305,23 @@ final class ClientConnection: Sendable {
                                           allowsUltraConstrained: !prohibits.contains(.ultraConstrained), serviceType: serviceType)
             let racer = ConnectionRacer(namespace: namespace, policy: policy, transport: context.mptcp != nil ? .mptcp : .tcp)
             do throws(ConnectionError) {
-                let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: racePath(path), timeout: timeout)
+                let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: path, timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
                 socket.reapWhenDead(patience: context.workload.timeout)
                 let winner = connection.metrics.winner?.candidate
                 let interface = winner?.route.interface ?? "?"
-                state.withLock { state in
-                    // A new connection over another interface: the flow moved.
-                    if let previous = state.interface, previous != interface { state.handovers += 1 }
-                    // Moved back to an interface that then lost the race: its probes were luck.
-                    if let target = state.movingBackTo, target != interface { state.suspects.markStalled(target, at: context.log.elapsed) }
-                    state.movingBackTo = nil
+                let actions = state.withLock { state in
                     state.socket = socket
-                    state.connections += 1
-                    state.connectedAt = context.log.elapsed
-                    state.interface = interface
-                    state.activeInterface = interface
-                    state.lastLocalAddress = winner?.source.description
+                    state.raced = true
                     state.localAddresses.append(winner?.source.description ?? "?")
                     state.mode = connection.metrics.mode
                     state.modes.insert(connection.metrics.mode)
                     state.subflows = [:]
+                    state.pendingMove = nil
+                    return state.machine.handle(.connected(interface: interface, transport: connection.metrics.mode == .multipath ? .mptcp : .tcp,
+                                                           at: context.log.elapsed))
                 }
+                perform(actions)
                 var fields: [(String, JSONValue)] = [
                     ("workload", .string(context.workload.name)), ("local", .string(winner?.source.description ?? "?")),
                     ("remote", .string(context.serverAddress.description)), ("interface", .string(interface)),
@@ -284,150 +347,39 @@ final class ClientConnection: Sendable {
         return nil
     }
 
-    /// Marks the current connection's interface as stalled: it is left out of races until it
-    /// proves itself again.
-    func markStalled() {
-        let now = context.log.elapsed
-        // Over MPTCP the data takes the path manager's preferred path, whichever subflow the
-        // connection began on.
-        let preferred = context.mptcp?.preferredInterface
-        let interface = state.withLock { state -> String? in
-            guard let interface = state.mode == .multipath ? preferred ?? state.interface : state.interface else { return nil }
-            state.suspects.markStalled(interface, at: now)
-            if context.mptcp != nil { state.demoted.insert(interface) }
-            return interface
-        }
-        guard let interface else { return }
-        var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("interface", .string(interface)),
-                                             ("thresholdMs", .milliseconds(stallThreshold))]
-        if let manager = context.mptcp {
-            // Its subflows become backups (in every connection), another path's take over.
-            let changes = (try? manager.markStalled(interface)) ?? []
-            fields.append(("mptcp", .array(changes.map { .string($0.description) })))
-        }
-        context.log.record("path-stalled", fields)
-    }
-
-    /// Why the flow should move now, if it should (multipath modes): its interface left the
-    /// path (carrier lost), or a better one (the path's primary, free where this one costs) is
-    /// there and a probe connection over it has just succeeded. An interface that stalled is
-    /// probed only once its hold-down has passed, so a poor Wi-Fi does not pull the flow back
-    /// and forth.
-    func handoverReason() -> String? {
-        guard isMultipath, let path = context.clientPath?() else { return nil }
-        if let pending = state.withLock({ state -> String? in
-            defer { state.pendingHandover = nil }
-            return state.pendingHandover
-        }) {
-            return pending
-        }
-        if isMPTCPConnection {
-            // The path manager moves the connection's subflows as the path changes.
-            restoreDemoted()
-            sampleSubflows()
-            return nil
-        }
-        let now = context.log.elapsed
-        let (current, suspects) = state.withLock { ($0.interface, $0.suspects) }
-        guard let current else { return nil }
-        if !path.availableInterfaces.contains(where: { $0.name == current }) { return "\(current) left the path" }
-        guard let primary = path.availableInterfaces.first, primary.name != current else { return nil }
-        let currentInterface = path.availableInterfaces.first { $0.name == current }
-        guard (currentInterface?.isExpensive ?? false) && !primary.isExpensive else { return nil }
-        if suspects.isHeldDown(primary.name, at: now) { return nil }
-        guard probe(primary, path: path, now: now) else { return nil }
-        state.withLock { $0.movingBackTo = primary.name }
-        return "back to \(primary.name), which answered \(Self.probesToReturn) probes in a row"
-    }
-
-    /// Probes an interface that stalled, without blocking: true once it has proved itself, that
-    /// is, once ``probesToReturn`` connections in a row have connected over it (one SYN getting
-    /// through proves little on a lossy Wi-Fi: at 40% loss each way, three in a row succeed about
-    /// 5% of the time, at 5% loss about 74%).
-    private func probe(_ interface: NetworkInterface, path: NetworkPath, now: Duration) -> Bool {
-        let running = state.withLock { $0.probe }
-        if let running {
-            var entry = pollfd(fd: running.descriptor, events: Int16(POLLOUT), revents: 0)
-            if poll(&entry, 1, 0) > 0 {
-                var error: Int32 = 0
-                var length = socklen_t(4)
-                getsockopt(running.descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
-                // A probe only asks whether a connection can be made: reset it, leaving nothing behind.
-                ConnectionRacer.abandon(running.descriptor)
-                return state.withLock { state in
-                    state.probe = nil
-                    guard error == 0 else {
-                        state.probeStreak = 0
-                        return false
-                    }
-                    state.probeStreak += 1
-                    // The next probe of a streak goes soon after; the streak ends it.
-                    state.lastProbe = now - Self.probeInterval + Self.probeSpacing
-                    guard state.probeStreak >= Self.probesToReturn else { return false }
-                    state.probeStreak = 0
-                    return true
-                }
-            }
-            if now - running.started > Self.probeInterval {
-                ConnectionRacer.abandon(running.descriptor)
-                state.withLock { $0.probe = nil; $0.probeStreak = 0 }
-            }
-            return false
-        }
-        guard now - state.withLock({ $0.lastProbe }) >= Self.probeInterval, let namespace = context.clientNamespace,
-              let route = ConnectionRace.Route.routes(of: [interface]).first, let source = route.ipv4 else { return false }
-        let candidate = ConnectionRace.Candidate(route: route, source: source, destination: context.serverAddress)
-        let (fd, _) = ConnectionRacer.open(candidate, port: context.port, in: namespace)
-        state.withLock { state in
-            state.lastProbe = now
-            if let fd { state.probe = (interface.name, fd, now) } else { state.probeStreak = 0 }
-        }
-        return false
-    }
-
-    static let probesToReturn = 3
-    /// Between probes after a failure, and how long one may take.
-    static let probeInterval = Duration.seconds(1)
-    /// Between the probes of a streak.
-    static let probeSpacing = Duration.milliseconds(200)
-
     /// Receives on `socket` until the peer closes it, the workload stops, or the connection is
-    /// given up: silent for the workload's timeout (or, in multipath modes, for the stall
-    /// threshold, which marks its path as stalled), broken, or handed over to a better path.
-    /// `wakeBy` adds a time to wake at (a stream's playhead running dry); `onWake` runs on every
-    /// wake-up. Returns `.closed` when the peer closed (the socket is still the caller's),
-    /// `.stopped`, or the reason it was given up (and closed).
+    /// given up: silent for the workload's timeout, broken, or (multipath modes) left because
+    /// the state machine said so. `wakeBy` adds a time to wake at (a stream's playhead running
+    /// dry); `onWake` runs on every wake-up. Returns `.closed` when the peer closed (the socket
+    /// is still the caller's), `.stopped`, or the reason it was given up (and closed):
+    /// `.timedOut` for a stall, `.failed(0)` for another move.
     func pump(_ socket: TCPSocket, wakeBy: () -> MonotonicInstant? = { nil }, onWake: () -> Void = {}) -> TCPSocket.Outcome {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var lastByte = MonotonicInstant.now
-        var lastCheck = MonotonicInstant.now
+        let since = context.log.elapsed
         let multipath = isMultipath
         while true {
-            let threshold = stallThreshold
-            let watchdog = lastByte + threshold
-            var deadline = watchdog
+            var deadline = multipath ? nextDeadline(awaitingDataSince: since) ?? context.stopAt : lastByte + context.workload.timeout
             if let extra = wakeBy() { deadline = min(deadline, max(extra, .now) + .milliseconds(1)) }
-            if multipath { deadline = min(deadline, .now + Self.handoverCheckInterval) }
-            let (count, outcome) = buffer.withUnsafeMutableBytes { socket.receive(into: $0, stop: context.stop, deadline: deadline) }
+            let (count, outcome) = buffer.withUnsafeMutableBytes {
+                socket.receive(into: $0, stop: context.stop, deadline: deadline, wakingOn: wakeDescriptors)
+            }
             if outcome == .done {
                 received(count)
                 lastByte = .now
             }
             onWake()
-            if multipath, MonotonicInstant.now - lastCheck >= Self.handoverCheckInterval {
-                lastCheck = .now
-                if let reason = handoverReason() {
-                    handOver(socket, reason: reason)
-                    return .failed(0)
-                }
+            if multipath, outcome != .stopped, let reason = check(awaitingDataSince: since) {
+                drop(socket, reason: reason.description)
+                if case .stalled = reason { return .timedOut }
+                return .failed(0)
             }
             switch outcome {
             case .done:
                 continue
             case .timedOut:
-                if MonotonicInstant.now < watchdog { continue }
-                if multipath { markStalled() }
-                drop(socket, reason: "no data for \(threshold.roamDescription)")
+                if multipath || MonotonicInstant.now < lastByte + context.workload.timeout { continue }
+                drop(socket, reason: "no data for \(context.workload.timeout.roamDescription)")
                 return .timedOut
             case .stopped, .closed:
                 return outcome
@@ -439,31 +391,7 @@ final class ClientConnection: Sendable {
     }
 
     /// The interface the current connection runs over, when known.
-    var currentInterface: String? { state.withLock { $0.interface } }
-
-    /// The current connection's age, if connected.
-    var connectionAge: Duration? {
-        let now = context.log.elapsed
-        return state.withLock { state in state.socket == nil ? nil : state.connectedAt.map { now - $0 } }
-    }
-
-    /// Moves the flow off its path at the next check, as a stall does (the path is held down):
-    /// for a workload that sees the path fail it while data still trickles in, as a stream whose
-    /// buffer runs low on a lossy Wi-Fi.
-    func pathTooPoor(_ reason: String) {
-        guard isMultipath else { return }
-        markStalled()
-        state.withLock { $0.pendingHandover = reason }
-    }
-
-    /// How often a flow in a multipath mode looks at its path (the monitor's snapshot: a lock
-    /// and a comparison), data or not.
-    static let handoverCheckInterval = Duration.milliseconds(20)
-
-    /// Gives up the old connection to move the flow; the next connection counts the handover.
-    func handOver(_ socket: TCPSocket, reason: String) {
-        drop(socket, reason: reason)
-    }
+    var currentInterface: String? { state.withLock { $0.machine.currentInterface } }
 
     /// Connects to the workload's server, retrying every 250 ms while connecting fails, until
     /// connected, stopped, or `limit` passes. The kernel picks the link from the routes in force,
@@ -489,10 +417,8 @@ final class ClientConnection: Sendable {
                 }
                 state.withLock { state in
                     state.socket = socket
-                    state.interface = interface
-                    state.connections += 1
-                    state.lastLocalAddress = local
                     state.localAddresses.append(local)
+                    _ = state.machine.handle(.connected(interface: interface, transport: .tcp, at: context.log.elapsed))
                 }
                 var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("local", .string(local)),
                                                      ("remote", .string(context.serverAddress.description))]
@@ -516,7 +442,12 @@ final class ClientConnection: Sendable {
     /// Gives up the current connection (logging why), as an app does on a timeout or an error.
     func drop(_ socket: TCPSocket, reason: String) {
         sampleSubflows()
-        state.withLock { if $0.socket === socket { $0.socket = nil; $0.mode = .tcp } }
+        state.withLock { state in
+            guard state.socket === socket else { return }
+            state.socket = nil
+            state.mode = .tcp
+            _ = state.machine.handle(.connectionEnded(at: context.log.elapsed))
+        }
         // Given up: reset at once rather than leave the kernel retrying over a dead link.
         socket.abort()
         if !context.stop.isSignalled {
@@ -527,19 +458,20 @@ final class ClientConnection: Sendable {
     /// A result for the workload with what the client counted, active from its start to `end`.
     func result(end: Duration) -> WorkloadResult {
         var result = WorkloadResult(context.workload)
-        state.withLock { state in
-            result.bytesReceived = state.bytesReceived
-            result.connections = state.connections
+        let probe = state.withLock { state -> PathProbe? in
+            result.bytesReceived = state.machine.bytesReceived
+            result.connections = state.machine.connections
             result.connectFailures = state.connectFailures
             result.localAddresses = state.localAddresses
-            result.bytesByInterface = state.bytesByInterface
-            result.handovers = state.handovers
+            result.bytesByInterface = state.machine.bytesByInterface
+            result.handovers = state.raced ? state.machine.handovers : 0
             result.longestGap = state.longestGap
             result.subflowsOpened = state.subflowsOpened
             result.transport = state.modes.contains(.multipath) ? "mptcp" : state.modes.contains(.fallback) ? "tcp (mptcp fallback)" : "tcp"
-            if let probe = state.probe { ConnectionRacer.abandon(probe.descriptor) }
-            state.probe = nil
+            defer { state.probe = nil }
+            return state.probe
         }
+        probe?.abandon()
         if isMultipath, context.workload.mode != .handover, result.transport != "mptcp" {
             result.note = "multipath mode '\(context.workload.mode.rawValue)' needs MPTCP to use several paths at once; "
                 + (context.mptcp == nil ? "without it here" : "the connection fell back to TCP, so") + " it ran as handover (application level)"
@@ -550,10 +482,14 @@ final class ClientConnection: Sendable {
 
     func close() {
         sampleSubflows()
-        let socket = state.withLock { state -> TCPSocket? in
-            defer { state.socket = nil }
-            return state.socket
+        let (socket, probe) = state.withLock { state -> (TCPSocket?, PathProbe?) in
+            defer {
+                state.socket = nil
+                state.probe = nil
+            }
+            return (state.socket, state.probe)
         }
+        probe?.abandon()
         socket?.close()
     }
 }

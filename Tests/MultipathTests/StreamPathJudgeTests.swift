@@ -1,4 +1,4 @@
-@testable import Simulator
+import Multipath
 import Testing
 
 /// The rule that moves a stream off a path too poor for it, on a manual clock: a path is judged
@@ -7,7 +7,7 @@ import Testing
 @Suite struct StreamPathJudgeTests {
     /// 2 s of buffer at 500 kB/s (4 Mbit/s).
     static let bitrate = 500_000.0
-    let origin = MonotonicInstant(nanoseconds: 1_000_000_000_000)
+    let origin = Duration.seconds(1000)
 
     /// A judge fed `seconds` of samples every 100 ms at `share` of the bitrate, from `bytes`.
     func fed(_ judge: inout StreamPathJudge, from start: Double, seconds: Double, share: Double, bytes: inout Int64) {
@@ -22,13 +22,13 @@ import Testing
     /// A judge that has seen `seconds` of delivery at `share` of the bitrate from time zero, and
     /// the byte count it saw last.
     func started(delivering share: Double, for seconds: Double = 2) -> (StreamPathJudge, Int64) {
-        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: 2)
+        var judge = StreamPathJudge(bytesPerSecond: Self.bitrate, bufferTarget: .seconds(2))
         var bytes: Int64 = 0
         fed(&judge, from: 0, seconds: seconds, share: share, bytes: &bytes)
         return (judge, bytes)
     }
 
-    func at(_ seconds: Double) -> MonotonicInstant { origin + .milliseconds(Int64((seconds * 1000).rounded())) }
+    func at(_ seconds: Double) -> Duration { origin + .milliseconds(Int64((seconds * 1000).rounded())) }
 
     func connection(_ number: Int, age: Double, on interface: String) -> StreamPathJudge.Connection {
         StreamPathJudge.Connection(number: number, age: .milliseconds(Int64(age * 1000)), interface: interface)

@@ -10,35 +10,36 @@
 /// the buffer (more than the bitrate) is kept however low the buffer still is: a freshly made
 /// cellular connection whose buffer fell while the Wi-Fi starved is not the culprit.
 ///
-/// Pure: the caller supplies the time and the byte count.
-struct StreamPathJudge: Sendable {
+/// Pure: the caller supplies the time (its clock, as a duration) and the byte count.
+/// ``HandoverStateMachine`` applies it when configured with a ``HandoverStateMachine/StreamRequirement``.
+public struct StreamPathJudge: Sendable {
     /// How far back the delivery rate looks.
-    static let window = Duration.seconds(1)
+    public static let window = Duration.seconds(1)
     /// How long a connection has before it can be judged.
-    static let settleTime = Duration.seconds(1)
+    public static let settleTime = Duration.seconds(1)
     /// About how long a move to another path takes to bring data: its race, its slow start, the
     /// source catching up.
-    static let switchTime = Duration.milliseconds(1500)
+    public static let switchTime = Duration.milliseconds(1500)
     /// Samples closer together than this are not kept.
     static let sampleSpacing = Duration.milliseconds(50)
 
-    let bytesPerSecond: Double
+    public let bytesPerSecond: Double
     /// The buffer the player fills before playing (seconds of media).
-    let bufferTarget: Double
+    public let bufferTarget: Double
     /// Bytes received at sample times, oldest first, reaching back a little over ``window``.
-    private var samples: [(time: MonotonicInstant, bytes: Int64)] = []
+    private var samples: [(time: Duration, bytes: Int64)] = []
 
-    init(bytesPerSecond: Double, bufferTarget: Double) {
+    public init(bytesPerSecond: Double, bufferTarget: Duration) {
         self.bytesPerSecond = bytesPerSecond
-        self.bufferTarget = bufferTarget
+        self.bufferTarget = bufferTarget.fractionalSeconds
     }
 
     /// Bytes per second received over the last ``window`` as of the last sample; nil until a
     /// sample is that old.
-    private(set) var deliveryRate: Double?
+    public private(set) var deliveryRate: Double?
 
     /// Takes in the flow's byte count (received over every connection so far) at `now`.
-    mutating func record(now: MonotonicInstant, bytes: Int64) {
+    public mutating func record(now: Duration, bytes: Int64) {
         if let last = samples.last, now - last.time < Self.sampleSpacing {} else { samples.append((now, bytes)) }
         // Keep the newest sample at least a window old as the base, and what follows it.
         while samples.count > 1, now - samples[1].time >= Self.window { samples.removeFirst() }
@@ -46,23 +47,29 @@ struct StreamPathJudge: Sendable {
             deliveryRate = nil
             return
         }
-        deliveryRate = Double(bytes - base.bytes) / (Double((now - base.time).nanoseconds) / 1e9)
+        deliveryRate = Double(bytes - base.bytes) / ((now - base.time).fractionalSeconds)
     }
 
     /// The current connection as the judge sees it.
-    struct Connection: Sendable {
+    public struct Connection: Sendable {
         /// Its number among the flow's connections (each judged at most once).
-        var number: Int
-        var age: Duration
+        public var number: Int
+        public var age: Duration
         /// The interface it runs over, when known.
-        var interface: String?
+        public var interface: String?
+
+        public init(number: Int, age: Duration, interface: String?) {
+            self.number = number
+            self.age = age
+            self.interface = interface
+        }
     }
 
     /// The last path found too poor: its connection and interface, the share of the bitrate it
     /// delivered, and when.
-    private(set) var lastCondemned: (connection: Int, interface: String?, share: Double, at: MonotonicInstant)?
+    public private(set) var lastCondemned: (connection: Int, interface: String?, share: Double, at: Duration)?
     /// How long what a condemned path delivered counts as evidence against returning to it.
-    static let evidenceLifetime = Duration.seconds(10)
+    public static let evidenceLifetime = Duration.seconds(10)
 
     /// Why the current path is too poor for the stream, or nil while it serves it (or was
     /// judged already). A path that delivers more than the one the flow last left, lately,
@@ -70,18 +77,24 @@ struct StreamPathJudge: Sendable {
     /// measured instead of going back to a worse one.
     /// - Parameters:
     ///   - buffered: seconds of media buffered now, while playing.
-    mutating func verdict(buffered: Double, connection: Connection?, now: MonotonicInstant) -> String? {
+    public mutating func verdict(buffered: Double, connection: Connection?, now: Duration) -> String? {
         guard let connection, connection.age >= Self.settleTime, let rate = deliveryRate, rate < bytesPerSecond else { return nil }
         let share = rate / bytesPerSecond
         // Seconds of media the player uses up, net of what arrives, while a move takes effect.
-        let drainedDuringSwitch = (1 - share) * Double(Self.switchTime.nanoseconds) / 1e9
+        let drainedDuringSwitch = (1 - share) * Self.switchTime.fractionalSeconds
         guard buffered < max(bufferTarget / 4, drainedDuringSwitch) else { return nil }
         if let last = lastCondemned {
             if last.connection == connection.number { return nil }
             if last.interface != connection.interface, now - last.at < Self.evidenceLifetime, share > last.share { return nil }
         }
         lastCondemned = (connection.number, connection.interface, share, now)
-        return "the stream's buffer fell to \(String(format: "%.2f", buffered)) s, its path delivering "
-            + "\(String(format: "%.0f", share * 100))% of the bitrate"
+        let hundredths = Int((buffered * 100).rounded())
+        return "the stream's buffer fell to \(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100) s, its path delivering "
+            + "\(Int((share * 100).rounded()))% of the bitrate"
     }
+}
+
+extension Duration {
+    /// Seconds, with the fraction.
+    var fractionalSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -1,0 +1,372 @@
+import PathMonitor
+
+/// Roam's handover policy, as a state machine: events in, actions out, time passed in with
+/// every event (the caller's clock, as a duration), so that every rule is tested with a manual
+/// clock. ``HandoverConnection`` drives it with real sockets, and so do the simulator's
+/// workloads: there is no other copy of these rules.
+///
+/// The rules:
+/// - **Stall.** While the app waits for data, a connection that brings none for the stall
+///   threshold (four smoothed round trips plus 200 ms, within the configured floor and
+///   ceiling) is given up. Its interface is held down: left out of races for one second,
+///   doubling with each stall up to thirty (``StalledPaths``).
+/// - **Path lost.** A plain TCP connection whose interface leaves the path is given up at once
+///   (over MPTCP the kernel moves the subflows).
+/// - **Too poor.** A stream's path that delivers less than the bitrate while the buffer runs low
+///   is held down and left (``StreamPathJudge``: by what the path delivers, never by the buffer a
+///   new connection inherited).
+/// - **Back to a cheaper path.** While the flow runs over an expensive interface and the path's
+///   first choice is a free one that is not held down, that interface is probed (a connection
+///   attempt over it, nothing sent) every second, and every 200 ms within a streak; after three
+///   probes in a row connect, the flow moves back. If the race after that picks another
+///   interface, the probes were luck: the cheaper one is held down again.
+/// - **MPTCP.** With a path manager, a stalled interface is demoted (its subflows become
+///   backups); once its hold-down has passed and three probes in a row connect over it, it is
+///   restored.
+/// - **Accounting.** Bytes per interface, and over expensive interfaces; handovers.
+public struct HandoverStateMachine: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// The stall threshold's floor and ceiling.
+        public var minimumStall: Duration = .milliseconds(300)
+        public var maximumStall: Duration = .seconds(10)
+        /// A stalled interface's first hold-down, and the most it doubles to.
+        public var initialHold: Duration = .seconds(1)
+        public var maximumHold: Duration = .seconds(30)
+        /// Probes in a row that must connect before the flow moves back (or, over MPTCP, an
+        /// interface is restored); one SYN getting through proves little on a lossy Wi-Fi (at
+        /// 40% loss each way three in a row succeed about 5% of the time, at 5% about 74%).
+        public var probesToReturn = 3
+        /// Between probes after a failure, and how long one may take.
+        public var probeInterval: Duration = .seconds(1)
+        /// Between the probes of a streak.
+        public var probeSpacing: Duration = .milliseconds(200)
+        /// Whether the flow moves back to a free interface from an expensive one.
+        public var movesBack = true
+        /// Whether a path manager acts on stalls (MPTCP): stalled interfaces are demoted, and
+        /// restored once they prove themselves.
+        public var usesPathManager = false
+        /// The flow's service type: in `.handover` a change of the MPTCP subflow that carries the
+        /// data counts as a handover (in the other types data takes several paths at once).
+        public var serviceType: MultipathServiceType = .handover
+        /// For a stream: what it needs from a path (nil: no stream rule).
+        public var stream: StreamRequirement?
+
+        public init() {}
+    }
+
+    /// A stream's needs: its bitrate and the buffer its player fills before playing.
+    public struct StreamRequirement: Sendable, Hashable {
+        public var bytesPerSecond: Double
+        public var buffer: Duration
+
+        public init(bytesPerSecond: Double, buffer: Duration) {
+            self.bytesPerSecond = bytesPerSecond
+            self.buffer = buffer
+        }
+    }
+
+    public enum Transport: Sendable, Hashable {
+        case tcp
+        /// Both ends speak MPTCP: the kernel (and the path manager) moves the subflows.
+        case mptcp
+    }
+
+    /// Why the flow leaves its connection.
+    public enum Reason: Sendable, Hashable, CustomStringConvertible {
+        /// The interface left the path (carrier lost, address gone).
+        case pathLost(interface: String)
+        /// No data for the threshold while data was expected.
+        case stalled(interface: String?, threshold: Duration)
+        /// The stream judged the path too poor (``StreamPathJudge``).
+        case tooPoor(interface: String?, detail: String)
+        /// Back to a free interface that answered probes in a row.
+        case betterPath(interface: String, probes: Int)
+        /// The connection failed (an errno).
+        case failed(errno: Int32)
+
+        public var description: String {
+            switch self {
+            case .pathLost(let interface): "\(interface) left the path"
+            case .stalled(_, let threshold): "no data for \(threshold.roamMilliseconds)"
+            case .tooPoor(_, let detail): detail
+            case .betterPath(let interface, let probes): "back to \(interface), which answered \(probes) probes in a row"
+            case .failed(let code): "failed (errno \(code))"
+            }
+        }
+    }
+
+    public enum Event: Sendable {
+        /// A new connection over `interface` (its first subflow's, for MPTCP).
+        case connected(interface: String?, transport: Transport, at: Duration)
+        /// The connection ended for a reason the driver saw (closed, an error): no policy
+        /// applies, the next connection races as usual.
+        case connectionEnded(at: Duration)
+        /// `bytes` arrived on the connection (over a plain TCP connection, counted for its interface).
+        case received(bytes: Int, at: Duration)
+        /// MPTCP: a subflow over `interface` carried `bytes` (already counted by ``received(bytes:at:)``).
+        case subflowDelivered(bytes: Int, interface: String, at: Duration)
+        /// The monitor published a new path.
+        case pathUpdated(NetworkPath, at: Duration)
+        /// Time passed. `smoothedRTT` is the connection's; `awaitingDataSince` is when the app
+        /// began waiting for data it expects (nil: it expects none, so no stall can happen).
+        case tick(at: Duration, smoothedRTT: Duration?, awaitingDataSince: Duration?)
+        /// A probe over `interface` connected, or failed.
+        case probeFinished(interface: String, connected: Bool, at: Duration)
+        /// A stream's playout: seconds of media buffered, while playing.
+        case playout(buffered: Duration, at: Duration)
+    }
+
+    public enum Action: Sendable, Hashable {
+        /// Hold `interface` down (and, with a path manager, demote it) for `holdDown`.
+        case markStalled(interface: String, holdDown: Duration)
+        /// Give up the connection now and connect again, racing over ``racePath(at:)``.
+        case move(Reason)
+        /// Open a probe connection over `interface` (report it with ``Event/probeFinished(interface:connected:at:)``).
+        case startProbe(interface: String)
+        /// Abandon the probe in flight (it took too long, or is no longer wanted).
+        case abandonProbe(interface: String)
+        /// MPTCP: `interface` proved itself; the path manager gives it its place back.
+        case restore(interface: String)
+    }
+
+    public let configuration: Configuration
+    public private(set) var stalledPaths: StalledPaths
+    /// The latest path the monitor published.
+    public private(set) var path: NetworkPath?
+    /// The current connection: its interface, transport, when it was made, and its number.
+    public private(set) var connection: (interface: String?, transport: Transport, since: Duration, number: Int)?
+    /// Over MPTCP, the interface whose subflow last brought data.
+    public private(set) var carrier: String?
+    /// Connections made so far; handovers (a new connection over another interface than the
+    /// one before, or, in MPTCP handover, data moving to another subflow's interface).
+    public private(set) var connections = 0
+    public private(set) var handovers = 0
+    public private(set) var bytesReceived: Int64 = 0
+    public private(set) var bytesByInterface: [String: Int64] = [:]
+    /// Bytes that arrived over an interface the path called expensive at the time.
+    public private(set) var expensiveBytes: Int64 = 0
+    /// When data last arrived (on any connection).
+    public private(set) var lastData: Duration?
+    /// Interfaces demoted with the path manager, until restored.
+    public private(set) var demoted: Set<String> = []
+    /// The probe in flight.
+    public private(set) var probe: (interface: String, started: Duration)?
+    private var probeStreak = 0
+    private var lastProbe: Duration?
+    /// The interface the flow was just moved back to, until the next connection says whether it
+    /// got there.
+    private var movingBackTo: String?
+    private var lastInterface: String?
+    private var judge: StreamPathJudge?
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        stalledPaths = StalledPaths(initialHold: configuration.initialHold, maximumHold: configuration.maximumHold)
+        judge = configuration.stream.map { StreamPathJudge(bytesPerSecond: $0.bytesPerSecond, bufferTarget: $0.buffer) }
+    }
+
+    /// The stall threshold for a connection with this smoothed RTT.
+    public func stallThreshold(smoothedRTT: Duration?) -> Duration {
+        StalledPaths.stallThreshold(smoothedRTT: smoothedRTT, minimum: configuration.minimumStall, maximum: configuration.maximumStall)
+    }
+
+    /// The path to race over at `now`: the monitor's, without interfaces held down (unless that
+    /// leaves none); nil before the monitor published one.
+    public func racePath(at now: Duration) -> NetworkPath? {
+        path.map { stalledPaths.racePath($0, at: now) }
+    }
+
+    /// The interface data goes over now: over MPTCP the one whose subflow last brought data.
+    public var currentInterface: String? {
+        guard let connection else { return nil }
+        return connection.transport == .mptcp ? carrier ?? connection.interface : connection.interface
+    }
+
+    /// When the driver must next send a tick, at the latest (a stall would be due, a probe is
+    /// due or overdue); nil when nothing is timed. Path updates, data and probe results are
+    /// events of their own.
+    public func nextDeadline(smoothedRTT: Duration?, awaitingDataSince: Duration?) -> Duration? {
+        var deadline: Duration?
+        func consider(_ time: Duration) { deadline = min(deadline ?? time, time) }
+        if let connection, let since = awaitingDataSince {
+            consider(max(since, lastData ?? since, connection.since) + stallThreshold(smoothedRTT: smoothedRTT))
+        }
+        if let probe {
+            consider(probe.started + configuration.probeInterval)
+        } else if let target = probeTarget(at: nil) {
+            consider(max(nextProbeTime, stalledPaths.holdDownEnd(target) ?? nextProbeTime))
+        }
+        return deadline
+    }
+
+    private var nextProbeTime: Duration { (lastProbe ?? .seconds(-1_000_000)) + configuration.probeInterval }
+
+    public mutating func handle(_ event: Event) -> [Action] {
+        switch event {
+        case let .connected(interface, transport, now):
+            return connected(interface: interface, transport: transport, at: now)
+        case .connectionEnded:
+            connection = nil
+            carrier = nil
+            return []
+        case let .received(bytes, now):
+            received(bytes, at: now)
+            return []
+        case let .subflowDelivered(bytes, interface, _):
+            account(bytes, over: interface)
+            guard connection?.transport == .mptcp else { return [] }
+            // In handover one path carries the data at a time: a change of path is a handover.
+            if configuration.serviceType == .handover, let carrier, carrier != interface { handovers += 1 }
+            carrier = interface
+            return []
+        case let .pathUpdated(path, now):
+            self.path = path
+            return evaluate(at: now, smoothedRTT: nil, awaitingDataSince: nil)
+        case let .tick(now, rtt, since):
+            return evaluate(at: now, smoothedRTT: rtt, awaitingDataSince: since)
+        case let .probeFinished(interface, succeeded, now):
+            return probeFinished(interface, connected: succeeded, at: now)
+        case let .playout(buffered, now):
+            return playout(buffered: buffered, at: now)
+        }
+    }
+
+    private mutating func connected(interface: String?, transport: Transport, at now: Duration) -> [Action] {
+        var actions: [Action] = []
+        connections += 1
+        if let lastInterface, let interface, lastInterface != interface { handovers += 1 }
+        // Moved back to an interface that then lost the race: its probes were luck.
+        if let target = movingBackTo, target != interface { actions += markStalled(target, at: now) }
+        movingBackTo = nil
+        lastInterface = interface ?? lastInterface
+        connection = (interface, transport, now, connections)
+        carrier = interface
+        return actions
+    }
+
+    private mutating func received(_ count: Int, at now: Duration) {
+        guard count > 0 else { return }
+        bytesReceived += Int64(count)
+        lastData = now
+        judge?.record(now: now, bytes: bytesReceived)
+        if let connection, connection.transport == .tcp, let interface = connection.interface { account(count, over: interface) }
+    }
+
+    private mutating func account(_ count: Int, over interface: String) {
+        guard count > 0 else { return }
+        bytesByInterface[interface, default: 0] += Int64(count)
+        if path?.availableInterfaces.first(where: { $0.name == interface })?.isExpensive ?? false { expensiveBytes += Int64(count) }
+    }
+
+    private mutating func markStalled(_ interface: String, at now: Duration) -> [Action] {
+        let hold = stalledPaths.markStalled(interface, at: now)
+        if configuration.usesPathManager { demoted.insert(interface) }
+        return [.markStalled(interface: interface, holdDown: hold)]
+    }
+
+    /// Leaves the connection for `reason`, holding its interface down first when `stalled`.
+    private mutating func move(_ reason: Reason, holdDown: Bool, at now: Duration) -> [Action] {
+        var actions: [Action] = []
+        if holdDown, let interface = currentInterface { actions += markStalled(interface, at: now) }
+        connection = nil
+        carrier = nil
+        actions.append(.move(reason))
+        return actions
+    }
+
+    private mutating func evaluate(at now: Duration, smoothedRTT: Duration?, awaitingDataSince: Duration?) -> [Action] {
+        guard let connection else { return probeActions(at: now) }
+        if let since = awaitingDataSince {
+            let threshold = stallThreshold(smoothedRTT: smoothedRTT)
+            if now - max(since, lastData ?? since, connection.since) >= threshold {
+                return abandonStaleProbe() + move(.stalled(interface: currentInterface, threshold: threshold), holdDown: true, at: now)
+            }
+        }
+        if connection.transport == .tcp, let interface = connection.interface, let path,
+           !path.availableInterfaces.contains(where: { $0.name == interface }) {
+            return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
+        }
+        return probeActions(at: now)
+    }
+
+    /// What to probe now: over TCP, the path's first choice when it is free and the flow is on
+    /// an expensive interface; over MPTCP, the first demoted interface back in the path.
+    /// `now` nil: ignoring hold-downs (for the deadline).
+    private func probeTarget(at now: Duration?) -> String? {
+        guard let connection, let path else { return nil }
+        switch connection.transport {
+        case .tcp:
+            guard configuration.movesBack, let current = connection.interface, let primary = path.availableInterfaces.first,
+                  primary.name != current, !primary.isExpensive,
+                  path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
+            if let now, stalledPaths.isHeldDown(primary.name, at: now) { return nil }
+            return primary.name
+        case .mptcp:
+            let available = Set(path.availableInterfaces.map(\.name))
+            return demoted.sorted().first { name in
+                available.contains(name) && !(now.map { stalledPaths.isHeldDown(name, at: $0) } ?? false)
+            }
+        }
+    }
+
+    private mutating func abandonStaleProbe() -> [Action] {
+        guard let running = probe else { return [] }
+        probe = nil
+        probeStreak = 0
+        return [.abandonProbe(interface: running.interface)]
+    }
+
+    private mutating func probeActions(at now: Duration) -> [Action] {
+        let target = probeTarget(at: now)
+        if let running = probe {
+            // A probe that is no longer wanted, or took too long, ends the streak.
+            guard running.interface == target, now - running.started < configuration.probeInterval else { return abandonStaleProbe() }
+            return []
+        }
+        guard let target, now >= nextProbeTime else { return [] }
+        lastProbe = now
+        probe = (target, now)
+        return [.startProbe(interface: target)]
+    }
+
+    private mutating func probeFinished(_ interface: String, connected: Bool, at now: Duration) -> [Action] {
+        guard probe?.interface == interface else { return [] }
+        probe = nil
+        guard connected else {
+            probeStreak = 0
+            return []
+        }
+        probeStreak += 1
+        // The next probe of a streak goes soon after.
+        lastProbe = now - configuration.probeInterval + configuration.probeSpacing
+        guard probeStreak >= configuration.probesToReturn else { return [] }
+        probeStreak = 0
+        guard probeTarget(at: now) == interface, let connection else { return [] }
+        switch connection.transport {
+        case .tcp:
+            movingBackTo = interface
+            return move(.betterPath(interface: interface, probes: configuration.probesToReturn), holdDown: false, at: now)
+        case .mptcp:
+            demoted.remove(interface)
+            return [.restore(interface: interface)]
+        }
+    }
+
+    private mutating func playout(buffered: Duration, at now: Duration) -> [Action] {
+        guard let connection, judge != nil else { return [] }
+        // What the path delivered up to now, silence included.
+        judge?.record(now: now, bytes: bytesReceived)
+        let seconds = buffered.fractionalSeconds
+        let judged = StreamPathJudge.Connection(number: connection.number, age: now - connection.since, interface: currentInterface)
+        guard let detail = judge?.verdict(buffered: seconds, connection: judged, now: now) else { return [] }
+        return abandonStaleProbe() + move(.tooPoor(interface: currentInterface, detail: detail), holdDown: true, at: now)
+    }
+}
+
+extension Duration {
+    /// "250 ms".
+    var roamMilliseconds: String {
+        let milliseconds = Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
+        return milliseconds.rounded() == milliseconds ? "\(Int64(milliseconds)) ms" : "\(milliseconds) ms"
+    }
+}

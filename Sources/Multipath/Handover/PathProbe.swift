@@ -1,0 +1,54 @@
+import Glibc
+import Netlink
+import PathMonitor
+import Synchronization
+
+/// A probe of one interface: a TCP connection attempt over it to the flow's server, nothing
+/// sent, reset as soon as it is decided. What ``HandoverStateMachine``'s
+/// ``HandoverStateMachine/Action/startProbe(interface:)`` asks its driver to run.
+///
+/// Safe to use from any thread.
+public final class PathProbe: Sendable {
+    public let interface: String
+    private let socket: Mutex<Int32>
+    /// The connecting socket (non-blocking; writable once decided), or -1 once decided.
+    public var descriptor: Int32 { socket.withLock { $0 } }
+
+    /// Starts a probe over `interface` to `destination`, from the interface's address of the
+    /// destination's family; nil when it cannot even start (no such address, no socket).
+    public init?(_ interface: NetworkInterface, to destination: IPAddress, port: UInt16, in namespace: NetworkNamespace) {
+        let route = ConnectionRace.Route.routes(of: [interface])[0]
+        guard let source = destination.family == .inet ? route.ipv4 : route.ipv6 else { return nil }
+        let candidate = ConnectionRace.Candidate(route: route, source: source, destination: destination)
+        guard case (let fd?, _) = ConnectionRacer.open(candidate, port: port, in: namespace) else { return nil }
+        self.interface = interface.name
+        socket = Mutex(fd)
+    }
+
+    deinit { abandon() }
+
+    /// Without blocking: nil while still connecting, else whether it connected (the probe is
+    /// then reset and closed).
+    public func poll() -> Bool? {
+        socket.withLock { fd -> Bool? in
+            guard fd >= 0 else { return nil }
+            var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            guard Glibc.poll(&entry, 1, 0) > 0 else { return nil }
+            var error: Int32 = 0
+            var length = socklen_t(4)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            ConnectionRacer.abandon(fd)
+            fd = -1
+            return error == 0
+        }
+    }
+
+    /// Resets and closes the probe, leaving nothing behind.
+    public func abandon() {
+        socket.withLock { fd in
+            guard fd >= 0 else { return }
+            ConnectionRacer.abandon(fd)
+            fd = -1
+        }
+    }
+}

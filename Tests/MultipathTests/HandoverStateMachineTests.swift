@@ -1,0 +1,253 @@
+import Multipath
+import Netlink
+import PathMonitor
+import Testing
+
+/// The handover rules on a manual clock: each event and the actions it asks for. No sockets, no
+/// root: what ``HandoverConnection`` and the simulator's workloads both carry out.
+@Suite struct HandoverStateMachineTests {
+    typealias Machine = HandoverStateMachine
+
+    static let wifi = NetworkInterface(name: "wifi", index: 2, type: .wifi, addresses: [IPPrefix("198.18.1.2/24")!])
+    static let cell = NetworkInterface(name: "cell", index: 3, type: .cellular, isExpensive: true, addresses: [IPPrefix("198.18.2.2/24")!])
+
+    static func path(_ interfaces: [NetworkInterface]) -> NetworkPath {
+        NetworkPath(status: interfaces.isEmpty ? .unsatisfied : .satisfied, unsatisfiedReason: nil, availableInterfaces: interfaces,
+                    primaryInterface: interfaces.first, isExpensive: interfaces.first?.isExpensive ?? false, isConstrained: false,
+                    supportsIPv4: true, supportsIPv6: false, supportsDNS: false, gateways: [])
+    }
+
+    static let both = path([wifi, cell])
+    static let cellOnly = path([cell])
+
+    func ms(_ value: Int64) -> Duration { .milliseconds(value) }
+
+    /// A machine that saw both paths and connected over `interface` at time zero.
+    func connected(over interface: String = "wifi", transport: Machine.Transport = .tcp,
+                   configure: (inout Machine.Configuration) -> Void = { _ in }) -> Machine {
+        var configuration = Machine.Configuration()
+        configure(&configuration)
+        var machine = Machine(configuration: configuration)
+        _ = machine.handle(.pathUpdated(Self.both, at: .zero))
+        #expect(machine.handle(.connected(interface: interface, transport: transport, at: .zero)) == [])
+        return machine
+    }
+
+    // MARK: Stalls
+
+    @Test func theStallThresholdFollowsTheSmoothedRTTWithinItsBounds() {
+        let machine = Machine()
+        #expect(machine.stallThreshold(smoothedRTT: nil) == ms(600), "100 ms assumed: 4 × 100 + 200")
+        #expect(machine.stallThreshold(smoothedRTT: ms(10)) == ms(300), "the floor")
+        #expect(machine.stallThreshold(smoothedRTT: ms(50)) == ms(400))
+        #expect(machine.stallThreshold(smoothedRTT: .seconds(5)) == .seconds(10), "the ceiling")
+    }
+
+    @Test func aConnectionSilentForTheThresholdWhileDataIsAwaitedIsLeftAndItsInterfaceHeldDown() {
+        var machine = connected()
+        _ = machine.handle(.received(bytes: 1000, at: ms(100)))
+        // 50 ms RTT: 400 ms threshold, from the last data.
+        #expect(machine.nextDeadline(smoothedRTT: ms(50), awaitingDataSince: ms(50)) == ms(500))
+        #expect(machine.handle(.tick(at: ms(499), smoothedRTT: ms(50), awaitingDataSince: ms(50))) == [])
+        // Expecting nothing, silence is no stall.
+        #expect(machine.handle(.tick(at: ms(5000), smoothedRTT: ms(50), awaitingDataSince: nil)) == [])
+        let actions = machine.handle(.tick(at: ms(5000), smoothedRTT: ms(50), awaitingDataSince: ms(4600)))
+        #expect(actions == [.markStalled(interface: "wifi", holdDown: .seconds(1)),
+                            .move(.stalled(interface: "wifi", threshold: ms(400)))])
+        #expect(machine.connection == nil)
+        #expect(machine.racePath(at: ms(5500))?.availableInterfaces.map(\.name) == ["cell"])
+        #expect(machine.racePath(at: ms(6000))?.availableInterfaces.map(\.name) == ["wifi", "cell"], "the hold-down passed")
+    }
+
+    @Test func theHoldDownDoublesWithEachStallUpToItsCeiling() {
+        var machine = connected()
+        var holds: [Duration] = []
+        var now = Duration.zero
+        for _ in 0..<7 {
+            _ = machine.handle(.connected(interface: "wifi", transport: .tcp, at: now))
+            for action in machine.handle(.tick(at: now + .seconds(1), smoothedRTT: nil, awaitingDataSince: now)) {
+                if case .markStalled(_, let hold) = action { holds.append(hold) }
+            }
+            now += .seconds(2)
+        }
+        #expect(holds == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
+    }
+
+    @Test func aNewConnectionRestartsTheStallClock() {
+        var machine = connected { $0.movesBack = false }
+        // Waiting since 0; a new connection at 1 s is not stalled at 1.2 s.
+        _ = machine.handle(.connected(interface: "cell", transport: .tcp, at: .seconds(1)))
+        #expect(machine.handle(.tick(at: ms(1200), smoothedRTT: nil, awaitingDataSince: .zero)) == [])
+        #expect(machine.handle(.tick(at: ms(1600), smoothedRTT: nil, awaitingDataSince: .zero)).contains {
+            if case .move(.stalled) = $0 { true } else { false }
+        })
+    }
+
+    // MARK: Path lost
+
+    @Test func aTCPConnectionLeavesAnInterfaceThatLeftThePathAtOnceWithoutHoldingItDown() {
+        var machine = connected()
+        #expect(machine.handle(.pathUpdated(Self.cellOnly, at: ms(10))) == [.move(.pathLost(interface: "wifi"))])
+        #expect(machine.stalledPaths.isHeldDown("wifi", at: ms(20)) == false)
+    }
+
+    @Test func overMPTCPThePathManagerMovesTheSubflowsWhenAnInterfaceLeaves() {
+        var machine = connected(transport: .mptcp)
+        #expect(machine.handle(.pathUpdated(Self.cellOnly, at: ms(10))) == [])
+        #expect(machine.connection != nil)
+    }
+
+    // MARK: Moving back
+
+    @Test func onAnExpensivePathTheFreeOneIsProbedAndTheFlowMovesBackAfterThreeProbesInARow() {
+        var machine = connected(over: "cell")
+        #expect(machine.handle(.tick(at: ms(10), smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+        // One probe at a time.
+        #expect(machine.handle(.tick(at: ms(20), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.handle(.probeFinished(interface: "wifi", connected: true, at: ms(50))) == [])
+        // Within a streak the next probe goes 200 ms later.
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == ms(250))
+        #expect(machine.handle(.tick(at: ms(249), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.handle(.tick(at: ms(250), smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+        // A failure ends the streak: the next probe waits the full second.
+        #expect(machine.handle(.probeFinished(interface: "wifi", connected: false, at: ms(300))) == [])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == ms(1250))
+        var now = ms(1250)
+        var actions: [Machine.Action] = []
+        for _ in 0..<3 {
+            #expect(machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+            actions = machine.handle(.probeFinished(interface: "wifi", connected: true, at: now + ms(10)))
+            now += ms(210)
+        }
+        #expect(actions == [.move(.betterPath(interface: "wifi", probes: 3))])
+    }
+
+    @Test func aProbeThatTakesLongerThanItsIntervalIsAbandoned() {
+        var machine = connected(over: "cell")
+        #expect(machine.handle(.tick(at: .zero, smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == .seconds(1))
+        #expect(machine.handle(.tick(at: ms(999), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.handle(.tick(at: .seconds(1), smoothedRTT: nil, awaitingDataSince: nil)) == [.abandonProbe(interface: "wifi")])
+        // Its late answer counts for nothing.
+        #expect(machine.handle(.probeFinished(interface: "wifi", connected: true, at: ms(1100))) == [])
+    }
+
+    @Test func aHeldDownInterfaceIsNotProbedUntilItsHoldDownEnds() {
+        var machine = connected()
+        _ = machine.handle(.tick(at: ms(600), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(machine.stalledPaths.isHeldDown("wifi", at: ms(700)))
+        _ = machine.handle(.connected(interface: "cell", transport: .tcp, at: ms(700)))
+        #expect(machine.handle(.tick(at: ms(800), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == ms(1600), "when Wi-Fi's hold-down ends")
+        #expect(machine.handle(.tick(at: ms(1600), smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+    }
+
+    @Test func aFreePathIsNotProbedFromAnotherFreeOneOrWhenMovingBackIsOff() {
+        let second = NetworkInterface(name: "eth", index: 4, type: .wiredEthernet, addresses: [IPPrefix("198.18.3.2/24")!])
+        var machine = Machine()
+        _ = machine.handle(.pathUpdated(Self.path([Self.wifi, second]), at: .zero))
+        _ = machine.handle(.connected(interface: "eth", transport: .tcp, at: .zero))
+        #expect(machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        var stays = connected(over: "cell") { $0.movesBack = false }
+        #expect(stays.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+    }
+
+    @Test func aMoveBackThatEndsOnAnotherInterfaceHoldsTheCheaperOneDownAgain() {
+        var machine = connected(over: "cell") { $0.probesToReturn = 1 }
+        _ = machine.handle(.tick(at: .zero, smoothedRTT: nil, awaitingDataSince: nil))
+        #expect(machine.handle(.probeFinished(interface: "wifi", connected: true, at: ms(10))) == [.move(.betterPath(interface: "wifi", probes: 1))])
+        // The race went to cellular after all: the probe was luck.
+        #expect(machine.handle(.connected(interface: "cell", transport: .tcp, at: ms(100))) == [.markStalled(interface: "wifi", holdDown: .seconds(1))])
+        #expect(machine.handovers == 0, "cellular to cellular")
+    }
+
+    // MARK: MPTCP
+
+    @Test func withAPathManagerAStalledInterfaceIsDemotedAndRestoredOnceItProvesItself() {
+        var machine = connected(transport: .mptcp) { $0.usesPathManager = true }
+        _ = machine.handle(.received(bytes: 100, at: ms(10)))
+        _ = machine.handle(.subflowDelivered(bytes: 100, interface: "wifi", at: ms(10)))
+        let stalled = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(stalled.first == .markStalled(interface: "wifi", holdDown: .seconds(1)))
+        #expect(machine.demoted == ["wifi"])
+        _ = machine.handle(.connected(interface: "cell", transport: .mptcp, at: ms(800)))
+        #expect(machine.handle(.tick(at: ms(900), smoothedRTT: nil, awaitingDataSince: nil)) == [], "held down")
+        var now = ms(1700)
+        var last: [Machine.Action] = []
+        for _ in 0..<3 {
+            #expect(machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+            last = machine.handle(.probeFinished(interface: "wifi", connected: true, at: now + ms(5)))
+            now += ms(205)
+        }
+        #expect(last == [.restore(interface: "wifi")])
+        #expect(machine.demoted.isEmpty)
+        #expect(machine.connection != nil, "restoring moves no connection")
+    }
+
+    // MARK: Streams
+
+    @Test func aStreamLeavesAPathThatTricklesWhileItsBufferRunsLowButKeepsANewOneThatRefillsIt() {
+        // 4 Mbit/s, 2 s of buffer.
+        var machine = connected { $0.stream = .init(bytesPerSecond: 500_000, buffer: .seconds(2)) }
+        var now = Duration.zero
+        // Wi-Fi delivers a fifth of the bitrate for 2 s.
+        while now < .seconds(2) {
+            now += ms(100)
+            _ = machine.handle(.received(bytes: 10_000, at: now))
+        }
+        #expect(machine.handle(.playout(buffered: ms(1300), at: now)) == [], "1.3 s outlasts a move at 20%")
+        let actions = machine.handle(.playout(buffered: ms(1100), at: now))
+        #expect(actions.first == .markStalled(interface: "wifi", holdDown: .seconds(1)))
+        guard case .move(.tooPoor(let interface, let detail)) = actions.last else {
+            Issue.record("no move: \(actions)")
+            return
+        }
+        #expect(interface == "wifi" && detail.contains("20% of the bitrate"), "\(detail)")
+        // Cellular, a second after connecting, refills at twice the bitrate with the buffer still low.
+        _ = machine.handle(.connected(interface: "cell", transport: .tcp, at: now))
+        let connectedAt = now
+        while now < connectedAt + ms(1200) {
+            now += ms(100)
+            _ = machine.handle(.received(bytes: 100_000, at: now))
+        }
+        #expect(machine.handle(.playout(buffered: ms(100), at: now)) == [])
+    }
+
+    @Test func aStreamThatIsSilentIsJudgedOnItsSilenceNotOnItsLastGoodSecond() {
+        var machine = connected { $0.stream = .init(bytesPerSecond: 500_000, buffer: .seconds(2)) }
+        var now = Duration.zero
+        while now < .seconds(2) {
+            now += ms(100)
+            _ = machine.handle(.received(bytes: 60_000, at: now))
+        }
+        // Nothing more arrives; the player's tick still reports the buffer.
+        now += ms(1100)
+        let actions = machine.handle(.playout(buffered: ms(400), at: now))
+        #expect(actions.contains { if case .move(.tooPoor) = $0 { true } else { false } }, "\(actions)")
+    }
+
+    // MARK: Accounting
+
+    @Test func bytesAreCountedPerInterfaceAndOverExpensiveOnesAndMovesAreHandovers() {
+        var machine = connected()
+        _ = machine.handle(.received(bytes: 1000, at: ms(10)))
+        _ = machine.handle(.pathUpdated(Self.cellOnly, at: ms(20)))
+        _ = machine.handle(.connected(interface: "cell", transport: .tcp, at: ms(100)))
+        _ = machine.handle(.received(bytes: 300, at: ms(110)))
+        #expect(machine.bytesByInterface == ["wifi": 1000, "cell": 300])
+        #expect(machine.expensiveBytes == 300)
+        #expect(machine.bytesReceived == 1300)
+        #expect(machine.handovers == 1 && machine.connections == 2)
+    }
+
+    @Test(arguments: [(MultipathServiceType.handover, 1), (.aggregate, 0)])
+    func overMPTCPDataMovingToAnotherSubflowIsAHandoverOnlyInHandoverMode(_ type: MultipathServiceType, _ expected: Int) {
+        var machine = connected(transport: .mptcp) { $0.serviceType = type }
+        _ = machine.handle(.received(bytes: 300, at: ms(10)))
+        _ = machine.handle(.subflowDelivered(bytes: 100, interface: "wifi", at: ms(10)))
+        _ = machine.handle(.subflowDelivered(bytes: 200, interface: "cell", at: ms(10)))
+        #expect(machine.bytesByInterface == ["wifi": 100, "cell": 200])
+        #expect(machine.handovers == expected)
+        #expect(machine.currentInterface == "cell")
+    }
+}
