@@ -58,7 +58,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "MultipathBenchmark",
-            dependencies: ["Simulator", "Multipath"],
+            dependencies: ["Simulator", "Multipath", "RoamTesting"],
             path: "Benchmarks/MultipathBenchmark"
         ),
         .executableTarget(

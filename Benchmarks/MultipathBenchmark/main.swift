@@ -5,6 +5,11 @@
 // otherwise). Wi-Fi: 5 ms each way, 50 Mbit/s; cellular (expensive): 30 ms each way, 20 Mbit/s.
 // Then `mode: aggregate` (MPTCP) against `none` over two 10 Mbit/s links.
 //
+// Every multipath figure comes from public API: the simulator's workloads drive Multipath's
+// HandoverStateMachine, and the `HandoverConnection` rows are an app's own client written
+// against the library (a resumable stream from a server in the scenario's server node, played
+// with RoamTesting), as a user of the library would write it.
+//
 //   swift build -c release --product MultipathBenchmark && .build/release/MultipathBenchmark
 //   options: --quick (the first case only, to check that it runs)
 //
@@ -12,7 +17,11 @@
 import Foundation
 import Glibc
 import Multipath
+import Netlink
+import PathMonitor
+import RoamTesting
 import Simulator
+import Synchronization
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("MultipathBenchmark: \(message)\n".utf8))
@@ -132,6 +141,167 @@ for mode in ["none"] + handovers where !quick {
         : back.map { String(format: "back on Wi-Fi %.2f s after it returned", $0 - up) } ?? "stayed on cellular"
     rows.append(["Wi-Fi back after an outage (3 s)", mode, measured,
                  "playout stalls \(outcome.workload.stream?.stalls.count ?? 0); \(cellular)", mode.hasPrefix("handover") ? "within a few seconds, no stall" : ""])
+}
+
+@Sendable func seconds(_ duration: Duration) -> Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
+
+/// `interrupt()` is the one method of a HandoverConnection safe from another thread.
+struct Interrupter: @unchecked Sendable {
+    let connection: HandoverConnection
+    func interrupt() { connection.interrupt() }
+}
+
+/// What an app's own client saw: `HandoverConnection` receiving a 4 Mbit/s live stream (a
+/// resumable byte offset) in the phone node while the scenario plays.
+struct LibraryOutcome {
+    /// The longest time without data after the first byte, and when it began (run time).
+    var longestGap: (start: Duration, length: Duration)?
+    var bytes: Int64 = 0
+    var handovers = 0
+    /// Each connection's interface and when it was made (run time).
+    var connections: [(interface: String, at: Duration)] = []
+    var events: [String] = []
+}
+
+/// The server: a live source 4 Mbit/s with 2 s behind it, from the offset each connection asks
+/// for, as fast as the link takes it (so a client that reconnects catches up).
+final class LiveSource: @unchecked Sendable {
+    let listener: Int32
+    let start = ContinuousClock.now
+    static let bytesPerSecond = 500_000.0
+
+    init(listener: Int32) {
+        self.listener = listener
+        Thread.detachNewThread { [self] in
+            while true {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { return }
+                Thread.detachNewThread { [self] in serve(connection) }
+            }
+        }
+    }
+
+    func serve(_ connection: Int32) {
+        defer { close(connection) }
+        var raw: UInt64 = 0
+        guard recv(connection, &raw, 8, Int32(MSG_WAITALL)) == 8 else { return }
+        var position = Int64(UInt64(bigEndian: raw))
+        let chunk = [UInt8](repeating: 0x5a, count: 64 * 1024)
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        while true {
+            let elapsed = ContinuousClock.now - start
+            let available = Int64((2 + Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * Self.bytesPerSecond)
+            while position < available {
+                let sent = send(connection, chunk, Int(min(Int64(chunk.count), available - position)), Int32(MSG_NOSIGNAL))
+                guard sent > 0 else { return }
+                position += Int64(sent)
+            }
+            usleep(10_000)
+        }
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+}
+
+func playLibrary(_ name: String, _ body: String, until end: Duration) async -> LibraryOutcome {
+    do {
+        let scenario = try Scenario.parse(yaml: "name: \(name)\nseed: 1\n" + links + body, name: "\(name).yaml")
+        var options = TestRunOptions(backend: .auto)
+        options.reportsDirectory = "/tmp/roam-multipath-bench-\(getpid())"
+        let run = try await scenario.run(options) { network in
+            let server = try network.node("server")
+            let phone = try network.node("phone")
+            guard let monitor = phone.monitor else { throw RoamTestingError("the phone has no monitor") }
+            let port: UInt16 = 9100
+            let address = IPAddress(server.address)!
+            let listener = try await server.run { () -> Int32 in
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                var one: Int32 = 1
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)
+                guard address.withSocketAddress(port: port, { bind(fd, $0, $1) }) == 0, listen(fd, 8) == 0 else {
+                    throw RoamTestingError("the server cannot listen: errno \(errno)")
+                }
+                return fd
+            }
+            let source = LiveSource(listener: listener)
+            defer { source.stop() }
+            return try await phone.run { () -> LibraryOutcome in
+                let outcome = Mutex(LibraryOutcome())
+                let received = Mutex<Int64>(0)
+                let connection = try HandoverConnection(racer: ConnectionRacer(), to: [address], port: port, monitor: monitor, onEvent: { event in
+                    let now = network.elapsed
+                    outcome.withLock { outcome in
+                        switch event {
+                        case .connected(let metrics, _):
+                            outcome.connections.append((metrics.winner?.candidate.route.interface ?? "?", now))
+                        case .left(let interface, let reason):
+                            outcome.events.append(String(format: "%.2f s", seconds(now)) + " left \(interface): \(reason)")
+                        case .heldDown, .probe: break
+                        }
+                    }
+                }) { descriptor, _ in
+                    var offset = UInt64(received.withLock { $0 }).bigEndian
+                    guard write(descriptor, &offset, 8) == 8 else { throw RoamTestingError("could not send the offset") }
+                }
+                // The app stops reading at the end of the case.
+                let interrupter = Interrupter(connection: connection)
+                let stopper = Thread {
+                    while network.elapsed < end { usleep(20_000) }
+                    interrupter.interrupt()
+                }
+                stopper.start()
+                var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+                var last: Duration?
+                while network.elapsed < end {
+                    let count: Int
+                    do {
+                        count = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
+                    } catch MultipathError.interrupted {
+                        break
+                    }
+                    guard count > 0 else { break }
+                    let now = network.elapsed
+                    received.withLock { $0 += Int64(count) }
+                    outcome.withLock { outcome in
+                        if let last, now - last > (outcome.longestGap?.length ?? .zero) { outcome.longestGap = (last, now - last) }
+                    }
+                    last = now
+                }
+                connection.close()
+                return outcome.withLock { outcome in
+                    var result = outcome
+                    result.bytes = received.withLock { $0 }
+                    result.handovers = connection.handovers
+                    return result
+                }
+            }
+        }
+        return run.value
+    } catch {
+        fail("\(name) (HandoverConnection): \(error)")
+    }
+}
+
+if !quick {
+    let lost = await playLibrary("carrier-lost-library", "duration: 10s\ntimeline:\n  - { at: 4s, link: wifi, down: true }\n", until: .seconds(10))
+    rows.append(["Wi-Fi carrier lost mid-stream", "HandoverConnection", "longest gap in data \(ms(lost.longestGap?.length))",
+                 "\(lost.handovers) handover(s): \(lost.events.joined(separator: "; "))", "≤ 100 ms + cellular RTT (60 ms) = 160 ms"])
+    let blackholed = await playLibrary("blackholed-library",
+                                       "duration: 12s\ntimeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n",
+                                       until: .seconds(12))
+    rows.append(["Wi-Fi blackholed mid-stream (5 s)", "HandoverConnection", "longest gap in data \(ms(blackholed.longestGap?.length))",
+                 "\(blackholed.handovers) handover(s): \(blackholed.events.joined(separator: "; "))", "≤ 1.5 s"])
+    let back = await playLibrary("wifi-back-library", "duration: 12s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n",
+                                 until: .seconds(12))
+    let returned = back.connections.dropFirst().first { $0.interface == "wifi" && $0.at > .seconds(6) }
+    rows.append(["Wi-Fi back after an outage (3 s)", "HandoverConnection",
+                 returned.map { String(format: "back on Wi-Fi %.2f s after it returned", seconds($0.at) - 6) } ?? "stayed on cellular",
+                 "longest gap in data \(ms(back.longestGap?.length)); connections " + back.connections.map(\.interface).joined(separator: ", "),
+                 "within a few seconds, no stall"])
 }
 
 // 5. Aggregate: one bulk transfer over two 10 Mbit/s links, against one link's worth.

@@ -20,12 +20,12 @@ public struct NodeHandle: Sendable {
 
     /// The node's own IPv4 address on `link` (nil when it has no such link).
     public func address(on link: String) -> String? {
-        plan.interfaces.first { $0.link == link }?.ipv4.address.description
+        plan.interfaces.first { $0.link == link }?.address(.ipv4)?.address.description
     }
 
     /// The node's own IPv6 address on `link`.
     public func address6(on link: String) -> String? {
-        plan.interfaces.first { $0.link == link }?.ipv6.address.description
+        plan.interfaces.first { $0.link == link }?.address(.ipv6)?.address.description
     }
 
     /// The path the node's monitor sees now.

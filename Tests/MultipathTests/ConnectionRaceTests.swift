@@ -19,10 +19,15 @@ extension ConnectionRace.Action {
 }
 
 @Suite struct ConnectionRaceTests {
-    @Test func ordersAddressesByFamilyThenInterfaces() {
+    @Test func ordersByInterfaceThenFamilyThenTheOtherAddresses() {
         let order = ConnectionRace.order(routes: [wifi, cell], ipv6: v6, ipv4: v4).map { "\($0.route.interface) \($0.destination)" }
-        #expect(order == ["wifi fd72:6f61:6d00:ffff::2", "cell fd72:6f61:6d00:ffff::2", "wifi 198.19.255.2", "cell 198.19.255.2",
+        #expect(order == ["wifi fd72:6f61:6d00:ffff::2", "wifi 198.19.255.2", "cell fd72:6f61:6d00:ffff::2", "cell 198.19.255.2",
                           "wifi fd72:6f61:6d00:ffff::3", "cell fd72:6f61:6d00:ffff::3"])
+        // An IPv4-only Wi-Fi comes before an IPv6-only cellular: the family never outranks the interface.
+        let wifi4 = ConnectionRace.Route(interface: "wifi", index: 2, type: .wifi, ipv4: IPAddress("198.18.0.1")!)
+        let cell6 = ConnectionRace.Route(interface: "cell", index: 3, type: .cellular, isExpensive: true, ipv6: IPAddress("fd72:6f61:6d00:1::1")!)
+        #expect(ConnectionRace.order(routes: [wifi4, cell6], ipv6: [v6[0]], ipv4: v4).map { "\($0.route.interface) \($0.destination)" }
+                == ["wifi 198.19.255.2", "cell fd72:6f61:6d00:ffff::2"])
         // An interface without an address of the family is skipped for it.
         let v4Only = ConnectionRace.Route(interface: "eth0", index: 4, type: .wiredEthernet, ipv4: IPAddress("10.0.0.1")!)
         #expect(ConnectionRace.order(routes: [v4Only], ipv6: v6, ipv4: v4).map(\.destination) == v4)
@@ -51,17 +56,17 @@ extension ConnectionRace.Action {
         var race = ConnectionRace(routes: [wifi, cell], configuration: .init(attemptDelay: ms(250)))
         _ = race.handle(.resolved(.inet6, [v6[0]]), at: .zero)
         _ = race.handle(.resolved(.inet, v4), at: ms(1))
-        // Wi-Fi is up but silent: cellular goes after one attempt delay (Wi-Fi Assist).
+        // Wi-Fi's IPv6 is silent: its IPv4 goes after one attempt delay, then cellular (Wi-Fi Assist).
         let second = race.handle(.timer, at: ms(250))
-        #expect(second.first?.started?.1 == "cell fd72:6f61:6d00:ffff::2")
+        #expect(second.first?.started?.1 == "wifi 198.19.255.2")
         #expect(second.contains(.scheduleTimer(at: ms(500))))
         let third = race.handle(.timer, at: ms(500))
-        #expect(third.first?.started?.1 == "wifi 198.19.255.2")
+        #expect(third.first?.started?.1 == "cell fd72:6f61:6d00:ffff::2")
         // The cellular attempt connects: it wins, the others are cancelled.
-        let done = race.handle(.connected(attempt: 2), at: ms(560))
-        #expect(done == [.cancelAttempt(1), .cancelAttempt(3), .succeed(attempt: 2)])
+        let done = race.handle(.connected(attempt: 3), at: ms(560))
+        #expect(done == [.cancelAttempt(1), .cancelAttempt(2), .succeed(attempt: 3)])
         #expect(race.isFinished)
-        #expect(race.attempts.map(\.outcome) == [.cancelled, .connected, .cancelled])
+        #expect(race.attempts.map(\.outcome) == [.cancelled, .cancelled, .connected])
         #expect(race.handle(.connected(attempt: 1), at: ms(600)) == [.cancelAttempt(1)], "a late winner is closed")
     }
 

@@ -97,7 +97,7 @@ final class ConnectionRacerTests {
             _ = try racer.connect(toHost: "nowhere.roam.test", port: port, over: path) { _, _ in [] }
             Issue.record("connected to a name without addresses")
         } catch {
-            guard case .failed(.resolutionFailed, _) = error else { Issue.record("\(error)"); return }
+            guard case .connectFailed(.resolutionFailed, _) = error else { Issue.record("\(error)"); return }
         }
     }
 
@@ -114,7 +114,7 @@ final class ConnectionRacerTests {
         #expect(path.primaryInterface?.name == "cell")
         var strict = racer
         strict.policy = ConnectionPolicy(allowsExpensive: false)
-        let error = #expect(throws: ConnectionError.self) { try strict.connect(to: destinations, port: port, over: path) }
+        let error = #expect(throws: MultipathError.self) { try strict.connect(to: destinations, port: port, over: path) }
         guard case .noPermittedPath(let refusal)? = error else { Issue.record("expected a refusal, got \(String(describing: error))"); return }
         #expect(refusal.onlyExpensive)
     }

@@ -248,8 +248,8 @@ final class HandoverConnectionTests {
         }
         receiving.cancel()
         let result = await receiving.result
-        #expect(throws: HandoverConnection.HandoverError.self) { try result.get() }
-        if case .failure(let error as HandoverConnection.HandoverError) = result, case .interrupted = error {} else {
+        #expect(throws: MultipathError.self) { try result.get() }
+        if case .failure(let error as MultipathError) = result, case .interrupted = error {} else {
             Issue.record("expected .interrupted, got \(result)")
         }
         // The connection is still usable afterwards: the next call is not interrupted by the old cancel.

@@ -161,6 +161,52 @@ import Testing
         #expect(machine.handovers == 0, "cellular to cellular")
     }
 
+    @Test func aPathThatStalledAgainMustAnswerMoreProbesInARow() {
+        var machine = connected()
+        // Wi-Fi stalls twice (at 0.6 s and, back on it, at 3.6 s).
+        _ = machine.handle(.tick(at: ms(600), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(machine.probesRequired(for: "wifi") == 3)
+        _ = machine.handle(.connected(interface: "wifi", transport: .tcp, at: .seconds(3)))
+        _ = machine.handle(.tick(at: ms(3600), smoothedRTT: nil, awaitingDataSince: .seconds(3)))
+        #expect(machine.probesRequired(for: "wifi") == 6)
+        _ = machine.handle(.connected(interface: "cell", transport: .tcp, at: ms(3700)))
+        // Its 2 s hold-down ends at 5.6 s; then six probes in a row, not three.
+        var now = ms(5600)
+        var moves: [Int] = []
+        for probe in 1...6 {
+            #expect(machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")], "probe \(probe)")
+            if machine.handle(.probeFinished(interface: "wifi", connected: true, at: now + ms(5))).contains(.move(.betterPath(interface: "wifi", probes: 6))) {
+                moves.append(probe)
+            }
+            now += ms(205)
+        }
+        #expect(moves == [6])
+        // The evidence asked for stops growing at four times the first.
+        var often = connected()
+        for stall in 0..<6 {
+            let start = Duration.seconds(Int64(stall) * 100)
+            _ = often.handle(.connected(interface: "wifi", transport: .tcp, at: start))
+            _ = often.handle(.tick(at: start + .seconds(1), smoothedRTT: nil, awaitingDataSince: start))
+        }
+        #expect(often.stalledPaths.stalls(of: "wifi") == 6)
+        #expect(often.probesRequired(for: "wifi") == 12)
+    }
+
+    @Test func aPathTheStreamRuleFoundTooPoorIsNotProbedUntilTheEvidenceIsOld() {
+        var machine = connected { $0.stream = .init(bytesPerSecond: 500_000, buffer: .seconds(2)) }
+        var now = Duration.zero
+        while now < .seconds(2) {
+            now += ms(100)
+            _ = machine.handle(.received(bytes: 10_000, at: now))
+        }
+        #expect(machine.handle(.playout(buffered: ms(500), at: now)).contains(.markStalled(interface: "wifi", holdDown: .seconds(1))))
+        _ = machine.handle(.connected(interface: "cell", transport: .tcp, at: now + ms(100)))
+        // The hold-down ends at 3 s, the evidence at 12 s: no probe before.
+        #expect(machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == .seconds(12))
+        #expect(machine.handle(.tick(at: .seconds(12), smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+    }
+
     // MARK: MPTCP
 
     @Test func withAPathManagerAStalledInterfaceIsDemotedAndRestoredOnceItProvesItself() {

@@ -187,4 +187,34 @@ let bundledScenarios: [String] = {
         let notBool = ScenarioReader.parse(header + "  - { name: c, kind: command, from: a, mptcpize: yes please, run: \"true\" }\n", file: "m.yaml")
         #expect(notBool.scenario == nil && notBool.errors.contains { $0.message.contains("mptcpize") }, "\(notBool.errors)")
     }
+
+    @Test func linksCarryTheFamiliesTheySayAndWorkloadsPickOne() throws {
+        let header = "name: f\nduration: 5s\nnodes: { a: {}, b: {} }\nlinks:\n"
+            + "  - { name: wifi, between: [a, b], families: [ipv4] }\n  - { name: cell, between: [a, b], families: [ipv6] }\nworkloads:\n"
+        let parsed = ScenarioReader.parse(header + "  - { name: s, kind: stream, from: a, to: b, bitrate: 1mbit, family: any }\n", file: "f.yaml")
+        let scenario = try #require(parsed.scenario, "\(parsed.diagnostics)")
+        #expect(scenario.links.map(\.families) == [[.ipv4], [.ipv6]])
+        #expect(scenario.workloads[0].family == .any && scenario.workloads[0].family.families == [.ipv6, .ipv4])
+        let byDefault = try #require(ScenarioReader.parse("name: f\nduration: 5s\nnodes: { a: {}, b: {} }\nlinks: [{ name: l, between: [a, b] }]\n",
+                                                          file: "f.yaml").scenario)
+        #expect(byDefault.links[0].families == [.ipv4, .ipv6])
+
+        /// The first error `text` gives.
+        func error(_ text: String) -> String { ScenarioReader.parse(text, file: "f.yaml").errors.first?.message ?? "none" }
+        #expect(error(header + "  - { name: s, kind: bulk, from: a, to: b, family: ipv5 }\n")
+                == "family must be one of ipv4, ipv6, any, not 'ipv5' (did you mean 'ipv4'?)")
+        #expect(error(header.replacingOccurrences(of: "[ipv4]", with: "[]")) == "families names at least one address family: [ipv4], [ipv6] or [ipv4, ipv6]")
+        #expect(error(header.replacingOccurrences(of: "[ipv4]", with: "[ipv4, ipv4]")) == "families names each address family once")
+        #expect(error(header.replacingOccurrences(of: "[ipv4]", with: "[ipx]")).hasPrefix("families must be one of ipv4, ipv6"))
+        // Only cellular carries IPv6, only Wi-Fi IPv4: each single family is served; a link
+        // missing for the family is said.
+        #expect(ScenarioReader.parse(header + "  - { name: s, kind: bulk, from: a, to: b, family: ipv6 }\n", file: "f.yaml").scenario != nil)
+        let v4Only = header.replacingOccurrences(of: "[ipv6]", with: "[ipv4]")
+        #expect(error(v4Only + "  - { name: s, kind: bulk, from: a, to: b, family: ipv6 }\n")
+                == "no IPv6 link joins 'a' and 'b' (see the links' families); set family: ipv4 or any on the workload")
+        let v6Only = header.replacingOccurrences(of: "[ipv4]", with: "[ipv6]")
+        #expect(error(v6Only + "  - { name: s, kind: bulk, from: a, to: b }\n")
+                == "no IPv4 link joins 'a' and 'b' (see the links' families); set family: ipv6 or any on the workload")
+        #expect(error(header + "  - { name: c, kind: command, from: a, family: ipv6, run: \"true\" }\n").hasPrefix("family applies to the bulk"))
+    }
 }

@@ -5,7 +5,7 @@ import Synchronization
 
 /// ``HandoverConnection`` for async code: connect, receive and send with `await`, handover
 /// events as an `AsyncSequence`, and task cancellation that ends a call waiting for data or for
-/// a path at once (it throws ``HandoverConnection/HandoverError/interrupted``).
+/// a path at once (it throws ``MultipathError/interrupted``).
 ///
 /// The blocking core runs on a serial queue of the connection's own, one call at a time, so the
 /// calling task's thread never blocks. The resume hook runs there too, on every connection
@@ -45,10 +45,10 @@ public final class AsyncHandoverConnection: Sendable {
 
     /// A connection that follows `monitor` (started, watching the racer's namespace).
     /// Nothing connects until the first ``receive(upTo:)`` or ``send(_:)``.
-    /// - Throws: ``HandoverConnection/HandoverError/connect(_:)`` if no wake-up descriptor can be made.
+    /// - Throws: ``MultipathError/system(operation:_:)`` if no wake-up descriptor can be made.
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
                 configuration: HandoverConnection.Configuration = .init(),
-                resume: @escaping @Sendable HandoverConnection.ResumeHook) throws(HandoverConnection.HandoverError) {
+                resume: @escaping @Sendable HandoverConnection.ResumeHook) throws(MultipathError) {
         let (events, continuation) = AsyncStream.makeStream(of: HandoverConnection.Event.self, bufferingPolicy: .bufferingNewest(64))
         self.events = events
         self.continuation = continuation
@@ -64,12 +64,12 @@ public final class AsyncHandoverConnection: Sendable {
 
     /// Receives up to `maximum` bytes, waiting for some, across handovers; empty when the peer
     /// closed the connection.
-    public func receive(upTo maximum: Int) async throws(HandoverConnection.HandoverError) -> [UInt8] {
-        try await run { connection throws(HandoverConnection.HandoverError) in
+    public func receive(upTo maximum: Int) async throws(MultipathError) -> [UInt8] {
+        try await run { connection throws(MultipathError) in
             var buffer = [UInt8](repeating: 0, count: max(1, maximum))
-            var received: Result<Int, HandoverConnection.HandoverError> = .success(0)
+            var received: Result<Int, MultipathError> = .success(0)
             buffer.withUnsafeMutableBytes { bytes in
-                received = Result { () throws(HandoverConnection.HandoverError) in try connection.receive(into: bytes) }
+                received = Result { () throws(MultipathError) in try connection.receive(into: bytes) }
             }
             buffer.removeSubrange(try received.get()...)
             return buffer
@@ -77,11 +77,11 @@ public final class AsyncHandoverConnection: Sendable {
     }
 
     /// Sends all of `bytes`, at least once across a handover (see ``HandoverConnection/send(_:)``).
-    public func send(_ bytes: [UInt8]) async throws(HandoverConnection.HandoverError) {
-        try await run { connection throws(HandoverConnection.HandoverError) in
-            var sent: Result<Void, HandoverConnection.HandoverError> = .success(())
+    public func send(_ bytes: [UInt8]) async throws(MultipathError) {
+        try await run { connection throws(MultipathError) in
+            var sent: Result<Void, MultipathError> = .success(())
             bytes.withUnsafeBytes { raw in
-                sent = Result { () throws(HandoverConnection.HandoverError) in try connection.send(raw) }
+                sent = Result { () throws(MultipathError) in try connection.send(raw) }
             }
             try sent.get()
         }
@@ -105,13 +105,13 @@ public final class AsyncHandoverConnection: Sendable {
     }
 
     /// Runs `body` on the queue; cancelling the task interrupts it.
-    private func run<T: Sendable>(_ body: @escaping @Sendable (HandoverConnection) throws(HandoverConnection.HandoverError) -> T) async throws(HandoverConnection.HandoverError) -> T {
+    private func run<T: Sendable>(_ body: @escaping @Sendable (HandoverConnection) throws(MultipathError) -> T) async throws(MultipathError) -> T {
         let core = core
         let queue = queue
-        let result: Result<T, HandoverConnection.HandoverError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { (done: CheckedContinuation<Result<T, HandoverConnection.HandoverError>, Never>) in
+        let result: Result<T, MultipathError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (done: CheckedContinuation<Result<T, MultipathError>, Never>) in
                 queue.async {
-                    done.resume(returning: Result { () throws(HandoverConnection.HandoverError) in try body(core.connection) })
+                    done.resume(returning: Result { () throws(MultipathError) in try body(core.connection) })
                 }
             }
         } onCancel: {

@@ -73,22 +73,6 @@ public final class HandoverConnection {
         case probe(interface: String, connected: Bool?)
     }
 
-    public enum HandoverError: Error, CustomStringConvertible {
-        /// No connection could be made: the racer's error (a refusal says why no path is permitted).
-        case connect(ConnectionError)
-        /// The resume hook threw.
-        case resume(any Error)
-        /// ``HandoverConnection/interrupt()`` was called (the async API: the task was cancelled).
-        case interrupted
-        public var description: String {
-            switch self {
-            case .connect(let error): "connect: \(error)"
-            case .resume(let error): "resume: \(error)"
-            case .interrupted: "interrupted"
-            }
-        }
-    }
-
     /// Called on every new connection with its (blocking) socket and whether it replaces one.
     public typealias ResumeHook = (_ descriptor: Int32, _ isReconnect: Bool) throws -> Void
 
@@ -137,15 +121,15 @@ public final class HandoverConnection {
 
     /// A connection that follows `monitor` (started, watching the racer's namespace): it wakes
     /// on every path update instead of looking at the path from time to time.
-    /// - Throws: ``HandoverError/connect(_:)`` if no wake-up descriptor can be made.
+    /// - Throws: ``MultipathError/connect(_:)`` if no wake-up descriptor can be made.
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
-                configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) throws(HandoverError) {
+                configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) throws(MultipathError) {
         let wakeup: Wakeup
         do throws(NetlinkError) {
             wakeup = try Wakeup()
             interruption = try Wakeup()
         } catch {
-            throw .connect(.system("cannot make a wake-up descriptor for path updates: \(error)"))
+            throw .system(operation: "make a wake-up descriptor for path updates", error)
         }
         self.racer = racer
         self.addresses = addresses
@@ -165,7 +149,7 @@ public final class HandoverConnection {
     }
 
     /// Makes the blocking call in progress on another thread (``receive(into:)``, ``send(_:)``, or
-    /// the wait for a path) throw ``HandoverError/interrupted`` promptly; if none is in progress,
+    /// the wait for a path) throw ``MultipathError/interrupted`` promptly; if none is in progress,
     /// the next one does. A race already under way finishes first (it lasts at most
     /// ``Configuration/connectTimeout``). The one method safe to call from any thread.
     public func interrupt() {
@@ -173,7 +157,7 @@ public final class HandoverConnection {
     }
 
     /// Throws if ``interrupt()`` was called since the last call that threw for it.
-    private func checkInterruption() throws(HandoverError) {
+    private func checkInterruption() throws(MultipathError) {
         guard let interruption else { return }
         var value: UInt64 = 0
         if read(interruption.fileDescriptor.rawValue, &value, 8) == 8 { throw .interrupted }
@@ -192,7 +176,7 @@ public final class HandoverConnection {
     /// Receives what is there, waiting for some (the app expects data when it calls this):
     /// moves to another path when the state machine says so. Returns 0 when the peer closed the
     /// connection.
-    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(HandoverError) -> Int {
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(MultipathError) -> Int {
         try checkInterruption()
         let since = Self.now()
         while true {
@@ -212,7 +196,7 @@ public final class HandoverConnection {
     /// Sends all of `bytes`. If the connection is replaced on the way, the resume hook runs on
     /// the new one and the whole of `bytes` is sent again there: at least once, so the peer,
     /// told where to resume, can drop what it already had.
-    public func send(_ bytes: UnsafeRawBufferPointer) throws(HandoverError) {
+    public func send(_ bytes: UnsafeRawBufferPointer) throws(MultipathError) {
         try checkInterruption()
         sending: while true {
             try connectIfNeeded()
@@ -281,7 +265,7 @@ public final class HandoverConnection {
     }
 
     /// Waits until the socket is ready for `events`; or says why the connection must move.
-    private func wait(for events: Int16, awaitingDataSince since: Duration) throws(HandoverError) -> Reason? {
+    private func wait(for events: Int16, awaitingDataSince since: Duration) throws(MultipathError) -> Reason? {
         while true {
             observePath()
             let rtt = StalledPaths.smoothedRTT(of: descriptor)
@@ -314,7 +298,7 @@ public final class HandoverConnection {
         descriptor = -1
     }
 
-    private func connectIfNeeded() throws(HandoverError) {
+    private func connectIfNeeded() throws(MultipathError) {
         guard descriptor < 0 else { return }
         let start = Self.now()
         while true {
@@ -323,18 +307,14 @@ public final class HandoverConnection {
                 // No path at all yet: wait for one, up to the connect timeout.
                 let waited = Self.now() - start
                 if waited >= configuration.connectTimeout {
-                    throw .connect(.noPermittedPath(PathRefusal(reasons: [], refused: [])))
+                    throw .noPermittedPath(PathRefusal(reasons: [], refused: []))
                 }
                 let remaining = configuration.connectTimeout - waited
                 _ = try waitReady(nil, for: pathChanged == nil ? min(Self.pollInterval, remaining) : remaining)
                 continue
             }
             let connection: RacedConnection
-            do throws(ConnectionError) {
-                connection = try racer.connect(to: addresses, port: port, over: current, timeout: configuration.connectTimeout)
-            } catch {
-                throw .connect(error)
-            }
+            connection = try racer.connect(to: addresses, port: port, over: current, timeout: configuration.connectTimeout)
             let isReconnect = !connections.isEmpty
             connections.append(connection.metrics)
             perform(machine.handle(.connected(interface: connection.metrics.winner?.candidate.route.interface,
@@ -357,7 +337,7 @@ public final class HandoverConnection {
     /// Waits up to `limit` for the socket to be ready for `events` (true) or for a path update,
     /// a probe's decision or the limit (false). With no `events`, waits for a path update only.
     /// Throws when interrupted.
-    private func waitReady(_ events: Int16?, for limit: Duration) throws(HandoverError) -> Bool {
+    private func waitReady(_ events: Int16?, for limit: Duration) throws(MultipathError) -> Bool {
         var entries: [pollfd] = []
         if let events { entries.append(pollfd(fd: descriptor, events: events, revents: 0)) }
         let pathIndex = entries.count

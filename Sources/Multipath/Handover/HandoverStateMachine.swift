@@ -18,8 +18,13 @@ import PathMonitor
 /// - **Back to a cheaper path.** While the flow runs over an expensive interface and the path's
 ///   first choice is a free one that is not held down, that interface is probed (a connection
 ///   attempt over it, nothing sent) every second, and every 200 ms within a streak; after three
-///   probes in a row connect, the flow moves back. If the race after that picks another
-///   interface, the probes were luck: the cheaper one is held down again.
+///   probes in a row connect, the flow moves back. The evidence asked for grows as the hold-down
+///   does: three probes after no stall or one, six after two, twelve after three or more (at
+///   40% loss each way three SYNs in a row get through 5% of the time, twelve almost never; at
+///   5% loss twelve still do 8% of the time per streak, and streaks repeat). A path the stream
+///   rule found too poor is not probed until that evidence is ``StreamPathJudge/evidenceLifetime``
+///   old. If the race after a move back picks another interface, the probes were luck: the
+///   cheaper one is held down again.
 /// - **MPTCP.** With a path manager, a stalled interface is demoted (its subflows become
 ///   backups); once its hold-down has passed and three probes in a row connect over it, it is
 ///   restored.
@@ -33,8 +38,10 @@ public struct HandoverStateMachine: Sendable {
         public var initialHold: Duration = .seconds(1)
         public var maximumHold: Duration = .seconds(30)
         /// Probes in a row that must connect before the flow moves back (or, over MPTCP, an
-        /// interface is restored); one SYN getting through proves little on a lossy Wi-Fi (at
-        /// 40% loss each way three in a row succeed about 5% of the time, at 5% about 74%).
+        /// interface is restored) to an interface that stalled at most once; one SYN getting
+        /// through proves little on a lossy Wi-Fi (at 40% loss each way three in a row succeed
+        /// about 5% of the time, at 5% about 74%). Doubles with each further stall, up to four
+        /// times this (``probesRequired(for:)``).
         public var probesToReturn = 3
         /// Between probes after a failure, and how long one may take.
         public var probeInterval: Duration = .seconds(1)
@@ -194,12 +201,25 @@ public struct HandoverStateMachine: Sendable {
         if let probe {
             consider(probe.started + configuration.probeInterval)
         } else if let target = probeTarget(at: nil) {
-            consider(max(nextProbeTime, stalledPaths.holdDownEnd(target) ?? nextProbeTime))
+            consider(max(nextProbeTime, stalledPaths.holdDownEnd(target) ?? nextProbeTime, condemnedUntil(target) ?? nextProbeTime))
         }
         return deadline
     }
 
     private var nextProbeTime: Duration { (lastProbe ?? .seconds(-1_000_000)) + configuration.probeInterval }
+
+    /// Probes in a row `interface` must answer before the flow returns to it: more the more it
+    /// stalled.
+    public func probesRequired(for interface: String) -> Int {
+        let stalls = stalledPaths.stalls(of: interface)
+        return configuration.probesToReturn << min(2, max(0, stalls - 1))
+    }
+
+    /// Until when the stream rule's evidence against `interface` stands (nil: none).
+    private func condemnedUntil(_ interface: String) -> Duration? {
+        guard let last = judge?.lastCondemned, last.interface == interface else { return nil }
+        return last.at + StreamPathJudge.evidenceLifetime
+    }
 
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
@@ -299,7 +319,7 @@ public struct HandoverStateMachine: Sendable {
             guard configuration.movesBack, let current = connection.interface, let primary = path.availableInterfaces.first,
                   primary.name != current, !primary.isExpensive,
                   path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
-            if let now, stalledPaths.isHeldDown(primary.name, at: now) { return nil }
+            if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
             return primary.name
         case .mptcp:
             let available = Set(path.availableInterfaces.map(\.name))
@@ -339,13 +359,14 @@ public struct HandoverStateMachine: Sendable {
         probeStreak += 1
         // The next probe of a streak goes soon after.
         lastProbe = now - configuration.probeInterval + configuration.probeSpacing
-        guard probeStreak >= configuration.probesToReturn else { return [] }
+        let required = probesRequired(for: interface)
+        guard probeStreak >= required else { return [] }
         probeStreak = 0
         guard probeTarget(at: now) == interface, let connection else { return [] }
         switch connection.transport {
         case .tcp:
             movingBackTo = interface
-            return move(.betterPath(interface: interface, probes: configuration.probesToReturn), holdDown: false, at: now)
+            return move(.betterPath(interface: interface, probes: required), holdDown: false, at: now)
         case .mptcp:
             demoted.remove(interface)
             return [.restore(interface: interface)]

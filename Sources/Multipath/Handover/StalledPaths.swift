@@ -15,6 +15,7 @@ public struct StalledPaths: Sendable, Hashable {
     struct Entry: Sendable, Hashable {
         var since: Duration
         var hold: Duration
+        var stalls: Int
     }
 
     public init(initialHold: Duration = .seconds(1), maximumHold: Duration = .seconds(30)) {
@@ -26,13 +27,18 @@ public struct StalledPaths: Sendable, Hashable {
     @discardableResult
     public mutating func markStalled(_ interface: String, at now: Duration) -> Duration {
         let hold = entries[interface].map { min(maximumHold, $0.hold * 2) } ?? initialHold
-        entries[interface] = Entry(since: now, hold: hold)
+        entries[interface] = Entry(since: now, hold: hold, stalls: (entries[interface]?.stalls ?? 0) + 1)
         return hold
     }
 
     /// Whether `interface` is still held down at `now`.
     public func isHeldDown(_ interface: String, at now: Duration) -> Bool {
         entries[interface].map { now - $0.since < $0.hold } ?? false
+    }
+
+    /// How many times `interface` stalled.
+    public func stalls(of interface: String) -> Int {
+        entries[interface]?.stalls ?? 0
     }
 
     /// When `interface`'s hold-down ends (nil: it never stalled).

@@ -57,11 +57,12 @@ public final class MPTCPPathManager: Sendable {
     private let state: Mutex<State>
 
     /// Opens the path manager of `namespace`; fails when the kernel has no MPTCP.
-    public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy()) throws(NetlinkError) {
-        let socket = try NetlinkSocket(.generic, in: namespace)
+    public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy()) throws(MultipathError) {
+        let socket = try Self.system("open a generic netlink socket in \(namespace)") { () throws(NetlinkError) in try NetlinkSocket(.generic, in: namespace) }
         guard socket.hasMPTCPPathManager() else {
-            throw NetlinkError(.errno(ENOENT), operation: "open the MPTCP path manager in \(namespace)",
-                               hint: "this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP")
+            throw .system(operation: "open the MPTCP path manager in \(namespace)",
+                          NetlinkError(.errno(ENOENT), operation: "resolve the mptcp_pm family",
+                                       hint: "this kernel has no MPTCP (CONFIG_MPTCP); connections stay single-path TCP"))
         }
         self.namespace = namespace
         self.serviceType = serviceType
@@ -87,19 +88,30 @@ public final class MPTCPPathManager: Sendable {
 
     /// Brings the kernel's endpoints in step with `path`; returns what changed.
     @discardableResult
-    public func update(to path: NetworkPath) throws(NetlinkError) -> [Change] {
-        try state.withLock { state throws(NetlinkError) -> [Change] in
-            state.lastPath = path
-            return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+    public func update(to path: NetworkPath) throws(MultipathError) -> [Change] {
+        try Self.system("update the MPTCP endpoints") { () throws(NetlinkError) in
+            try state.withLock { state throws(NetlinkError) -> [Change] in
+                state.lastPath = path
+                return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+            }
+        }
+    }
+
+    /// Runs a netlink step, its failure as ``MultipathError/system(operation:_:)``.
+    private static func system<T>(_ operation: String, _ body: () throws(NetlinkError) -> T) throws(MultipathError) -> T {
+        do throws(NetlinkError) {
+            return try body()
+        } catch {
+            throw .system(operation: operation, error)
         }
     }
 
     /// Follows `monitor`: every path it publishes brings the endpoints in step. `onChange` hears
     /// what each update changed, or why it failed; cancel the subscription to stop following.
     public func follow(_ monitor: NetworkPathMonitor,
-                       onChange: @escaping @Sendable (Result<[Change], NetlinkError>, NetworkPath) -> Void = { _, _ in }) -> PathUpdateSubscription {
+                       onChange: @escaping @Sendable (Result<[Change], MultipathError>, NetworkPath) -> Void = { _, _ in }) -> PathUpdateSubscription {
         monitor.onUpdate { [self] path in
-            do throws(NetlinkError) {
+            do throws(MultipathError) {
                 let changes = try update(to: path)
                 if !changes.isEmpty { onChange(.success(changes), path) }
             } catch {
@@ -111,19 +123,23 @@ public final class MPTCPPathManager: Sendable {
     /// Makes `interface` least preferred (its subflows become backups in `handover`), as when
     /// data stopped moving over it though it is still up.
     @discardableResult
-    public func markStalled(_ interface: String) throws(NetlinkError) -> [Change] {
-        try state.withLock { state throws(NetlinkError) -> [Change] in
-            guard state.stalled.insert(interface).inserted, let path = state.lastPath else { return [] }
-            return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+    public func markStalled(_ interface: String) throws(MultipathError) -> [Change] {
+        try Self.system("demote \(interface)'s MPTCP endpoints") { () throws(NetlinkError) in
+            try state.withLock { state throws(NetlinkError) -> [Change] in
+                guard state.stalled.insert(interface).inserted, let path = state.lastPath else { return [] }
+                return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+            }
         }
     }
 
     /// Gives `interface` its place back.
     @discardableResult
-    public func clearStalled(_ interface: String) throws(NetlinkError) -> [Change] {
-        try state.withLock { state throws(NetlinkError) -> [Change] in
-            guard state.stalled.remove(interface) != nil, let path = state.lastPath else { return [] }
-            return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+    public func clearStalled(_ interface: String) throws(MultipathError) -> [Change] {
+        try Self.system("restore \(interface)'s MPTCP endpoints") { () throws(NetlinkError) in
+            try state.withLock { state throws(NetlinkError) -> [Change] in
+                guard state.stalled.remove(interface) != nil, let path = state.lastPath else { return [] }
+                return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+            }
         }
     }
 
@@ -154,9 +170,11 @@ public final class MPTCPPathManager: Sendable {
     /// Raises a namespace's limits so that connections accept as many subflows as the kernel
     /// allows (for servers: the client opens the extra subflows, and the server's limit caps
     /// how many it accepts).
-    public static func acceptSubflows(in namespace: NetworkNamespace) throws(NetlinkError) {
-        let socket = try NetlinkSocket(.generic, in: namespace)
-        try socket.setMPTCPLimits(MPTCPLimits(subflows: MPTCPLimits.maximum, addAddressAccepted: MPTCPLimits.maximum))
+    public static func acceptSubflows(in namespace: NetworkNamespace) throws(MultipathError) {
+        try system("raise the MPTCP subflow limits in \(namespace)") { () throws(NetlinkError) in
+            let socket = try NetlinkSocket(.generic, in: namespace)
+            try socket.setMPTCPLimits(MPTCPLimits(subflows: MPTCPLimits.maximum, addAddressAccepted: MPTCPLimits.maximum))
+        }
     }
 
     private static func reconcile(_ state: inout State, path: NetworkPath, serviceType: MultipathServiceType,

@@ -8,11 +8,13 @@ import PathMonitor
 ///
 /// - Resolution: AAAA and A are asked for at once; attempts start when AAAA answers, or when A
 ///   has answered and the resolution delay (50 ms) has passed without AAAA.
-/// - Order: address families interleave (IPv6 first), and each address is tried over every
-///   permitted interface, in the path's order of preference (free before costly), before the
-///   next address: Wi-Fi IPv6, cellular IPv6, Wi-Fi IPv4, cellular IPv4. So a Wi-Fi that is up
-///   but passes nothing costs one attempt delay before cellular is tried (Wi-Fi Assist), not a
-///   connect timeout.
+/// - Order: interfaces in the path's order of preference (free before costly), and on each the
+///   first address of each family, families interleaved (IPv6 first); then the other addresses
+///   the same way: Wi-Fi IPv6, Wi-Fi IPv4, cellular IPv6, cellular IPv4. So a Wi-Fi whose IPv6 is
+///   broken still gets its IPv4 tried before the expensive cellular, an IPv4-only Wi-Fi comes
+///   before an IPv6-only cellular (the family never outranks the interface), and a Wi-Fi that
+///   is up but passes nothing costs one attempt delay per family it has before cellular is
+///   tried (Wi-Fi Assist), not a connect timeout.
 /// - Staggering: a new attempt every attempt delay (default 250 ms, 10 ms to 2 s) while none
 ///   has connected; an attempt that fails starts the next at once. The first to connect wins;
 ///   the others are cancelled.
@@ -123,17 +125,22 @@ public struct ConnectionRace: Sendable {
     /// Whether the race has ended (won or failed).
     public var isFinished: Bool { phase == .done }
 
-    /// Candidates in the order to try them: families interleaved (IPv6 first), each address over
-    /// every route that has a source of its family.
+    /// Candidates in the order to try them: each route in turn with the first address of each
+    /// family it has a source for (IPv6 first), then the remaining addresses, families
+    /// interleaved, each over every route in turn.
     public static func order(routes: [Route], ipv6: [IPAddress], ipv4: [IPAddress]) -> [Candidate] {
         var interleaved: [IPAddress] = []
         for index in 0..<max(ipv6.count, ipv4.count) {
             if index < ipv6.count { interleaved.append(ipv6[index]) }
             if index < ipv4.count { interleaved.append(ipv4[index]) }
         }
-        return interleaved.flatMap { destination in
-            routes.compactMap { route in route.source(for: destination).map { Candidate(route: route, source: $0, destination: destination) } }
+        let firsts = Set([ipv6.first, ipv4.first].compactMap { $0 })
+        func candidates(_ route: Route, _ destinations: [IPAddress]) -> [Candidate] {
+            destinations.compactMap { destination in route.source(for: destination).map { Candidate(route: route, source: $0, destination: destination) } }
         }
+        let first = routes.flatMap { candidates($0, interleaved.filter(firsts.contains)) }
+        let rest = interleaved.filter { !firsts.contains($0) }.flatMap { destination in routes.flatMap { candidates($0, [destination]) } }
+        return first + rest
     }
 
     private var remaining: [Candidate] {
@@ -253,7 +260,7 @@ public struct ConnectionRace: Sendable {
 }
 
 /// Why a race found no connection.
-public enum RaceFailure: Error, Sendable, Hashable, CustomStringConvertible {
+public enum RaceFailure: Sendable, Hashable, CustomStringConvertible {
     /// Neither A nor AAAA gave an address.
     case resolutionFailed
     /// No permitted interface.

@@ -28,21 +28,6 @@ public struct ConnectionMetrics: Sendable {
 }
 
 /// Why a connection could not be made.
-public enum ConnectionError: Error, Sendable, CustomStringConvertible {
-    /// The policy permits no path; the refusal says why (only expensive paths, ...).
-    case noPermittedPath(PathRefusal)
-    case failed(RaceFailure, ConnectionMetrics)
-    case system(String)
-
-    public var description: String {
-        switch self {
-        case .noPermittedPath(let refusal): "\(refusal)"
-        case .failed(let failure, _): "\(failure)"
-        case .system(let message): message
-        }
-    }
-}
-
 /// Runs a ``ConnectionRace`` with real sockets: each attempt is a non-blocking TCP socket made in
 /// the namespace, bound to its interface (`SO_BINDTODEVICE`) and source address, so that the
 /// attempt leaves by that interface whatever the routes say; one `poll` loop waits for the
@@ -102,7 +87,7 @@ public struct ConnectionRacer: Sendable {
     /// thread in the racer's namespace), IPv6 is waited for up to the resolution delay once A
     /// has answered, and attempts start as addresses arrive (RFC 8305).
     public func connect(toHost host: String, port: UInt16, over path: NetworkPath, timeout: Duration = .seconds(30),
-                        resolver: @escaping Resolver = ConnectionRacer.systemResolver) throws(ConnectionError) -> RacedConnection {
+                        resolver: @escaping Resolver = ConnectionRacer.systemResolver) throws(MultipathError) -> RacedConnection {
         if let literal = IPAddress(host) { return try connect(to: [literal], port: port, over: path, timeout: timeout) }
         let lookups = Lookups()
         for family in [AddressFamily.inet6, .inet] {
@@ -113,7 +98,7 @@ public struct ConnectionRacer: Sendable {
                 }
                 thread.detach()
             } catch {
-                throw .system("start a resolver thread: \(error)")
+                throw .system(operation: "start a resolver thread", error)
             }
         }
         return try race(port: port, over: path, timeout: timeout, lookups: lookups) { _, _ in [] }
@@ -122,11 +107,13 @@ public struct ConnectionRacer: Sendable {
     /// Races to `addresses` (both families may be given) on `port`, over the interfaces of
     /// `path` the policy permits; gives up after `timeout`.
     public func connect(to addresses: [IPAddress], port: UInt16, over path: NetworkPath,
-                        timeout: Duration = .seconds(30)) throws(ConnectionError) -> RacedConnection {
+                        timeout: Duration = .seconds(30)) throws(MultipathError) -> RacedConnection {
         try race(port: port, over: path, timeout: timeout, lookups: nil) { race, resolved in
-            // Literal addresses: both families answer at once, IPv6 first.
+            // Literal addresses: both families answer at once. A goes in first, so that the race
+            // begins (on AAAA) knowing both: an IPv4-only Wi-Fi then comes before an IPv6-only
+            // cellular, as the order says, rather than IPv6 starting alone.
             var actions: [ConnectionRace.Action] = []
-            for family in [AddressFamily.inet6, .inet] {
+            for family in [AddressFamily.inet, .inet6] {
                 let found = addresses.filter { $0.family == family }
                 resolved[family] = .zero
                 actions += race.handle(found.isEmpty ? .resolutionFailed(family) : .resolved(family, found), at: .zero)
@@ -158,7 +145,7 @@ public struct ConnectionRacer: Sendable {
     }
 
     private func race(port: UInt16, over path: NetworkPath, timeout: Duration, lookups: Lookups?,
-                      begin: (inout ConnectionRace, inout [AddressFamily: Duration]) -> [ConnectionRace.Action]) throws(ConnectionError) -> RacedConnection {
+                      begin: (inout ConnectionRace, inout [AddressFamily: Duration]) -> [ConnectionRace.Action]) throws(MultipathError) -> RacedConnection {
         let interfaces: [NetworkInterface]
         switch policy.permittedInterfaces(of: path) {
         case .success(let permitted): interfaces = permitted
@@ -192,18 +179,18 @@ public struct ConnectionRacer: Sendable {
                 case .scheduleTimer(let at):
                     timer = at
                 case .succeed(let id):
-                    guard let fd = sockets.removeValue(forKey: id) else { throw .system("the winning attempt's socket is gone") }
+                    guard let fd = sockets.removeValue(forKey: id) else { throw .system(operation: "the winning attempt's socket is gone", nil) }
                     let flags = fcntl(fd, F_GETFL)
                     _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
                     var result = metrics(winner: id)
                     result.mode = MPTCP.mode(of: fd)
                     return RacedConnection(descriptor: fd, metrics: result)
                 case .fail(let failure):
-                    throw .failed(failure, metrics(winner: nil))
+                    throw .connectFailed(failure, metrics(winner: nil))
                 }
             }
             let elapsed = Self.now() - start
-            guard elapsed < timeout else { throw .failed(.timedOut, metrics(winner: nil)) }
+            guard elapsed < timeout else { throw .connectFailed(.timedOut, metrics(winner: nil)) }
             let wake = min(timer ?? timeout, timeout)
             let ids = Array(sockets.keys)
             var entries = ids.map { pollfd(fd: sockets[$0]!, events: Int16(POLLOUT), revents: 0) }
@@ -213,7 +200,7 @@ public struct ConnectionRacer: Sendable {
             var spec = timespec(tv_sec: Int(remaining.components.seconds), tv_nsec: Int(remaining.components.attoseconds / 1_000_000_000))
             let ready = ppoll(&entries, nfds_t(entries.count), &spec, nil)
             let now = Self.now() - start
-            if ready < 0 && errno != EINTR { throw .system("poll: \(String(cString: strerror(errno)))") }
+            if ready < 0 && errno != EINTR { throw .system(operation: "poll: \(String(cString: strerror(errno)))", nil) }
             if let lookups, waitingForLookups, entries.last!.revents != 0 {
                 for (family, found) in lookups.take() where resolved[family] == nil {
                     resolved[family] = now

@@ -307,7 +307,7 @@ public final class ScenarioRunner: Sendable {
             }
         }
         if useMPTCP {
-            do throws(NetlinkError) {
+            do throws(MultipathError) {
                 for node in plan.nodes {
                     guard let namespace = topology.namespace(of: node.name) else { continue }
                     try MPTCPPathManager.acceptSubflows(in: namespace)
@@ -355,7 +355,7 @@ public final class ScenarioRunner: Sendable {
             let workloadStop = try StopSignal()
             var context = WorkloadContext(
                 workload: workload, index: index, runID: runID, serverNamespace: serverNamespace,
-                clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddress: server.serviceIPv4, log: log,
+                clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddresses: workload.family.families.map { $0 == .ipv4 ? server.serviceIPv4 : server.serviceIPv6 }, log: log,
                 stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
                 reportDirectory: directory, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
@@ -527,8 +527,8 @@ public final class ScenarioRunner: Sendable {
             values["ROAM_\(key(node.name))_ADDR"] = node.serviceIPv4.description
             values["ROAM_\(key(node.name))_ADDR6"] = node.serviceIPv6.description
             for interface in node.interfaces {
-                values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR"] = interface.ipv4.address.description
-                values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR6"] = interface.ipv6.address.description
+                values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR"] = interface.address(.ipv4)?.address.description
+                values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR6"] = interface.address(.ipv6)?.address.description
             }
         }
         return values

@@ -152,11 +152,14 @@ public struct LinkSpec: Sendable, Hashable {
     public var down: Impairment
     /// Write a pcap per direction to the report.
     public var capture: Bool
+    /// The address families the link carries (`families:`; both by default): an IPv4-only home
+    /// Wi-Fi, an IPv6-only cellular network.
+    public var families: Set<IPFamily> = [.ipv4, .ipv6]
 
     public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
         lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive
             && lhs.isConstrained == rhs.isConstrained && lhs.isUltraConstrained == rhs.isUltraConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
-            && lhs.capture == rhs.capture
+            && lhs.capture == rhs.capture && lhs.families == rhs.families
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -196,6 +199,33 @@ public struct TimelineEvent: Sendable, Hashable {
 /// A multipath service type, as URLSession's `multipathServiceType`.
 public enum MultipathMode: String, Sendable, Hashable, CaseIterable {
     case none, handover, interactive, aggregate
+}
+
+/// An IP address family, as scenarios name it.
+public enum IPFamily: String, Sendable, Hashable, CaseIterable, Comparable {
+    case ipv4, ipv6
+
+    public static func < (lhs: IPFamily, rhs: IPFamily) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Which address families a workload's client connects over (`family:`).
+public enum FamilyChoice: String, Sendable, Hashable, CaseIterable {
+    /// The server's IPv4 address only (the default).
+    case ipv4
+    /// The server's IPv6 address only.
+    case ipv6
+    /// Both, as an app given a host name with A and AAAA records: Happy Eyeballs (RFC 8305)
+    /// interleaves the families across the permitted interfaces, IPv6 first.
+    case any
+
+    /// The families it allows.
+    public var families: [IPFamily] {
+        switch self {
+        case .ipv4: [.ipv4]
+        case .ipv6: [.ipv6]
+        case .any: [.ipv6, .ipv4]
+        }
+    }
 }
 
 /// Traffic that runs during the scenario.
@@ -240,6 +270,8 @@ public struct Workload: Sendable, Hashable {
     /// A `command` runs under `mptcpize run` (Debian's `mptcpize` package), which makes the
     /// program's TCP sockets MPTCP ones: for programs that cannot ask for MPTCP themselves.
     public var mptcpize = false
+    /// The address families the client connects over.
+    public var family: FamilyChoice = .ipv4
 
     /// The `timeout` when a scenario names none.
     public static let defaultTimeout = Duration.seconds(5)
@@ -289,4 +321,7 @@ public enum PathCondition: String, Sendable, Hashable, CaseIterable {
     case ultraConstrained, notUltraConstrained
     /// The path is satisfied and its ``LinkQuality`` is this grade.
     case qualityMinimal, qualityModerate, qualityGood
+    /// The path is satisfied over one address family only (NWPath's `supportsIPv4` and
+    /// `supportsIPv6`): an IPv6-only cellular network, an IPv4-only Wi-Fi.
+    case ipv4Only, ipv6Only
 }

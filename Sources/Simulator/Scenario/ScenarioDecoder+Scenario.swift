@@ -70,6 +70,7 @@ extension ScenarioDecoder {
             let constrained = take(&link, "constrained") { self.bool($0, "constrained") }
             let ultraConstrained = take(&link, "ultraConstrained") { self.bool($0, "ultraConstrained") }
             let capture = take(&link, "capture") { self.bool($0, "capture") }
+            let families = take(&link, "families") { self.families($0) }
             let profile = take(&link, "profile") { self.profile($0) }
             let both = impairment(from: &link)
             let context = link.context
@@ -87,6 +88,7 @@ extension ScenarioDecoder {
                 up: (profile?.up ?? Impairment()).overridden(by: both).overridden(by: up),
                 down: (profile?.down ?? Impairment()).overridden(by: both).overridden(by: down),
                 capture: capture ?? false))
+            if let families { links[links.count - 1].families = families }
             let added = links.last!
             if added.up == added.down {
                 checkConsistency(added.up, at: item, "link '\(name)'")
@@ -99,8 +101,24 @@ extension ScenarioDecoder {
     }
 
     private func finishLink(_ link: Fields) {
-        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "profile", "up", "down"]
+        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "families", "profile", "up", "down"]
             + Self.impairmentKeys)
+    }
+
+    /// `families: [ipv4]`, `[ipv6]` or `[ipv4, ipv6]`.
+    func families(_ node: Node) -> Set<IPFamily>? {
+        guard let items = list(node, "families") else { return nil }
+        let families = items.compactMap { self.choice($0, "families", IPFamily.self) }
+        guard families.count == items.count else { return nil }
+        guard !families.isEmpty else {
+            error("families names at least one address family: [ipv4], [ipv6] or [ipv4, ipv6]", at: node)
+            return nil
+        }
+        guard Set(families).count == families.count else {
+            error("families names each address family once", at: node)
+            return nil
+        }
+        return Set(families)
     }
 
     func endpoints(_ node: Node, nodes: Set<String>) -> (String, String)? {
@@ -450,7 +468,10 @@ extension ScenarioDecoder {
         var workloads: [Workload] = []
         var names: Set<String> = []
         var reachable = ConnectedNodes(links: links)
-        let common = ["name", "kind", "from", "to", "mode", "prohibit", "start", "stop", "timeout"]
+        var reachableOver = Dictionary(uniqueKeysWithValues: IPFamily.allCases.map { family in
+            (family, ConnectedNodes(links: links.filter { $0.families.contains(family) }))
+        })
+        let common = ["name", "kind", "from", "to", "mode", "prohibit", "family", "start", "stop", "timeout"]
         for item in items {
             guard var workload = fields(item, "a workload") else { continue }
             if let nameNode = workload.pairs.first(where: { $0.key == "name" })?.value, case .scalar(let scalar) = nameNode {
@@ -484,6 +505,7 @@ extension ScenarioDecoder {
             let from = node("from")
             let to = node("to")
             let mode = take(&workload, "mode") { self.choice($0, "mode", MultipathMode.self) } ?? .none
+            let family = take(&workload, "family") { self.choice($0, "family", FamilyChoice.self) }
             let start = take(&workload, "start") { self.duration($0, "start") } ?? .zero
             let stop = take(&workload, "stop") { self.duration($0, "stop", allowZero: false) }
             let timeout = take(&workload, "timeout") { self.duration($0, "timeout", allowZero: false, minimum: .milliseconds(1)) } ?? Workload.defaultTimeout
@@ -537,9 +559,23 @@ extension ScenarioDecoder {
                 error("prohibit applies to the bulk, requests and stream workloads Roam runs; a command chooses its own paths",
                       at: workload.keyNode("prohibit") ?? item)
             }
+            if let from, let to, from != to, kindName != "command", reachable.connected(from, to) {
+                let choice = family ?? .ipv4
+                let served = choice.families.filter { reachableOver[$0]!.connected(from, to) }
+                if served.isEmpty {
+                    let other = choice == .ipv6 ? "ipv4 or any" : "ipv6 or any"
+                    error("no \(choice == .ipv6 ? "IPv6" : "IPv4") link joins '\(from)' and '\(to)' (see the links' families); "
+                          + "set family: \(other) on the workload", at: workload.keyNode("family") ?? item)
+                }
+            }
+            if family != nil, kindName == "command" {
+                error("family applies to the bulk, requests and stream workloads Roam runs; a command picks its own addresses "
+                      + "($ROAM_PEER_ADDR, $ROAM_PEER_ADDR6)", at: workload.keyNode("family") ?? item)
+            }
             if let name, let kind, let from {
                 var parsed = Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout)
                 parsed.prohibits = prohibits
+                parsed.family = family ?? .ipv4
                 parsed.mptcpize = mptcpize
                 workloads.append(parsed)
             }

@@ -115,8 +115,8 @@ public final class Topology {
             for interface in node.interfaces {
                 guard let index = indices[node.name]?[interface.name] else { continue }
                 do throws(NetlinkError) {
-                    try socket.addAddress(interface.ipv4, interfaceIndex: index)
-                    try socket.addAddress(interface.ipv6, interfaceIndex: index)
+                    if interface.families.contains(.ipv4) { try socket.addAddress(interface.ipv4, interfaceIndex: index) }
+                    if interface.families.contains(.ipv6) { try socket.addAddress(interface.ipv6, interfaceIndex: index) }
                 } catch {
                     throw SimulatorError("address \(interface.name) in node '\(node.name)'", error)
                 }
@@ -127,7 +127,8 @@ public final class Topology {
             for interface in node.interfaces {
                 guard let index = indices[node.name]?[interface.name] else { continue }
                 do throws(NetlinkError) {
-                    for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)] {
+                    for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)]
+                    where interface.families.contains(peer.family == .inet ? .ipv4 : .ipv6) {
                         let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
                         try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric))
                         // Each link is a network of its own: when it loses carrier, its subnet

@@ -44,6 +44,14 @@ public struct TopologyPlan: Sendable, Hashable {
         /// The table and rule priority of this interface's policy routing.
         public var table: RouteTable
         public var rulePriority: UInt32
+        /// The families the link carries: the interface gets addresses and routes only for
+        /// these (an IPv4-only Wi-Fi has only its link-local IPv6 address).
+        public var families: Set<IPFamily> = [.ipv4, .ipv6]
+
+        /// The interface's address of `family`, if the link carries it.
+        public func address(_ family: IPFamily) -> IPPrefix? {
+            families.contains(family) ? (family == .ipv4 ? ipv4 : ipv6) : nil
+        }
     }
 
     public struct Node: Sendable, Hashable {
@@ -110,7 +118,8 @@ public struct TopologyPlan: Sendable, Hashable {
                 interfaces[node, default: []].append(Interface(
                     name: link.name, link: link.name, peer: peer,
                     ipv4: IPPrefix(mine, length: 24), ipv6: IPPrefix(mine6, length: 64), peerIPv4: theirs, peerIPv6: theirs6,
-                    alias: alias, metric: 100 + 10 * UInt32(order), table: RouteTable(1000 + UInt32(index)), rulePriority: 1000 + UInt32(index)))
+                    alias: alias, metric: 100 + 10 * UInt32(order), table: RouteTable(1000 + UInt32(index)), rulePriority: 1000 + UInt32(index),
+                    families: link.families))
             }
         }
         self.nodes = scenario.nodes.enumerated().map { index, node in

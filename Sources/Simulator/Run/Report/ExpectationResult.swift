@@ -59,6 +59,8 @@ extension PathCondition {
         case .qualityMinimal: path.status == .satisfied && path.linkQuality == .minimal
         case .qualityModerate: path.status == .satisfied && path.linkQuality == .moderate
         case .qualityGood: path.status == .satisfied && path.linkQuality == .good
+        case .ipv4Only: path.status == .satisfied && path.supportsIPv4 && !path.supportsIPv6
+        case .ipv6Only: path.status == .satisfied && path.supportsIPv6 && !path.supportsIPv4
         }
     }
 }

@@ -78,6 +78,21 @@ public final class StopSignal: @unchecked Sendable {
         }
     }
 
+    /// Blocks until `deadline` or until one of `extra` is ready (true), or until signalled
+    /// (false).
+    public func wait(until deadline: MonotonicInstant, wakingOn extra: [pollfd]) -> Bool {
+        guard !extra.isEmpty else { return wait(until: deadline) }
+        var entries = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)] + extra
+        while true {
+            let remaining = deadline.nanoseconds - MonotonicInstant.now.nanoseconds
+            if remaining <= 0 { return !isSignalled }
+            var timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+            let result = ppoll(&entries, nfds_t(entries.count), &timeout, nil)
+            if result < 0 && errno != EINTR { return false }
+            if result > 0 { return entries[0].revents == 0 }
+        }
+    }
+
     /// Blocks for `duration` unless signalled first; true when the time passed.
     @discardableResult
     public func wait(for duration: Duration) -> Bool {

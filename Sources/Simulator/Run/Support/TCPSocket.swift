@@ -77,6 +77,11 @@ final class TCPSocket: @unchecked Sendable {
         let socket = try make(family: address.family, in: namespace, mptcp: mptcp)
         var one: Int32 = 1
         setsockopt(socket.descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if address == IPAddress("::") {
+            // The unspecified IPv6 address takes IPv4 connections too (as v4-mapped addresses).
+            var zero: Int32 = 0
+            setsockopt(socket.descriptor, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &zero, socklen_t(MemoryLayout<Int32>.size))
+        }
         let bound = address.withSocketAddress(port: port) { bind(socket.descriptor, $0, $1) }
         guard bound == 0, Glibc.listen(socket.descriptor, 64) == 0 else {
             throw SimulatorError(.environment, "listen on \(address) port \(port): \(String(cString: strerror(errno)))")

@@ -58,7 +58,7 @@ final class RequestsWorkload: WorkloadDriver {
         var number = 0
         while count.map({ number < $0 }) ?? true {
             // Requests go out on the interval's grid; one that ran late starts the next at once.
-            guard context.stop.wait(until: context.startAt + interval * number) else { break }
+            guard idle(until: context.startAt + interval * number, socket: &socket) else { break }
             number += 1
             let issued = MonotonicInstant.now
             let deadline = issued + context.workload.timeout
@@ -150,6 +150,21 @@ final class RequestsWorkload: WorkloadDriver {
                                            ("ttfbMs", .milliseconds(ttfb)), ("completionMs", .milliseconds(completion))])
         }
         client.close()
+    }
+
+    /// Waits for the next request's time. In multipath modes the state machine keeps watching
+    /// meanwhile (path updates, its probes): a move it asks for drops the idle connection, and
+    /// the next request connects over the new path. False when stopped.
+    private func idle(until due: MonotonicInstant, socket: inout TCPSocket?) -> Bool {
+        while true {
+            let wake = client.isMultipath ? min(due, client.stallDeadline(awaitingDataSince: nil) ?? due) : due
+            guard context.stop.wait(until: wake, wakingOn: client.wakeDescriptors) else { return false }
+            if let current = socket, let reason = client.check(awaitingDataSince: nil) {
+                client.drop(current, reason: reason.description)
+                socket = nil
+            }
+            if MonotonicInstant.now >= due { return true }
+        }
     }
 
     func sample() -> WorkloadSample {

@@ -14,8 +14,11 @@ struct WorkloadContext: Sendable {
     /// The namespace of `from` (the server, or where a command runs) and of `to` (the client).
     var serverNamespace: NetworkNamespace
     var clientNamespace: NetworkNamespace?
-    /// The server's service address: on its loopback, reachable over every link.
-    var serverAddress: IPAddress
+    /// The server's service addresses the client connects to (its `family`, IPv6 first): on
+    /// its loopback, reachable over every link.
+    var serverAddresses: [IPAddress]
+    /// The first of them.
+    var serverAddress: IPAddress { serverAddresses[0] }
     var log: RunLog
     /// Fires at the workload's `stop`, or when the run ends or is cancelled.
     var stop: StopSignal
@@ -213,7 +216,9 @@ final class ClientConnection: Sendable {
             case .startProbe(let interface):
                 let target = state.withLock { $0.machine.path?.availableInterfaces.first { $0.name == interface } }
                 let probe = context.clientNamespace.flatMap { namespace in
-                    target.flatMap { PathProbe($0, to: context.serverAddress, port: context.port, in: namespace) }
+                    target.flatMap { interface in
+                        context.serverAddresses.lazy.compactMap { PathProbe(interface, to: $0, port: self.context.port, in: namespace) }.first
+                    }
                 }
                 let previous = state.withLock { state -> PathProbe? in
                     defer { state.probe = probe }
@@ -304,8 +309,8 @@ final class ClientConnection: Sendable {
             let policy = ConnectionPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
                                           allowsUltraConstrained: !prohibits.contains(.ultraConstrained), serviceType: serviceType)
             let racer = ConnectionRacer(namespace: namespace, policy: policy, transport: context.mptcp != nil ? .mptcp : .tcp)
-            do throws(ConnectionError) {
-                let connection = try racer.connect(to: [context.serverAddress], port: context.port, over: path, timeout: timeout)
+            do throws(MultipathError) {
+                let connection = try racer.connect(to: context.serverAddresses, port: context.port, over: path, timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
                 socket.reapWhenDead(patience: context.workload.timeout)
                 let winner = connection.metrics.winner?.candidate
@@ -324,7 +329,7 @@ final class ClientConnection: Sendable {
                 perform(actions)
                 var fields: [(String, JSONValue)] = [
                     ("workload", .string(context.workload.name)), ("local", .string(winner?.source.description ?? "?")),
-                    ("remote", .string(context.serverAddress.description)), ("interface", .string(interface)),
+                    ("remote", .string(winner?.destination.description ?? context.serverAddress.description)), ("interface", .string(interface)),
                     ("transport", .string(connection.metrics.mode.rawValue)),
                     ("attempts", .array(connection.metrics.attempts.map { attempt in
                         .object([("interface", .string(attempt.candidate.route.interface)), ("startedMs", .milliseconds(attempt.started)),
@@ -398,7 +403,10 @@ final class ClientConnection: Sendable {
     /// unless the workload is multipath or prohibits kinds of path: then the racer connects over
     /// the permitted interfaces, and waits while there are none.
     func connect(until limit: MonotonicInstant? = nil) -> TCPSocket? {
-        if isMultipath || (!context.workload.prohibits.isEmpty && context.clientPath != nil) { return raceConnect(until: limit) }
+        // Both families: Happy Eyeballs, as an app given a name with A and AAAA records.
+        if isMultipath || (!context.workload.prohibits.isEmpty || context.serverAddresses.count > 1) && context.clientPath != nil {
+            return raceConnect(until: limit)
+        }
         guard let namespace = context.clientNamespace else { return nil }
         var failedSince: Duration?
         while !context.stop.isSignalled {
@@ -527,7 +535,9 @@ final class WorkloadServer: Sendable {
     var liveConnections: Int { state.withLock { $0.live.count } }
 
     func start() throws(SimulatorError) {
-        let socket = try TCPSocket.listen(in: context.serverNamespace, address: context.serverAddress, port: context.port,
+        // For both families, one dual-stack socket on the node's every address.
+        let socket = try TCPSocket.listen(in: context.serverNamespace, address: context.serverAddresses.count > 1 ? IPAddress("::")! : context.serverAddress,
+                                          port: context.port,
                                           mptcp: context.serverAcceptsMPTCP)
         state.withLock { $0.listener = socket }
         do throws(NetlinkError) {
