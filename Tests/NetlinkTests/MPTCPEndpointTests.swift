@@ -74,4 +74,48 @@ struct MPTCPEndpointTests {
             #expect(error.description.contains("generic netlink"))
         }
     }
+
+    /// An MPTCP connection over the loopback of a namespace of its own: the events group says it
+    /// was created, established (with its addresses and ports) and closed, under one token.
+    @Test func eventsTellOfEveryConnectionOfTheNamespace() throws {
+        let test = try TestNamespace()
+        defer { try? test.namespace.delete() }
+        let events = try NetlinkSocket(.generic, in: test.namespace)
+        try events.subscribeToMPTCPEvents()
+        try events.setNonBlocking()
+        let port: UInt16 = 7402
+        let loopback = IPAddress("127.0.0.1")!
+        let (listener, client) = try test.namespace.perform { () -> (Int32, Int32) in
+            (socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(IPPROTO_MPTCP)),
+             socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(IPPROTO_MPTCP)))
+        }
+        try #require(listener >= 0 && client >= 0)
+        #expect(loopback.withSocketAddress(port: port) { bind(listener, $0, $1) } == 0)
+        #expect(listen(listener, 4) == 0)
+        #expect(loopback.withSocketAddress(port: port) { connect(client, $0, $1) } == 0)
+        let accepted = accept(listener, nil, nil)
+        #expect(accepted >= 0)
+        close(client)
+        close(accepted)
+        close(listener)
+
+        // Wait for the events (the kernel sends them as the states change), up to 5 s.
+        var heard: [MPTCPEvent] = []
+        var entry = pollfd(fd: events.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        while !heard.contains(where: { $0.kind == .closed }), poll(&entry, 1, 5000) > 0 {
+            _ = try events.receiveMPTCPEvents { heard.append($0) }
+        }
+        let established = heard.filter { $0.kind == .established }
+        #expect(!established.isEmpty, "\(heard)")
+        // The client's end: from the loopback to the listener's port.
+        let outgoing = try #require(established.first { $0.remotePort == port }, "\(heard)")
+        #expect(outgoing.local == loopback && outgoing.remote == loopback && outgoing.token != 0)
+        #expect(heard.contains { $0.kind == .created && $0.token == outgoing.token })
+        #expect(heard.contains { $0.kind == .closed && $0.token == outgoing.token }, "\(heard)")
+    }
+
+    @Test func eventsNeedASubscription() throws {
+        let socket = try NetlinkSocket(.generic)
+        #expect(throws: NetlinkError.self) { _ = try socket.receiveMPTCPEvents { _ in } }
+    }
 }

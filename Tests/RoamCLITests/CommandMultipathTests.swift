@@ -58,6 +58,11 @@ struct CommandMultipathTests {
         #expect(!managed.isEmpty && managed.allSatisfy { $0["node"] as? String == "phone" }, "\(managed)")
         let share = aggregate.share
         #expect(share.wifi >= 0.3 && share.cell >= 0.3, "both links carried the upload: \(aggregate.carried)")
+        // The report counts the program's subflows, from the node's MPTCP events: one per link.
+        let upload = (aggregate.summary["workloads"] as? [[String: Any]])?.first { $0["name"] as? String == "upload" }
+        #expect((upload?["subflowsOpened"] as? Int ?? 0) >= 2, "\(upload ?? [:])")
+        let added = events.filter { $0["type"] as? String == "subflow" && $0["event"] as? String == "added" }.compactMap { $0["interface"] as? String }
+        #expect(Set(added).isSuperset(of: ["wifi", "cell"]), "subflows over both links: \(added)")
 
         // The same program without multipath (Roam tells it nothing, so it opens plain TCP):
         // one link carries it.

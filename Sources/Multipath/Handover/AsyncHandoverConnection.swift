@@ -87,6 +87,12 @@ public final class AsyncHandoverConnection: Sendable {
         }
     }
 
+    /// Tells the state machine how much media the stream's player holds (see
+    /// ``HandoverConnection/reportPlayout(buffered:)``); it takes effect after a call in progress.
+    public func reportPlayout(buffered: Duration) async {
+        await run { $0.reportPlayout(buffered: buffered) }
+    }
+
     /// The interface the current connection uses, if connected.
     public var currentInterface: String? {
         get async { await run { $0.currentInterface } }

@@ -122,6 +122,8 @@ extension WorkloadResult {
         } else {
             // What the node's interfaces carried, both directions, while the command ran.
             members.append(("bytesByInterface", .object(bytesByInterface.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
+            // In a multipath mode, the MPTCP subflows the node's connections opened (its events).
+            if mode != .none { members.append(("subflowsOpened", .int(Int64(subflowsOpened)))) }
         }
         members.append(("completed", .bool(completed)))
         if let incompleteReason { members.append(("incompleteReason", .string(incompleteReason))) }

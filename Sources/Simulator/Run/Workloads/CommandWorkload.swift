@@ -15,6 +15,8 @@ final class CommandWorkload: WorkloadDriver {
     private let spawnError = Mutex<String?>(nil)
     /// Bytes each of the node's interfaces carried (both directions) while the command ran.
     private let interfaceBytes = Mutex<[String: Int64]>([:])
+    /// MPTCP subflows the node's connections opened while the command ran (multipath modes).
+    private let subflowsOpened = Mutex(0)
     /// How long a command has between SIGTERM and SIGKILL.
     static let terminationGrace = Duration.seconds(2)
 
@@ -93,10 +95,52 @@ final class CommandWorkload: WorkloadDriver {
         return pid
     }
 
+    /// In a multipath mode with MPTCP, a socket that hears the node's MPTCP events: the
+    /// subflows of the program's connections, whatever it does itself.
+    private func mptcpEvents() -> NetlinkSocket? {
+        guard context.mptcp != nil else { return nil }
+        do throws(NetlinkError) {
+            let socket = try NetlinkSocket(.generic, in: context.serverNamespace)
+            try socket.subscribeToMPTCPEvents()
+            try socket.setNonBlocking()
+            return socket
+        } catch {
+            context.log.record("subflow", [("workload", .string(context.workload.name)), ("error", .string("cannot follow MPTCP events: \(error)"))])
+            return nil
+        }
+    }
+
+    /// Logs the subflows in `events` (each with the interface of its local address) and counts them.
+    private func record(_ events: [MPTCPEvent]) {
+        guard !events.isEmpty else { return }
+        let addresses = (try? NetlinkSocket(.route, in: context.serverNamespace).addresses()) ?? []
+        let links = (try? NetlinkSocket(.route, in: context.serverNamespace).links()) ?? []
+        func interface(of address: IPAddress?) -> String {
+            guard let address, let owner = addresses.first(where: { $0.prefix.address == address }) else { return address?.description ?? "?" }
+            return links.first { $0.index == owner.interfaceIndex }?.name ?? address.description
+        }
+        for event in events {
+            let kind: String
+            switch event.kind {
+            case .established, .subflowEstablished: kind = "added"
+            case .subflowClosed: kind = "closed"
+            default: continue
+            }
+            if kind == "added" { subflowsOpened.withLock { $0 += 1 } }
+            let key = "\(event.local?.description ?? "?"):\(event.localPort ?? 0) -> \(event.remote?.description ?? "?"):\(event.remotePort ?? 0)"
+            var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("event", .string(kind)),
+                                                 ("interface", .string(interface(of: event.local))), ("subflow", .string(key)),
+                                                 ("token", .int(Int64(event.token)))]
+            if let backup = event.isBackup { fields.append(("backup", .bool(backup))) }
+            context.log.record("subflow", fields)
+        }
+    }
+
     func run() {
         let name = JSONValue.string(context.workload.name)
         let started = MonotonicInstant.now
         let countersBefore = nodeCounters()
+        let events = mptcpEvents()
         guard let pid = spawn() else {
             context.log.record("command", [("workload", name), ("event", "failed"), ("error", .string(spawnError.withLock { $0 ?? "" }))])
             return
@@ -123,7 +167,18 @@ final class CommandWorkload: WorkloadDriver {
         if waiter != nil {
             var entries = [pollfd(fd: exited.descriptor, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: context.stop.descriptor, events: Int16(POLLIN), revents: 0)]
-            while poll(&entries, 2, -1) < 0 && errno == EINTR {}
+            if let events { entries.append(pollfd(fd: events.fileDescriptor, events: Int16(POLLIN), revents: 0)) }
+            while true {
+                let ready = poll(&entries, nfds_t(entries.count), -1)
+                if ready < 0 && errno == EINTR { continue }
+                if let events, entries.count > 2, entries[2].revents != 0 {
+                    var heard: [MPTCPEvent] = []
+                    _ = try? events.receiveMPTCPEvents { heard.append($0) }
+                    record(heard)
+                    if entries[0].revents == 0 && entries[1].revents == 0 { continue }
+                }
+                break
+            }
             if entries[0].revents == 0 {
                 terminated = true
                 kill(-pid, SIGTERM)
@@ -140,6 +195,11 @@ final class CommandWorkload: WorkloadDriver {
         }
         // Whatever the command left running in its group goes with it.
         kill(-pid, SIGKILL)
+        if let events {
+            var heard: [MPTCPEvent] = []
+            _ = try? events.receiveMPTCPEvents { heard.append($0) }
+            record(heard)
+        }
         if let before = countersBefore, let after = nodeCounters() {
             var carried: [String: Int64] = [:]
             for (interface, now) in after where interface != "lo" {
@@ -181,6 +241,7 @@ final class CommandWorkload: WorkloadDriver {
         result.command = statistics
         result.activeTime = statistics.runTime
         result.bytesByInterface = interfaceBytes.withLock { $0 }
+        result.subflowsOpened = subflowsOpened.withLock { $0 }
         if context.mptcp != nil {
             result.note = "MPTCP path manager on node '\(context.workload.from)' in mode \(context.workload.mode.rawValue): "
                 + "connections the program opens with IPPROTO_MPTCP get subflows over its paths"
