@@ -11,7 +11,8 @@
 // with RoamTesting), as a user of the library would write it.
 //
 //   swift build -c release --product MultipathBenchmark && .build/release/MultipathBenchmark
-//   options: --quick (the first case only, to check that it runs)
+//   options: --quick (the first case only, to check that it runs), --library (the
+//   HandoverConnection rows only)
 //
 // Needs root.
 import Foundation
@@ -29,6 +30,7 @@ func fail(_ message: String) -> Never {
 }
 guard geteuid() == 0 else { fail("needs root (it creates network namespaces)") }
 let quick = CommandLine.arguments.contains("--quick")
+let libraryOnly = CommandLine.arguments.contains("--library")
 
 let links = """
     nodes: { phone: {}, server: {} }
@@ -86,7 +88,7 @@ let stream = """
       - { name: video, kind: stream, from: server, to: phone, bitrate: 4mbit, mode: MODE }
 
     """
-for mode in ["none"] + (quick ? ["handover"] : handovers) {
+for mode in ["none"] + (quick ? ["handover"] : handovers) where !libraryOnly {
     let outcome = play("carrier-lost", mode: mode, "duration: 10s\ntimeline:\n  - { at: 4s, link: wifi, down: true }\n" + stream)
     backend = outcome.report.backend.kind.rawValue
     let gap = outcome.workload.longestGap
@@ -96,7 +98,7 @@ for mode in ["none"] + (quick ? ["handover"] : handovers) {
 }
 
 // 2. Wi-Fi blackholed mid-stream (up, passing nothing) from 4 s to 9 s.
-for mode in ["none"] + handovers where !quick {
+for mode in ["none"] + handovers where !quick && !libraryOnly {
     let outcome = play("blackholed", mode: mode,
                        "duration: 12s\ntimeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n" + stream)
     rows.append(["Wi-Fi blackholed mid-stream (5 s)", mode, "longest gap in data \(ms(outcome.workload.longestGap?.length))",
@@ -105,7 +107,7 @@ for mode in ["none"] + handovers where !quick {
 }
 
 // 3. Connecting while Wi-Fi is blackholed.
-for mode in ["none", "handover"] where !quick {
+for mode in ["none", "handover"] where !quick && !libraryOnly {
     let outcome = play("connect-blackholed", mode: mode, """
         duration: 8s
         timeline:
@@ -128,7 +130,7 @@ for mode in ["none", "handover"] where !quick {
 }
 
 // 4. Wi-Fi back after an outage (down 3 s to 6 s).
-for mode in ["none"] + handovers where !quick {
+for mode in ["none"] + handovers where !quick && !libraryOnly {
     let outcome = play("wifi-back", mode: mode, "duration: 12s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n" + stream)
     let up = outcome.linkEvent("wifi") { $0["carrier"] as? String == "up" } ?? 6
     // Back on Wi-Fi: a new connection over it, or (MPTCP) a new subflow over it.
@@ -161,6 +163,8 @@ struct LibraryOutcome {
     /// Each connection's interface and when it was made (run time).
     var connections: [(interface: String, at: Duration)] = []
     var events: [String] = []
+    /// Why the client stopped early, if it did.
+    var error: String?
 }
 
 /// The server: a live source 4 Mbit/s with 2 s behind it, from the offset each connection asks
@@ -240,7 +244,9 @@ func playLibrary(_ name: String, _ body: String, until end: Duration) async -> L
                             outcome.connections.append((metrics.winner?.candidate.route.interface ?? "?", now))
                         case .left(let interface, let reason):
                             outcome.events.append(String(format: "%.2f s", seconds(now)) + " left \(interface): \(reason)")
-                        case .heldDown, .probe: break
+                        case .heldDown(let interface, let hold):
+                            outcome.events.append(String(format: "%.2f s", seconds(now)) + " held \(interface) down for \(hold)")
+                        case .probe: break
                         }
                     }
                 }) { descriptor, _ in
@@ -261,6 +267,10 @@ func playLibrary(_ name: String, _ body: String, until end: Duration) async -> L
                     do {
                         count = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
                     } catch MultipathError.interrupted {
+                        break
+                    } catch {
+                        let now = network.elapsed
+                        outcome.withLock { $0.error = String(format: "%.2f s: ", seconds(now)) + "\(error)" }
                         break
                     }
                     guard count > 0 else { break }
@@ -287,20 +297,25 @@ func playLibrary(_ name: String, _ body: String, until end: Duration) async -> L
 }
 
 if !quick {
-    let lost = await playLibrary("carrier-lost-library", "duration: 10s\ntimeline:\n  - { at: 4s, link: wifi, down: true }\n", until: .seconds(10))
+    // Each scenario lasts a second longer than the client reads, so that the network is still
+    // there while the client stops.
+    let lost = await playLibrary("carrier-lost-library", "duration: 11s\ntimeline:\n  - { at: 4s, link: wifi, down: true }\n", until: .seconds(10))
     rows.append(["Wi-Fi carrier lost mid-stream", "HandoverConnection", "longest gap in data \(ms(lost.longestGap?.length))",
-                 "\(lost.handovers) handover(s): \(lost.events.joined(separator: "; "))", "≤ 100 ms + cellular RTT (60 ms) = 160 ms"])
+                 "\(lost.handovers) handover(s): \(lost.events.joined(separator: "; "))" + (lost.error.map { "; stopped at \($0)" } ?? ""),
+                 "≤ 100 ms + cellular RTT (60 ms) = 160 ms"])
     let blackholed = await playLibrary("blackholed-library",
-                                       "duration: 12s\ntimeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n",
+                                       "duration: 13s\ntimeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n",
                                        until: .seconds(12))
     rows.append(["Wi-Fi blackholed mid-stream (5 s)", "HandoverConnection", "longest gap in data \(ms(blackholed.longestGap?.length))",
-                 "\(blackholed.handovers) handover(s): \(blackholed.events.joined(separator: "; "))", "≤ 1.5 s"])
-    let back = await playLibrary("wifi-back-library", "duration: 12s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n",
+                 "\(blackholed.handovers) handover(s): \(blackholed.events.joined(separator: "; "))" + (blackholed.error.map { "; stopped at \($0)" } ?? ""),
+                 "≤ 1.5 s"])
+    let back = await playLibrary("wifi-back-library", "duration: 13s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n",
                                  until: .seconds(12))
     let returned = back.connections.dropFirst().first { $0.interface == "wifi" && $0.at > .seconds(6) }
     rows.append(["Wi-Fi back after an outage (3 s)", "HandoverConnection",
                  returned.map { String(format: "back on Wi-Fi %.2f s after it returned", seconds($0.at) - 6) } ?? "stayed on cellular",
-                 "longest gap in data \(ms(back.longestGap?.length)); connections " + back.connections.map(\.interface).joined(separator: ", "),
+                 "longest gap in data \(ms(back.longestGap?.length)); connections " + back.connections.map(\.interface).joined(separator: ", ")
+                    + (back.error.map { "; stopped at \($0)" } ?? ""),
                  "within a few seconds, no stall"])
 }
 
@@ -313,7 +328,7 @@ let twoLinks = """
 
     """
 var single: Double?
-for mode in ["none"] + (mptcp ? ["aggregate", "interactive"] : []) where !quick {
+for mode in ["none"] + (mptcp ? ["aggregate", "interactive"] : []) where !quick && !libraryOnly {
     let outcome = play("aggregate", mode: mode, "duration: 10s\nworkloads:\n  - { name: download, kind: bulk, from: server, to: phone, mode: MODE }\n", links: twoLinks)
     let bits = outcome.workload.throughput?.bitsPerSecond ?? 0
     if mode == "none" { single = bits }

@@ -212,7 +212,7 @@ import Testing
     @Test func withAPathManagerAStalledInterfaceIsDemotedAndRestoredOnceItProvesItself() {
         var machine = connected(transport: .mptcp) { $0.usesPathManager = true }
         _ = machine.handle(.received(bytes: 100, at: ms(10)))
-        _ = machine.handle(.subflowDelivered(bytes: 100, interface: "wifi", at: ms(10)))
+        _ = machine.handle(.subflowsDelivered(["wifi": 100], at: ms(10)))
         let stalled = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
         #expect(stalled.first == .markStalled(interface: "wifi", holdDown: .seconds(1)))
         #expect(machine.demoted == ["wifi"])
@@ -290,10 +290,15 @@ import Testing
     func overMPTCPDataMovingToAnotherSubflowIsAHandoverOnlyInHandoverMode(_ type: MultipathServiceType, _ expected: Int) {
         var machine = connected(transport: .mptcp) { $0.serviceType = type }
         _ = machine.handle(.received(bytes: 300, at: ms(10)))
-        _ = machine.handle(.subflowDelivered(bytes: 100, interface: "wifi", at: ms(10)))
-        _ = machine.handle(.subflowDelivered(bytes: 200, interface: "cell", at: ms(10)))
-        #expect(machine.bytesByInterface == ["wifi": 100, "cell": 200])
+        _ = machine.handle(.subflowsDelivered(["wifi": 100, "cell": 3], at: ms(10)))
+        // A backup subflow's few bytes do not make it the carrier.
+        #expect(machine.currentInterface == "wifi")
+        _ = machine.handle(.subflowsDelivered(["wifi": 2, "cell": 197], at: ms(30)))
+        #expect(machine.bytesByInterface == ["wifi": 102, "cell": 200])
         #expect(machine.handovers == expected)
         #expect(machine.currentInterface == "cell")
+        // With a path manager, its preference names the interface the kernel sends over.
+        _ = machine.handle(.pathManagerPrefers(interface: "wifi"))
+        #expect(machine.currentInterface == "wifi")
     }
 }

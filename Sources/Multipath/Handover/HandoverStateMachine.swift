@@ -110,8 +110,10 @@ public struct HandoverStateMachine: Sendable {
         case connectionEnded(at: Duration)
         /// `bytes` arrived on the connection (over a plain TCP connection, counted for its interface).
         case received(bytes: Int, at: Duration)
-        /// MPTCP: a subflow over `interface` carried `bytes` (already counted by ``received(bytes:at:)``).
-        case subflowDelivered(bytes: Int, interface: String, at: Duration)
+        /// MPTCP: what each interface's subflows carried since the last sample (already counted
+        /// by ``received(bytes:at:)``). The interface that carried the most is the one the data
+        /// goes over now.
+        case subflowsDelivered([String: Int], at: Duration)
         /// The monitor published a new path.
         case pathUpdated(NetworkPath, at: Duration)
         /// Time passed. `smoothedRTT` is the connection's; `awaitingDataSince` is when the app
@@ -121,6 +123,9 @@ public struct HandoverStateMachine: Sendable {
         case probeFinished(interface: String, connected: Bool, at: Duration)
         /// A stream's playout: seconds of media buffered, while playing.
         case playout(buffered: Duration, at: Duration)
+        /// MPTCP with a path manager: the interface whose subflows the manager prefers (the one
+        /// that is not a backup in handover), which is where the kernel sends the data.
+        case pathManagerPrefers(interface: String?)
     }
 
     public enum Action: Sendable, Hashable {
@@ -142,8 +147,10 @@ public struct HandoverStateMachine: Sendable {
     public private(set) var path: NetworkPath?
     /// The current connection: its interface, transport, when it was made, and its number.
     public private(set) var connection: (interface: String?, transport: Transport, since: Duration, number: Int)?
-    /// Over MPTCP, the interface whose subflow last brought data.
+    /// Over MPTCP, the interface whose subflows brought the most data in the last sample.
     public private(set) var carrier: String?
+    /// Over MPTCP, the interface the path manager prefers, when there is one.
+    public private(set) var preferred: String?
     /// Connections made so far; handovers (a new connection over another interface than the
     /// one before, or, in MPTCP handover, data moving to another subflow's interface).
     public private(set) var connections = 0
@@ -183,10 +190,11 @@ public struct HandoverStateMachine: Sendable {
         path.map { stalledPaths.racePath($0, at: now) }
     }
 
-    /// The interface data goes over now: over MPTCP the one whose subflow last brought data.
+    /// The interface data goes over now: over MPTCP the one the path manager prefers, or else
+    /// the one whose subflows brought the most data lately.
     public var currentInterface: String? {
         guard let connection else { return nil }
-        return connection.transport == .mptcp ? carrier ?? connection.interface : connection.interface
+        return connection.transport == .mptcp ? preferred ?? carrier ?? connection.interface : connection.interface
     }
 
     /// When the driver must next send a tick, at the latest (a stall would be due, a probe is
@@ -232,12 +240,14 @@ public struct HandoverStateMachine: Sendable {
         case let .received(bytes, now):
             received(bytes, at: now)
             return []
-        case let .subflowDelivered(bytes, interface, _):
-            account(bytes, over: interface)
-            guard connection?.transport == .mptcp else { return [] }
+        case let .subflowsDelivered(delivered, _):
+            for (interface, bytes) in delivered { account(bytes, over: interface) }
+            // Ties go to the interface first in name order, so that a sample decides the same way every time.
+            guard connection?.transport == .mptcp,
+                  let top = delivered.filter({ $0.value > 0 }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key else { return [] }
             // In handover one path carries the data at a time: a change of path is a handover.
-            if configuration.serviceType == .handover, let carrier, carrier != interface { handovers += 1 }
-            carrier = interface
+            if configuration.serviceType == .handover, let carrier, carrier != top { handovers += 1 }
+            carrier = top
             return []
         case let .pathUpdated(path, now):
             self.path = path
@@ -248,6 +258,9 @@ public struct HandoverStateMachine: Sendable {
             return probeFinished(interface, connected: succeeded, at: now)
         case let .playout(buffered, now):
             return playout(buffered: buffered, at: now)
+        case .pathManagerPrefers(let interface):
+            preferred = interface
+            return []
         }
     }
 

@@ -161,6 +161,7 @@ final class ClientConnection: Sendable {
                 for prefix in interface.addresses { state.interfaceOfAddress[prefix.address] = interface.name }
             }
             var seen = Set<String>()
+            var delivered: [String: Int] = [:]
             for subflow in subflows {
                 let key = subflow.description
                 seen.insert(key)
@@ -171,9 +172,10 @@ final class ClientConnection: Sendable {
                     state.subflowsOpened += 1
                 }
                 let delta = subflow.bytesReceived >= (before ?? 0) ? subflow.bytesReceived - (before ?? 0) : 0
-                if delta > 0 { _ = state.machine.handle(.subflowDelivered(bytes: Int(clamping: delta), interface: interface, at: now)) }
+                if delta > 0 { delivered[interface, default: 0] += Int(clamping: delta) }
                 state.subflows[key] = (interface, subflow.bytesReceived)
             }
+            if !delivered.isEmpty { _ = state.machine.handle(.subflowsDelivered(delivered, at: now)) }
             for (key, entry) in state.subflows where !seen.contains(key) {
                 closed.append((key, entry.interface))
                 state.subflows[key] = nil
@@ -271,6 +273,10 @@ final class ClientConnection: Sendable {
         }
         let (rtt, sample) = state.withLock { ($0.socket?.smoothedRTT, $0.mode == .multipath && context.log.elapsed - $0.lastSubflowSample >= Self.subflowSampleInterval) }
         if sample { sampleSubflows() }
+        if let manager = context.mptcp {
+            let preferred = manager.preferredInterface
+            state.withLock { _ = $0.machine.handle(.pathManagerPrefers(interface: preferred)) }
+        }
         handle(.tick(at: context.log.elapsed, smoothedRTT: rtt, awaitingDataSince: since))
         return state.withLock { state in
             defer { state.pendingMove = nil }
