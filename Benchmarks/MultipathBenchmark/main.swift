@@ -58,7 +58,7 @@ func play(_ name: String, mode label: String, _ body: String, links: String = li
     let parsed = ScenarioReader.parse(yaml, file: "\(name).yaml")
     guard let scenario = parsed.scenario else { fail(parsed.diagnostics.map(\.description).joined(separator: "\n")) }
     var options = RunOptions()
-    options.multipath = label.contains("MPTCP") ? .mptcp : .auto
+    options.multipath = label.contains("MPTCP userspace") ? .mptcpUserspace : label.contains("MPTCP") ? .mptcp : .auto
     options.reportDirectory = "/tmp/roam-multipath-bench-\(getpid())/\(name)-\(label.replacingOccurrences(of: " ", with: "-"))"
     do {
         let report = try ScenarioRunner(scenario: scenario, options: options).run()
@@ -80,7 +80,7 @@ var rows: [[String]] = []
 var backend = ""
 let mptcp = MPTCP.availability() == .available
 /// The handover variants this kernel can run.
-let handovers = mptcp ? ["handover", "handover (MPTCP)"] : ["handover"]
+let handovers = mptcp ? ["handover", "handover (MPTCP)", "handover (MPTCP userspace)"] : ["handover"]
 
 // 1. Wi-Fi carrier lost mid-stream.
 let stream = """
@@ -133,9 +133,12 @@ for mode in ["none", "handover"] where !quick && !libraryOnly {
 for mode in ["none"] + handovers where !quick && !libraryOnly {
     let outcome = play("wifi-back", mode: mode, "duration: 12s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n" + stream)
     let up = outcome.linkEvent("wifi") { $0["carrier"] as? String == "up" } ?? 6
-    // Back on Wi-Fi: a new connection over it, or (MPTCP) a new subflow over it.
+    // Back on Wi-Fi: a new connection over it, (MPTCP) a new subflow over it, or (userspace
+    // path manager, where a standby subflow opens at once) the data switched to it.
     let back = outcome.events.first { event in
-        ["connect", "subflow"].contains(event["type"] as? String ?? "") && event["interface"] as? String == "wifi" && (event["t"] as? Double ?? 0) > up
+        guard (event["t"] as? Double ?? 0) > up else { return false }
+        if mode.contains("userspace") { return event["type"] as? String == "subflow-switch" && event["to"] as? String == "wifi" }
+        return ["connect", "subflow"].contains(event["type"] as? String ?? "") && event["interface"] as? String == "wifi"
     }?["t"] as? Double
     let cellular = outcome.workload.bytesByInterface["cell"].map { String(format: "%.1f MB over cellular", Double($0) / 1e6) }
         ?? (mode == "none" ? "local addresses \(outcome.workload.localAddresses.joined(separator: ", "))" : "-")

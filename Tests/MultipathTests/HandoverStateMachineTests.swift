@@ -230,6 +230,35 @@ import Testing
         #expect(machine.connection != nil, "restoring moves no connection")
     }
 
+    @Test func controllingSubflowsAStallOrALostPathSwitchesTheDataWithoutReconnecting() {
+        var machine = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        #expect(machine.currentInterface == "wifi")
+        let stalled = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(stalled == [.markStalled(interface: "wifi", holdDown: .seconds(1)),
+                            .switchSubflows(to: "cell", .stalled(interface: "wifi", threshold: ms(600)))])
+        #expect(machine.connection != nil && machine.currentInterface == "cell" && machine.handovers == 1)
+        #expect(machine.demoted == ["wifi"])
+        // The stall clock starts again on the new subflow.
+        #expect(machine.handle(.tick(at: ms(1200), smoothedRTT: nil, awaitingDataSince: .zero)) == [])
+        // Wi-Fi answers three probes once its hold-down is over: the data goes back to it.
+        var now = ms(1700)
+        var last: [Machine.Action] = []
+        for _ in 0..<3 {
+            _ = machine.handle(.received(bytes: 100, at: now))
+            #expect(machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+            last = machine.handle(.probeFinished(interface: "wifi", connected: true, at: now + ms(5)))
+            now += ms(205)
+        }
+        #expect(last == [.restore(interface: "wifi"), .switchSubflows(to: "wifi", .betterPath(interface: "wifi", probes: 3))])
+        #expect(machine.currentInterface == "wifi" && machine.handovers == 2)
+        // Wi-Fi leaves the path: straight to cellular, and Wi-Fi must prove itself again.
+        #expect(machine.handle(.pathUpdated(Self.cellOnly, at: .seconds(3))) == [.switchSubflows(to: "cell", .pathLost(interface: "wifi"))])
+        #expect(machine.demoted == ["wifi"] && !machine.stalledPaths.isHeldDown("wifi", at: ms(3001)))
+        // With nothing else left, a stall reconnects.
+        let alone = machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: .seconds(3)))
+        #expect(alone.last == .move(.stalled(interface: "cell", threshold: ms(600))), "\(alone)")
+    }
+
     // MARK: Streams
 
     @Test func aStreamLeavesAPathThatTricklesWhileItsBufferRunsLowButKeepsANewOneThatRefillsIt() {

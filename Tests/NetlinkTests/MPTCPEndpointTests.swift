@@ -118,4 +118,65 @@ struct MPTCPEndpointTests {
         let socket = try NetlinkSocket(.generic)
         #expect(throws: NetlinkError.self) { _ = try socket.receiveMPTCPEvents { _ in } }
     }
+
+    /// The userspace path manager on one connection over the loopback: a second subflow from
+    /// another local address opened, made a backup, and closed, each step heard as an event.
+    @Test func theUserspacePathManagerOpensChangesAndClosesSubflows() throws {
+        let test = try TestNamespace()
+        defer { try? test.namespace.delete() }
+        try test.namespace.setSysctls(["net.mptcp.pm_type": "1"])
+        let events = try NetlinkSocket(.generic, in: test.namespace)
+        try events.subscribeToMPTCPEvents()
+        try events.setNonBlocking()
+        let pm = try NetlinkSocket(.generic, in: test.namespace)
+        let port: UInt16 = 7403
+        let server = IPAddress("127.0.0.1")!
+        let second = IPAddress("127.0.0.2")!
+        let (listener, client) = try test.namespace.perform { () -> (Int32, Int32) in
+            (socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(IPPROTO_MPTCP)),
+             socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(IPPROTO_MPTCP)))
+        }
+        defer {
+            close(client)
+            close(listener)
+        }
+        try #require(listener >= 0 && client >= 0)
+        #expect(server.withSocketAddress(port: port) { bind(listener, $0, $1) } == 0)
+        #expect(listen(listener, 4) == 0)
+        #expect(server.withSocketAddress(port: port) { connect(client, $0, $1) } == 0)
+        let accepted = accept(listener, nil, nil)
+        defer { close(accepted) }
+        // A connection counts as established (and takes subflows) once data went both ways.
+        var byte: UInt8 = 1
+        #expect(write(client, &byte, 1) == 1 && read(accepted, &byte, 1) == 1)
+        #expect(write(accepted, &byte, 1) == 1 && read(client, &byte, 1) == 1)
+
+        var heard: [MPTCPEvent] = []
+        /// Reads events until one matches, up to 5 s.
+        func waitFor(_ matches: (MPTCPEvent) -> Bool) throws -> MPTCPEvent? {
+            var entry = pollfd(fd: events.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            while !heard.contains(where: matches), poll(&entry, 1, 5000) > 0 {
+                _ = try events.receiveMPTCPEvents { heard.append($0) }
+            }
+            return heard.first(where: matches)
+        }
+        let connection = try #require(try waitFor { (event: MPTCPEvent) in event.kind == .established && event.remotePort == port }, "\(heard)")
+        try pm.createMPTCPSubflow(token: connection.token, from: MPTCPEndpoint(address: second, flags: []), to: server, port: port)
+        let subflow = try #require(try waitFor { (event: MPTCPEvent) in event.kind == .subflowEstablished && event.token == connection.token && event.local == second }, "\(heard)")
+        #expect(subflow.isBackup == false)
+        let localPort = try #require(subflow.localPort)
+
+        try pm.setMPTCPSubflowBackup(token: connection.token, local: second, remote: server, remotePort: port, backup: true)
+        // The peer hears it (MP_PRIO): its end of the subflow is now a backup.
+        let priority = try waitFor { (event: MPTCPEvent) in event.kind == .subflowPriority && event.remote == second }
+        #expect(priority?.isBackup == true, "\(heard)")
+
+        try pm.destroyMPTCPSubflow(token: connection.token, local: second, localPort: localPort, remote: server, remotePort: port)
+        let closed = try waitFor { (event: MPTCPEvent) in event.kind == .subflowClosed && event.token == connection.token && event.local == second }
+        #expect(closed != nil, "\(heard)")
+        // A connection that does not exist is refused.
+        #expect(throws: NetlinkError.self) {
+            try pm.createMPTCPSubflow(token: connection.token &+ 1, from: MPTCPEndpoint(address: second, flags: []), to: server, port: port)
+        }
+    }
 }

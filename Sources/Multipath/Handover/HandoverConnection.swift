@@ -253,7 +253,8 @@ public final class HandoverConnection {
             case .abandonProbe:
                 probe?.abandon()
                 probe = nil
-            case .restore:
+            case .restore, .switchSubflows:
+                // This connection controls no MPTCP subflows (configuration.controlsSubflows is off).
                 break
             }
         }

@@ -52,6 +52,11 @@ public struct HandoverStateMachine: Sendable {
         /// Whether a path manager acts on stalls (MPTCP): stalled interfaces are demoted, and
         /// restored once they prove themselves.
         public var usesPathManager = false
+        /// Whether the driver controls each MPTCP connection's subflows itself (the kernel's
+        /// userspace path manager): instead of reconnecting, a stall or a lost path switches the
+        /// data to another interface's subflow (``Action/switchSubflows(to:_:)``), and the
+        /// interface left must answer probes before it carries data again.
+        public var controlsSubflows = false
         /// The flow's service type: in `.handover` a change of the MPTCP subflow that carries the
         /// data counts as a handover (in the other types data takes several paths at once).
         public var serviceType: MultipathServiceType = .handover
@@ -139,6 +144,9 @@ public struct HandoverStateMachine: Sendable {
         case abandonProbe(interface: String)
         /// MPTCP: `interface` proved itself; the path manager gives it its place back.
         case restore(interface: String)
+        /// MPTCP with ``Configuration/controlsSubflows``: make `interface`'s subflow the one that
+        /// carries the data (the others backups), opening it if there is none.
+        case switchSubflows(to: String, Reason)
     }
 
     public let configuration: Configuration
@@ -190,11 +198,25 @@ public struct HandoverStateMachine: Sendable {
         path.map { stalledPaths.racePath($0, at: now) }
     }
 
-    /// The interface data goes over now: over MPTCP the one the path manager prefers, or else
-    /// the one whose subflows brought the most data lately.
+    /// The interface data goes over now: over MPTCP the one whose subflow this machine made
+    /// active (``Configuration/controlsSubflows``), the one the path manager prefers, or else the
+    /// one whose subflows brought the most data lately.
     public var currentInterface: String? {
         guard let connection else { return nil }
-        return connection.transport == .mptcp ? preferred ?? carrier ?? connection.interface : connection.interface
+        guard connection.transport == .mptcp else { return connection.interface }
+        if configuration.controlsSubflows { return activeSubflow ?? connection.interface }
+        return preferred ?? carrier ?? connection.interface
+    }
+
+    /// With ``Configuration/controlsSubflows``: the interface whose subflow carries the data.
+    public private(set) var activeSubflow: String?
+
+    /// The interface the data should take: the path's first that is neither demoted nor held
+    /// down (nil when every one is).
+    private func subflowChoice(at now: Duration) -> String? {
+        path?.availableInterfaces.first {
+            $0.type != .loopback && !demoted.contains($0.name) && !stalledPaths.isHeldDown($0.name, at: now)
+        }?.name
     }
 
     /// When the driver must next send a tick, at the latest (a stall would be due, a probe is
@@ -246,7 +268,7 @@ public struct HandoverStateMachine: Sendable {
             guard connection?.transport == .mptcp,
                   let top = delivered.filter({ $0.value > 0 }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key else { return [] }
             // In handover one path carries the data at a time: a change of path is a handover.
-            if configuration.serviceType == .handover, let carrier, carrier != top { handovers += 1 }
+            if configuration.serviceType == .handover, !configuration.controlsSubflows, let carrier, carrier != top { handovers += 1 }
             carrier = top
             return []
         case let .pathUpdated(path, now):
@@ -274,6 +296,7 @@ public struct HandoverStateMachine: Sendable {
         lastInterface = interface ?? lastInterface
         connection = (interface, transport, now, connections)
         carrier = interface
+        activeSubflow = transport == .mptcp && configuration.controlsSubflows ? interface : nil
         return actions
     }
 
@@ -300,7 +323,19 @@ public struct HandoverStateMachine: Sendable {
     /// Leaves the connection for `reason`, holding its interface down first when `stalled`.
     private mutating func move(_ reason: Reason, holdDown: Bool, at now: Duration) -> [Action] {
         var actions: [Action] = []
-        if holdDown, let interface = currentInterface { actions += markStalled(interface, at: now) }
+        let left = currentInterface
+        if holdDown, let interface = left { actions += markStalled(interface, at: now) }
+        if let current = connection, current.transport == .mptcp, configuration.controlsSubflows {
+            // The connection stays: the data goes over another interface's subflow, and the one
+            // left must answer probes before it carries data again.
+            if let left { demoted.insert(left) }
+            if let next = subflowChoice(at: now), next != left {
+                activeSubflow = next
+                connection = (current.interface, current.transport, now, current.number)
+                if configuration.serviceType == .handover { handovers += 1 }
+                return actions + [.switchSubflows(to: next, reason)]
+            }
+        }
         connection = nil
         carrier = nil
         actions.append(.move(reason))
@@ -316,6 +351,10 @@ public struct HandoverStateMachine: Sendable {
             }
         }
         if connection.transport == .tcp, let interface = connection.interface, let path,
+           !path.availableInterfaces.contains(where: { $0.name == interface }) {
+            return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
+        }
+        if connection.transport == .mptcp, configuration.controlsSubflows, let interface = activeSubflow, let path,
            !path.availableInterfaces.contains(where: { $0.name == interface }) {
             return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
         }
@@ -382,7 +421,12 @@ public struct HandoverStateMachine: Sendable {
             return move(.betterPath(interface: interface, probes: required), holdDown: false, at: now)
         case .mptcp:
             demoted.remove(interface)
-            return [.restore(interface: interface)]
+            guard configuration.controlsSubflows else { return [.restore(interface: interface)] }
+            // Back to it if it comes before the active one in the path's order.
+            guard let choice = subflowChoice(at: now), choice != activeSubflow else { return [.restore(interface: interface)] }
+            activeSubflow = choice
+            if configuration.serviceType == .handover { handovers += 1 }
+            return [.restore(interface: interface), .switchSubflows(to: choice, .betterPath(interface: choice, probes: required))]
         }
     }
 

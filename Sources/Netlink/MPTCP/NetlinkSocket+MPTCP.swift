@@ -68,6 +68,56 @@ extension NetlinkSocket {
         }
     }
 
+    // MARK: - The userspace path manager
+
+    /// Userspace path manager (`net.mptcp.pm_type = 1` in the namespace when the connection was
+    /// made): opens a subflow of connection `token` from `local` (an address of this host; its
+    /// identifier 0 lets the kernel pick one; `backup` in its flags makes it a backup) to
+    /// `remote` port `remotePort`. The new subflow's events (`subflowEstablished` or
+    /// `subflowClosed` with an error) say how it went.
+    public func createMPTCPSubflow(token: UInt32, from local: MPTCPEndpoint, to remote: IPAddress, port remotePort: UInt16) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_SUBFLOW_CREATE, "create an MPTCP subflow of \(token) from \(local.address) to \(remote) port \(remotePort)") { message throws(NetlinkError) in
+            try putAttribute("MPTCP_PM_ATTR_TOKEN") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_TOKEN), token) }
+            try Self.putEndpoint(MPTCPEndpoint(id: local.id, address: local.address, interfaceIndex: local.interfaceIndex, flags: local.flags), into: message)
+            try Self.putEndpoint(MPTCPEndpoint(address: remote, port: remotePort, flags: []), into: message, attribute: Int32(MPTCP_PM_ATTR_ADDR_REMOTE),
+                                 withFlags: false)
+        }
+    }
+
+    /// Userspace path manager: closes the subflow of connection `token` between these two
+    /// address and port pairs.
+    public func destroyMPTCPSubflow(token: UInt32, local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_SUBFLOW_DESTROY, "close the MPTCP subflow \(local):\(localPort) -> \(remote):\(remotePort) of \(token)") { message throws(NetlinkError) in
+            try putAttribute("MPTCP_PM_ATTR_TOKEN") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_TOKEN), token) }
+            try Self.putEndpoint(MPTCPEndpoint(address: local, port: localPort, flags: []), into: message, withFlags: false)
+            try Self.putEndpoint(MPTCPEndpoint(address: remote, port: remotePort, flags: []), into: message, attribute: Int32(MPTCP_PM_ATTR_ADDR_REMOTE),
+                                 withFlags: false)
+        }
+    }
+
+    /// Userspace path manager: withdraws the local address with identifier `localID` from
+    /// connection `token` (0: the address of its first subflow): the peer is told (REMOVE_ADDR,
+    /// over the subflows left, so it stops sending on that address at once) and the subflows
+    /// from it are closed.
+    public func removeMPTCPAddress(token: UInt32, localID: UInt8) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_REMOVE, "withdraw local address \(localID) from MPTCP connection \(token)") { message throws(NetlinkError) in
+            try putAttribute("MPTCP_PM_ATTR_TOKEN") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_TOKEN), token) }
+            try putAttribute("MPTCP_PM_ATTR_LOC_ID") { nla_put_u8(message, Int32(MPTCP_PM_ATTR_LOC_ID), localID) }
+        }
+    }
+
+    /// Userspace path manager: makes the subflow of connection `token` from `local` to
+    /// `remote`:`remotePort` a backup or not (the peer is told with MP_PRIO), so that the
+    /// kernel's scheduler sends over the others while any is left.
+    public func setMPTCPSubflowBackup(token: UInt32, local: IPAddress, remote: IPAddress, remotePort: UInt16, backup: Bool) throws(NetlinkError) {
+        try mptcpRequest(MPTCP_PM_CMD_SET_FLAGS, "make the MPTCP subflow \(local) -> \(remote) of \(token) \(backup ? "a backup" : "active")") { message throws(NetlinkError) in
+            try putAttribute("MPTCP_PM_ATTR_TOKEN") { nla_put_u32(message, Int32(MPTCP_PM_ATTR_TOKEN), token) }
+            try Self.putEndpoint(MPTCPEndpoint(address: local, flags: backup ? .backup : []), into: message)
+            try Self.putEndpoint(MPTCPEndpoint(address: remote, port: remotePort, flags: []), into: message, attribute: Int32(MPTCP_PM_ATTR_ADDR_REMOTE),
+                                 withFlags: false)
+        }
+    }
+
     // MARK: - Messages
 
     private func mptcpFamily() throws(NetlinkError) -> Int32 {
@@ -82,8 +132,9 @@ extension NetlinkSocket {
                            build: build, parse: MPTCPReply.init)
     }
 
-    private static func putEndpoint(_ endpoint: MPTCPEndpoint, into message: OpaquePointer, identifierOnly: Bool = false) throws(NetlinkError) {
-        guard let nest = nla_nest_start(message, Int32(MPTCP_PM_ATTR_ADDR) | NLA_F_NESTED) else {
+    private static func putEndpoint(_ endpoint: MPTCPEndpoint, into message: OpaquePointer, identifierOnly: Bool = false,
+                                    attribute: Int32 = Int32(MPTCP_PM_ATTR_ADDR), withFlags: Bool = true) throws(NetlinkError) {
+        guard let nest = nla_nest_start(message, attribute | NLA_F_NESTED) else {
             throw NetlinkError.libnl(NLE_NOMEM, "encode MPTCP endpoint")
         }
         if endpoint.id != 0 {
@@ -101,7 +152,9 @@ extension NetlinkSocket {
             if let index = endpoint.interfaceIndex {
                 try putAttribute("MPTCP_PM_ADDR_ATTR_IF_IDX") { nla_put_s32(message, Int32(MPTCP_PM_ADDR_ATTR_IF_IDX), index) }
             }
-            try putAttribute("MPTCP_PM_ADDR_ATTR_FLAGS") { nla_put_u32(message, Int32(MPTCP_PM_ADDR_ATTR_FLAGS), endpoint.flags.rawValue) }
+            if withFlags {
+                try putAttribute("MPTCP_PM_ADDR_ATTR_FLAGS") { nla_put_u32(message, Int32(MPTCP_PM_ADDR_ATTR_FLAGS), endpoint.flags.rawValue) }
+            }
         }
         nla_nest_end(message, nest)
     }

@@ -54,6 +54,11 @@ public enum MultipathTransport: String, Sendable, Hashable, CaseIterable {
     case mptcp
     /// Application-level handover over plain TCP for every multipath mode.
     case application
+    /// Every multipath mode over MPTCP, `handover` through the kernel's userspace path manager
+    /// (`net.mptcp.pm_type = 1` on the client's node): each connection gets a standby subflow
+    /// over every other path, and the handover state machine switches which one carries the
+    /// data (stall, lost path, probes back) without reconnecting. Experimental.
+    case mptcpUserspace = "mptcp-userspace"
 }
 
 extension MultipathMode {
@@ -281,6 +286,8 @@ public final class ScenarioRunner: Sendable {
         // opens (a command's server may be another command, in any node); each node that opens
         // connections in a multipath mode gets a path manager following its monitor.
         var pathManagers: [String: MPTCPPathManager] = [:]
+        /// Client nodes whose MPTCP subflows Roam opens and switches per connection (userspace path manager).
+        var subflowControl: Set<String> = []
         var following: [PathUpdateSubscription] = []
         defer {
             // Stop following first, so that no late path update adds endpoints back.
@@ -300,7 +307,7 @@ public final class ScenarioRunner: Sendable {
             let availability = MPTCP.availability(in: probeNamespace)
             if availability == .available {
                 useMPTCP = true
-            } else if options.multipath == .mptcp {
+            } else if options.multipath == .mptcp || options.multipath == .mptcpUserspace {
                 throw SimulatorError(.environment, "--multipath mptcp: MPTCP is \(availability) here; use --multipath auto or application for application-level handover")
             } else {
                 notes.append("MPTCP is \(availability): multipath modes ran as application-level handover")
@@ -315,6 +322,18 @@ public final class ScenarioRunner: Sendable {
                 for workload in multipathWorkloads {
                     guard let client = workload.connectingNode, let namespace = topology.namespace(of: client), let monitor = monitorOf[client] else { continue }
                     let serviceType = MultipathServiceType(rawValue: workload.mode.rawValue) ?? .handover
+                    if options.multipath == .mptcpUserspace, serviceType == .handover, workload.to != nil {
+                        // Roam opens and switches this node's subflows itself, per connection.
+                        if !subflowControl.contains(client) {
+                            do throws(NetlinkError) {
+                                try namespace.setSysctls(["net.mptcp.pm_type": "1"])
+                            } catch {
+                                throw .system(operation: "switch node '\(client)' to the userspace MPTCP path manager", error)
+                            }
+                            subflowControl.insert(client)
+                        }
+                        continue
+                    }
                     if let existing = pathManagers[client] {
                         if existing.serviceType != serviceType {
                             notes.append("node '\(client)' has workloads in modes \(existing.serviceType.rawValue) and \(serviceType.rawValue); MPTCP endpoints are per node, so all use \(existing.serviceType.rawValue)")
@@ -365,6 +384,9 @@ public final class ScenarioRunner: Sendable {
                     context.clientMonitor = monitor
                 }
                 if workload.usesMPTCP(options.multipath) { context.mptcp = pathManagers[client] }
+                if workload.usesMPTCP(options.multipath), subflowControl.contains(client), workload.mode == .handover, workload.to != nil {
+                    context.controlsSubflows = true
+                }
                 // A program can ask for MPTCP (IPPROTO_MPTCP) when told its node has a path manager.
                 if case .command = workload.kind, context.mptcp != nil { context.environment["ROAM_MULTIPATH"] = workload.mode.rawValue }
             }

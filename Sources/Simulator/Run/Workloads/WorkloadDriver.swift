@@ -36,6 +36,9 @@ struct WorkloadContext: Sendable {
     var mptcp: MPTCPPathManager?
     /// Whether the server listens with MPTCP (and so accepts MPTCP and plain TCP alike).
     var serverAcceptsMPTCP = false
+    /// Whether the client opens and switches its MPTCP connections' subflows itself (the
+    /// userspace path manager on its node).
+    var controlsSubflows = false
 
     var port: UInt16 { UInt16(20000 + index) }
 }
@@ -91,6 +94,15 @@ final class ClientConnection: Sendable {
         var pendingMove: HandoverStateMachine.Reason?
         /// Whether connections were raced (multipath modes, or a policy that prohibits paths).
         var raced = false
+        /// With subflow control: the current connection's token, each local address's backup
+        /// flag as last set, and when a subflow from an interface was last asked for.
+        var token: UInt32?
+        var backupOf: [IPAddress: Bool] = [:]
+        var lastSubflowRequest: [String: Duration] = [:]
+        /// The identifier each local address has in the current connection (0: its first
+        /// subflow's), and the next one to give.
+        var localID: [IPAddress: UInt8] = [:]
+        var nextLocalID: UInt8 = 1
     }
     private let state: Mutex<State>
     let context: WorkloadContext
@@ -102,7 +114,8 @@ final class ClientConnection: Sendable {
         self.context = context
         var configuration = HandoverStateMachine.Configuration()
         configuration.maximumStall = context.workload.timeout
-        configuration.usesPathManager = context.mptcp != nil
+        configuration.usesPathManager = context.mptcp != nil || context.controlsSubflows
+        configuration.controlsSubflows = context.controlsSubflows
         configuration.serviceType = MultipathServiceType(rawValue: context.workload.mode.rawValue) ?? .handover
         if case let .stream(bitrate, buffer) = context.workload.kind {
             configuration.stream = .init(bytesPerSecond: bitrate.bitsPerSecond / 8, buffer: buffer)
@@ -233,7 +246,22 @@ final class ClientConnection: Sendable {
                     defer { state.probe = nil }
                     return state.probe
                 }?.abandon()
+            case let .switchSubflows(interface, reason):
+                context.log.record("subflow-switch", [("workload", .string(context.workload.name)), ("to", .string(interface)),
+                                                      ("reason", .string(reason.description))])
+                // The interface left is withdrawn (the peer told over the subflows left): what
+                // was in flight over it is sent again over the others at once, rather than held
+                // up behind a lossy or dead subflow. A better path keeps the old one as standby.
+                switch reason {
+                case .pathLost(let left), .stalled(let left?, _), .tooPoor(let left?, _): withdraw(left)
+                default: break
+                }
+                reconcileSubflows()
             case .restore(let interface):
+                if context.controlsSubflows {
+                    context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface))])
+                    continue
+                }
                 guard let manager = context.mptcp else { continue }
                 let changes = (try? manager.clearStalled(interface)) ?? []
                 context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
@@ -277,12 +305,111 @@ final class ClientConnection: Sendable {
             let preferred = manager.preferredInterface
             state.withLock { _ = $0.machine.handle(.pathManagerPrefers(interface: preferred)) }
         }
+        reconcileSubflows()
         handle(.tick(at: context.log.elapsed, smoothedRTT: rtt, awaitingDataSince: since))
         return state.withLock { state in
             defer { state.pendingMove = nil }
             return state.pendingMove
         }
     }
+
+    /// With subflow control (userspace path manager): brings the current MPTCP connection's
+    /// subflows in step with the state machine: one from every interface of the path (opened
+    /// when missing, at most once a second per interface), the machine's active one carrying the
+    /// data and the others backups.
+    private func reconcileSubflows() {
+        guard context.controlsSubflows, let namespace = context.clientNamespace else { return }
+        let now = context.log.elapsed
+        let snapshot = state.withLock { state -> (Int32, UInt32, NetworkPath, String?, [IPAddress: Bool], [String: Duration])? in
+            guard state.mode == .multipath, let socket = state.socket, let token = state.token, let path = state.machine.path else { return nil }
+            return (socket.descriptor, token, path, state.machine.currentInterface, state.backupOf, state.lastSubflowRequest)
+        }
+        guard let (descriptor, token, path, active, applied, requested) = snapshot, let active else { return }
+        var ids = state.withLock { ($0.localID, $0.nextLocalID) }
+        let server = context.serverAddress
+        let live = MPTCP.subflows(of: descriptor)
+        // A netlink socket only when there is something to ask of the path manager.
+        var socket: NetlinkSocket?
+        func pathManager() throws(NetlinkError) -> NetlinkSocket {
+            if let socket { return socket }
+            let opened = try NetlinkSocket(.generic, in: namespace)
+            socket = opened
+            return opened
+        }
+        var backupOf = applied
+        var requests = requested
+        for interface in path.availableInterfaces where interface.type != .loopback {
+            guard let local = interface.addresses.first(where: { $0.address.family == server.family && !$0.address.isLinkLocal })?.address else { continue }
+            let backup = interface.name != active
+            if live.contains(where: { $0.local == local }) {
+                if backupOf[local] ?? false != backup {
+                    do throws(NetlinkError) {
+                        try pathManager().setMPTCPSubflowBackup(token: token, local: local, remote: server, remotePort: context.port, backup: backup)
+                        backupOf[local] = backup
+                    } catch {
+                        context.log.record("subflow", [("workload", .string(context.workload.name)), ("error", .string("\(error)"))])
+                        backupOf[local] = backup
+                    }
+                }
+            } else if now - (requests[interface.name] ?? .seconds(-100)) >= Self.subflowRetry {
+                requests[interface.name] = now
+                let id = ids.0[local] ?? ids.1
+                do throws(NetlinkError) {
+                    try pathManager().createMPTCPSubflow(token: token, from: MPTCPEndpoint(id: id, address: local, interfaceIndex: interface.index,
+                                                                                           flags: backup ? .backup : []),
+                                                         to: server, port: context.port)
+                    backupOf[local] = backup
+                    if ids.0[local] == nil {
+                        ids.0[local] = id
+                        ids.1 = ids.1 == 255 ? 1 : ids.1 + 1
+                    }
+                } catch {
+                    // The kernel refuses subflows until the connection is fully established
+                    // (data went both ways): that first refusal is retried, not reported.
+                    let age = state.withLock { state in state.machine.connection.map { now - $0.since } } ?? .zero
+                    if age >= .seconds(1) {
+                        context.log.record("subflow", [("workload", .string(context.workload.name)), ("interface", .string(interface.name)),
+                                                       ("error", .string("\(error)"))])
+                    }
+                }
+            }
+        }
+        state.withLock { state in
+            guard state.token == token else { return }
+            state.backupOf = backupOf
+            state.lastSubflowRequest = requests
+            state.localID = ids.0
+            state.nextLocalID = ids.1
+        }
+    }
+
+    /// With subflow control: withdraws the address of `interface` from the current connection
+    /// (REMOVE_ADDR), so that the peer stops sending over it at once rather than after its
+    /// retransmission timeouts, and what was in flight over it goes again over the others. A
+    /// new standby subflow from it is opened later if it is still in the path.
+    private func withdraw(_ interface: String) {
+        guard context.controlsSubflows, let namespace = context.clientNamespace else { return }
+        let target = state.withLock { state -> (UInt32, UInt8, IPAddress)? in
+            guard let token = state.token else { return nil }
+            // Its address: the one a subflow of it was made from (the path no longer lists it).
+            guard let (address, id) = state.localID.first(where: { state.interfaceOfAddress[$0.key] == interface }) else { return nil }
+            return (token, id, address)
+        }
+        guard let (token, id, address) = target else { return }
+        do throws(NetlinkError) {
+            try NetlinkSocket(.generic, in: namespace).removeMPTCPAddress(token: token, localID: id)
+        } catch {
+            context.log.record("subflow", [("workload", .string(context.workload.name)), ("interface", .string(interface)), ("error", .string("\(error)"))])
+        }
+        state.withLock { state in
+            state.localID[address] = nil
+            state.backupOf[address] = nil
+        }
+    }
+
+    /// Between two requests for a subflow from one interface (the first may come before the
+    /// connection is fully established, which the kernel refuses).
+    static let subflowRetry = Duration.milliseconds(200)
 
     /// Feeds the machine the client node's path, if it changed since it last looked.
     private func observePath() {
@@ -314,7 +441,7 @@ final class ClientConnection: Sendable {
             let prohibits = context.workload.prohibits
             let policy = ConnectionPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
                                           allowsUltraConstrained: !prohibits.contains(.ultraConstrained), serviceType: serviceType)
-            let racer = ConnectionRacer(namespace: namespace, policy: policy, transport: context.mptcp != nil ? .mptcp : .tcp)
+            let racer = ConnectionRacer(namespace: namespace, policy: policy, transport: context.mptcp != nil || context.controlsSubflows ? .mptcp : .tcp)
             do throws(MultipathError) {
                 let connection = try racer.connect(to: context.serverAddresses, port: context.port, over: path, timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
@@ -329,6 +456,11 @@ final class ClientConnection: Sendable {
                     state.modes.insert(connection.metrics.mode)
                     state.subflows = [:]
                     state.pendingMove = nil
+                    state.token = connection.metrics.mode == .multipath ? MPTCP.info(of: connection.descriptor)?.mptcpi_token : nil
+                    state.backupOf = [:]
+                    state.lastSubflowRequest = [:]
+                    state.localID = winner.map { [$0.source: 0] } ?? [:]
+                    state.nextLocalID = 1
                     return state.machine.handle(.connected(interface: interface, transport: connection.metrics.mode == .multipath ? .mptcp : .tcp,
                                                            at: context.log.elapsed))
                 }
@@ -345,6 +477,7 @@ final class ClientConnection: Sendable {
                 if let failedSince { fields.append(("retryingForMs", .milliseconds(context.log.elapsed - failedSince))) }
                 context.log.record("connect", fields)
                 if connection.metrics.mode == .multipath { sampleSubflows() }
+                reconcileSubflows()
                 return socket
             } catch {
                 state.withLock { $0.connectFailures += 1 }
