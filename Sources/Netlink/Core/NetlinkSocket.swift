@@ -164,24 +164,29 @@ public final class NetlinkSocket {
             receiveBuffer = allocated
             return allocated
         }()
-        let fd = fileDescriptor
         return try withoutActuallyEscaping(handler) { handler throws(NetlinkError) -> ReceiveOutcome in
             let context = ParseContext(handler: handler)
             defer { withExtendedLifetime(context) {} }
             let opaque = Unmanaged.passUnretained(context).toOpaque()
-            while true {
-                let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-                if count < 0 {
-                    switch errno {
-                    case EINTR: continue
-                    case EAGAIN: return .drained
-                    case ENOBUFS: return .overrun
-                    case let code: throw NetlinkError.posix("recv(netlink)", errno: code)
-                    }
+            return try drainDatagrams(into: buffer) { NetlinkSocket.parse($0, context: opaque) }
+        }
+    }
+
+    /// Reads every queued datagram into `buffer` and hands each to `body`, without blocking.
+    func drainDatagrams(into buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) throws(NetlinkError) -> ReceiveOutcome {
+        let fd = fileDescriptor
+        while true {
+            let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            if count < 0 {
+                switch errno {
+                case EINTR: continue
+                case EAGAIN: return .drained
+                case ENOBUFS: return .overrun
+                case let code: throw NetlinkError.posix("recv(netlink)", errno: code)
                 }
-                if count == 0 { return .drained }
-                NetlinkSocket.parse(UnsafeRawBufferPointer(rebasing: buffer[..<count]), context: opaque)
             }
+            if count == 0 { return .drained }
+            body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }
     }
 

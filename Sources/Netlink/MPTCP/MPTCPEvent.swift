@@ -109,32 +109,20 @@ extension NetlinkSocket {
         guard let family = genericFamilies[MPTCP_PM_NAME] else {
             throw NetlinkError(.errno(EINVAL), operation: "receive MPTCP events", hint: "subscribe to them first")
         }
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        let fd = fileDescriptor
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if count < 0 {
-                switch errno {
-                case EINTR: continue
-                case EAGAIN: return .drained
-                case ENOBUFS: return .overrun
-                case let code: throw NetlinkError.posix("recv(mptcp events)", errno: code)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        return try drainDatagrams(into: buffer) { datagram in
+            let headerSize = MemoryLayout<nlmsghdr>.size
+            var offset = 0
+            while offset + headerSize <= datagram.count {
+                let header = datagram.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
+                let length = Int(header.nlmsg_len)
+                guard length >= headerSize, offset + length <= datagram.count else { return }
+                if Int32(header.nlmsg_type) == family,
+                   let event = MPTCPEvent(message: UnsafeRawBufferPointer(rebasing: datagram[(offset + headerSize)..<(offset + length)])) {
+                    handler(event)
                 }
-            }
-            if count == 0 { return .drained }
-            buffer.withUnsafeBytes { datagram in
-                let headerSize = MemoryLayout<nlmsghdr>.size
-                var offset = 0
-                while offset + headerSize <= count {
-                    let header = datagram.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
-                    let length = Int(header.nlmsg_len)
-                    guard length >= headerSize, offset + length <= count else { return }
-                    if Int32(header.nlmsg_type) == family,
-                       let event = MPTCPEvent(message: UnsafeRawBufferPointer(rebasing: datagram[(offset + headerSize)..<(offset + length)])) {
-                        handler(event)
-                    }
-                    offset += (length + 3) & ~3
-                }
+                offset += (length + 3) & ~3
             }
         }
     }
