@@ -195,15 +195,24 @@ public final class NetlinkSocket {
         init(handler: @escaping (NetlinkNotification) -> Void) { self.handler = handler }
     }
 
-    /// Walks the netlink messages in one datagram and hands rtnetlink objects to libnl's parser.
-    private static func parse(_ datagram: UnsafeRawBufferPointer, context: UnsafeMutableRawPointer) {
+    /// Walks the netlink messages in one datagram: each one's type, where it starts, and its
+    /// payload after the header. Stops at a malformed length.
+    static func forEachMessage(in datagram: UnsafeRawBufferPointer, _ body: (_ type: Int32, _ offset: Int, _ payload: UnsafeRawBufferPointer) -> Void) {
         let headerSize = MemoryLayout<nlmsghdr>.size
         var offset = 0
         while offset + headerSize <= datagram.count {
             let header = datagram.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
             let length = Int(header.nlmsg_len)
             guard length >= headerSize, offset + length <= datagram.count else { return }
-            switch Int32(header.nlmsg_type) {
+            body(Int32(header.nlmsg_type), offset, UnsafeRawBufferPointer(rebasing: datagram[(offset + headerSize)..<(offset + length)]))
+            offset += (length + 3) & ~3
+        }
+    }
+
+    /// Hands the rtnetlink objects in one datagram to libnl's parser.
+    private static func parse(_ datagram: UnsafeRawBufferPointer, context: UnsafeMutableRawPointer) {
+        forEachMessage(in: datagram) { type, offset, _ in
+            switch type {
             case Int32(RTM_NEWLINK), Int32(RTM_DELLINK), Int32(RTM_NEWADDR), Int32(RTM_DELADDR),
                  Int32(RTM_NEWROUTE), Int32(RTM_DELROUTE):
                 let pointer = UnsafeMutableRawPointer(mutating: datagram.baseAddress! + offset)
@@ -220,7 +229,6 @@ public final class NetlinkSocket {
             default:
                 break
             }
-            offset += (length + 3) & ~3
         }
     }
 }

@@ -112,17 +112,8 @@ extension NetlinkSocket {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
         defer { buffer.deallocate() }
         return try drainDatagrams(into: buffer) { datagram in
-            let headerSize = MemoryLayout<nlmsghdr>.size
-            var offset = 0
-            while offset + headerSize <= datagram.count {
-                let header = datagram.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
-                let length = Int(header.nlmsg_len)
-                guard length >= headerSize, offset + length <= datagram.count else { return }
-                if Int32(header.nlmsg_type) == family,
-                   let event = MPTCPEvent(message: UnsafeRawBufferPointer(rebasing: datagram[(offset + headerSize)..<(offset + length)])) {
-                    handler(event)
-                }
-                offset += (length + 3) & ~3
+            NetlinkSocket.forEachMessage(in: datagram) { type, _, payload in
+                if type == family, let event = MPTCPEvent(message: payload) { handler(event) }
             }
         }
     }
