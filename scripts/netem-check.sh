@@ -38,6 +38,12 @@ for scenario in scenarios/*.yaml; do
   run "$name" "$scenario" --time-scale "$scale"
 done
 
+# Handover over MPTCP: `auto` goes through the userspace path manager where this kernel's can
+# move a connection between its subflows, and `mptcp-userspace` is refused where it cannot.
+run handover-auto Tests/Fixtures/mptcp-userspace-handover.yaml
+run handover-userspace Tests/Fixtures/mptcp-userspace-handover.yaml --multipath mptcp-userspace
+uname -r > "$out/kernel"
+
 # Two runs at once.
 run concurrent-a scenarios/tethered-hotspot.yaml --time-scale "$scale" &
 run concurrent-b scenarios/low-data-mode.yaml --time-scale "$scale" &

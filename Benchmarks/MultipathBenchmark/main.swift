@@ -1,6 +1,8 @@
 // Multipath benchmark: each acceptance case of the multipath module played with `mode: none`
 // (plain single-path TCP, the kernel's routes) and with `mode: handover` (application-level,
-// what `--multipath auto` uses, and over MPTCP where the kernel has it), side by side in one
+// what `--multipath auto` uses where the kernel's userspace MPTCP path manager cannot hand over;
+// over MPTCP with the kernel's path manager; over MPTCP through the userspace path manager,
+// what `auto` uses where it can), side by side in one
 // run, on the backend `auto` picks (netem where the kernel has it, the userspace emulator
 // otherwise). Wi-Fi: 5 ms each way, 50 Mbit/s; cellular (expensive): 30 ms each way, 20 Mbit/s.
 // Then `mode: aggregate` (MPTCP) against `none` over two 10 Mbit/s links.
@@ -58,7 +60,7 @@ func play(_ name: String, mode label: String, _ body: String, links: String = li
     let parsed = ScenarioReader.parse(yaml, file: "\(name).yaml")
     guard let scenario = parsed.scenario else { fail(parsed.diagnostics.map(\.description).joined(separator: "\n")) }
     var options = RunOptions()
-    options.multipath = label.contains("MPTCP userspace") ? .mptcpUserspace : label.contains("MPTCP") ? .mptcp : .auto
+    options.multipath = label.contains("MPTCP userspace") ? .mptcpUserspace : label.contains("MPTCP") ? .mptcp : mode == "handover" ? .application : .auto
     options.reportDirectory = "/tmp/roam-multipath-bench-\(getpid())/\(name)-\(label.replacingOccurrences(of: " ", with: "-"))"
     do {
         let report = try ScenarioRunner(scenario: scenario, options: options).run()

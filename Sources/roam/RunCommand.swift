@@ -32,7 +32,7 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Link backend: auto (netem where the kernel has it), netem, or userspace.")
     var backend: BackendChoice = .auto
 
-    @Option(help: "How workloads in multipath modes keep their flows: auto (MPTCP where the kernel has it, application-level handover otherwise), mptcp, mptcp-userspace (handover through the userspace path manager, per-connection subflows switched by Roam), or application.")
+    @Option(help: "How workloads in multipath modes keep their flows: auto (MPTCP where the kernel has it; handover through the userspace path manager where the kernel's can, at the application level otherwise), mptcp (handover with the in-kernel path manager's backup subflows), mptcp-userspace (handover through the userspace path manager, per-connection subflows switched by Roam, or an error), or application.")
     var multipath: MultipathTransport = .auto
 
     @Flag(help: "No progress line; only the final table (for CI logs).")

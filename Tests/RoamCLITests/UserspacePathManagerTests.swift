@@ -34,4 +34,51 @@ struct UserspacePathManagerTests {
         // The node ran the userspace path manager: no kernel endpoints were made for it.
         #expect(!events.contains { $0["type"] as? String == "mptcp" && $0["node"] as? String == "phone" })
     }
+
+    /// `--multipath auto` (the default) hands over through the userspace path manager exactly
+    /// where the kernel's can (the same run with `--multipath mptcp-userspace` is not refused),
+    /// and at the application level, with a note, where it cannot.
+    @Test func autoUsesTheUserspacePathManagerExactlyWhereTheKernelCan() throws {
+        let base = "/tmp/roam-userspace-pm-auto-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        var runs: [String: (status: Int32, output: String, error: String)] = [:]
+        for (name, extra) in [("auto", [String]()), ("explicit", ["--multipath", "mptcp-userspace"])] {
+            runs[name] = try RunningCommand.run(roam, ["run", NetemHost.root + "/Tests/Fixtures/mptcp-userspace-handover.yaml", "--backend", "userspace",
+                                                       "--quiet", "--report", base + "/" + name] + extra, timeout: 120)
+        }
+        try HandoverTransport.verify(auto: base + "/auto", autoStatus: try #require(runs["auto"]).status,
+                                     explicit: base + "/explicit", explicitStatus: try #require(runs["explicit"]).status,
+                                     explicitConsole: try #require(runs["explicit"]).error)
+    }
+}
+
+/// What `--multipath auto` and `--multipath mptcp-userspace` must have done with the
+/// `mptcp-userspace-handover` fixture on one kernel, whichever it is: this host's, or the VM's
+/// (``NetemBackendTests``).
+enum HandoverTransport {
+    static func verify(auto: String, autoStatus: Int32, explicit: String, explicitStatus: Int32, explicitConsole: String) throws {
+        // Either way, auto's stream crossed the carrier loss without a stall over 1 s.
+        #expect(autoStatus == 0, "auto: exit \(autoStatus)")
+        let summary = try #require(NetemHost.json(auto + "/summary.json"))
+        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
+        let notes = (summary["notes"] as? [String]) ?? []
+        let switches = NetemHost.lines(auto + "/timeline.jsonl").filter { $0["type"] as? String == "subflow-switch" }
+        if explicitStatus == 0 {
+            // The kernel can: auto is the userspace path manager, on one connection.
+            #expect(summary["multipath"] as? String == "mptcp-userspace", "\(notes)")
+            #expect(video["transport"] as? String == "mptcp")
+            #expect(video["connections"] as? Int == 1, "\(video)")
+            #expect(switches.contains { $0["to"] as? String == "cell" }, "\(switches)")
+            #expect(!notes.contains { $0.contains("userspace MPTCP path manager") }, "\(notes)")
+        } else {
+            // The kernel cannot: mptcp-userspace is refused before time zero with what failed, and
+            // auto handed over at the application level, saying why.
+            #expect(explicitStatus == 2, "\(explicitConsole)")
+            #expect(explicitConsole.contains("cannot move a connection between its subflows"), "\(explicitConsole)")
+            #expect(summary["multipath"] as? String == "auto")
+            #expect(notes.contains { $0.contains("handover ran at the application level") }, "\(notes)")
+            #expect(switches.isEmpty)
+            #expect((video["connections"] as? Int ?? 0) >= 2, "a new connection over cellular: \(video)")
+        }
+    }
 }

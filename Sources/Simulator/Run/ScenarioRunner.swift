@@ -45,9 +45,11 @@ public struct RunOptions: Sendable {
 public enum MultipathTransport: String, Sendable, Hashable, CaseIterable {
     /// `interactive` and `aggregate` over MPTCP where the kernel has it (subflows over every
     /// permitted path at once, kept in step with the client's path by the in-kernel path
-    /// manager); `handover` at the application level (reconnect over the next path and resume),
-    /// which measured better than MPTCP's backup subflows on a Wi-Fi that degrades without going
-    /// down (see the README's multipath figures).
+    /// manager); `handover` as ``mptcpUserspace`` where the kernel's userspace path manager can
+    /// move a connection between its subflows (checked before each run by doing it in the
+    /// client's namespace), else at the application level (reconnect over the next path and
+    /// resume). Not the in-kernel path manager's backup subflows, which measured worse on a
+    /// Wi-Fi that degrades without going down (see the README's multipath figures).
     case auto
     /// Every multipath mode over MPTCP (`handover` with the cellular subflow as a backup), or an
     /// error where the kernel has none.
@@ -57,7 +59,8 @@ public enum MultipathTransport: String, Sendable, Hashable, CaseIterable {
     /// Every multipath mode over MPTCP, `handover` through the kernel's userspace path manager
     /// (`net.mptcp.pm_type = 1` on the client's node): each connection gets a standby subflow
     /// over every other path, and the handover state machine switches which one carries the
-    /// data (stall, lost path, probes back) without reconnecting. Experimental.
+    /// data (stall, lost path, probes back) without reconnecting. A kernel whose userspace path
+    /// manager cannot do that (Debian 12's 6.1) is refused before the run starts.
     case mptcpUserspace = "mptcp-userspace"
 }
 
@@ -79,6 +82,13 @@ extension Workload {
     func usesMPTCP(_ transport: MultipathTransport) -> Bool {
         if case .command = kind { return mode != .none && transport != .application }
         return mode.usesMPTCP(transport)
+    }
+
+    /// A built-in workload in `handover` mode, whose subflows Roam opens and switches itself
+    /// through the userspace path manager under `mptcp-userspace`.
+    var handsOverThroughSubflows: Bool {
+        if case .command = kind { return false }
+        return mode == .handover && to != nil
     }
 
     /// The node that opens the workload's connections, whose path manager serves them: a
@@ -131,6 +141,10 @@ public struct RunReport: Sendable {
     public var cancelled: Bool
     /// What the run could not do as the scenario asked, short of failing.
     public var notes: [String] = []
+    /// How multipath workloads kept their flows: the `--multipath` asked for, with `auto`
+    /// resolved (`mptcp-userspace` where this kernel's userspace path manager can hand over,
+    /// else `auto`: application-level handover, MPTCP for the other modes).
+    public var multipath: MultipathTransport = .auto
     /// What the userspace emulator did with each direction's packets (empty with netem).
     public var linkStatistics: [LinkStatistics] = []
     /// Every link change, when it was planned and when it took effect.
@@ -271,6 +285,26 @@ public final class ScenarioRunner: Sendable {
             monitorOf[name] = monitor
         }
 
+        // `--multipath auto` hands `handover` over through the userspace path manager where this
+        // kernel's can do it (checked by doing it, in the client's namespace, before time zero),
+        // at the application level elsewhere.
+        // `--multipath mptcp-userspace` on a kernel that cannot is refused before time zero.
+        var transport = options.multipath
+        if transport == .auto || transport == .mptcpUserspace,
+           let client = scenario.workloads.first(where: \.handsOverThroughSubflows)?.to,
+           let namespace = topology.namespace(of: client), MPTCP.availability(in: namespace) == .available {
+            let reason = SubflowControlCheck.run(in: namespace)
+            if let reason, transport == .mptcpUserspace {
+                throw SimulatorError(.environment, "--multipath mptcp-userspace: this kernel's userspace MPTCP path manager cannot move a "
+                                     + "connection between its subflows (\(reason)); use --multipath auto or application")
+            } else if let reason {
+                notes.append("--multipath auto: handover ran at the application level: this kernel's userspace MPTCP path manager "
+                             + "cannot move a connection between its subflows (\(reason))")
+            } else {
+                transport = .mptcpUserspace
+            }
+        }
+
         let log = try RunLog(start: .now + Self.lead, path: directory + "/timeline.jsonl")
         let wallStart = RFC3339.now()
         log.record("run", at: .zero, [("event", "start"), ("scenario", .string(scenario.name)), ("runId", .string(runID)),
@@ -294,8 +328,8 @@ public final class ScenarioRunner: Sendable {
             for subscription in following { subscription.cancel() }
             for manager in pathManagers.values { manager.stop() }
         }
-        let multipathWorkloads = scenario.workloads.filter { $0.usesMPTCP(options.multipath) && $0.connectingNode != nil }
-        if options.multipath == .application {
+        let multipathWorkloads = scenario.workloads.filter { $0.usesMPTCP(transport) && $0.connectingNode != nil }
+        if transport == .application {
             let commands = scenario.workloads.filter { if case .command = $0.kind { $0.mode != .none } else { false } }
             if !commands.isEmpty {
                 notes.append("--multipath application: Roam cannot hand over the connections of a command's program (\(commands.map(\.name).joined(separator: ", "))); it ran without multipath")
@@ -307,7 +341,7 @@ public final class ScenarioRunner: Sendable {
             let availability = MPTCP.availability(in: probeNamespace)
             if availability == .available {
                 useMPTCP = true
-            } else if options.multipath == .mptcp || options.multipath == .mptcpUserspace {
+            } else if transport == .mptcp || transport == .mptcpUserspace {
                 throw SimulatorError(.environment, "--multipath mptcp: MPTCP is \(availability) here; use --multipath auto or application for application-level handover")
             } else {
                 notes.append("MPTCP is \(availability): multipath modes ran as application-level handover")
@@ -322,7 +356,7 @@ public final class ScenarioRunner: Sendable {
                 for workload in multipathWorkloads {
                     guard let client = workload.connectingNode, let namespace = topology.namespace(of: client), let monitor = monitorOf[client] else { continue }
                     let serviceType = MultipathServiceType(rawValue: workload.mode.rawValue) ?? .handover
-                    if options.multipath == .mptcpUserspace, serviceType == .handover, workload.to != nil {
+                    if transport == .mptcpUserspace, workload.handsOverThroughSubflows {
                         // Roam opens and switches this node's subflows itself, per connection.
                         if !subflowControl.contains(client) {
                             do throws(NetlinkError) {
@@ -383,8 +417,8 @@ public final class ScenarioRunner: Sendable {
                     context.clientPath = { monitor.currentPath }
                     context.clientMonitor = monitor
                 }
-                if workload.usesMPTCP(options.multipath) { context.mptcp = pathManagers[client] }
-                if workload.usesMPTCP(options.multipath), subflowControl.contains(client), workload.mode == .handover, workload.to != nil {
+                if workload.usesMPTCP(transport) { context.mptcp = pathManagers[client] }
+                if workload.usesMPTCP(transport), subflowControl.contains(client), workload.handsOverThroughSubflows {
                     context.controlsSubflows = true
                 }
                 // A program can ask for MPTCP (IPPROTO_MPTCP) when told its node has a path manager.
@@ -492,11 +526,12 @@ public final class ScenarioRunner: Sendable {
         let expectations = ExpectationEvaluator.evaluate(scenario.expectations, workloads: results, changes: changes, paths: paths)
         var pathUpdates: [String: Int] = [:]
         for record in paths { pathUpdates[record.node, default: 0] += 1 }
-        let report = RunReport(
+        var report = RunReport(
             scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: expectations,
             workloads: results, failedChanges: changes.filter { $0.failure != nil }, lateness: changes.map { $0.actual - $0.change.at },
             pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics, changes: changes, paths: paths,
             endedAt: finishedAt)
+        report.multipath = transport
         log.record("run", [("event", cancelled ? "cancelled" : "end"), ("passed", .bool(report.passed))])
         try Self.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
                        to: directory + "/summary.json")
@@ -602,6 +637,7 @@ extension RunReport {
             ("seed", .int(Int64(bitPattern: seed))),
             ("backend", .string(backend.kind.rawValue)),
             ("backendReason", .string(backend.reason)),
+            ("multipath", .string(multipath.rawValue)),
             ("timeScale", .double(timeScale)),
             ("durationSeconds", .seconds(scenario.duration)),
             ("endedAtSeconds", .seconds(endedAt)),

@@ -92,10 +92,10 @@ final class TCPSocket: @unchecked Sendable {
     /// Connects from `namespace` to `address`:`port`; the kernel picks the source address (and
     /// so the link) from the routes in force.
     static func connect(in namespace: NetworkNamespace, to address: IPAddress, port: UInt16, deadline: MonotonicInstant,
-                        stop: StopSignal) -> Result<TCPSocket, Outcome> {
+                        stop: StopSignal, mptcp: Bool = false) -> Result<TCPSocket, Outcome> {
         let socket: TCPSocket
         do {
-            socket = try make(family: address.family, in: namespace)
+            socket = try make(family: address.family, in: namespace, mptcp: mptcp)
         } catch {
             return .failure(.failed(EMFILE))
         }
@@ -116,7 +116,7 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// The next connection, or why there is none.
-    func accept(stop: StopSignal) -> Result<TCPSocket, Outcome> {
+    func accept(stop: StopSignal, deadline: MonotonicInstant? = nil) -> Result<TCPSocket, Outcome> {
         while true {
             let fd = accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
             if fd >= 0 {
@@ -125,7 +125,7 @@ final class TCPSocket: @unchecked Sendable {
                 return .success(TCPSocket(descriptor: fd))
             }
             guard errno == EAGAIN || errno == EINTR else { return .failure(.failed(errno)) }
-            let waited = poll(Int16(POLLIN), stop: stop, deadline: nil)
+            let waited = poll(Int16(POLLIN), stop: stop, deadline: deadline)
             guard waited == .done else { return .failure(waited) }
         }
     }
@@ -206,6 +206,17 @@ final class TCPSocket: @unchecked Sendable {
 
     /// The kernel's smoothed round-trip time of the connection (`TCP_INFO`), if known.
     var smoothedRTT: Duration? { StalledPaths.smoothedRTT(of: descriptor) }
+
+    /// The local port (of a listener bound to port 0: the one the kernel chose).
+    var localPort: UInt16? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
+        }
+        // sin_port and sin6_port sit at the same offset, in network order.
+        return ok ? withUnsafeBytes(of: &storage) { UInt16(bigEndian: $0.loadUnaligned(fromByteOffset: 2, as: UInt16.self)) } : nil
+    }
 
     /// The local address the kernel chose, as text.
     var localAddress: String? {
