@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Netlink", targets: ["Netlink"]),
         .library(name: "PathMonitor", targets: ["PathMonitor"]),
+        .library(name: "ScenarioModel", targets: ["ScenarioModel"]),
         .library(name: "Simulator", targets: ["Simulator"]),
         .library(name: "Multipath", targets: ["Multipath"]),
         // For other packages' tests: scenarios around code under test (not linked by `roam`).
@@ -29,13 +30,18 @@ let package = Package(
         .target(name: "Netlink", dependencies: ["CNetlink"]),
         .target(name: "PathMonitor", dependencies: ["Netlink"]),
         .target(name: "Multipath", dependencies: ["PathMonitor"]),
-        .target(name: "Simulator", dependencies: ["PathMonitor", "Multipath", .product(name: "Yams", package: "Yams")]),
-        .target(name: "RoamTesting", dependencies: ["Simulator"]),
-        .target(name: "RoamFuzzTargets", dependencies: ["Simulator", "PathMonitor", "Netlink"]),
+        // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
+        // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root.
+        .target(name: "ScenarioModel", dependencies: ["PathMonitor", .product(name: "Yams", package: "Yams")]),
+        // Plays scenarios on real Linux networking: topology, link backends, workloads, runner, report.
+        .target(name: "Simulator", dependencies: ["ScenarioModel", "PathMonitor", "Multipath", .product(name: "Yams", package: "Yams")]),
+        .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator"]),
+        .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "Simulator", "PathMonitor", "Netlink"]),
         .executableTarget(
             name: "roam",
             dependencies: [
                 "PathMonitor",
+                "ScenarioModel",
                 "Simulator",
                 "Multipath",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -48,17 +54,17 @@ let package = Package(
         ),
         .executableTarget(
             name: "SimulatorBenchmark",
-            dependencies: ["Simulator", .product(name: "Yams", package: "Yams")],
+            dependencies: ["ScenarioModel", "Simulator", .product(name: "Yams", package: "Yams")],
             path: "Benchmarks/SimulatorBenchmark"
         ),
         .executableTarget(
             name: "EmulatorBenchmark",
-            dependencies: ["Simulator"],
+            dependencies: ["ScenarioModel", "Simulator"],
             path: "Benchmarks/EmulatorBenchmark"
         ),
         .executableTarget(
             name: "MultipathBenchmark",
-            dependencies: ["Simulator", "Multipath", "RoamTesting"],
+            dependencies: ["ScenarioModel", "Simulator", "Multipath", "RoamTesting"],
             path: "Benchmarks/MultipathBenchmark"
         ),
         .executableTarget(
@@ -70,10 +76,12 @@ let package = Package(
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
-        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "Simulator", "TestSupport"]),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "MultipathTests", dependencies: ["Multipath", "Simulator", "TestSupport"]),
-        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "ScenarioModel", "Simulator", "TestSupport"]),
+        // Root-free: the scenario model, reader, units, timeline expansion, export and import.
+        .testTarget(name: "ScenarioModelTests", dependencies: ["ScenarioModel", "PathMonitor", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "SimulatorTests", dependencies: ["ScenarioModel", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "MultipathTests", dependencies: ["Multipath", "ScenarioModel", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "Simulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -10,6 +10,7 @@
 import Foundation
 import Glibc
 import Netlink
+import ScenarioModel
 import Simulator
 
 func fail(_ message: String) -> Never {

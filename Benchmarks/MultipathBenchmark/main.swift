@@ -23,6 +23,7 @@ import Multipath
 import Netlink
 import PathMonitor
 import RoamTesting
+import ScenarioModel
 import Simulator
 import Synchronization
 

@@ -11,6 +11,7 @@ import Foundation
 import Glibc
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Simulator
 import Yams
 

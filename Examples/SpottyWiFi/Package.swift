@@ -10,7 +10,9 @@ let package = Package(
     dependencies: [.package(name: "roam", path: "../..")],
     targets: [
         .target(name: "TinyHTTP"),
-        .testTarget(name: "TinyHTTPTests", dependencies: ["TinyHTTP", .product(name: "RoamTesting", package: "roam")]),
+        .testTarget(name: "TinyHTTPTests", dependencies: [
+            "TinyHTTP", .product(name: "RoamTesting", package: "roam"), .product(name: "ScenarioModel", package: "roam"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Simulator
 
 /// The fuzz targets of Roam's input readers: each takes arbitrary bytes, runs them through a

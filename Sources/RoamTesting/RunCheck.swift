@@ -1,4 +1,5 @@
 import PathMonitor
+import ScenarioModel
 import Simulator
 
 /// Something a run's report must show: a workload's stalls, throughput or completion, a

@@ -1,6 +1,7 @@
 import Glibc
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Simulator
 import Synchronization
 

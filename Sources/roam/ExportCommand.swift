@@ -1,5 +1,6 @@
 import ArgumentParser
 import Netlink
+import ScenarioModel
 import Simulator
 
 /// `roam export --format chaos-mesh FILE`: a scenario as manifests for another tool.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Simulator
 
 /// `roam import mahimahi`: traces made into a link profile.
@@ -74,7 +75,7 @@ struct ImportCommand: ParsableCommand {
         let canonicalType = type.flatMap { InterfaceType(name: $0) }.map(\.rawValue)
         let oneWay = delay.flatMap { try? Units.duration($0).get() }
         let lossFraction = loss.flatMap { try? Units.percentage($0).get() }
-        do throws(SimulatorError) {
+        do {
             let upTrace = try MahimahiImport.read(up), downTrace = try MahimahiImport.read(down)
             let upSummary = MahimahiImport.summarize(upTrace), downSummary = MahimahiImport.summarize(downTrace)
             let yaml = MahimahiImport.profileYAML(
@@ -84,7 +85,7 @@ struct ImportCommand: ParsableCommand {
             let directory = output.map { $0.contains("/") ? String($0[..<$0.lastIndex(of: "/")!]) : "." } ?? "."
             let problems = MahimahiImport.problems(ofProfile: yaml, named: name, baseDirectory: directory.isEmpty ? "/" : directory)
             guard problems.isEmpty else {
-                throw SimulatorError(.invalidScenario, "the profile would not validate in a scenario: " + problems.joined(separator: "; "))
+                throw ScenarioError("the profile would not validate in a scenario: " + problems.joined(separator: "; "))
             }
             printError("up:   \(upSummary)")
             printError("down: \(downSummary)")
@@ -94,7 +95,10 @@ struct ImportCommand: ParsableCommand {
             } else {
                 writeLine(yaml)
             }
-        } catch {
+        } catch let error as ScenarioError {
+            printError("roam import: \(error.message)")
+            throw ExitCode.badInput
+        } catch let error as SimulatorError {
             printError("roam import: \(error.message)")
             throw ExitCode.badInput
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Netlink
+import ScenarioModel
 import Simulator
 import Synchronization
 

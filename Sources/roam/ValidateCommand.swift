@@ -1,4 +1,5 @@
 import ArgumentParser
+import ScenarioModel
 import Simulator
 
 /// `roam validate FILE...`: check scenario files without running them.

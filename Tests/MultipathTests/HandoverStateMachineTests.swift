@@ -259,6 +259,41 @@ import Testing
         #expect(alone.last == .move(.stalled(interface: "cell", threshold: ms(600))), "\(alone)")
     }
 
+    /// An IPv4-only Wi-Fi and an IPv6-only cellular network: a subflow of a connection can only
+    /// come from an interface with an address of its family, so the flow moves between them with
+    /// new connections, and back to Wi-Fi after its probes.
+    @Test func controllingSubflowsAnInterfaceOfAnotherFamilyIsReachedByReconnecting() {
+        let cell6 = NetworkInterface(name: "cell", index: 3, type: .cellular, isExpensive: true, addresses: [IPPrefix("fd00:2::2/64")!])
+        var configuration = Machine.Configuration()
+        configuration.controlsSubflows = true
+        configuration.usesPathManager = true
+        var machine = Machine(configuration: configuration)
+        _ = machine.handle(.pathUpdated(Self.path([Self.wifi, cell6]), at: .zero))
+        _ = machine.handle(.connected(interface: "wifi", transport: .mptcp, family: .inet, at: .zero))
+        // Wi-Fi goes: cellular cannot join an IPv4 connection.
+        #expect(machine.handle(.pathUpdated(Self.path([cell6]), at: .seconds(1))) == [.move(.pathLost(interface: "wifi"))])
+        #expect(machine.connection == nil)
+        _ = machine.handle(.connected(interface: "cell", transport: .mptcp, family: .inet6, at: ms(1100)))
+        // Wi-Fi returns: probed, then a new connection over it.
+        var now = ms(2000)
+        var actions = machine.handle(.pathUpdated(Self.path([Self.wifi, cell6]), at: now))
+        for probe in 0..<3 {
+            #expect(actions == [.startProbe(interface: "wifi")], "probe \(probe)")
+            actions = machine.handle(.probeFinished(interface: "wifi", connected: true, at: now + ms(5)))
+            if probe == 2 { break }
+            #expect(actions == [])
+            now += ms(205)
+            _ = machine.handle(.received(bytes: 100, at: now))
+            actions = machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil))
+        }
+        #expect(actions == [.move(.betterPath(interface: "wifi", probes: 3))])
+        // Had cellular an IPv4 address as well, the same loss would switch subflows.
+        var dual = Machine(configuration: configuration)
+        _ = dual.handle(.pathUpdated(Self.both, at: .zero))
+        _ = dual.handle(.connected(interface: "wifi", transport: .mptcp, family: .inet, at: .zero))
+        #expect(dual.handle(.pathUpdated(Self.cellOnly, at: .seconds(1))) == [.switchSubflows(to: "cell", .pathLost(interface: "wifi"))])
+    }
+
     // MARK: Streams
 
     @Test func aStreamLeavesAPathThatTricklesWhileItsBufferRunsLowButKeepsANewOneThatRefillsIt() {

@@ -37,8 +37,10 @@ struct HandoverTests {
         return (summary, events)
     }
 
+    /// Application-level handover (`auto` goes through the userspace path manager where the
+    /// kernel's can: see UserspacePathManagerTests).
     @Test func theStreamFollowsThePhoneToCellularAndBack() throws {
-        let (summary, events) = try run(mode: "handover")
+        let (summary, events) = try run(mode: "handover", multipath: "application")
         let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
         let interfaces = events.filter { $0["type"] as? String == "connect" }.compactMap { $0["interface"] as? String }
         #expect(interfaces.first == "wifi" && interfaces.contains("cell") && interfaces.last == "wifi", "\(interfaces)")

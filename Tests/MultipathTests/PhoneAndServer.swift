@@ -1,6 +1,7 @@
 import Foundation
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Simulator
 import Testing
 

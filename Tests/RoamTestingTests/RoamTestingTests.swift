@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamTesting
+import ScenarioModel
 import Simulator
 import Testing
 import TestSupport

@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamFuzzTargets
+@testable import ScenarioModel
 import Testing
 import TestSupport
 @testable import Simulator

@@ -1,3 +1,4 @@
+@testable import ScenarioModel
 import Testing
 @testable import Simulator
 

@@ -1,6 +1,7 @@
 import Multipath
 import Netlink
 import PathMonitor
+@testable import ScenarioModel
 import Testing
 @testable import Simulator
 

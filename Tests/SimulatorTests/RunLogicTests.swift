@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+@testable import ScenarioModel
 import Testing
 @testable import Simulator
 

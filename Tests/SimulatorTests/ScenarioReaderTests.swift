@@ -1,7 +1,8 @@
 import Foundation
 import PathMonitor
-import Testing
+@testable import ScenarioModel
 @testable import Simulator
+import Testing
 
 /// The scenarios shipped in scenarios/, found from this file's place in the repository.
 let bundledScenarios: [String] = {

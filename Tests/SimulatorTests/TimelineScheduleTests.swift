@@ -1,5 +1,6 @@
-import Testing
+@testable import ScenarioModel
 @testable import Simulator
+import Testing
 
 func scenario(_ yaml: String) throws -> Scenario {
     let outcome = ScenarioReader.parse(yaml, file: "test.yaml")
@@ -120,13 +121,13 @@ let twoLinks = """
 
 @Suite struct NetemConfigurationTests {
     @Test func blackholeIsTotalLossWhateverTheImpairment() {
-        let (netem, _) = NetemBackend.configuration(for: LinkConditions(impairment: Impairment(delay: .milliseconds(5)), isBlackholed: true), seed: 1)
+        let (netem, _) = LinkConditions(impairment: Impairment(delay: .milliseconds(5)), isBlackholed: true).qdiscConfiguration(seed: 1)
         #expect(netem.loss == .random(probability: 1, correlation: 0))
         #expect(netem.delay == .milliseconds(5))
     }
 
     @Test func rateAddsATokenBucketSizedForTheRate() throws {
-        let (netem, bucket) = NetemBackend.configuration(for: LinkConditions(impairment: Impairment(delay: .milliseconds(100), rate: .mbit(80))), seed: 1)
+        let (netem, bucket) = LinkConditions(impairment: Impairment(delay: .milliseconds(100), rate: .mbit(80))).qdiscConfiguration(seed: 1)
         let tbf = try #require(bucket)
         #expect(tbf.rate == 10_000_000)
         #expect(tbf.bucket == 40_000, "4 ms at the rate")
@@ -136,10 +137,10 @@ let twoLinks = """
     }
 
     @Test func aQueueLimitBoundsTheBottleneck() throws {
-        let (netem, bucket) = NetemBackend.configuration(for: LinkConditions(impairment: Impairment(rate: .mbit(1), limit: 20)), seed: 1)
+        let (netem, bucket) = LinkConditions(impairment: Impairment(rate: .mbit(1), limit: 20)).qdiscConfiguration(seed: 1)
         #expect(try #require(bucket).limit == 20 * 1514)
         #expect(netem.limit == 1000)
-        let (unshaped, none) = NetemBackend.configuration(for: LinkConditions(impairment: Impairment(limit: 20)), seed: 1)
+        let (unshaped, none) = LinkConditions(impairment: Impairment(limit: 20)).qdiscConfiguration(seed: 1)
         #expect(none == nil && unshaped.limit == 20)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Netlink
 import PathMonitor
+@testable import ScenarioModel
 import Testing
 import TestSupport
 @testable import Simulator

@@ -1,3 +1,4 @@
+import Netlink
 import PathMonitor
 
 /// Roam's handover policy, as a state machine: events in, actions out, time passed in with
@@ -108,8 +109,10 @@ public struct HandoverStateMachine: Sendable {
     }
 
     public enum Event: Sendable {
-        /// A new connection over `interface` (its first subflow's, for MPTCP).
-        case connected(interface: String?, transport: Transport, at: Duration)
+        /// A new connection over `interface` (its first subflow's, for MPTCP), to an address of
+        /// `family` (with ``Configuration/controlsSubflows``, only interfaces with an address of
+        /// that family can carry a subflow of it; nil: any).
+        case connected(interface: String?, transport: Transport, family: AddressFamily? = nil, at: Duration)
         /// The connection ended for a reason the driver saw (closed, an error): no policy
         /// applies, the next connection races as usual.
         case connectionEnded(at: Duration)
@@ -211,11 +214,21 @@ public struct HandoverStateMachine: Sendable {
     /// With ``Configuration/controlsSubflows``: the interface whose subflow carries the data.
     public private(set) var activeSubflow: String?
 
+    /// The address family of the connection's peer address (nil: not told).
+    private var connectionFamily: AddressFamily?
+
+    /// Whether `interface` can carry a subflow of the connection: it has an address of the
+    /// connection's family (an IPv4-only Wi-Fi cannot join a connection made over IPv6).
+    private func canCarrySubflow(_ interface: NetworkInterface) -> Bool {
+        guard let family = connectionFamily else { return true }
+        return interface.addresses.contains { $0.address.family == family && !$0.address.isLinkLocal }
+    }
+
     /// The interface the data should take: the path's first that is neither demoted nor held
     /// down (nil when every one is).
     private func subflowChoice(at now: Duration) -> String? {
         path?.availableInterfaces.first {
-            $0.type != .loopback && !demoted.contains($0.name) && !stalledPaths.isHeldDown($0.name, at: now)
+            $0.type != .loopback && canCarrySubflow($0) && !demoted.contains($0.name) && !stalledPaths.isHeldDown($0.name, at: now)
         }?.name
     }
 
@@ -253,7 +266,8 @@ public struct HandoverStateMachine: Sendable {
 
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
-        case let .connected(interface, transport, now):
+        case let .connected(interface, transport, family, now):
+            connectionFamily = family
             return connected(interface: interface, transport: transport, at: now)
         case .connectionEnded:
             connection = nil
@@ -368,17 +382,30 @@ public struct HandoverStateMachine: Sendable {
         guard let connection, let path else { return nil }
         switch connection.transport {
         case .tcp:
-            guard configuration.movesBack, let current = connection.interface, let primary = path.availableInterfaces.first,
-                  primary.name != current, !primary.isExpensive,
-                  path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
-            if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
-            return primary.name
+            return freePrimary(over: connection.interface, at: now)?.name
         case .mptcp:
             let available = Set(path.availableInterfaces.map(\.name))
-            return demoted.sorted().first { name in
+            let target = demoted.sorted().first { name in
                 available.contains(name) && !(now.map { stalledPaths.isHeldDown(name, at: $0) } ?? false)
             }
+            // A free primary that cannot join the connection (another address family) is
+            // probed as over TCP: the flow goes back to it with a new connection.
+            if target == nil, configuration.controlsSubflows, let primary = freePrimary(over: currentInterface, at: now),
+               !canCarrySubflow(primary) {
+                return primary.name
+            }
+            return target
         }
+    }
+
+    /// The path's first interface when it is free, the flow is on an expensive `current`, and it
+    /// is neither held down nor condemned by the stream rule (`now` nil: ignoring both).
+    private func freePrimary(over current: String?, at now: Duration?) -> NetworkInterface? {
+        guard configuration.movesBack, let path, let current, let primary = path.availableInterfaces.first,
+              primary.name != current, !primary.isExpensive,
+              path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
+        if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
+        return primary
     }
 
     private mutating func abandonStaleProbe() -> [Action] {
@@ -421,6 +448,12 @@ public struct HandoverStateMachine: Sendable {
             return move(.betterPath(interface: interface, probes: required), holdDown: false, at: now)
         case .mptcp:
             demoted.remove(interface)
+            if configuration.controlsSubflows, let target = path?.availableInterfaces.first(where: { $0.name == interface }),
+               !canCarrySubflow(target) {
+                // Back to an interface of another address family: a new connection over it.
+                movingBackTo = interface
+                return move(.betterPath(interface: interface, probes: required), holdDown: false, at: now)
+            }
             guard configuration.controlsSubflows else { return [.restore(interface: interface)] }
             // Back to it if it comes before the active one in the path's order.
             guard let choice = subflowChoice(at: now), choice != activeSubflow else { return [.restore(interface: interface)] }

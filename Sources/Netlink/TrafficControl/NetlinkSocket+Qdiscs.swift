@@ -167,3 +167,11 @@ extension Duration {
         return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
     }
 }
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number (for Roam's own modules).
+    package var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}

@@ -1,6 +1,7 @@
 import CNetlink
 import Glibc
 import Netlink
+import ScenarioModel
 
 /// The kernel backend: each link is a veth pair; each direction is shaped on its sending side by
 /// a netem qdisc at the root (delay, jitter, loss, duplication, reordering, corruption) with a
@@ -51,7 +52,7 @@ public final class NetemBackend: LinkBackend {
         let (socket, interface) = try interfaceOf(link: name, node: node)
         var distribution: [Int16]?
         if let kind = conditions.impairment.distribution { distribution = try table(for: kind) }
-        let (netem, bucket) = Self.configuration(for: conditions, seed: Self.seed(seed, link: index, direction: direction),
+        let (netem, bucket) = conditions.qdiscConfiguration(seed: Self.seed(seed, link: index, direction: direction),
                                                  distribution: distribution)
         let key = "\(name)/\(direction.rawValue)"
         let what = "\(direction.rawValue) on link '\(name)' (sent by \(node))"
@@ -112,47 +113,6 @@ public final class NetemBackend: LinkBackend {
 
     // MARK: - Pure parts
 
-    /// The qdisc settings for `conditions`: netem always, tbf when a rate is set.
-    ///
-    /// - The scenario's `limit` (packets) is the bottleneck queue: tbf's byte limit when a rate is
-    ///   set (at 1514 bytes a packet), netem's packet limit otherwise. Without one, tbf queues
-    ///   100 ms at the rate (at least 64 KiB), a buffer like an access network's.
-    /// - netem's own limit must hold every packet in flight on the delay line, or it drops
-    ///   packets the scenario never asked to lose: room for twice the delay (plus jitter) at the
-    ///   rate, 1 Gbit/s where none is set, and never under netem's default of 1000.
-    public static func configuration(for conditions: LinkConditions, seed: UInt64, distribution: [Int16]? = nil)
-        -> (NetemConfiguration, TokenBucketConfiguration?) {
-        let impairment = conditions.impairment
-        var netem = NetemConfiguration()
-        netem.delay = max(.zero, impairment.delay ?? .zero)
-        netem.jitter = max(.zero, impairment.jitter ?? .zero)
-        netem.delayCorrelation = impairment.delayCorrelation ?? 0
-        netem.distribution = distribution
-        switch impairment.loss {
-        case .none: netem.loss = .random(probability: 0, correlation: 0)
-        case .random(let rate, let correlation)?: netem.loss = .random(probability: rate, correlation: correlation)
-        case let .gilbertElliott(p, r, bad, good)?: netem.loss = .gilbertElliott(p: p, r: r, lossInBad: bad, lossInGood: good)
-        }
-        if conditions.isBlackholed { netem.loss = .random(probability: 1, correlation: 0) }
-        netem.duplicate = impairment.duplicate ?? 0
-        netem.reorder = impairment.reorder ?? 0
-        netem.corrupt = impairment.corrupt ?? 0
-        netem.seed = seed
-
-        let bytesPerSecond = (impairment.rate?.bitsPerSecond ?? 1e9) / 8
-        let flight = (netem.delay + netem.jitter).seconds * 2 * bytesPerSecond / 1514
-        netem.limit = UInt32(clamping: max(1000, Int(flight.rounded(.up))))
-
-        guard let rate = impairment.rate else {
-            if let limit = impairment.limit { netem.limit = UInt32(clamping: limit) }
-            return (netem, nil)
-        }
-        let perSecond = UInt64(max(1, (rate.bitsPerSecond / 8).rounded()))
-        let bucket = UInt32(clamping: max(3028, Int(Double(perSecond) * 0.004)))
-        let queue = impairment.limit.map { $0 * 1514 } ?? max(65536, Int(Double(perSecond) * 0.1))
-        return (netem, TokenBucketConfiguration(rate: perSecond, bucket: bucket, limit: UInt32(clamping: max(queue, Int(bucket)))))
-    }
-
     /// The seed of one direction of one link: the scenario's seed mixed with both (splitmix64's
     /// finalizer), so that each direction draws its own sequence.
     public static func seed(_ scenarioSeed: UInt64, link: Int, direction: TrafficDirection) -> UInt64 {
@@ -205,13 +165,6 @@ private final class UncheckedResultBox: @unchecked Sendable {
     var value: NetemAvailability = .missing("the probe did not run")
 }
 
-extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    public var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) * 1e-18
-    }
-}
 
 /// netem's delay distribution tables, read from iproute2's `*.dist` files.
 public enum DelayDistributionTable {

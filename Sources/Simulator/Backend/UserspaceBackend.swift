@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import ScenarioModel
 
 /// The userspace backend: each link is a pair of TUN interfaces, one named after the link in
 /// each node, and Roam's ``LinkEmulator`` moves packets between them through a pipeline per

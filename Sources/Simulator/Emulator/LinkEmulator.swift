@@ -1,6 +1,7 @@
 import CNetlink
 import Glibc
 import Netlink
+import ScenarioModel
 import Synchronization
 
 /// Roam's userspace link emulator: one thread moves the packets of every link of a run between

@@ -1,4 +1,5 @@
 /// Where one direction of an emulated link gets its capacity.
+import ScenarioModel
 public enum LinkCapacity: Sendable, Hashable {
     /// No serialization: packets go straight to the delay line.
     case unlimited

@@ -1,4 +1,5 @@
 import PathMonitor
+import ScenarioModel
 
 /// `report.html`: one self-contained page (inline CSS, SVG and a few lines of script; nothing
 /// fetched) with charts of a run on one time axis: each link's delay, loss and rate with its

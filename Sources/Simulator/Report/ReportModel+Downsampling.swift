@@ -3,6 +3,7 @@
 // the page keeps about one point, band, span or marker per pixel, chosen to keep what matters at
 // that scale (the worst conditions, the mean throughput, the lowest buffer, the path that held
 // longest), and says how many were merged. Short runs are drawn exactly as recorded.
+import ScenarioModel
 
 extension ReportModel {
     /// About one per pixel of a chart's plot area.

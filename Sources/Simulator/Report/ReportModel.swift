@@ -1,4 +1,5 @@
 import PathMonitor
+import ScenarioModel
 
 /// What the HTML report draws, taken from a recorded run: series on the run's time axis.
 struct ReportModel {

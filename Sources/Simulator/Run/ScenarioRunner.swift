@@ -2,6 +2,7 @@ import Glibc
 import Multipath
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 extension Scenario {

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 /// Plays a ``TimelineSchedule`` on its own thread: waits for each change's planned time on the

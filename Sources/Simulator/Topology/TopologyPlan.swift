@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import ScenarioModel
 
 /// Everything a scenario's network is made of, computed from the scenario alone: namespace
 /// names, interfaces, addresses, routes and rules. Pure, so that addressing is tested without

@@ -1,4 +1,5 @@
 import RoamTesting
+import ScenarioModel
 import TinyHTTP
 import XCTest
 

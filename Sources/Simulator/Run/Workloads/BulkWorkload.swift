@@ -1,5 +1,6 @@
 import Glibc
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 /// One long TCP transfer from `from` to `to`: the client asks for the bytes still missing, the

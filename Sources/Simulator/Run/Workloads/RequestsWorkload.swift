@@ -1,5 +1,6 @@
 import Glibc
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 /// Request/response traffic on a kept-alive connection, as an app polling an API: every

@@ -1,5 +1,6 @@
 import Glibc
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 /// A constant-bitrate stream into a playout buffer, as a video player does it. The server is a

@@ -2,6 +2,7 @@ import Glibc
 import Multipath
 import Netlink
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 /// Where a workload runs and what it can reach: the seam between the runner and each kind of
@@ -97,6 +98,8 @@ final class ClientConnection: Sendable {
         /// With subflow control: the current connection's token, each local address's backup
         /// flag as last set, and when a subflow from an interface was last asked for.
         var token: UInt32?
+        /// The server address the current connection was made to (its subflows go there too).
+        var remote: IPAddress?
         var backupOf: [IPAddress: Bool] = [:]
         var lastSubflowRequest: [String: Duration] = [:]
         /// The identifier each local address has in the current connection (0: its first
@@ -320,13 +323,13 @@ final class ClientConnection: Sendable {
     private func reconcileSubflows() {
         guard context.controlsSubflows, let namespace = context.clientNamespace else { return }
         let now = context.log.elapsed
-        let snapshot = state.withLock { state -> (Int32, UInt32, NetworkPath, String?, [IPAddress: Bool], [String: Duration])? in
-            guard state.mode == .multipath, let socket = state.socket, let token = state.token, let path = state.machine.path else { return nil }
-            return (socket.descriptor, token, path, state.machine.currentInterface, state.backupOf, state.lastSubflowRequest)
+        let snapshot = state.withLock { state -> (Int32, UInt32, IPAddress, NetworkPath, String?, [IPAddress: Bool], [String: Duration])? in
+            guard state.mode == .multipath, let socket = state.socket, let token = state.token, let remote = state.remote,
+                  let path = state.machine.path else { return nil }
+            return (socket.descriptor, token, remote, path, state.machine.currentInterface, state.backupOf, state.lastSubflowRequest)
         }
-        guard let (descriptor, token, path, active, applied, requested) = snapshot, let active else { return }
+        guard let (descriptor, token, server, path, active, applied, requested) = snapshot, let active else { return }
         var ids = state.withLock { ($0.localID, $0.nextLocalID) }
-        let server = context.serverAddress
         let live = MPTCP.subflows(of: descriptor)
         // A netlink socket only when there is something to ask of the path manager.
         var socket: NetlinkSocket?
@@ -457,12 +460,13 @@ final class ClientConnection: Sendable {
                     state.subflows = [:]
                     state.pendingMove = nil
                     state.token = connection.metrics.mode == .multipath ? MPTCP.info(of: connection.descriptor)?.mptcpi_token : nil
+                    state.remote = winner?.destination
                     state.backupOf = [:]
                     state.lastSubflowRequest = [:]
                     state.localID = winner.map { [$0.source: 0] } ?? [:]
                     state.nextLocalID = 1
                     return state.machine.handle(.connected(interface: interface, transport: connection.metrics.mode == .multipath ? .mptcp : .tcp,
-                                                           at: context.log.elapsed))
+                                                           family: winner?.destination.family, at: context.log.elapsed))
                 }
                 perform(actions)
                 var fields: [(String, JSONValue)] = [

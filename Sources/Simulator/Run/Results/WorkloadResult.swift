@@ -1,4 +1,5 @@
 import PathMonitor
+import ScenarioModel
 
 /// What one workload did over a run: the figures expectations are checked against and the
 /// report shows.

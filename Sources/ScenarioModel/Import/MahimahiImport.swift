@@ -42,16 +42,16 @@ public enum MahimahiImport {
     }
 
     /// Reads a trace file; the error names the file and the line.
-    public static func read(_ path: String) throws(SimulatorError) -> DeliveryTrace {
+    public static func read(_ path: String) throws(ScenarioError) -> DeliveryTrace {
         let text: String
         do throws(NetlinkError) {
             text = try readTextFile(atPath: path, maximumBytes: ScenarioLimits.maximumTraceFileSize)
         } catch {
-            throw SimulatorError(.invalidScenario, "cannot read the trace \(path): \(error.explanation)")
+            throw ScenarioError("cannot read the trace \(path): \(error.explanation)")
         }
         switch DeliveryTrace.parse(text) {
         case .success(let trace): return trace
-        case .failure(let problem): throw SimulatorError(.invalidScenario, "\(path):\(problem.line): \(problem.message) (a mahimahi trace has one millisecond per line)")
+        case .failure(let problem): throw ScenarioError("\(path):\(problem.line): \(problem.message) (a mahimahi trace has one millisecond per line)")
         }
     }
 

@@ -1,44 +1,6 @@
 import CNetlink
 import Glibc
 
-/// Time on the kernel's monotonic clock (`CLOCK_MONOTONIC`), the clock a run's timeline is
-/// planned on: it never jumps when the wall clock is set.
-public struct MonotonicInstant: Sendable, Hashable, Comparable {
-    /// Nanoseconds since an arbitrary point (the machine's boot).
-    public var nanoseconds: Int64
-
-    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
-
-    public static var now: MonotonicInstant {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return MonotonicInstant(nanoseconds: Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec))
-    }
-
-    public static func < (lhs: MonotonicInstant, rhs: MonotonicInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
-
-    public static func + (lhs: MonotonicInstant, rhs: Duration) -> MonotonicInstant {
-        MonotonicInstant(nanoseconds: lhs.nanoseconds + rhs.nanoseconds)
-    }
-
-    public static func - (lhs: MonotonicInstant, rhs: MonotonicInstant) -> Duration {
-        .nanoseconds(lhs.nanoseconds - rhs.nanoseconds)
-    }
-}
-
-extension Duration {
-    /// The whole nanoseconds of this duration (saturating).
-    public var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return product.addingReportingOverflow(attoseconds / 1_000_000_000).overflow ? .max : product + attoseconds / 1_000_000_000
-    }
-
-    /// Milliseconds as a fraction, for reports.
-    public var milliseconds: Double { Double(nanoseconds) / 1_000_000 }
-}
-
 /// A flag that stops waits at once: an `eventfd` that threads blocked in ``wait(until:)`` or in
 /// `poll` on ``descriptor`` wake up on. Once signalled it stays signalled.
 public final class StopSignal: @unchecked Sendable {

@@ -1,5 +1,6 @@
 import Glibc
 import PathMonitor
+import ScenarioModel
 import Synchronization
 
 /// A link change as it was applied: when it was planned and when it took effect.

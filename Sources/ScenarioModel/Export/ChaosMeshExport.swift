@@ -71,7 +71,7 @@ public enum ChaosMeshExport {
         guard let rate = impairment.rate ?? impairment.trace.map({ Rate(bitsPerSecond: $0.trace.meanRate) }) else { return nil }
         var shaped = conditions
         shaped.impairment.rate = rate
-        guard let bucket = NetemBackend.configuration(for: shaped, seed: 0).1 else { return nil }
+        guard let bucket = shaped.qdiscConfiguration(seed: 0).1 else { return nil }
         return (rate, bucket.limit, bucket.bucket)
     }
 
@@ -332,7 +332,7 @@ struct Track {
         }
         // netem holds every packet on its delay line; Roam sizes that queue for the flight,
         // Chaos Mesh leaves netem's default of 1000 packets.
-        let (configuration, _) = NetemBackend.configuration(for: conditions, seed: 0)
+        let (configuration, _) = conditions.qdiscConfiguration(seed: 0)
         if configuration.limit > 1000 {
             notes.add("\(link) holds more than netem's default 1000 packets in flight (\(configuration.limit) at its delay and rate); Chaos Mesh cannot raise netem's limit, so it drops the excess")
         }

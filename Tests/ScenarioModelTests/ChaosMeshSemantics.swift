@@ -1,5 +1,5 @@
 import PathMonitor
-@testable import Simulator
+@testable import ScenarioModel
 
 /// What Chaos Mesh does with exported NetworkChaos objects, read from its source (commit
 /// 608b61e7, the one the vendored CRDs come from) and written down here as a model, so that
@@ -203,7 +203,7 @@ enum ChaosMeshSemantics {
         if let rate = impairment.rate ?? impairment.trace.map({ Rate(bitsPerSecond: $0.trace.meanRate) }) {
             var shaped = conditions
             shaped.impairment.rate = rate
-            if let bucket = NetemBackend.configuration(for: shaped, seed: 0).1 {
+            if let bucket = shaped.qdiscConfiguration(seed: 0).1 {
                 egress.rate = bits(ChaosMeshExport.rate(rate))
                 egress.limit = bucket.limit
                 egress.buffer = bucket.bucket

@@ -1,6 +1,6 @@
 import Foundation
 import PathMonitor
-@testable import Simulator
+@testable import ScenarioModel
 import Testing
 
 @Suite("Profiles")

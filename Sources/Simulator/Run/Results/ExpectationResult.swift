@@ -1,5 +1,6 @@
 import Glibc
 import PathMonitor
+import ScenarioModel
 
 /// One expectation checked against a run: what was measured and whether it held.
 public struct ExpectationResult: Sendable {

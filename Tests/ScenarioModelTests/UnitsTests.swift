@@ -1,5 +1,5 @@
+@testable import ScenarioModel
 import Testing
-@testable import Simulator
 
 @Suite struct UnitsTests {
     @Test(arguments: [("250ms", Duration.milliseconds(250)), ("30s", .seconds(30)), ("1.5s", .milliseconds(1500)), ("2m", .seconds(120)),
