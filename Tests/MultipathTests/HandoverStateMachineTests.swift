@@ -207,6 +207,29 @@ import Testing
         #expect(machine.handle(.tick(at: .seconds(12), smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
     }
 
+    /// The same over MPTCP with subflow control: the subflow the stream rule left is not probed
+    /// (and so does not take the data back) while the evidence stands.
+    @Test func controllingSubflowsAPathTheStreamRuleFoundTooPoorIsNotProbedUntilTheEvidenceIsOld() {
+        var machine = connected(transport: .mptcp) {
+            $0.stream = .init(bytesPerSecond: 500_000, buffer: .seconds(2))
+            $0.controlsSubflows = true
+            $0.usesPathManager = true
+        }
+        var now = Duration.zero
+        while now < .seconds(2) {
+            now += ms(100)
+            _ = machine.handle(.received(bytes: 10_000, at: now))
+        }
+        let actions = machine.handle(.playout(buffered: ms(500), at: now))
+        #expect(actions.first == .markStalled(interface: "wifi", holdDown: .seconds(1)), "\(actions)")
+        #expect(machine.currentInterface == "cell")
+        // Cellular delivers; the hold-down ends at 3 s, the evidence at 12 s: no probe before.
+        #expect(machine.handle(.received(bytes: 100_000, at: .seconds(5))) == [])
+        #expect(machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == .seconds(12))
+        #expect(machine.handle(.tick(at: .seconds(12), smoothedRTT: nil, awaitingDataSince: nil)) == [.startProbe(interface: "wifi")])
+    }
+
     // MARK: MPTCP
 
     @Test func withAPathManagerAStalledInterfaceIsDemotedAndRestoredOnceItProvesItself() {

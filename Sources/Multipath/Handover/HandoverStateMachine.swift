@@ -385,8 +385,11 @@ public struct HandoverStateMachine: Sendable {
             return freePrimary(over: connection.interface, at: now)?.name
         case .mptcp:
             let available = Set(path.availableInterfaces.map(\.name))
+            // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
             let target = demoted.sorted().first { name in
-                available.contains(name) && !(now.map { stalledPaths.isHeldDown(name, at: $0) } ?? false)
+                guard available.contains(name) else { return false }
+                guard let now else { return true }
+                return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
             }
             // A free primary that cannot join the connection (another address family) is
             // probed as over TCP: the flow goes back to it with a new connection.
