@@ -38,6 +38,14 @@ public protocol LinkBackend: AnyObject {
 
     /// Stops whatever the backend runs. The topology's teardown removes its kernel objects.
     func stop()
+
+    /// Once stopped: what the backend counted for each direction of each link (the userspace
+    /// emulator's packets arrived, delivered, lost; empty where the kernel does the work).
+    var linkStatistics: [LinkStatistics] { get }
+}
+
+extension LinkBackend {
+    public var linkStatistics: [LinkStatistics] { [] }
 }
 
 /// The backend chosen for a run, and why.

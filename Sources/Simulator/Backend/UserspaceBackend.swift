@@ -37,8 +37,8 @@ public final class UserspaceBackend: LinkBackend {
     public private(set) var deliveryLateness: [Duration] = []
     /// Once stopped: the CPU time of the emulator's thread.
     public private(set) var emulatorCPUTime: Duration = .zero
-    /// The statistics of each direction once stopped, in link order (up, down).
-    public private(set) var statistics: [(link: String, direction: TrafficDirection, counters: LinkPipeline.Statistics)] = []
+    /// What the emulator did with each direction's packets once stopped, in link order (up, down).
+    public private(set) var linkStatistics: [LinkStatistics] = []
 
     public init(plan: TopologyPlan, seed: UInt64, recording: Recording? = nil) {
         self.plan = plan
@@ -121,7 +121,7 @@ public final class UserspaceBackend: LinkBackend {
             var index = 0
             for link in plan.links where interfaces[link.name] != nil {
                 for direction in TrafficDirection.allCases where index < counters.count {
-                    statistics.append((link.name, direction, counters[index]))
+                    linkStatistics.append(LinkStatistics(link: link.name, direction: direction, counters: counters[index]))
                     index += 1
                 }
             }

@@ -514,10 +514,7 @@ public final class ScenarioRunner: Sendable {
         player.join()
         // The emulator's counters are final once it stops (the topology goes in the defer).
         backend.stop()
-        var linkStatistics: [LinkStatistics] = []
-        if let userspace = backend as? UserspaceBackend {
-            linkStatistics = userspace.statistics.map { LinkStatistics(link: $0.link, direction: $0.direction, counters: $0.counters) }
-        }
+        let linkStatistics = backend.linkStatistics
 
         let results = drivers.map { driver, _ in
             driver.result(end: min(finishedAt, driver.context.workload.stop ?? scenario.duration))
