@@ -61,7 +61,7 @@ public enum MultipathTransport: String, Sendable, Hashable, CaseIterable {
     /// (`net.mptcp.pm_type = 1` on the client's node): each connection gets a standby subflow
     /// over every other path, and the handover state machine switches which one carries the
     /// data (stall, lost path, probes back) without reconnecting. A kernel whose userspace path
-    /// manager cannot do that (Debian 12's 6.1) is refused before the run starts.
+    /// manager cannot do that is refused before the run starts.
     case mptcpUserspace = "mptcp-userspace"
 }
 

@@ -7,9 +7,9 @@ import Netlink
 /// checked by doing it: in a node's namespace, over its loopback, one MPTCP connection under
 /// `net.mptcp.pm_type = 1` gets a second subflow (`SUBFLOW_CREATE`), its first subflow made a
 /// backup (`SET_FLAGS` with the connection's token) and the first subflow's address withdrawn
-/// (`REMOVE` of address 0). Kernels that have the userspace path manager but not all of this
-/// (Debian 12's 6.1 refuses to withdraw address 0) are told apart from those that can, without
-/// guessing from version numbers. The namespace's `pm_type` is put back as it was.
+/// (`REMOVE` of address 0). A kernel whose userspace path manager lacks any of these is told
+/// apart from one that has them all by the kernel's own answers, not by its version number
+/// (Debian 12's 6.1 and 6.18 both pass). The namespace's `pm_type` is put back as it was.
 enum SubflowControlCheck {
     /// Nil when everything worked, else what did not, in words for the report.
     static func run(in namespace: NetworkNamespace) -> String? {
