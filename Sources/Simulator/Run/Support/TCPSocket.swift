@@ -207,25 +207,26 @@ final class TCPSocket: @unchecked Sendable {
     /// The kernel's smoothed round-trip time of the connection (`TCP_INFO`), if known.
     var smoothedRTT: Duration? { StalledPaths.smoothedRTT(of: descriptor) }
 
-    /// The local port (of a listener bound to port 0: the one the kernel chose).
-    var localPort: UInt16? {
+    /// The socket's own address (`getsockname`), nil when the kernel does not say.
+    private var localSocketAddress: sockaddr_storage? {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let ok = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
         }
+        return ok ? storage : nil
+    }
+
+    /// The local port (of a listener bound to port 0: the one the kernel chose).
+    var localPort: UInt16? {
+        guard var storage = localSocketAddress else { return nil }
         // sin_port and sin6_port sit at the same offset, in network order.
-        return ok ? withUnsafeBytes(of: &storage) { UInt16(bigEndian: $0.loadUnaligned(fromByteOffset: 2, as: UInt16.self)) } : nil
+        return withUnsafeBytes(of: &storage) { UInt16(bigEndian: $0.loadUnaligned(fromByteOffset: 2, as: UInt16.self)) }
     }
 
     /// The local address the kernel chose, as text.
     var localAddress: String? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let ok = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard ok else { return nil }
+        guard var storage = localSocketAddress else { return nil }
         let family = storage.ss_family
         return withUnsafeBytes(of: &storage) { raw -> String? in
             if family == sa_family_t(AF_INET) {
