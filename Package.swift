@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "PathMonitor", targets: ["PathMonitor"]),
         .library(name: "ScenarioModel", targets: ["ScenarioModel"]),
         .library(name: "Simulator", targets: ["Simulator"]),
+        .library(name: "RoamReport", targets: ["RoamReport"]),
         .library(name: "Multipath", targets: ["Multipath"]),
         // For other packages' tests: scenarios around code under test (not linked by `roam`).
         .library(name: "RoamTesting", targets: ["RoamTesting"]),
@@ -19,6 +20,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
     ],
     targets: [
         // libnl-3 and libnl-route-3 as a system library: a modulemap and a header shim, nothing else.
@@ -27,24 +29,36 @@ let package = Package(
             pkgConfig: "libnl-route-3.0",
             providers: [.apt(["libnl-3-dev", "libnl-route-3-dev", "libnl-genl-3-dev"])]
         ),
-        .target(name: "Netlink", dependencies: ["CNetlink"]),
-        .target(name: "PathMonitor", dependencies: ["Netlink"]),
-        .target(name: "Multipath", dependencies: ["PathMonitor"]),
+        // The rest of Linux that Roam uses (eventfd, ppoll, namespaces, MPTCP socket options,
+        // posix_spawn, TUN): header-only, no library.
+        .systemLibrary(name: "CRoamLinux"),
+        // The one OS layer over it, on swift-system: event signals, the deadline wait, the
+        // spawner, whole writes, the monotonic clock; errors as `Errno`.
+        .target(name: "RoamSystem", dependencies: ["CRoamLinux", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "PathMonitor", dependencies: ["Netlink", "RoamSystem"]),
+        .target(name: "Multipath", dependencies: ["PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
         // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root.
         .target(name: "ScenarioModel", dependencies: ["PathMonitor", .product(name: "Yams", package: "Yams")]),
-        // Plays scenarios on real Linux networking: topology, link backends, workloads, runner, report.
-        .target(name: "Simulator", dependencies: ["ScenarioModel", "PathMonitor", "Multipath", .product(name: "Yams", package: "Yams")]),
-        .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator"]),
-        .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "Simulator", "PathMonitor", "Netlink"]),
+        // A run's record read back: the typed timeline events, `RecordedRun`, the HTML report.
+        // Pure: never needs root.
+        .target(name: "RoamReport", dependencies: ["ScenarioModel", "PathMonitor", "Netlink", "RoamSystem"]),
+        // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
+        .target(name: "Simulator", dependencies: ["ScenarioModel", "RoamReport", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
+        .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "PathMonitor", "Netlink"]),
         .executableTarget(
             name: "roam",
             dependencies: [
                 "PathMonitor",
                 "ScenarioModel",
+                "RoamReport",
                 "Simulator",
                 "Multipath",
+                "RoamSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .executableTarget(
@@ -64,7 +78,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "MultipathBenchmark",
-            dependencies: ["ScenarioModel", "Simulator", "Multipath", "RoamTesting"],
+            dependencies: ["ScenarioModel", "RoamReport", "Simulator", "Multipath", "RoamTesting"],
             path: "Benchmarks/MultipathBenchmark"
         ),
         .executableTarget(
@@ -73,15 +87,19 @@ let package = Package(
             path: "Benchmarks/SoakBenchmark"
         ),
         .target(name: "TestSupport", dependencies: ["Netlink", "PathMonitor"], path: "Tests/TestSupport"),
+        // Root-free: the OS layer, on real descriptors and child processes.
+        .testTarget(name: "RoamSystemTests", dependencies: ["RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
         .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
-        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "ScenarioModel", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         // Root-free: the scenario model, reader, units, timeline expansion, export and import.
         .testTarget(name: "ScenarioModelTests", dependencies: ["ScenarioModel", "PathMonitor", .product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "SimulatorTests", dependencies: ["ScenarioModel", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "MultipathTests", dependencies: ["Multipath", "ScenarioModel", "Simulator", "TestSupport"]),
-        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "Simulator", "TestSupport"]),
+        // Root-free: the timeline's events, recorded runs and the HTML report.
+        .testTarget(name: "RoamReportTests", dependencies: ["RoamReport", "PathMonitor"]),
+        .testTarget(name: "SimulatorTests", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "MultipathTests", dependencies: ["Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -22,6 +22,7 @@ import Glibc
 import Multipath
 import Netlink
 import PathMonitor
+import RoamReport
 import RoamTesting
 import ScenarioModel
 import Simulator
@@ -45,11 +46,15 @@ let links = """
 
 struct Outcome {
     var report: RunReport
-    var events: [[String: Any]]
+    var events: [RecordedEvent]
     var workload: WorkloadResult { report.workloads[0] }
 
-    func linkEvent(_ link: String, _ matches: ([String: Any]) -> Bool) -> Double? {
-        events.first { $0["type"] as? String == "link" && $0["link"] as? String == link && $0["planned"] != nil && matches($0) }?["actual"] as? Double
+    /// When the first planned change of `link` that `matches` was applied, in seconds.
+    func linkChange(_ link: String, _ matches: (RunEvent.LinkChange.Kind) -> Bool) -> Double? {
+        events.compactMap { record -> Double? in
+            guard case .link(let change) = record.event, change.link == link, change.planned != nil, matches(change.kind) else { return nil }
+            return change.actual?.seconds
+        }.first
     }
 }
 
@@ -65,9 +70,7 @@ func play(_ name: String, mode label: String, _ body: String, links: String = li
     options.reportDirectory = "/tmp/roam-multipath-bench-\(getpid())/\(name)-\(label.replacingOccurrences(of: " ", with: "-"))"
     do {
         let report = try ScenarioRunner(scenario: scenario, options: options).run()
-        let text = (try? String(contentsOfFile: report.reportDirectory + "/timeline.jsonl", encoding: .utf8)) ?? ""
-        let events = text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
-        return Outcome(report: report, events: events)
+        return Outcome(report: report, events: try RecordedRun.load(directory: report.reportDirectory).events)
     } catch {
         fail("\(name) (\(label)): \(error)")
     }
@@ -120,12 +123,14 @@ for mode in ["none", "handover"] where !quick && !libraryOnly {
 
         """)
     let requests = outcome.workload.requests
-    let first = outcome.events.first { $0["type"] as? String == "request" }
+    let first = outcome.events.compactMap { record -> RunEvent.Request? in
+        if case .request(let request) = record.event { request } else { nil }
+    }.first
     let measured: String
-    if let ttfb = first?["ttfbMs"] as? Double, first?["ok"] as? Bool == true {
-        measured = String(format: "first request: first byte after %.0f ms", ttfb)
-    } else {
-        measured = "first request failed: \(first?["reason"] as? String ?? "?")"
+    switch first?.outcome {
+    case .completed(let ttfb, _)?: measured = String(format: "first request: first byte after %.0f ms", ttfb.seconds * 1000)
+    case .failed(let reason)?: measured = "first request failed: \(reason)"
+    case nil: measured = "no request was made"
     }
     rows.append(["Connecting while Wi-Fi is blackholed", mode, measured,
                  "\(requests?.succeeded ?? 0) of \(requests?.sent ?? 0) answered",
@@ -135,14 +140,18 @@ for mode in ["none", "handover"] where !quick && !libraryOnly {
 // 4. Wi-Fi back after an outage (down 3 s to 6 s).
 for mode in ["none"] + handovers where !quick && !libraryOnly {
     let outcome = play("wifi-back", mode: mode, "duration: 12s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n" + stream)
-    let up = outcome.linkEvent("wifi") { $0["carrier"] as? String == "up" } ?? 6
+    let up = outcome.linkChange("wifi") { if case .carrier(up: true) = $0 { true } else { false } } ?? 6
     // Back on Wi-Fi: a new connection over it, (MPTCP) a new subflow over it, or (userspace
     // path manager, where a standby subflow opens at once) the data switched to it.
-    let back = outcome.events.first { event in
-        guard (event["t"] as? Double ?? 0) > up else { return false }
-        if mode.contains("userspace") { return event["type"] as? String == "subflow-switch" && event["to"] as? String == "wifi" }
-        return ["connect", "subflow"].contains(event["type"] as? String ?? "") && event["interface"] as? String == "wifi"
-    }?["t"] as? Double
+    let back = outcome.events.first { record in
+        guard record.time.seconds > up else { return false }
+        switch record.event {
+        case .subflowSwitch(_, let to, _): return mode.contains("userspace") && to == "wifi"
+        case .connect(let connect): return !mode.contains("userspace") && connect.interface == "wifi"
+        case .subflow(let subflow): return !mode.contains("userspace") && subflow.interface == "wifi"
+        default: return false
+        }
+    }?.time.seconds
     let cellular = outcome.workload.bytesByInterface["cell"].map { String(format: "%.1f MB over cellular", Double($0) / 1e6) }
         ?? (mode == "none" ? "local addresses \(outcome.workload.localAddresses.joined(separator: ", "))" : "-")
     let measured = mode == "none" ? "the flow died with Wi-Fi: longest gap in data \(ms(outcome.workload.longestGap?.length))"

@@ -11,6 +11,7 @@ import Foundation
 import Glibc
 import Netlink
 import PathMonitor
+import RoamSystem
 import ScenarioModel
 import Simulator
 import Yams
@@ -198,7 +199,7 @@ do {
     defer { topology.teardown() }
     let backend = try TokenBucketBackend(topology: topology, link: "link")
     let schedule = TimelineSchedule(scenario: precision)
-    let stop = try StopSignal()
+    let stop = try EventSignal()
     let log = try RunLog(start: .now + .milliseconds(50), path: nil)
     let player = TimelinePlayer(schedule: schedule, backend: backend, log: log, stop: stop)
     try player.start()

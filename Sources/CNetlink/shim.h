@@ -1,8 +1,9 @@
 #ifndef ROAM_CNETLINK_SHIM_H
 #define ROAM_CNETLINK_SHIM_H
 
-// The libnl-3 headers Roam uses, plus the kernel UAPI headers whose constants
-// the Swift layer needs. No code lives here: see Sources/Netlink.
+// The libnl-3 headers Roam uses, plus the rtnetlink and generic-netlink UAPI headers whose
+// constants the Swift layer needs. No code lives here: see Sources/Netlink. Only Netlink imports
+// this module; the rest of Linux that Roam uses is CRoamLinux's.
 
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
@@ -35,26 +36,8 @@
 #include <linux/net_namespace.h>
 #include <linux/fib_rules.h>
 #include <linux/pkt_sched.h>
-#include <linux/sched.h>
-#include <sys/mount.h>
-#include <pthread.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <signal.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-// After glibc's netinet/in.h, so that linux/libc-compat.h leaves its structs alone.
-#include <linux/mptcp.h>
 #include <linux/nl80211.h>
-
-// glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
-extern int setns(int fd, int nstype);
-extern int unshare(int flags);
-extern int pthread_setname_np(pthread_t thread, const char *name);
-extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
-extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
 
 #endif

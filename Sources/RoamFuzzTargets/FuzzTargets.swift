@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamReport
 import ScenarioModel
 import Simulator
 

@@ -1,8 +1,10 @@
 import Glibc
 import Netlink
-import Synchronization
 import PathMonitor
+import RoamSystem
 import Simulator
+import Synchronization
+import SystemPackage
 
 /// One node of a running scenario, as code under test sees it: its addresses, its path, and
 /// ways to run code inside its network namespace.
@@ -107,7 +109,7 @@ public struct NodeHandle: Sendable {
 func namespaceIdentity(of namespace: NetworkNamespace) throws -> UInt64 {
     var info = stat()
     guard let path = namespace.path, stat(path, &info) == 0 else {
-        throw RoamTestingError("cannot read the node's namespace: \(String(cString: strerror(errno)))")
+        throw RoamTestingError("cannot read the node's namespace: \(Errno.current.description)")
     }
     return UInt64(info.st_ino)
 }

@@ -1,4 +1,5 @@
 import Netlink
+import SystemPackage
 
 /// The one error type of the Simulator module.
 public struct SimulatorError: Error, Sendable, CustomStringConvertible {
@@ -29,6 +30,11 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
         } else {
             self.init(.netlink, "\(what): \(error)", underlying: error)
         }
+    }
+
+    /// The machine refused a system call while `what` (for example "cannot write summary.json").
+    public init(_ what: String, _ error: Errno) {
+        self.init(.environment, "\(what): \(error)")
     }
 
     public var description: String { message }

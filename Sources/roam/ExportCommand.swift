@@ -1,5 +1,6 @@
 import ArgumentParser
 import Netlink
+import RoamReport
 import ScenarioModel
 import Simulator
 
@@ -122,7 +123,7 @@ struct ExportCommand: ParsableCommand {
         }
         for note in result.notes { printError("note: \(note)") }
         if let output {
-            do throws(SimulatorError) {
+            do throws(ReportError) {
                 try writeTextFile(result.yaml, to: output)
             } catch {
                 printError("roam export: \(error.message)")

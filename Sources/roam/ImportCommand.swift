@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Netlink
 import PathMonitor
+import RoamReport
 import ScenarioModel
 import Simulator
 
@@ -98,7 +99,7 @@ struct ImportCommand: ParsableCommand {
         } catch let error as ScenarioError {
             printError("roam import: \(error.message)")
             throw ExitCode.badInput
-        } catch let error as SimulatorError {
+        } catch let error as ReportError {
             printError("roam import: \(error.message)")
             throw ExitCode.badInput
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RoamReport
 import Simulator
 
 /// `roam report DIR` and `roam report A B`: the HTML report of a run, or two runs compared.
@@ -25,8 +26,8 @@ struct ReportCommand: ParsableCommand {
     }
 
     func run() throws {
-        do throws(SimulatorError) {
-            let runs = try directories.map { directory throws(SimulatorError) in try RecordedRun.load(directory: directory) }
+        do throws(ReportError) {
+            let runs = try directories.map { directory throws(ReportError) in try RecordedRun.load(directory: directory) }
             for note in runs.flatMap(\.notes) { printError("roam report: note: \(note)") }
             let html = runs.count == 1 ? HTMLReport.render(runs[0]) : HTMLReport.render(comparing: runs[0], runs[1])
             let path = output ?? (runs.count == 1 ? directories[0] + "/report.html" : "comparison.html")

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Glibc
+import RoamSystem
+import SystemPackage
 
 /// The `roam` command: network mobility simulation and path monitoring on Linux.
 @main
@@ -50,13 +52,5 @@ func printError(_ message: String) {
 func writeLine(_ message: String, to descriptor: Int32 = STDOUT_FILENO) {
     var bytes = Array(message.utf8)
     if bytes.last != UInt8(ascii: "\n") { bytes.append(UInt8(ascii: "\n")) }
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        if written < 0 {
-            if errno == EINTR { continue }
-            return
-        }
-        offset += written
-    }
+    try? writeAll(bytes, to: FileDescriptor(rawValue: descriptor))
 }

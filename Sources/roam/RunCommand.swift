@@ -1,9 +1,11 @@
 import ArgumentParser
 import Glibc
 import Netlink
+import RoamSystem
 import ScenarioModel
 import Simulator
 import Synchronization
+import SystemPackage
 
 extension BackendChoice: ExpressibleByArgument {}
 extension MultipathTransport: ExpressibleByArgument {}
@@ -152,8 +154,7 @@ final class ProgressConsole: Sendable {
     }
 
     private func writeRaw(_ text: String, to descriptor: Int32) {
-        let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        try? writeAll(text.utf8, to: FileDescriptor(rawValue: descriptor))
     }
 }
 

@@ -1,16 +1,17 @@
 import Foundation
 import Glibc
 import Multipath
+import RoamReport
 import Simulator
-import Testing
 import TestSupport
+import Testing
 
 /// `mode: handover` in `roam run`, over the userspace emulator: a stream follows the phone from
 /// Wi-Fi to cellular and back, where `mode: none` stays on the dead path until its timeout.
 @Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
                 "needs root, the built roam and /dev/net/tun"), .serialized)
 struct HandoverTests {
-    func run(mode: String, multipath: String = "auto") throws -> (summary: [String: Any], events: [[String: Any]]) {
+    func run(mode: String, multipath: String = "auto") throws -> (summary: [String: Any], events: [RecordedEvent]) {
         let file = "/tmp/roam-handover-\(getpid())-\(mode)-\(multipath).yaml"
         try """
             name: handover-\(mode)
@@ -32,9 +33,7 @@ struct HandoverTests {
                                                                               "--multipath", multipath], timeout: 60)
         #expect(result.status == 0, "\(result.output)\(result.error)")
         let summary = try #require((try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))) as? [String: Any])
-        let text = (try? String(contentsOfFile: report + "/timeline.jsonl", encoding: .utf8)) ?? ""
-        let events = text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
-        return (summary, events)
+        return (summary, try RecordedRun.load(directory: report).events)
     }
 
     /// Application-level handover (`auto` goes through the userspace path manager where the
@@ -42,7 +41,7 @@ struct HandoverTests {
     @Test func theStreamFollowsThePhoneToCellularAndBack() throws {
         let (summary, events) = try run(mode: "handover", multipath: "application")
         let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        let interfaces = events.filter { $0["type"] as? String == "connect" }.compactMap { $0["interface"] as? String }
+        let interfaces = events.compactMap { record -> String? in if case .connect(let connect) = record.event { connect.interface } else { nil } }
         #expect(interfaces.first == "wifi" && interfaces.contains("cell") && interfaces.last == "wifi", "\(interfaces)")
         let bytes = try #require(video["bytesByInterface"] as? [String: Int])
         #expect((bytes["cell"] ?? 0) > 0 && (bytes["wifi"] ?? 0) > 0)
@@ -52,10 +51,11 @@ struct HandoverTests {
         // never went without data for the length of the outage. Either the path update or the
         // data gap tells it first: the kernel's linkwatch holds a carrier-down back by up to a
         // second when other links changed just before, machine-wide.
-        let left = events.first { $0["type"] as? String == "disconnect" }
-        let reason = left?["reason"] as? String ?? ""
-        #expect(reason.contains("wifi left the path") || reason.hasPrefix("no data for"), "\(left ?? [:])")
-        #expect((left?["t"] as? Double ?? .infinity) < 5, "\(left ?? [:])")
+        let left = try #require(events.compactMap { record -> (t: Duration, reason: String)? in
+            if case .disconnect(_, let reason) = record.event { (record.time, reason) } else { nil }
+        }.first)
+        #expect(left.reason.contains("wifi left the path") || left.reason.hasPrefix("no data for"), "\(left)")
+        #expect(left.t < .seconds(5), "\(left)")
         let gap = try #require((video["longestGap"] as? [String: Any])?["ms"] as? Double)
         #expect(gap < 2900)
     }
@@ -66,7 +66,8 @@ struct HandoverTests {
         let (summary, events) = try run(mode: "none")
         let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
         #expect(video["handovers"] as? Int == 0)
-        #expect(events.filter { $0["type"] as? String == "connect" }.allSatisfy { $0["local"] as? String == "198.18.0.1" })
+        let locals = events.compactMap { record -> String? in if case .connect(let connect) = record.event { connect.local } else { nil } }
+        #expect(!locals.isEmpty && locals.allSatisfy { $0 == "198.18.0.1" }, "\(locals)")
         let gap = try #require((video["longestGap"] as? [String: Any])?["ms"] as? Double)
         #expect(gap >= 2900, "\(gap) ms")
     }
@@ -79,13 +80,19 @@ struct HandoverTests {
         let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
         #expect(video["transport"] as? String == "mptcp")
         #expect(video["connections"] as? Int == 1, "one connection throughout")
-        #expect(!events.contains { $0["type"] as? String == "disconnect" })
-        let subflows = events.filter { $0["type"] as? String == "subflow" && $0["event"] as? String == "added" }.compactMap { $0["interface"] as? String }
+        #expect(!events.contains { if case .disconnect = $0.event { true } else { false } })
+        let subflows = events.compactMap { record -> String? in
+            guard case .subflow(let subflow) = record.event, subflow.event == "added" else { return nil }
+            return subflow.interface
+        }
         // Wi-Fi and cellular at the start, Wi-Fi again after the outage.
         #expect(subflows.filter { $0 == "wifi" }.count >= 2 && subflows.contains("cell"), "\(subflows)")
         let bytes = try #require(video["bytesByInterface"] as? [String: Int])
         #expect((bytes["cell"] ?? 0) > 0 && (bytes["wifi"] ?? 0) > 0)
-        #expect(events.contains { $0["type"] as? String == "mptcp" && ($0["changes"] as? [String])?.contains { $0.contains("removed") && $0.contains("(wifi)") } == true })
+        #expect(events.contains { record in
+            guard case .mptcp(_, let changes, _) = record.event else { return false }
+            return changes.contains { $0.contains("removed") && $0.contains("(wifi)") }
+        })
         #expect(video["completed"] as? Bool == true)
     }
 }

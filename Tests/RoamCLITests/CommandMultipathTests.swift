@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import RoamReport
 import Simulator
-import Testing
 import TestSupport
+import Testing
 
 /// Unmodified programs as `command` workloads in a multipath mode: the node the program runs in
 /// gets the path manager, so an MPTCP socket the program opens itself (or one `mptcpize` makes
@@ -53,15 +54,18 @@ struct CommandMultipathTests {
     @Test func anMPTCPProgramOnThePhoneUsesBothLinks() throws {
         let aggregate = try run()
         // The path manager worked on the phone's node, where the program ran.
-        let events = NetemHost.lines(aggregate.directory + "/timeline.jsonl")
-        let managed = events.filter { $0["type"] as? String == "mptcp" }
-        #expect(!managed.isEmpty && managed.allSatisfy { $0["node"] as? String == "phone" }, "\(managed)")
+        let events = NetemHost.timeline(aggregate.directory)
+        let managed = events.compactMap { record -> String? in if case .mptcp(let node, _, _) = record.event { node } else { nil } }
+        #expect(!managed.isEmpty && managed.allSatisfy { $0 == "phone" }, "\(managed)")
         let share = aggregate.share
         #expect(share.wifi >= 0.3 && share.cell >= 0.3, "both links carried the upload: \(aggregate.carried)")
         // The report counts the program's subflows, from the node's MPTCP events: one per link.
         let upload = (aggregate.summary["workloads"] as? [[String: Any]])?.first { $0["name"] as? String == "upload" }
         #expect((upload?["subflowsOpened"] as? Int ?? 0) >= 2, "\(upload ?? [:])")
-        let added = events.filter { $0["type"] as? String == "subflow" && $0["event"] as? String == "added" }.compactMap { $0["interface"] as? String }
+        let added = events.compactMap { record -> String? in
+            guard case .subflow(let subflow) = record.event, subflow.event == "added" else { return nil }
+            return subflow.interface
+        }
         #expect(Set(added).isSuperset(of: ["wifi", "cell"]), "subflows over both links: \(added)")
 
         // The same program without multipath (Roam tells it nothing, so it opens plain TCP):

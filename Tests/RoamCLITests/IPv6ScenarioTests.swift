@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import RoamReport
 import Simulator
-import Testing
 import TestSupport
+import Testing
 
 /// The bundled `ipv6-cellular` scenario through `roam run` on the userspace emulator: an
 /// IPv4-only Wi-Fi and an IPv6-only cellular network. Workloads with `family: any` race both
@@ -18,12 +19,15 @@ struct IPv6ScenarioTests {
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/ipv6-cellular.yaml", "--backend", "userspace",
                                                    "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "the scenario's expectations hold: \(result.output)\(result.error)")
-        let events = NetemHost.lines(directory + "/timeline.jsonl")
+        let events = NetemHost.timeline(directory)
         let summary = try #require(NetemHost.json(directory + "/summary.json"))
         let workloads = try #require(summary["workloads"] as? [[String: Any]])
         for name in ["video", "api"] {
-            let connects = events.filter { $0["type"] as? String == "connect" && $0["workload"] as? String == name }
-            let hops = connects.map { "\($0["interface"] as? String ?? "?") \($0["local"] as? String ?? "?")" }
+            let connects = events.compactMap { record -> RunEvent.Connect? in
+                guard case .connect(let connect) = record.event, connect.workload == name else { return nil }
+                return connect
+            }
+            let hops = connects.map { "\($0.interface ?? "?") \($0.local)" }
             // Wi-Fi over IPv4, cellular over IPv6, Wi-Fi over IPv4 again.
             let sequence = hops.reduce(into: [String]()) { sequence, hop in if sequence.last != hop { sequence.append(hop) } }
             #expect(sequence.count >= 3, "\(name): \(hops)")
@@ -32,8 +36,8 @@ struct IPv6ScenarioTests {
             #expect(sequence.last?.hasPrefix("wifi 198.18.") == true, "\(name) ends back on Wi-Fi: \(hops)")
             // The race said how it got there: no attempt of a family an interface lacks.
             for connect in connects {
-                for attempt in (connect["attempts"] as? [[String: Any]]) ?? [] {
-                    #expect(["wifi", "cell"].contains(attempt["interface"] as? String ?? ""))
+                for attempt in connect.attempts {
+                    #expect(["wifi", "cell"].contains(attempt.interface))
                 }
             }
             let workload = try #require(workloads.first { $0["name"] as? String == name })

@@ -1,8 +1,10 @@
 import Foundation
 import Glibc
+import PathMonitor
+import RoamReport
 import Simulator
-import Testing
 import TestSupport
+import Testing
 
 /// Where the netem backend can be proved on this machine: its own kernel, or a VM booted with
 /// Debian's kernel (scripts/vm.sh), or nowhere.
@@ -44,9 +46,21 @@ enum NetemHost {
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
+    /// The JSON objects of a JSON-lines file (`roam monitor --json`'s output).
     static func lines(_ path: String) -> [[String: Any]] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    }
+
+    /// The run's timeline, read as `roam report` reads it: a missing or damaged one is a
+    /// recorded failure.
+    static func timeline(_ directory: String, sourceLocation: SourceLocation = #_sourceLocation) -> [RecordedEvent] {
+        do {
+            return try RecordedRun.load(directory: directory).events
+        } catch {
+            Issue.record("\(error)", sourceLocation: sourceLocation)
+            return []
+        }
     }
 
     static func text(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
@@ -82,7 +96,7 @@ struct NetemBackendTests {
         // The exit status agrees with the expectations.
         let passed = (summary["expectations"] as? [[String: Any]] ?? []).allSatisfy { $0["passed"] as? Bool == true }
         #expect((exit == "0") == passed)
-        #expect(NetemHost.lines(directory + "/timeline.jsonl").count == summary["events"] as? Int)
+        #expect(NetemHost.timeline(directory).count == summary["events"] as? Int)
     }
 
     /// Handover over MPTCP on the kernel netem ran on (in the VM, Debian 12's 6.1): `auto`
@@ -99,54 +113,66 @@ struct NetemBackendTests {
     }
 
     /// Paths as each node's monitor reported them, with their times.
-    func paths(_ name: String, node: String) throws -> [(t: Double, path: [String: Any])] {
-        NetemHost.lines(try output() + "/\(name)/timeline.jsonl").compactMap { event in
-            guard event["type"] as? String == "path", event["node"] as? String == node, let t = event["t"] as? Double,
-                  let path = event["path"] as? [String: Any] else { return nil }
-            return (t, path)
+    func paths(_ name: String, node: String) throws -> [(t: Double, path: JSONValue)] {
+        NetemHost.timeline(try output() + "/\(name)").compactMap { record in
+            guard case .path(node, _, let path) = record.event else { return nil }
+            return (record.time.seconds, path)
         }
     }
 
-    /// When a planned link change was applied (`actual`, or `planned` with `key: "planned"`).
-    func linkEvent(_ name: String, link: String, key: String = "actual", where matches: ([String: Any]) -> Bool) throws -> Double? {
-        NetemHost.lines(try output() + "/\(name)/timeline.jsonl").first { event in
-            event["type"] as? String == "link" && event["link"] as? String == link && event["planned"] != nil && matches(event)
-        }?[key] as? Double
+    /// The first planned change of `link` that `matches`, as applied.
+    func linkChange(_ name: String, link: String, where matches: (RunEvent.LinkChange.Kind) -> Bool) throws -> RunEvent.LinkChange? {
+        for record in NetemHost.timeline(try output() + "/\(name)") {
+            if case .link(let change) = record.event, change.link == link, change.planned != nil, matches(change.kind) { return change }
+        }
+        return nil
     }
 
     @Test func thePhoneIsToldCellularIsExpensiveWhenWiFiGoes() throws {
-        let down = try #require(try linkEvent("walk-out-of-home", link: "wifi") { $0["carrier"] as? String == "down" })
+        let change = try #require(try linkChange("walk-out-of-home", link: "wifi") { if case .carrier(up: false) = $0 { true } else { false } })
+        let down = try #require(change.actual).seconds
         // `actual` is taken once the change is made, and the monitor may hear of it first: the
         // first path after the planned time (a change never comes before it) is the answer.
-        let planned = try #require(try linkEvent("walk-out-of-home", link: "wifi", key: "planned") { $0["carrier"] as? String == "down" })
+        let planned = try #require(change.planned).seconds
         let after = try paths("walk-out-of-home", node: "phone").first { $0.t >= planned }
         let update = try #require(after)
         #expect(update.t - down < 1.0)
-        #expect(update.path["primaryInterface"] as? String == "cell")
-        #expect(update.path["isExpensive"] as? Bool == true)
+        #expect(update.path["primaryInterface"]?.stringValue == "cell")
+        #expect(update.path["isExpensive"]?.boolValue == true)
     }
 
     @Test func aBlackholedWiFiStaysThePrimaryPath() throws {
         // The silent failure: the link passes nothing, yet nothing tells the phone.
-        let start = try #require(try linkEvent("blackholed-wifi", link: "wifi") { ($0["conditions"] as? [String: Any])?["blackhole"] as? Bool == true })
+        let blackhole = try #require(try linkChange("blackholed-wifi", link: "wifi") { kind in
+            if case .conditions(_, let conditions) = kind { conditions["blackhole"]?.boolValue == true } else { false }
+        })
+        let start = try #require(blackhole.actual).seconds
         let phone = try paths("blackholed-wifi", node: "phone")
-        #expect(phone.last { $0.t <= start }?.path["primaryInterface"] as? String == "wifi")
-        #expect(phone.filter { $0.t > start }.allSatisfy { $0.path["primaryInterface"] as? String == "wifi" })
-        // ... so only stall detection can get the requests (mode: handover) over to cellular: the
-        // request in flight when the blackhole began was the slowest, and every one was answered.
-        let requests = NetemHost.lines(try output() + "/blackholed-wifi/timeline.jsonl").filter { $0["type"] as? String == "request" }
-        let slowest = try #require(requests.max { ($0["ttfbMs"] as? Double ?? 0) < ($1["ttfbMs"] as? Double ?? 0) })
-        let answeredAt = try #require(slowest["t"] as? Double)
-        #expect(answeredAt > start, "the slowest request straddled the blackhole: \(slowest)")
-        #expect(requests.allSatisfy { $0["ok"] as? Bool == true })
+        #expect(phone.last { $0.t <= start }?.path["primaryInterface"]?.stringValue == "wifi")
+        #expect(phone.filter { $0.t > start }.allSatisfy { $0.path["primaryInterface"]?.stringValue == "wifi" })
+        // ... so only stall detection can get the requests (mode: handover) over to cellular:
+        // requests sent into the blackhole were answered, and every one was.
+        let requests = NetemHost.timeline(try output() + "/blackholed-wifi").compactMap { record -> (t: Double, request: RunEvent.Request)? in
+            guard case .request(let request) = record.event else { return nil }
+            return (record.time.seconds, request)
+        }
+        // A request's event is written when it completes: it was sent its completion time before.
+        let sentIntoTheBlackhole = requests.filter { record in
+            guard case .completed(_, let completion) = record.request.outcome else { return false }
+            return record.t - completion.seconds >= start
+        }
+        #expect(!sentIntoTheBlackhole.isEmpty, "requests sent after the blackhole began were answered: \(requests)")
+        #expect(requests.allSatisfy { if case .completed = $0.request.outcome { true } else { false } }, "\(requests)")
         let summary = try #require(NetemHost.json(try output() + "/blackholed-wifi/summary.json"))
         let api = try #require((summary["workloads"] as? [[String: Any]])?.first)
         #expect(api["handovers"] as? Int ?? 0 >= 1)
         if summary["multipath"] as? String == "mptcp-userspace" {
             // `auto` on a kernel whose userspace path manager can: the connection's standby
             // subflow over cellular took the data.
-            let switches = NetemHost.lines(try output() + "/blackholed-wifi/timeline.jsonl").filter { $0["type"] as? String == "subflow-switch" }
-            #expect(switches.first?["to"] as? String == "cell", "\(switches)")
+            let switches = NetemHost.timeline(try output() + "/blackholed-wifi").compactMap { record -> String? in
+                if case .subflowSwitch(_, let to, _) = record.event { to } else { nil }
+            }
+            #expect(switches.first == "cell", "\(switches)")
         } else {
             #expect((api["localAddresses"] as? [String])?.dropFirst().first?.hasPrefix("198.18.1.") == true, "the second connection went over cellular")
         }
@@ -154,11 +180,11 @@ struct NetemBackendTests {
     }
 
     @Test func lowDataModeAndHotspotsShowInThePath() throws {
-        #expect(try paths("low-data-mode", node: "phone").first?.path["isConstrained"] as? Bool == true)
+        #expect(try paths("low-data-mode", node: "phone").first?.path["isConstrained"]?.boolValue == true)
         let laptop = try #require(try paths("tethered-hotspot", node: "laptop").first)
-        #expect(laptop.path["isExpensive"] as? Bool == true)
-        #expect(laptop.path["primaryInterface"] as? String == "hotspot")
-        #expect(try paths("airplane-wifi", node: "phone").first?.path["isConstrained"] as? Bool == true)
+        #expect(laptop.path["isExpensive"]?.boolValue == true)
+        #expect(laptop.path["primaryInterface"]?.stringValue == "hotspot")
+        #expect(try paths("airplane-wifi", node: "phone").first?.path["isConstrained"]?.boolValue == true)
     }
 
     /// `PING ... --- N packets transmitted, M received, ... rtt min/avg/max/mdev = a/b/c/d ms`

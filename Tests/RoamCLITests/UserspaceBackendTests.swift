@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import RoamReport
 import Simulator
-import Testing
 import TestSupport
+import Testing
 
 /// The userspace link emulator over real TUN interfaces in real namespaces, through `roam run`:
 /// what it was told is what it does, the same seed makes the same decisions, and every bundled
@@ -144,11 +145,16 @@ struct UserspaceBackendTests {
         let blackholed = wifiUp["blackholed"] as? Int ?? 0
         #expect(blackholed >= 35 && blackholed <= 41, "\(blackholed)")
         // Nothing told the phone: its path stayed on Wi-Fi through the blackhole...
-        let events = NetemHost.lines(directory + "/timeline.jsonl")
-        let start = try #require(events.first { $0["type"] as? String == "link" && ($0["conditions"] as? [String: Any])?["blackhole"] as? Bool == true }?["actual"] as? Double)
-        let end = start + 2
-        let paths = events.filter { $0["type"] as? String == "path" && $0["node"] as? String == "phone" }
-        #expect(paths.filter { ($0["t"] as? Double ?? 0) > start && ($0["t"] as? Double ?? 0) < end }.isEmpty)
+        let events = NetemHost.timeline(directory)
+        let blackholes = events.compactMap { record -> Duration? in
+            guard case .link(let change) = record.event, case .conditions(_, let conditions) = change.kind,
+                  conditions["blackhole"]?.boolValue == true else { return nil }
+            return change.actual
+        }
+        let blackhole = try #require(blackholes.first)
+        let start = blackhole.seconds, end = start + 2
+        let paths = events.filter { if case .path(node: "phone", _, _) = $0.event { true } else { false } }.map(\.time.seconds)
+        #expect(paths.filter { $0 > start && $0 < end }.isEmpty)
         // ...while carrier loss was seen at once (both path expectations held: exit 0).
         let expectations = try #require(summary["expectations"] as? [[String: Any]])
         #expect(expectations.count == 2 && expectations.allSatisfy { $0["passed"] as? Bool == true })

@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import RoamReport
 import Simulator
-import Testing
 import TestSupport
+import Testing
 
 /// `--multipath mptcp-userspace`: the phone's node runs the kernel's userspace MPTCP path
 /// manager and Roam opens each connection's standby subflow and switches the data between
@@ -20,7 +21,7 @@ struct UserspacePathManagerTests {
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/Tests/Fixtures/mptcp-userspace-handover.yaml", "--backend", "userspace",
                                                    "--multipath", "mptcp-userspace", "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "no stall over 1 s: \(result.output)\(result.error)")
-        let events = NetemHost.lines(directory + "/timeline.jsonl")
+        let events = NetemHost.timeline(directory)
         let summary = try #require(NetemHost.json(directory + "/summary.json"))
         let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
         #expect(video["transport"] as? String == "mptcp")
@@ -29,10 +30,12 @@ struct UserspacePathManagerTests {
         #expect((video["subflowsOpened"] as? Int ?? 0) >= 2, "\(video)")
         let bytes = (video["bytesByInterface"] as? [String: Int]) ?? [:]
         #expect((bytes["wifi"] ?? 0) > 0 && (bytes["cell"] ?? 0) > 0, "\(bytes)")
-        let switches = events.filter { $0["type"] as? String == "subflow-switch" }
-        #expect(switches.contains { $0["to"] as? String == "cell" && $0["reason"] as? String == "wifi left the path" }, "\(switches)")
+        let switches = events.compactMap { record -> (to: String, reason: String)? in
+            if case let .subflowSwitch(_, to, reason) = record.event { (to, reason) } else { nil }
+        }
+        #expect(switches.contains { $0.to == "cell" && $0.reason == "wifi left the path" }, "\(switches)")
         // The node ran the userspace path manager: no kernel endpoints were made for it.
-        #expect(!events.contains { $0["type"] as? String == "mptcp" && $0["node"] as? String == "phone" })
+        #expect(!events.contains { if case .mptcp(node: "phone", _, _) = $0.event { true } else { false } })
     }
 
     /// `--multipath auto` (the default) hands over through the userspace path manager exactly
@@ -62,13 +65,15 @@ enum HandoverTransport {
         let summary = try #require(NetemHost.json(auto + "/summary.json"))
         let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
         let notes = (summary["notes"] as? [String]) ?? []
-        let switches = NetemHost.lines(auto + "/timeline.jsonl").filter { $0["type"] as? String == "subflow-switch" }
+        let switches = NetemHost.timeline(auto).compactMap { record -> String? in
+            if case .subflowSwitch(_, let to, _) = record.event { to } else { nil }
+        }
         if explicitStatus == 0 {
             // The kernel can: auto is the userspace path manager, on one connection.
             #expect(summary["multipath"] as? String == "mptcp-userspace", "\(notes)")
             #expect(video["transport"] as? String == "mptcp")
             #expect(video["connections"] as? Int == 1, "\(video)")
-            #expect(switches.contains { $0["to"] as? String == "cell" }, "\(switches)")
+            #expect(switches.contains("cell"), "\(switches)")
             #expect(!notes.contains { $0.contains("userspace MPTCP path manager") }, "\(notes)")
         } else {
             // The kernel cannot: mptcp-userspace is refused before time zero with what failed, and

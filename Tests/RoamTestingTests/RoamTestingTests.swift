@@ -2,11 +2,14 @@ import Foundation
 import Glibc
 import Netlink
 import PathMonitor
+import RoamReport
+import RoamSystem
 import RoamTesting
 import ScenarioModel
 import Simulator
-import Testing
+import SystemPackage
 import TestSupport
+import Testing
 
 /// A phone with Wi-Fi and cellular to a server, built in Swift; Wi-Fi is blackholed for a while.
 private func phoneScenario(duration: Duration = .seconds(6), blackholeAt: Duration = .seconds(1)) -> Scenario {
@@ -86,8 +89,10 @@ struct RoamTestingKernelTests {
         #expect(run.report.endedAt < .seconds(6), "ends when the code under test returns")
         #expect(run.report.passed)
         run.expect(.pathUpdates(of: "phone", atLeast: 1))
-        let timeline = try String(contentsOfFile: run.report.reportDirectory + "/timeline.jsonl", encoding: .utf8)
-        #expect(timeline.contains("\"exchanged\""))
+        let marks = try RecordedRun.load(directory: run.report.reportDirectory).events.compactMap { record -> String? in
+            if case .mark(let text, _) = record.event { text } else { nil }
+        }
+        #expect(marks.contains("exchanged"), "\(marks)")
         #expect(try HostNetworkState.capture() == before)
         #expect(Self.leftoverNamespaces(run.report.runID).isEmpty)
     }
@@ -112,10 +117,11 @@ struct RoamTestingKernelTests {
         }
         #expect(grades == [.good, .moderate, .minimal, .good])
         #expect(run.expect(.path(of: "phone", reaches: .qualityModerate, within: .seconds(1), after: "wifi", event: "set")))
-        let timeline = try String(contentsOfFile: run.report.reportDirectory + "/timeline.jsonl", encoding: .utf8)
-        let retags = timeline.split(separator: "\n").filter { $0.contains("\"type\":\"quality\"") }
-        #expect(retags.count == 3, "\(retags)")
-        #expect(!retags.contains { $0.contains("\"error\"") })
+        let retags = try RecordedRun.load(directory: run.report.reportDirectory).events.compactMap { record -> (quality: String, error: String?)? in
+            if case let .quality(_, quality, error) = record.event { (quality, error) } else { nil }
+        }
+        #expect(retags.map(\.quality) == ["moderate", "minimal", "good"], "\(retags)")
+        #expect(retags.allSatisfy { $0.error == nil })
     }
 
     @Test func aFailedCheckCarriesTheSeedAndTheMeasurement() async throws {
@@ -190,13 +196,13 @@ struct RoamTestingKernelTests {
         sin.sin_port = UInt16(7777).bigEndian
         inet_pton(AF_INET, address, &sin.sin_addr)
         let bound = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, Glibc.listen(fd, 4) == 0 else { throw RoamTestingError("listen: \(String(cString: strerror(errno)))") }
+        guard bound == 0, Glibc.listen(fd, 4) == 0 else { throw RoamTestingError("listen: \(Errno.current.description)") }
         return fd
     }
 
     static func echoOnce(_ listener: Int32) throws -> Int {
         let client = accept(listener, nil, nil)
-        guard client >= 0 else { throw RoamTestingError("accept: \(String(cString: strerror(errno)))") }
+        guard client >= 0 else { throw RoamTestingError("accept: \(Errno.current.description)") }
         defer { close(client) }
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = read(client, &buffer, buffer.count)
@@ -213,7 +219,7 @@ struct RoamTestingKernelTests {
         sin.sin_port = UInt16(7777).bigEndian
         inet_pton(AF_INET, address, &sin.sin_addr)
         let connected = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard connected == 0 else { throw RoamTestingError("connect: \(String(cString: strerror(errno)))") }
+        guard connected == 0 else { throw RoamTestingError("connect: \(Errno.current.description)") }
         _ = text.withCString { write(fd, $0, strlen($0)) }
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = read(fd, &buffer, buffer.count)

@@ -3,10 +3,11 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamFuzzTargets
+@testable import RoamReport
 @testable import ScenarioModel
-import Testing
-import TestSupport
 @testable import Simulator
+import TestSupport
+import Testing
 
 /// Hostile and careless input: every class of problem found by hand and by fuzzing is a clear
 /// error with its place, or a correct result; never a trap, a hang or unbounded work.
@@ -85,8 +86,8 @@ import TestSupport
 
     @Test func aReportWithHugeOrMissingNumbersRenders() throws {
         let summary = #"{"scenario":"x","durationSeconds":1e308,"endedAtSeconds":1e19,"workloads":[{"name":"w","kind":"stream","stream":{"stalls":[{"start":1e300,"ongoing":true}],"longestStallMs":1e999}}]}"#
-        let timeline = #"{"t":-1e300,"type":"sample","workload":"w","throughputBps":1e308,"bufferedMs":-5}"# + "\n"
-            + #"{"t":1e19,"type":"link","link":"l","direction":"up","conditions":{"delayMs":1e400,"rateBps":-1}}"#
+        let timeline = #"{"t":-1e300,"type":"sample","workload":"w","bytes":1e300,"throughputBps":1e308,"bufferedMs":-5}"# + "\n"
+            + #"{"t":1e19,"type":"link","link":"l","action":"set","direction":"up","conditions":{"delayMs":1e400,"rateBps":-1}}"#
         let run = try RecordedRun.parse(directory: "d", summary: summary, timeline: timeline)
         let html = HTMLReport.render(run)
         #expect(html.contains("data-roam") || html.contains("<svg"))
@@ -263,11 +264,11 @@ import TestSupport
 
     @Test func aCutTimelineLineIsLeftOutWithANote() throws {
         let summary = #"{"scenario":"s","durationSeconds":10}"#
-        let run = try RecordedRun.parse(directory: "d", summary: summary, timeline: "{\"t\":1,\"type\":\"mark\"}\n{\"t\":2,\"ty")
+        let run = try RecordedRun.parse(directory: "d", summary: summary, timeline: "{\"t\":1,\"type\":\"mark\",\"text\":\"x\"}\n{\"t\":2,\"ty")
         #expect(run.events.count == 1)
         #expect(run.notes == ["d/timeline.jsonl: the last line (2) is cut short (unterminated string at byte 10); the run was probably killed while writing it; read the 1 complete events before it"])
         // Damage before the end is still an error.
-        #expect(throws: SimulatorError.self) {
+        #expect(throws: ReportError.self) {
             try RecordedRun.parse(directory: "d", summary: summary, timeline: "{\"t\":1,\"ty\n{\"t\":2,\"type\":\"mark\"}\n")
         }
     }

@@ -1,8 +1,9 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 @testable import ScenarioModel
-import Testing
 @testable import Simulator
+import Testing
 
 @Suite struct PlayoutTests {
     // 1 Mbit/s = 125 000 bytes a second of media; a 2 s buffer is 250 000 bytes.

@@ -1,7 +1,8 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Netlink
 import PathMonitor
+import RoamSystem
 
 /// Application-level handover for an app's own protocol over plain TCP, where MPTCP is not
 /// there (the kernel has none, or the server does not speak it): the connection is raced over
@@ -82,10 +83,10 @@ public final class HandoverConnection {
     public let configuration: Configuration
     private let path: @Sendable () -> NetworkPath?
     /// Signalled on every path update when the connection follows a monitor (nil: it polls).
-    private let pathChanged: Wakeup?
+    private let pathChanged: EventSignal?
     private let subscription: PathUpdateSubscription?
     /// Signalled by ``interrupt()``; nil only if no descriptor could be made for it.
-    private let interruption: Wakeup?
+    private let interruption: EventSignal?
     /// How often the path is looked at while waiting when no monitor wakes the connection.
     static let pollInterval = Duration.milliseconds(20)
     private let resume: ResumeHook
@@ -116,7 +117,7 @@ public final class HandoverConnection {
         machine = HandoverStateMachine(configuration: configuration.stateMachine)
         pathChanged = nil
         subscription = nil
-        interruption = try? Wakeup()
+        interruption = try? EventSignal()
     }
 
     /// A connection that follows `monitor` (started, watching the racer's namespace): it wakes
@@ -124,12 +125,12 @@ public final class HandoverConnection {
     /// - Throws: ``MultipathError/connect(_:)`` if no wake-up descriptor can be made.
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
                 configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) throws(MultipathError) {
-        let wakeup: Wakeup
-        do throws(NetlinkError) {
-            wakeup = try Wakeup()
-            interruption = try Wakeup()
+        let wakeup: EventSignal
+        do {
+            wakeup = try EventSignal()
+            interruption = try EventSignal()
         } catch {
-            throw .system(operation: "make a wake-up descriptor for path updates", error)
+            throw .system(operation: "make a wake-up descriptor for path updates", .posix("eventfd", errno: error.rawValue))
         }
         self.racer = racer
         self.addresses = addresses
@@ -158,9 +159,7 @@ public final class HandoverConnection {
 
     /// Throws if ``interrupt()`` was called since the last call that threw for it.
     private func checkInterruption() throws(MultipathError) {
-        guard let interruption else { return }
-        var value: UInt64 = 0
-        if read(interruption.fileDescriptor.rawValue, &value, 8) == 8 { throw .interrupted }
+        if interruption?.reset() == true { throw .interrupted }
     }
 
     /// The interface the current connection uses, if connected.
@@ -342,12 +341,10 @@ public final class HandoverConnection {
         var entries: [pollfd] = []
         if let events { entries.append(pollfd(fd: descriptor, events: events, revents: 0)) }
         let pathIndex = entries.count
-        if let pathChanged { entries.append(pollfd(fd: pathChanged.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
-        if let interruption { entries.append(pollfd(fd: interruption.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+        if let pathChanged { entries.append(pathChanged.pollEntry) }
+        if let interruption { entries.append(interruption.pollEntry) }
         if let probe, probe.descriptor >= 0 { entries.append(pollfd(fd: probe.descriptor, events: Int16(POLLOUT), revents: 0)) }
-        let clamped = max(limit, .zero)
-        var spec = timespec(tv_sec: Int(clamped.components.seconds), tv_nsec: Int(clamped.components.attoseconds / 1_000_000_000))
-        guard ppoll(&entries, nfds_t(entries.count), &spec, nil) > 0 else { return false }
+        guard let ready = try? waitForEvents(&entries, timeout: limit), ready > 0 else { return false }
         try checkInterruption()
         if let pathChanged, entries[pathIndex].revents != 0 { pathChanged.reset() }
         return events != nil && entries[0].revents != 0

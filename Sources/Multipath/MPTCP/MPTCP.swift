@@ -1,6 +1,7 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Netlink
+import SystemPackage
 
 /// Multipath TCP (RFC 8684) as Linux offers it: sockets made with `IPPROTO_MPTCP`, which speak
 /// plain TCP to a peer that does not speak MPTCP (fallback), and what the kernel tells about a
@@ -36,7 +37,7 @@ public enum MPTCP {
             return .disabled
         }
         let (fd, code) = makeSocket(family: .inet, in: namespace)
-        guard let fd else { return code == ENOPROTOOPT ? .disabled : .unsupported(String(cString: strerror(code))) }
+        guard let fd else { return code == ENOPROTOOPT ? .disabled : .unsupported(Errno(rawValue: code).description) }
         close(fd)
         return .available
     }

@@ -1,7 +1,8 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Netlink
 import PathMonitor
+import RoamSystem
 import Synchronization
 
 /// A connection a race won, and how the race went.
@@ -89,7 +90,7 @@ public struct ConnectionRacer: Sendable {
     public func connect(toHost host: String, port: UInt16, over path: NetworkPath, timeout: Duration = .seconds(30),
                         resolver: @escaping Resolver = ConnectionRacer.systemResolver) throws(MultipathError) -> RacedConnection {
         if let literal = IPAddress(host) { return try connect(to: [literal], port: port, over: path, timeout: timeout) }
-        let lookups = Lookups()
+        let lookups = try Lookups()
         for family in [AddressFamily.inet6, .inet] {
             do throws(NetlinkError) {
                 let thread = try namespace.spawnThread(name: "roam-resolve") { entered in
@@ -123,25 +124,30 @@ public struct ConnectionRacer: Sendable {
     }
 
     /// Name lookups that run on their own threads and hand their answers to the race's loop.
-    final class Lookups: @unchecked Sendable {
-        let descriptor = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+    final class Lookups: Sendable {
+        let answered: EventSignal
         private let answers = Mutex<[(AddressFamily, [IPAddress])]>([])
+
+        init() throws(MultipathError) {
+            do {
+                answered = try EventSignal()
+            } catch {
+                throw .system(operation: "make a wake-up descriptor for name lookups", .posix("eventfd", errno: error.rawValue))
+            }
+        }
 
         func deliver(_ family: AddressFamily, _ addresses: [IPAddress]) {
             answers.withLock { $0.append((family, addresses)) }
-            _ = eventfd_write(descriptor, 1)
+            answered.signal()
         }
 
         func take() -> [(AddressFamily, [IPAddress])] {
-            var value: eventfd_t = 0
-            _ = eventfd_read(descriptor, &value)
+            answered.reset()
             return answers.withLock { answers in
                 defer { answers = [] }
                 return answers
             }
         }
-
-        deinit { close(descriptor) }
     }
 
     private func race(port: UInt16, over path: NetworkPath, timeout: Duration, lookups: Lookups?,
@@ -195,12 +201,13 @@ public struct ConnectionRacer: Sendable {
             let ids = Array(sockets.keys)
             var entries = ids.map { pollfd(fd: sockets[$0]!, events: Int16(POLLOUT), revents: 0) }
             let waitingForLookups = lookups != nil && resolved.count < 2
-            if let lookups, waitingForLookups { entries.append(pollfd(fd: lookups.descriptor, events: Int16(POLLIN), revents: 0)) }
-            let remaining = max(.zero, wake - elapsed)
-            var spec = timespec(tv_sec: Int(remaining.components.seconds), tv_nsec: Int(remaining.components.attoseconds / 1_000_000_000))
-            let ready = ppoll(&entries, nfds_t(entries.count), &spec, nil)
+            if let lookups, waitingForLookups { entries.append(lookups.answered.pollEntry) }
+            do {
+                try waitForEvents(&entries, timeout: wake - elapsed)
+            } catch {
+                throw .system(operation: "wait for the race's sockets", .posix("poll", errno: error.rawValue))
+            }
             let now = Self.now() - start
-            if ready < 0 && errno != EINTR { throw .system(operation: "poll: \(String(cString: strerror(errno)))", nil) }
             if let lookups, waitingForLookups, entries.last!.revents != 0 {
                 for (family, found) in lookups.take() where resolved[family] == nil {
                     resolved[family] = now

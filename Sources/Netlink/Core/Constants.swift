@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// An address family. The corresponding C constants are `AF_INET`, `AF_INET6` and `AF_UNSPEC`.

@@ -1,16 +1,17 @@
-import CNetlink
+import CRoamLinux
 import Glibc
+import RoamSystem
 
 /// Watches directories for files in them being written, created, replaced or removed (inotify).
 public final class DirectoryWatcher {
     /// The descriptor to wait on.
-    public let fileDescriptor: FileDescriptor
+    public let fileDescriptor: OwnedFileDescriptor
     /// The directories watched.
     public let directories: [String]
 
     public init(directories: [String]) throws(NetlinkError) {
         let fd = try systemCall("inotify_init1") { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }
-        fileDescriptor = FileDescriptor(owning: fd)
+        fileDescriptor = OwnedFileDescriptor(owning: fd)
         self.directories = directories
         let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
         for directory in directories {

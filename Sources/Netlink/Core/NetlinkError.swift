@@ -1,5 +1,7 @@
 import CNetlink
+import CRoamLinux
 import Glibc
+import SystemPackage
 
 /// The one error type of the Netlink module: every failed libnl call or system call
 /// becomes a `NetlinkError` carrying the failing operation and its code.
@@ -75,10 +77,10 @@ public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
     /// True when the object exists already (`EEXIST`).
     public var isAlreadyExists: Bool { errno == EEXIST }
 
-    /// The text of the code, as libnl or `strerror` gives it.
+    /// The text of the code, as libnl or `strerror` (through swift-system's `Errno`) gives it.
     public var reason: String {
         switch code {
-        case .errno(let value): return String(cString: strerror(value))
+        case .errno(let value): return Errno(rawValue: value).description
         case .libnl(let value): return String(cString: nl_geterror(value))
         }
     }

@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// A netlink protocol. The corresponding C constants are `NETLINK_*`.

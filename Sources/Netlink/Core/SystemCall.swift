@@ -1,18 +1,15 @@
 import Glibc
+import RoamSystem
 
 /// Runs a system call, retrying on `EINTR`, and throws a ``NetlinkError`` naming `operation`
 /// when it returns -1.
 @inline(__always)
 @discardableResult
 func systemCall<T: FixedWidthInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(NetlinkError) -> T {
-    while true {
-        let result = body()
-        if result == -1 {
-            let code = errno
-            if code == EINTR { continue }
-            throw NetlinkError.posix(operation(), errno: code)
-        }
-        return result
+    do {
+        return try RoamSystem.systemCall(body)
+    } catch {
+        throw NetlinkError.posix(operation(), errno: error.rawValue)
     }
 }
 
@@ -25,20 +22,6 @@ func libnlCall(_ operation: @autoclosure () -> String, _ body: () -> Int32) thro
         throw NetlinkError.libnl(result, operation())
     }
     return result
-}
-
-/// An owned file descriptor, closed when the last reference goes away.
-public final class FileDescriptor: Sendable {
-    /// The raw descriptor; valid while this object lives.
-    public let rawValue: Int32
-
-    public init(owning rawValue: Int32) {
-        self.rawValue = rawValue
-    }
-
-    deinit {
-        _ = Glibc.close(rawValue)
-    }
 }
 
 /// Reads a whole regular file as UTF-8 text, retrying `EINTR`, reading at most `maximumBytes`.
@@ -80,4 +63,3 @@ public func readTextFile(atPath path: String, maximumBytes: Int) throws(NetlinkE
     }
     return String(decoding: bytes, as: UTF8.self)
 }
-

@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// Requests to generic netlink families (`mptcp_pm`, `nl80211`): one place that resolves a

@@ -1,4 +1,4 @@
-import CNetlink
+import CRoamLinux
 
 /// An MPTCP endpoint of the in-kernel path manager: a local address that MPTCP connections of
 /// the namespace may use for extra subflows or announce to their peers (`ip mptcp endpoint`).

@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// An event of the kernel's MPTCP path manager, from the `mptcp_pm_events` multicast group

@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// The in-kernel MPTCP path manager over generic netlink (the `mptcp_pm` family, what

@@ -1,5 +1,6 @@
-import CNetlink
+import CRoamLinux
 import Glibc
+import RoamSystem
 
 extension NetworkNamespace {
     /// Creates a new, empty network namespace named `name` under `/run/netns`, the way

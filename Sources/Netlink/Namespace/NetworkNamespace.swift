@@ -1,5 +1,6 @@
-import CNetlink
+import CRoamLinux
 import Glibc
+import RoamSystem
 
 /// A Linux network namespace, named under `/run/netns` (as `ip netns` names them) or given
 /// by any path to a namespace file such as `/proc/PID/ns/net`.
@@ -50,11 +51,11 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Opens the namespace file. For ``current``, opens the calling thread's namespace.
-    public func open() throws(NetlinkError) -> FileDescriptor {
+    public func open() throws(NetlinkError) -> OwnedFileDescriptor {
         let target = path ?? "/proc/thread-self/ns/net"
         do throws(NetlinkError) {
             let fd = try systemCall("open(\(target))") { Glibc.open(target, O_RDONLY | O_CLOEXEC) }
-            return FileDescriptor(owning: fd)
+            return OwnedFileDescriptor(owning: fd)
         } catch {
             if error.errno == ENOENT {
                 if let name {
@@ -130,7 +131,7 @@ public struct NetworkNamespace: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Moves the calling thread into the namespace open at `fd`. Only for threads owned by the caller.
-    static func enter(_ fd: FileDescriptor) throws(NetlinkError) {
+    static func enter(_ fd: OwnedFileDescriptor) throws(NetlinkError) {
         do throws(NetlinkError) {
             try systemCall("setns(CLONE_NEWNET)") { setns(fd.rawValue, CLONE_NEWNET) }
         } catch {
@@ -166,9 +167,9 @@ extension NetworkNamespace {
     /// process's, a short-lived thread enters it, mounts a private sysfs (see
     /// ``mountPrivateSysfsOnCurrentThread()``) and opens it; the mount lives as long as the
     /// descriptor, detached from every mount namespace, so nothing is left behind.
-    public func openSysfs() throws(NetlinkError) -> FileDescriptor {
-        func openRoot() throws(NetlinkError) -> FileDescriptor {
-            FileDescriptor(owning: try systemCall("open(/sys)") { Glibc.open("/sys", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+    public func openSysfs() throws(NetlinkError) -> OwnedFileDescriptor {
+        func openRoot() throws(NetlinkError) -> OwnedFileDescriptor {
+            OwnedFileDescriptor(owning: try systemCall("open(/sys)") { Glibc.open("/sys", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
         }
         if isCurrent && NetworkNamespace.threadSharesProcessNamespace() { return try openRoot() }
         do {

@@ -1,4 +1,4 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Synchronization
 

@@ -1,5 +1,7 @@
 import CNetlink
+import CRoamLinux
 import Glibc
+import RoamSystem
 
 extension NetlinkSocket {
     /// Every interface of the socket's namespace.
@@ -49,7 +51,7 @@ extension NetlinkSocket {
         defer { rtnl_link_put(peer) }
         rtnl_link_set_name(link, name)
         rtnl_link_set_name(peer, peerName)
-        var namespaceFile: FileDescriptor?
+        var namespaceFile: OwnedFileDescriptor?
         if let peerNamespace, peerNamespace != namespace {
             namespaceFile = try peerNamespace.open()
             rtnl_link_set_ns_fd(peer, namespaceFile!.rawValue)

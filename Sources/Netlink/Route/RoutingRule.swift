@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// A policy routing rule (`ip rule`): traffic from `source` is looked up in `table`.

@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// `TCA_NETEM_PRNG_SEED` (Linux 6.3), missing from older UAPI headers.

@@ -1,4 +1,5 @@
 import CNetlink
+import CRoamLinux
 import Glibc
 
 /// What the kernel's Wi-Fi stack (cfg80211, through nl80211) says of one station an interface

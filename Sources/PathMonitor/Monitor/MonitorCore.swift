@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Netlink
+import RoamSystem
 import Synchronization
 
 /// The state a monitor shares with its thread. Kept apart from ``NetworkPathMonitor`` so that
@@ -13,10 +14,10 @@ final class MonitorCore: Sendable {
 
     enum Phase {
         case idle
-        case starting(Wakeup)
+        case starting(EventSignal)
         /// Watching (thread and wakeup are nil only in tests of delivery, where whoever
         /// publishes delivers).
-        case running(PinnedThread?, Wakeup?)
+        case running(PinnedThread?, EventSignal?)
         case cancelled
     }
 
@@ -57,11 +58,12 @@ final class MonitorCore: Sendable {
     // and they inherit its namespaces: a thread that entered the watched namespace must never
     // deliver.
     func start(namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration) throws(PathMonitorError) {
-        let wakeup: Wakeup
-        do throws(NetlinkError) {
-            wakeup = try Wakeup()
+        let wakeup: EventSignal
+        do {
+            wakeup = try EventSignal()
         } catch {
-            throw PathMonitorError(.netlink, "cannot start a path monitor: \(error)", underlying: error)
+            let failure = NetlinkError.posix("eventfd", errno: error.rawValue)
+            throw PathMonitorError(.netlink, "cannot start a path monitor: \(failure)", underlying: failure)
         }
         try state.withLock { state throws(PathMonitorError) in
             guard case .idle = state.phase else {
@@ -121,7 +123,7 @@ final class MonitorCore: Sendable {
     }
 
     func cancel() {
-        let (thread, wakeup, streams, onOwnThread) = state.withLock { state -> (PinnedThread?, Wakeup?, [AsyncStream<NetworkPath>.Continuation], Bool) in
+        let (thread, wakeup, streams, onOwnThread) = state.withLock { state -> (PinnedThread?, EventSignal?, [AsyncStream<NetworkPath>.Continuation], Bool) in
             let streams = state.subscribers.values.compactMap { subscriber -> AsyncStream<NetworkPath>.Continuation? in
                 if case .stream(let continuation) = subscriber { continuation } else { nil }
             }

@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamSystem
 
 /// The work of a monitor's thread: follow rtnetlink, keep the snapshot, publish paths.
 ///
@@ -10,12 +11,12 @@ final class MonitorLoop {
     private let core: MonitorCore
     private let namespace: NetworkNamespace
     private let configuration: NetworkPathMonitor.Configuration
-    private let wakeup: Wakeup?
+    private let wakeup: EventSignal?
     private let evaluator: PathEvaluator
     private let resolverPath: String
     private var factsSource: (any DeviceFactsSource)?
     /// The watched namespace's sysfs, which ``factsSource`` reads below, when the loop opened one.
-    private var sysfs: FileDescriptor?
+    private var sysfs: OwnedFileDescriptor?
     private var snapshot = NetworkSnapshot()
     private var facts: [Int32: (name: String, facts: DeviceFacts)] = [:]
     private var resolvers = ResolverConfiguration()
@@ -41,7 +42,7 @@ final class MonitorLoop {
     /// so that a path is published during an endless storm too.
     private static let maximumSettleRounds = 8
 
-    init(core: MonitorCore, namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration, wakeup: Wakeup?) {
+    init(core: MonitorCore, namespace: NetworkNamespace, configuration: NetworkPathMonitor.Configuration, wakeup: EventSignal?) {
         self.core = core
         self.namespace = namespace
         self.configuration = configuration
@@ -104,7 +105,7 @@ final class MonitorLoop {
 
     private func loop(events: NetlinkSocket, requests: NetlinkSocket, watcher: DirectoryWatcher?) throws(NetlinkError) {
         guard let wakeup else { return }
-        var descriptors = [events.fileDescriptor, wakeup.fileDescriptor.rawValue]
+        var descriptors = [events.fileDescriptor, wakeup.descriptor.rawValue]
         if let watcher { descriptors.append(watcher.fileDescriptor.rawValue) }
         let resolverNames = resolverFileNames()
 
@@ -112,7 +113,7 @@ final class MonitorLoop {
             // Dumps left over from a storm that outlasted the settle rounds are done now, not
             // after the next notification, which may never come.
             let pending = needsFullDump || needsRouteDump
-            let ready = try waitReadable(descriptors, timeoutMilliseconds: pending ? 0 : wirelessPollTimeout())
+            let ready = try readable(descriptors, timeout: pending ? .zero : wirelessPollTimeout())
             // A due reading of Wi-Fi quality is an evaluation: it reads nl80211, and the path is
             // published only if it changed.
             if wirelessPollIsDue() { isDirty = true }
@@ -163,17 +164,29 @@ final class MonitorLoop {
     /// Keeps reading notifications for `delay` after the first one, so that one path is
     /// published for a burst spread over time.
     private func absorb(_ events: NetlinkSocket, for delay: Duration) throws(NetlinkError) {
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: delay)
+        let deadline = MonotonicInstant.now + delay
         while !core.isCancelled {
-            let remaining = clock.now.duration(to: deadline)
-            guard remaining > .zero else { return }
-            let milliseconds = Int32(clamping: max(1, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
-            guard let wakeup else { return }
-            let ready = try waitReadable([events.fileDescriptor, wakeup.fileDescriptor.rawValue], timeoutMilliseconds: milliseconds)
+            guard MonotonicInstant.now < deadline, let wakeup else { return }
+            let ready = try readable([events.fileDescriptor, wakeup.descriptor.rawValue], until: deadline)
             if ready[1] { return }
             if ready[0] { try drain(events) }
         }
+    }
+
+    /// Waits until one of `descriptors` is readable or until the deadline or timeout (`nil`:
+    /// none), and says which are.
+    private func readable(_ descriptors: [Int32], until deadline: MonotonicInstant?) throws(NetlinkError) -> [Bool] {
+        var entries = descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        do {
+            try waitForEvents(&entries, until: deadline)
+        } catch {
+            throw NetlinkError.posix("poll", errno: error.rawValue)
+        }
+        return entries.map { $0.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 }
+    }
+
+    private func readable(_ descriptors: [Int32], timeout: Duration?) throws(NetlinkError) -> [Bool] {
+        try readable(descriptors, until: timeout.map { MonotonicInstant.now + $0 })
     }
 
     /// Does the dumps notifications asked for, and reads what arrived meanwhile, until quiet.
@@ -244,11 +257,10 @@ final class MonitorLoop {
 
     /// How long the loop may sleep before the next reading of Wi-Fi quality (-1: no Wi-Fi, or
     /// polling is off).
-    private func wirelessPollTimeout() -> Int32 {
-        guard configuration.wirelessPollInterval > .zero, !wirelessUnavailable, !wirelessIndices.isEmpty else { return -1 }
-        let remaining = ContinuousClock.now.duration(to: nextWirelessPoll)
-        guard remaining > .zero else { return 0 }
-        return Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+    /// How long until Wi-Fi quality is due to be read again; nil when it is not read.
+    private func wirelessPollTimeout() -> Duration? {
+        guard configuration.wirelessPollInterval > .zero, !wirelessUnavailable, !wirelessIndices.isEmpty else { return nil }
+        return max(.zero, ContinuousClock.now.duration(to: nextWirelessPoll))
     }
 
     private func wirelessPollIsDue() -> Bool {

@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamSystem
 import ScenarioModel
 
 /// The userspace backend: each link is a pair of TUN interfaces, one named after the link in

@@ -1,14 +1,19 @@
 import Glibc
+import RoamSystem
+import SystemPackage
 
 /// An append-only file written through a buffer, flushed when the buffer fills and on close.
 final class BufferedFile: @unchecked Sendable {
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     private var buffer: [UInt8] = []
     private let capacity = 1 << 16
 
     init(path: String) throws(SimulatorError) {
-        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))") }
+        do {
+            descriptor = try createFile(atPath: path)
+        } catch {
+            throw SimulatorError("cannot write \(path)", error)
+        }
         buffer.reserveCapacity(capacity)
     }
 
@@ -22,15 +27,7 @@ final class BufferedFile: @unchecked Sendable {
     func append(_ text: String) { append(Array(text.utf8)) }
 
     func flush() {
-        var offset = 0
-        while offset < buffer.count {
-            let written = buffer[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            offset += written
-        }
+        try? writeAll(buffer, to: descriptor)
         buffer.removeAll(keepingCapacity: true)
     }
 
@@ -39,6 +36,6 @@ final class BufferedFile: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         flush()
-        Glibc.close(descriptor)
+        try? descriptor.close()
     }
 }

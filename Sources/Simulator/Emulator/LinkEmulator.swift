@@ -1,6 +1,7 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Netlink
+import RoamSystem
 import ScenarioModel
 import Synchronization
 
@@ -27,8 +28,8 @@ final class LinkEmulator: @unchecked Sendable {
     private var directions: [Direction]
     private var carrierUp: [Bool]
     private let commands = Mutex<[Command]>([])
-    private let wake: Int32
-    private let stop: StopSignal
+    private let wake: EventSignal
+    private let stop: EventSignal
     private var thread: PinnedThread?
     /// Packets written to an interface that refused them (its queue full), or dropped for a
     /// carrier that was down when they were due.
@@ -44,13 +45,12 @@ final class LinkEmulator: @unchecked Sendable {
         self.directions = directions
         for index in self.directions.indices { self.directions[index].pipeline.recordsDeliveryTimes = measuresLateness }
         carrierUp = Array(repeating: true, count: links)
-        stop = try StopSignal()
-        wake = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-        guard wake >= 0 else { throw SimulatorError(.environment, "eventfd: \(String(cString: strerror(errno)))") }
-    }
-
-    deinit {
-        close(wake)
+        do {
+            stop = try EventSignal()
+            wake = try EventSignal()
+        } catch {
+            throw SimulatorError("cannot start the link emulator: eventfd", error)
+        }
     }
 
     func start() throws(SimulatorError) {
@@ -64,8 +64,7 @@ final class LinkEmulator: @unchecked Sendable {
     /// Hands a change to the loop, which applies it at once.
     func post(_ command: Command) {
         commands.withLock { $0.append(command) }
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        wake.signal()
     }
 
     /// Stops the loop and waits for it; logs and captures are flushed.
@@ -107,7 +106,7 @@ final class LinkEmulator: @unchecked Sendable {
             _ = write(slack, "1", 1)
             close(slack)
         }
-        var entries = [pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        var entries = [stop.pollEntry, wake.pollEntry]
         // One entry per direction: its source interface.
         for direction in directions { entries.append(pollfd(fd: direction.source.descriptor, events: Int16(POLLIN), revents: 0)) }
         var buffer = [UInt8](repeating: 0, count: 65536)
@@ -118,28 +117,26 @@ final class LinkEmulator: @unchecked Sendable {
             for index in directions.indices {
                 if let event = directions[index].pipeline.nextEvent() { next = min(next ?? event, event) }
             }
-            var timeout = timespec()
-            let result: Int32
-            if MonotonicInstant.now.nanoseconds < spinUntil {
+            let polled = MonotonicInstant.now
+            let deadline: MonotonicInstant?
+            if polled.nanoseconds < spinUntil {
                 // Just busy: poll without sleeping for a moment, since waking a sleeping thread
                 // costs tens of microseconds on a virtual CPU, on every packet of a request and
                 // its answer.
-                result = ppoll(&entries, nfds_t(entries.count), &timeout, nil)
+                deadline = polled
             } else if let next {
                 // Wake a little early and poll the rest of the way: a sleeping thread's wake-up
                 // is late by tens of microseconds, more on a busy virtual CPU.
-                let remaining = max(0, next - MonotonicInstant.now.nanoseconds - Self.earlyWake)
-                timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
-                result = ppoll(&entries, nfds_t(entries.count), &timeout, nil)
-                if result == 0, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
+                deadline = MonotonicInstant(nanoseconds: next - Self.earlyWake)
             } else {
-                result = ppoll(&entries, nfds_t(entries.count), nil, nil)
+                deadline = nil
             }
-            if result < 0 && errno != EINTR { break }
+            let ready: Int
+            do { ready = try waitForEvents(&entries, until: deadline) } catch { break }
+            if ready == 0, polled.nanoseconds >= spinUntil, let next, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
             if entries[0].revents != 0 { break }
             if entries[1].revents != 0 {
-                var value: UInt64 = 0
-                _ = read(wake, &value, 8)
+                wake.reset()
                 for command in commands.withLock({ commands -> [Command] in defer { commands = [] }; return commands }) {
                     switch command {
                     case let .conditions(index, conditions, capacity, distribution):

@@ -1,6 +1,8 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Netlink
+import RoamSystem
+import SystemPackage
 
 /// A TUN interface (layer 3, no packet-information header) created in a namespace: what the
 /// node's kernel sends out of it is read from ``descriptor``, and what is written there arrives
@@ -10,12 +12,6 @@ final class TunInterface: @unchecked Sendable {
     let name: String
     let descriptor: Int32
     private var isClosed = false
-
-    // From linux/if_tun.h (function-like macros Swift does not import).
-    private static let setInterface: UInt = 0x4004_54ca      // TUNSETIFF = _IOW('T', 202, int)
-    private static let setCarrier: UInt = 0x4004_54e2        // TUNSETCARRIER = _IOW('T', 226, int)
-    private static let tun: Int16 = 0x0001                   // IFF_TUN
-    private static let noPacketInformation: Int16 = 0x1000   // IFF_NO_PI
 
     /// Creates the interface `name` in `namespace`.
     init(name: String, in namespace: NetworkNamespace) throws(SimulatorError) {
@@ -28,10 +24,10 @@ final class TunInterface: @unchecked Sendable {
                 // struct ifreq: the name (16 bytes), then the flags (a short) in the union.
                 var request = [UInt8](repeating: 0, count: 40)
                 for (index, byte) in name.utf8.prefix(15).enumerated() { request[index] = byte }
-                let flags = Self.tun | Self.noPacketInformation
+                let flags = ROAM_IFF_TUN | ROAM_IFF_NO_PI
                 request[16] = UInt8(truncatingIfNeeded: flags)
                 request[17] = UInt8(truncatingIfNeeded: flags >> 8)
-                let status = request.withUnsafeMutableBytes { ioctl(fd, Self.setInterface, $0.baseAddress!) }
+                let status = request.withUnsafeMutableBytes { ioctl(fd, ROAM_TUNSETIFF, $0.baseAddress!) }
                 if status < 0 {
                     let code = errno
                     Glibc.close(fd)
@@ -44,7 +40,7 @@ final class TunInterface: @unchecked Sendable {
         }
         guard result.0 >= 0 else {
             let hint = result.1 == ENOENT || result.1 == ENODEV ? " (is the tun module loaded? /dev/net/tun is needed)" : ""
-            throw SimulatorError(.environment, "create TUN interface \(name) in \(namespace): \(String(cString: strerror(result.1)))\(hint)")
+            throw SimulatorError(.environment, "create TUN interface \(name) in \(namespace): \(Errno(rawValue: result.1).description)\(hint)")
         }
         descriptor = result.0
     }
@@ -60,8 +56,8 @@ final class TunInterface: @unchecked Sendable {
     /// Raises or drops the interface's carrier (`NO-CARRIER`), as a path monitor sees it.
     func setCarrier(_ up: Bool) throws(SimulatorError) {
         var value: Int32 = up ? 1 : 0
-        guard ioctl(descriptor, Self.setCarrier, &value) == 0 else {
-            throw SimulatorError(.environment, "set the carrier of \(name) \(up ? "up" : "down"): \(String(cString: strerror(errno)))")
+        guard ioctl(descriptor, ROAM_TUNSETCARRIER, &value) == 0 else {
+            throw SimulatorError(.environment, "set the carrier of \(name) \(up ? "up" : "down"): \(Errno.current.description)")
         }
     }
 }

@@ -1,5 +1,7 @@
 import Netlink
 import PathMonitor
+import RoamReport
+import RoamSystem
 
 /// A scenario's network while it runs: each node's namespace, addresses and path, for code that
 /// runs alongside the scenario's own workloads (``ScenarioRunner/run(progress:started:)``).
@@ -37,8 +39,6 @@ public struct RunningNetwork: Sendable {
     /// Writes a `mark` event into the run's timeline (and the HTML report): something the code
     /// under test wants to see next to the links' changes.
     public func mark(_ text: String, node: String? = nil) {
-        var fields: [(String, JSONValue)] = [("text", .string(text))]
-        if let node { fields.append(("node", .string(node))) }
-        log.record("mark", fields)
+        log.record(.mark(text: text, node: node))
     }
 }

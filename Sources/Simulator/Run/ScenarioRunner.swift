@@ -2,8 +2,11 @@ import Glibc
 import Multipath
 import Netlink
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
+import SystemPackage
 
 extension Scenario {
     /// Links whose capacity comes from a trace, at the start or in the timeline.
@@ -168,7 +171,7 @@ public struct RunReport: Sendable {
 public final class ScenarioRunner: Sendable {
     public let scenario: Scenario
     public let options: RunOptions
-    private let cancellation = Mutex<(requested: Bool, finishing: Bool, signal: StopSignal?)>((false, false, nil))
+    private let cancellation = Mutex<(requested: Bool, finishing: Bool, signal: EventSignal?)>((false, false, nil))
 
     /// How long before time zero everything is set up and waiting, so that the first
     /// events and workload starts are not late.
@@ -181,7 +184,7 @@ public final class ScenarioRunner: Sendable {
 
     /// Stops a run early: workloads stop, the report is written, the topology removed.
     public func cancel() {
-        let signal = cancellation.withLock { state -> StopSignal? in
+        let signal = cancellation.withLock { state -> EventSignal? in
             state.requested = true
             return state.signal
         }
@@ -192,7 +195,7 @@ public final class ScenarioRunner: Sendable {
     /// expectations are checked on what ran (``RunReport/endedAt`` says how far), the report is
     /// written and the topology removed. For code under test that has done its part.
     public func finish() {
-        let signal = cancellation.withLock { state -> StopSignal? in
+        let signal = cancellation.withLock { state -> EventSignal? in
             state.finishing = true
             return state.signal
         }
@@ -231,7 +234,8 @@ public final class ScenarioRunner: Sendable {
         let directory = options.reportDirectory ?? "roam-reports/\(Self.pathComponent(scenario.name))-\(runID)"
         try Self.makeDirectory(directory)
 
-        let stop = try StopSignal()
+        let stop: EventSignal
+        do { stop = try EventSignal() } catch { throw SimulatorError("cannot make the run's stop signal: eventfd", error) }
         let alreadyCancelled = cancellation.withLock { state -> Bool in
             state.signal = stop
             return state.requested || state.finishing
@@ -308,12 +312,12 @@ public final class ScenarioRunner: Sendable {
 
         let log = try RunLog(start: .now + Self.lead, path: directory + "/timeline.jsonl")
         let wallStart = RFC3339.now()
-        log.record("run", at: .zero, [("event", "start"), ("scenario", .string(scenario.name)), ("runId", .string(runID)),
-                                      ("seed", .int(Int64(bitPattern: seed))), ("backend", .string(selection.kind.rawValue)),
-                                      ("duration", .seconds(scenario.duration))])
+        log.record(.run(.started(scenario: scenario.name, runID: runID, seed: seed, backend: selection.kind.rawValue, duration: scenario.duration)),
+                   at: .zero)
         for initial in schedule.initial {
-            log.record("link", at: .zero, [("link", .string(initial.link)), ("action", "initial"),
-                                           ("direction", .string(initial.direction.rawValue)), ("conditions", initial.conditions.json)])
+            log.record(.link(RunEvent.LinkChange(link: initial.link, action: "initial",
+                                                 kind: .conditions(direction: initial.direction.rawValue, conditions: initial.conditions.json))),
+                       at: .zero)
         }
         recorder.attach(log)
 
@@ -380,9 +384,9 @@ public final class ScenarioRunner: Sendable {
                     let subscription = manager.follow(monitor) { outcome, _ in
                         switch outcome {
                         case .success(let changes):
-                            log.record("mptcp", [("node", .string(client)), ("changes", .array(changes.map { .string($0.description) }))])
+                            log.record(.mptcp(node: client, changes: changes.map(\.description), error: nil))
                         case .failure(let error):
-                            log.record("mptcp", [("node", .string(client)), ("error", .string(error.description))])
+                            log.record(.mptcp(node: client, changes: [], error: error.description))
                         }
                     }
                     following.append(subscription)
@@ -394,7 +398,7 @@ public final class ScenarioRunner: Sendable {
 
         // Workloads: servers listen before time zero; each client starts on its own thread.
         let environment = Self.environment(plan: plan, runID: runID, reportDirectory: directory)
-        var drivers: [(driver: any WorkloadDriver, stop: StopSignal)] = []
+        var drivers: [(driver: any WorkloadDriver, stop: EventSignal)] = []
         var threads: [PinnedThread] = []
         defer {
             // On any way out (a server that cannot listen included): stop every workload and
@@ -406,7 +410,8 @@ public final class ScenarioRunner: Sendable {
         }
         for (index, workload) in scenario.workloads.enumerated() {
             guard let server = plan.node(workload.from), let serverNamespace = topology.namespace(of: workload.from) else { continue }
-            let workloadStop = try StopSignal()
+            let workloadStop: EventSignal
+            do { workloadStop = try EventSignal() } catch { throw SimulatorError("cannot make a workload's stop signal: eventfd", error) }
             var context = WorkloadContext(
                 workload: workload, index: index, runID: runID, serverNamespace: serverNamespace,
                 clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddresses: workload.family.families.map { $0 == .ipv4 ? server.serviceIPv4 : server.serviceIPv6 }, log: log,
@@ -442,7 +447,7 @@ public final class ScenarioRunner: Sendable {
             do throws(NetlinkError) {
                 threads.append(try PinnedThread(name: "roam-workload") {
                     guard workloadStop.wait(until: driver.context.startAt) else { return }
-                    driver.context.log.record("workload", [("workload", .string(driver.context.workload.name)), ("event", "start")])
+                    driver.context.log.record(.workload(name: driver.context.workload.name, started: true))
                     driver.run()
                 })
             } catch {
@@ -469,7 +474,7 @@ public final class ScenarioRunner: Sendable {
             for (index, at) in pendingStops where at <= now {
                 drivers[index].stop.signal()
                 stopped.insert(index)
-                log.record("workload", [("workload", .string(drivers[index].driver.context.workload.name)), ("event", "stop")])
+                log.record(.workload(name: drivers[index].driver.context.workload.name, started: false))
             }
             if now >= nextSample || now >= end {
                 let interval = Double((now - lastSampleAt).nanoseconds) / 1e9
@@ -483,16 +488,13 @@ public final class ScenarioRunner: Sendable {
                         rows.append((driver.context.workload.name, nil, stopped.contains(index) ? "ended" : "running"))
                         continue
                     }
-                    var fields: [(String, JSONValue)] = [("workload", .string(driver.context.workload.name)), ("bytes", .int(sample.bytesReceived)),
-                                                         ("throughputBps", .int(Int64((throughput?.bitsPerSecond ?? 0).rounded()))),
-                                                         ("rttMs", .milliseconds(sample.rtt))]
                     var detail: String?
                     if let buffered = sample.buffered {
-                        fields.append(("bufferedMs", .milliseconds(buffered)))
-                        fields.append(("stalled", .bool(sample.isStalled ?? false)))
                         detail = (sample.isStalled ?? false) ? "STALLED" : "buffer \(buffered.roamDescription)"
                     }
-                    log.record("sample", fields)
+                    log.record(.sample(RunEvent.Sample(workload: driver.context.workload.name, bytes: sample.bytesReceived,
+                                                       throughputBitsPerSecond: Int64((throughput?.bitsPerSecond ?? 0).rounded()), rtt: sample.rtt,
+                                                       buffered: sample.buffered, stalled: sample.buffered.map { _ in sample.isStalled ?? false })))
                     rows.append((driver.context.workload.name, throughput, detail))
                 }
                 lastSampleAt = now
@@ -530,10 +532,14 @@ public final class ScenarioRunner: Sendable {
             pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics, changes: changes, paths: paths,
             endedAt: finishedAt)
         report.multipath = transport
-        log.record("run", [("event", cancelled ? "cancelled" : "end"), ("passed", .bool(report.passed))])
+        log.record(.run(cancelled ? .cancelled(passed: report.passed) : .ended(passed: report.passed)))
         try Self.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
                        to: directory + "/summary.json")
-        try HTMLReport.write(directory: directory)
+        do {
+            try HTMLReport.write(directory: directory)
+        } catch {
+            throw SimulatorError(.environment, "cannot write the run's HTML report: \(error.message)")
+        }
         return report
     }
 
@@ -560,7 +566,7 @@ public final class ScenarioRunner: Sendable {
         var raised = limit
         raised.rlim_cur = min(limit.rlim_max, max(needed, 4096))
         guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 else {
-            throw SimulatorError(.environment, "raise the open-descriptor limit to \(raised.rlim_cur): \(String(cString: strerror(errno)))")
+            throw SimulatorError(.environment, "raise the open-descriptor limit to \(raised.rlim_cur): \(Errno.current.description)")
         }
     }
 
@@ -594,12 +600,12 @@ public final class ScenarioRunner: Sendable {
         for component in path.split(separator: "/") {
             prefix += component
             if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
-                throw SimulatorError(.environment, "cannot create the report directory \(path): \(String(cString: strerror(errno)))")
+                throw SimulatorError(.environment, "cannot create the report directory \(path): \(Errno.current.description)")
             }
             prefix += "/"
         }
         guard access(path, W_OK) == 0 else {
-            throw SimulatorError(.environment, "cannot write to the report directory \(path): \(String(cString: strerror(errno)))")
+            throw SimulatorError(.environment, "cannot write to the report directory \(path): \(Errno.current.description)")
         }
     }
 
@@ -608,18 +614,10 @@ public final class ScenarioRunner: Sendable {
     }
 
     static func write(text: String, to path: String) throws(SimulatorError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            offset += written
+        do {
+            try writeFile(atPath: path, contents: text)
+        } catch {
+            throw SimulatorError("cannot write \(path)", error)
         }
     }
 }

@@ -1,5 +1,7 @@
 import Netlink
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
 
@@ -11,7 +13,7 @@ import Synchronization
 public final class TimelinePlayer: Sendable {
     private let schedule: TimelineSchedule
     private let log: RunLog
-    private let stop: StopSignal
+    private let stop: EventSignal
     private let states: Mutex<[String: LinkState]>
     private let thread: Mutex<PinnedThread?> = Mutex(nil)
     private nonisolated(unsafe) let backend: any LinkBackend
@@ -35,7 +37,7 @@ public final class TimelinePlayer: Sendable {
 
     /// A player of `schedule` through `backend`, timed from `log`'s start; `stop` ends it early.
     /// `tagger` retags links whose quality changes (none: tags stay as the topology set them).
-    public init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, log: RunLog, stop: StopSignal) {
+    public init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, log: RunLog, stop: EventSignal) {
         self.schedule = schedule
         self.backend = backend
         self.tagger = tagger
@@ -106,13 +108,13 @@ public final class TimelinePlayer: Sendable {
             }
             log.applied(change, actual: actual, failure: failure)
             if let regraded, let tagger {
-                var fields: [(String, JSONValue)] = [("link", .string(change.link)), ("quality", .string(regraded.rawValue))]
+                var failure: String?
                 do throws(SimulatorError) {
                     try tagger.tag(change.link, quality: regraded)
                 } catch {
-                    fields.append(("error", .string(error.message)))
+                    failure = error.message
                 }
-                log.record("quality", fields)
+                log.record(.quality(link: change.link, quality: regraded.rawValue, error: failure))
             }
         }
     }

@@ -1,7 +1,10 @@
 import Glibc
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
+import SystemPackage
 
 /// A link change as it was applied: when it was planned and when it took effect.
 public struct AppliedChange: Sendable, Hashable {
@@ -27,7 +30,7 @@ public final class RunLog: Sendable {
     public let start: MonotonicInstant
 
     private struct State {
-        var descriptor: Int32
+        var file: FileDescriptor?
         var changes: [AppliedChange] = []
         var paths: [PathRecord] = []
         /// Each distinct path once: a flapping link publishes the same few paths over and over,
@@ -41,40 +44,31 @@ public final class RunLog: Sendable {
     /// Logs to `path` (created or truncated); nil logs to memory only.
     public init(start: MonotonicInstant, path: String?) throws(SimulatorError) {
         self.start = start
-        var descriptor: Int32 = -1
+        var file: FileDescriptor?
         if let path {
-            descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard descriptor >= 0 else {
-                throw SimulatorError(.environment, "cannot write \(path): \(String(cString: strerror(errno)))")
+            do {
+                file = try createFile(atPath: path)
+            } catch {
+                throw SimulatorError("cannot write \(path)", error)
             }
         }
-        state = Mutex(State(descriptor: descriptor))
+        state = Mutex(State(file: file))
     }
 
     deinit {
-        state.withLock { if $0.descriptor >= 0 { close($0.descriptor) } }
+        state.withLock { try? $0.file?.close() }
     }
 
     /// Time since ``start`` (negative before it).
     public var elapsed: Duration { MonotonicInstant.now - start }
 
-    /// Writes one event: `t` (seconds since the start) and `type` first, then `fields`.
-    public func record(_ type: String, at time: Duration? = nil, _ fields: [(String, JSONValue)]) {
-        let t = time ?? elapsed
-        let line = JSONValue.object([("t", .seconds(t)), ("type", .string(type))] + fields).serialized + "\n"
+    /// Writes one event at `time` since time zero (now when nil).
+    public func record(_ event: RunEvent, at time: Duration? = nil) {
+        let line = RecordedEvent(time: time ?? elapsed, event: event).json.serialized + "\n"
         state.withLock { state in
             state.lines += 1
-            guard state.descriptor >= 0 else { return }
-            let bytes = Array(line.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes[offset...].withUnsafeBytes { write(state.descriptor, $0.baseAddress, $0.count) }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
+            guard let file = state.file else { return }
+            try? writeAll(line.utf8, to: file)
         }
     }
 
@@ -82,24 +76,13 @@ public final class RunLog: Sendable {
     public func applied(_ change: ScheduledChange, actual: Duration, failure: String?) {
         let applied = AppliedChange(change: change, actual: actual, failure: failure)
         state.withLock { $0.changes.append(applied) }
-        var fields: [(String, JSONValue)] = [
-            ("link", .string(change.link)),
-            ("action", .string(change.action)),
-            ("planned", .seconds(change.at)),
-            ("actual", .seconds(actual)),
-            ("lateMs", .double(((actual - change.at).milliseconds * 1000).rounded() / 1000)),
-        ]
-        if let step = change.step, let count = change.stepCount { fields.append(("step", .string("\(step)/\(count)"))) }
-        switch change.change {
-        case .carrier(let up):
-            fields.append(("carrier", .string(up ? "up" : "down")))
-        case .conditions(let direction, let conditions):
-            fields.append(("direction", .string(direction.rawValue)))
-            fields.append(("conditions", conditions.json))
+        let kind: RunEvent.LinkChange.Kind = switch change.change {
+        case .carrier(let up): .carrier(up: up)
+        case let .conditions(direction, conditions): .conditions(direction: direction.rawValue, conditions: conditions.json)
         }
-        fields.append(("line", .int(Int64(change.line))))
-        if let failure { fields.append(("error", .string(failure))) }
-        record("link", at: actual, fields)
+        let step = change.step.flatMap { step in change.stepCount.map { "\(step)/\($0)" } }
+        record(.link(RunEvent.LinkChange(link: change.link, action: change.action, kind: kind, planned: change.at, actual: actual, step: step,
+                                         line: change.line, error: failure)), at: actual)
     }
 
     /// Records a path a node's monitor published at `instant` (now when nil).
@@ -109,7 +92,7 @@ public final class RunLog: Sendable {
             let shared = state.distinctPaths.firstIndex(of: path).map { state.distinctPaths[$0] } ?? state.distinctPaths.insert(path).memberAfterInsert
             state.paths.append(PathRecord(at: at, node: node, path: shared))
         }
-        record("path", at: at, [("node", .string(node)), ("summary", .string(path.summary)), ("path", path.json)])
+        record(.path(node: node, summary: path.summary, path: path.json), at: at)
     }
 
     public var appliedChanges: [AppliedChange] { state.withLock { $0.changes } }
@@ -147,23 +130,6 @@ extension NetworkPath {
     public var json: JSONValue {
         guard case .object(let members) = json(time: "") else { return .null }
         return .object(members.filter { $0.0 != "time" })
-    }
-}
-
-extension JSONValue {
-    /// Seconds with microsecond resolution.
-    static func seconds(_ duration: Duration) -> JSONValue {
-        .double((Double(duration.nanoseconds) / 1000).rounded() / 1_000_000)
-    }
-
-    static func milliseconds(_ duration: Duration?) -> JSONValue {
-        guard let duration else { return .null }
-        return .double((duration.milliseconds * 1000).rounded() / 1000)
-    }
-
-    static func number(_ value: Double?, digits: Double = 1000) -> JSONValue {
-        guard let value, value.isFinite else { return .null }
-        return .double((value * digits).rounded() / digits)
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Multipath
 import Netlink
+import RoamSystem
 
 /// Whether this kernel's userspace MPTCP path manager can do what a handover through it needs,
 /// checked by doing it: in a node's namespace, over its loopback, one MPTCP connection under
@@ -28,8 +29,8 @@ enum SubflowControlCheck {
     private static let second = IPAddress("127.0.0.2")!
 
     private static func exercise(in namespace: NetworkNamespace) -> String? {
-        let stop: StopSignal
-        do { stop = try StopSignal() } catch { return "\(error)" }
+        let stop: EventSignal
+        do { stop = try EventSignal() } catch { return "\(error)" }
         let deadline = MonotonicInstant.now + .seconds(2)
         let listener: TCPSocket
         do {

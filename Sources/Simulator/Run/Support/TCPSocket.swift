@@ -1,11 +1,13 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 import Multipath
 import Netlink
+import RoamSystem
+import SystemPackage
 
 /// A TCP socket of a workload, made inside a node's namespace (a socket belongs to the
 /// namespace it was created in, whichever thread uses it afterwards). Every blocking call polls
-/// the socket together with a ``StopSignal`` and an optional deadline, so a workload can always
+/// the socket together with a ``EventSignal`` and an optional deadline, so a workload can always
 /// be stopped at once.
 final class TCPSocket: @unchecked Sendable {
     let descriptor: Int32
@@ -66,7 +68,7 @@ final class TCPSocket: @unchecked Sendable {
         } catch {
             throw SimulatorError(.environment, "enter namespace \(namespace): \(error)")
         }
-        guard result >= 0 else { throw SimulatorError(.environment, "socket: \(String(cString: strerror(errno)))") }
+        guard result >= 0 else { throw SimulatorError(.environment, "socket: \(Errno.current.description)") }
         return TCPSocket(descriptor: result)
     }
 
@@ -84,7 +86,7 @@ final class TCPSocket: @unchecked Sendable {
         }
         let bound = address.withSocketAddress(port: port) { bind(socket.descriptor, $0, $1) }
         guard bound == 0, Glibc.listen(socket.descriptor, 64) == 0 else {
-            throw SimulatorError(.environment, "listen on \(address) port \(port): \(String(cString: strerror(errno)))")
+            throw SimulatorError(.environment, "listen on \(address) port \(port): \(Errno.current.description)")
         }
         return socket
     }
@@ -92,7 +94,7 @@ final class TCPSocket: @unchecked Sendable {
     /// Connects from `namespace` to `address`:`port`; the kernel picks the source address (and
     /// so the link) from the routes in force.
     static func connect(in namespace: NetworkNamespace, to address: IPAddress, port: UInt16, deadline: MonotonicInstant,
-                        stop: StopSignal, mptcp: Bool = false) -> Result<TCPSocket, Outcome> {
+                        stop: EventSignal, mptcp: Bool = false) -> Result<TCPSocket, Outcome> {
         let socket: TCPSocket
         do {
             socket = try make(family: address.family, in: namespace, mptcp: mptcp)
@@ -116,7 +118,7 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// The next connection, or why there is none.
-    func accept(stop: StopSignal, deadline: MonotonicInstant? = nil) -> Result<TCPSocket, Outcome> {
+    func accept(stop: EventSignal, deadline: MonotonicInstant? = nil) -> Result<TCPSocket, Outcome> {
         while true {
             let fd = accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
             if fd >= 0 {
@@ -133,25 +135,17 @@ final class TCPSocket: @unchecked Sendable {
     /// Waits until the socket is ready for `events`, the stop signal fires, or `deadline` passes.
     /// One of `extra` being ready ends the wait as a deadline does (`.timedOut`; the caller looks
     /// at why): a path update, a probe decided.
-    func poll(_ events: Int16, stop: StopSignal, deadline: MonotonicInstant?, wakingOn extra: [pollfd] = []) -> Outcome {
-        var entries = [pollfd(fd: descriptor, events: events, revents: 0), pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0)] + extra
+    func poll(_ events: Int16, stop: EventSignal, deadline: MonotonicInstant?, wakingOn extra: [pollfd] = []) -> Outcome {
+        var entries = [pollfd(fd: descriptor, events: events, revents: 0), stop.pollEntry] + extra
         while true {
-            var timeout = timespec()
-            var timeoutPointer: UnsafeMutablePointer<timespec>? = nil
-            if let deadline {
-                let remaining = max(0, deadline.nanoseconds - MonotonicInstant.now.nanoseconds)
-                if remaining == 0 { return .timedOut }
-                timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+            if let deadline, deadline <= .now { return .timedOut }
+            let ready: Int
+            do {
+                ready = try waitForEvents(&entries, until: deadline)
+            } catch {
+                return .failed(error.rawValue)
             }
-            let result = withUnsafeMutablePointer(to: &timeout) { pointer -> Int32 in
-                timeoutPointer = deadline == nil ? nil : pointer
-                return ppoll(&entries, nfds_t(entries.count), timeoutPointer, nil)
-            }
-            if result < 0 {
-                if errno == EINTR { continue }
-                return .failed(errno)
-            }
-            if result == 0 { return .timedOut }
+            if ready == 0 { return .timedOut }
             if entries[1].revents != 0 { return .stopped }
             if entries[0].revents != 0 { return .done }
             if entries.dropFirst(2).contains(where: { $0.revents != 0 }) { return .timedOut }
@@ -159,7 +153,7 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// Sends every byte of `bytes`, or says why not.
-    func send(_ bytes: UnsafeRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?) -> Outcome {
+    func send(_ bytes: UnsafeRawBufferPointer, stop: EventSignal, deadline: MonotonicInstant?) -> Outcome {
         var offset = 0
         while offset < bytes.count {
             let sent = Glibc.send(descriptor, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
@@ -178,7 +172,7 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// Receives what is there (at most `buffer.count` bytes), waiting for some if nothing is.
-    func receive(into buffer: UnsafeMutableRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?,
+    func receive(into buffer: UnsafeMutableRawBufferPointer, stop: EventSignal, deadline: MonotonicInstant?,
                  wakingOn extra: [pollfd] = []) -> (Int, Outcome) {
         while true {
             let count = recv(descriptor, buffer.baseAddress, buffer.count, 0)
@@ -194,7 +188,7 @@ final class TCPSocket: @unchecked Sendable {
     }
 
     /// Receives exactly `buffer.count` bytes.
-    func receiveAll(into buffer: UnsafeMutableRawBufferPointer, stop: StopSignal, deadline: MonotonicInstant?) -> Outcome {
+    func receiveAll(into buffer: UnsafeMutableRawBufferPointer, stop: EventSignal, deadline: MonotonicInstant?) -> Outcome {
         var offset = 0
         while offset < buffer.count {
             let (count, outcome) = receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[offset...]), stop: stop, deadline: deadline)
@@ -245,7 +239,7 @@ extension TCPSocket.Outcome {
         case .closed: "closed by peer"
         case .stopped: "stopped"
         case .timedOut: "timed out"
-        case .failed(let code): String(cString: strerror(code))
+        case .failed(let code): Errno(rawValue: code).description
         }
     }
 }

@@ -1,5 +1,7 @@
 import Glibc
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
 
@@ -41,7 +43,7 @@ final class BulkWorkload: WorkloadDriver {
             guard client.pump(socket) == .closed else { continue }
             if let size, client.bytesReceived >= size {
                 completion.withLock { $0 = context.log.elapsed - context.workload.start }
-                context.log.record("complete", [("workload", .string(context.workload.name)), ("bytes", .int(client.bytesReceived))])
+                context.log.record(.complete(workload: context.workload.name, bytes: client.bytesReceived))
                 client.close()
                 return
             }

@@ -1,7 +1,10 @@
 import Glibc
 import Netlink
 import PathMonitor
+import RoamReport
+import RoamSystem
 import Synchronization
+import SystemPackage
 
 /// A user's program run inside a node: spawned in the node's namespace (as `ip netns exec`
 /// would), in a process group of its own, with the topology in environment variables and its
@@ -40,59 +43,43 @@ final class CommandWorkload: WorkloadDriver {
     }
 
     private func spawn() -> pid_t? {
-        let output = open(outcome.withLock { $0.stdoutPath }, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        let errors = open(outcome.withLock { $0.stderrPath }, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        defer {
-            if output >= 0 { close(output) }
-            if errors >= 0 { close(errors) }
-        }
-        guard output >= 0, errors >= 0 else {
-            spawnError.withLock { $0 = "cannot write the command's output to \(context.reportDirectory): \(String(cString: strerror(errno)))" }
+        let output: FileDescriptor, errors: FileDescriptor
+        do {
+            output = try createFile(atPath: outcome.withLock { $0.stdoutPath })
+            do {
+                errors = try createFile(atPath: outcome.withLock { $0.stderrPath })
+            } catch {
+                try? output.close()
+                throw error
+            }
+        } catch {
+            spawnError.withLock { $0 = "cannot write the command's output to \(context.reportDirectory): \(error)" }
             return nil
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, output, 1)
-        posix_spawn_file_actions_adddup2(&actions, errors, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // Its own process group (so that its children are signalled with it), every signal
-        // unblocked (roam blocks SIGINT and SIGTERM for its signal thread) and at its default.
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
         defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
+            try? output.close()
+            try? errors.close()
         }
-        var pid: pid_t = 0
-        let result: Int32
+        let result: Result<pid_t, Errno>
         do {
+            // Its own process group, so that its children are signalled with it.
             result = try context.serverNamespace.perform {
-                posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, envp)
+                Result { () throws(Errno) in
+                    try spawnProcess(arguments, environment: environment, standardOutput: output, standardError: errors, newProcessGroup: true)
+                }
             }
         } catch {
             spawnError.withLock { $0 = "cannot enter node '\(context.workload.from)': \(error)" }
             return nil
         }
-        guard result == 0 else {
-            let reason = result == ENOENT ? "no such program (looked in PATH)" : String(cString: strerror(result))
+        switch result {
+        case .success(let pid):
+            return pid
+        case .failure(let error):
+            let reason = error == .noSuchFileOrDirectory ? "no such program (looked in PATH)" : error.description
             spawnError.withLock { $0 = "cannot run \(arguments[0]): \(reason)" }
             return nil
         }
-        return pid
     }
 
     /// In a multipath mode with MPTCP, a socket that hears the node's MPTCP events: the
@@ -105,7 +92,7 @@ final class CommandWorkload: WorkloadDriver {
             try socket.setNonBlocking()
             return socket
         } catch {
-            context.log.record("subflow", [("workload", .string(context.workload.name)), ("error", .string("cannot follow MPTCP events: \(error)"))])
+            context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, error: "cannot follow MPTCP events: \(error)")))
             return nil
         }
     }
@@ -128,49 +115,41 @@ final class CommandWorkload: WorkloadDriver {
             }
             if kind == "added" { subflowsOpened.withLock { $0 += 1 } }
             let key = "\(event.local?.description ?? "?"):\(event.localPort ?? 0) -> \(event.remote?.description ?? "?"):\(event.remotePort ?? 0)"
-            var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("event", .string(kind)),
-                                                 ("interface", .string(interface(of: event.local))), ("subflow", .string(key)),
-                                                 ("token", .int(Int64(event.token)))]
-            if let backup = event.isBackup { fields.append(("backup", .bool(backup))) }
-            context.log.record("subflow", fields)
+            context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, event: kind, interface: interface(of: event.local),
+                                                         subflow: key, token: Int64(event.token), backup: event.isBackup)))
         }
     }
 
     func run() {
-        let name = JSONValue.string(context.workload.name)
+        let name = context.workload.name
         let started = MonotonicInstant.now
         let countersBefore = nodeCounters()
         let events = mptcpEvents()
         guard let pid = spawn() else {
-            context.log.record("command", [("workload", name), ("event", "failed"), ("error", .string(spawnError.withLock { $0 ?? "" }))])
+            context.log.record(.command(RunEvent.Command(workload: name, phase: .failed(error: spawnError.withLock { $0 ?? "" }))))
             return
         }
-        context.log.record("command", [("workload", name), ("event", "started"), ("pid", .int(Int64(pid))),
-                                       ("node", .string(context.workload.from))])
-        let exited: StopSignal
+        context.log.record(.command(RunEvent.Command(workload: name, phase: .started(pid: pid, node: context.workload.from))))
+        let exited: EventSignal
         do {
-            exited = try StopSignal()
+            exited = try EventSignal()
         } catch {
             kill(-pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            _ = try? waitForExit(pid)
             return
         }
-        let status = Mutex<Int32>(0)
+        let status = Mutex<TerminationStatus?>(nil)
         let waiter = try? PinnedThread(name: "roam-waitpid") {
-            var value: Int32 = 0
-            while waitpid(pid, &value, 0) < 0 && errno == EINTR {}
-            status.withLock { $0 = value }
+            let ended = try? waitForExit(pid)
+            status.withLock { $0 = ended }
             exited.signal()
         }
         var terminated = false
         if waiter != nil {
-            var entries = [pollfd(fd: exited.descriptor, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: context.stop.descriptor, events: Int16(POLLIN), revents: 0)]
+            var entries = [exited.pollEntry, context.stop.pollEntry]
             if let events { entries.append(pollfd(fd: events.fileDescriptor, events: Int16(POLLIN), revents: 0)) }
             while true {
-                let ready = poll(&entries, nfds_t(entries.count), -1)
-                if ready < 0 && errno == EINTR { continue }
+                guard (try? waitForEvents(&entries, until: nil)) != nil else { break }
                 if let events, entries.count > 2, entries[2].revents != 0 {
                     var heard: [MPTCPEvent] = []
                     _ = try? events.receiveMPTCPEvents { heard.append($0) }
@@ -189,9 +168,8 @@ final class CommandWorkload: WorkloadDriver {
             waiter?.join()
         } else {
             kill(-pid, SIGKILL)
-            var value: Int32 = 0
-            waitpid(pid, &value, 0)
-            status.withLock { $0 = value }
+            let ended = try? waitForExit(pid)
+            status.withLock { $0 = ended }
         }
         // Whatever the command left running in its group goes with it.
         kill(-pid, SIGKILL)
@@ -209,22 +187,17 @@ final class CommandWorkload: WorkloadDriver {
             }
             interfaceBytes.withLock { $0 = carried }
         }
-        let raw = status.withLock { $0 }
+        let ended = status.withLock { $0 }
         let runTime = MonotonicInstant.now - started
         outcome.withLock { outcome in
             outcome.runTime = runTime
             outcome.terminatedByRoam = terminated
-            if raw & 0x7f == 0 {
-                outcome.exitCode = Int((raw >> 8) & 0xff)
-            } else {
-                outcome.signal = raw & 0x7f
-            }
+            outcome.exitCode = ended?.code.map(Int.init)
+            outcome.signal = ended?.signal
         }
         let final = outcome.withLock { $0 }
-        context.log.record("command", [("workload", name), ("event", "exited"),
-                                       ("exitCode", final.exitCode.map { .int(Int64($0)) } ?? .null),
-                                       ("signal", final.signal.map { .int(Int64($0)) } ?? .null),
-                                       ("terminatedByRoam", .bool(terminated))])
+        context.log.record(.command(RunEvent.Command(workload: name, phase: .exited(code: final.exitCode.map { Int32(clamping: $0) },
+                                                                                    signal: final.signal, terminatedByRoam: terminated))))
     }
 
     func sample() -> WorkloadSample { WorkloadSample(bytesReceived: 0) }

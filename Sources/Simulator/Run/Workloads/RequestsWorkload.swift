@@ -1,5 +1,7 @@
 import Glibc
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
 
@@ -51,7 +53,6 @@ final class RequestsWorkload: WorkloadDriver {
     func prepare() throws(SimulatorError) { try server.start() }
 
     func run() {
-        let name = JSONValue.string(context.workload.name)
         var request = Wire.encode(UInt64(responseSize), UInt64(requestSize))
         request += [UInt8](repeating: 0x72, count: Int(requestSize) - 16)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -70,7 +71,7 @@ final class RequestsWorkload: WorkloadDriver {
                     return
                 }
                 statistics.withLock { $0.failed += 1 }
-                context.log.record("request", [("workload", name), ("number", .int(Int64(number))), ("ok", false), ("reason", .string(reason))])
+                context.log.record(.request(RunEvent.Request(workload: context.workload.name, number: number, outcome: .failed(reason: reason))))
                 if let current = socket { client.drop(current, reason: reason) }
                 socket = nil
             }
@@ -147,8 +148,8 @@ final class RequestsWorkload: WorkloadDriver {
                 statistics.timesToFirstByte.append(ttfb)
                 statistics.completionTimes.append(completion)
             }
-            context.log.record("request", [("workload", name), ("number", .int(Int64(number))), ("ok", true),
-                                           ("ttfbMs", .milliseconds(ttfb)), ("completionMs", .milliseconds(completion))])
+            context.log.record(.request(RunEvent.Request(workload: context.workload.name, number: number,
+                                                         outcome: .completed(timeToFirstByte: ttfb, completion: completion))))
         }
         client.close()
     }

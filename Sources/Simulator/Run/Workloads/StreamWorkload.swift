@@ -1,5 +1,7 @@
 import Glibc
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
 
@@ -144,8 +146,7 @@ final class StreamWorkload: WorkloadDriver {
         // stream (StreamPathJudge), and moves the flow off one too poor before playback stalls.
         if playing { client.playout(buffered: .nanoseconds(Int64(buffered * 1e9))) }
         if let ended {
-            context.log.record("stall", [("workload", .string(context.workload.name)), ("start", .seconds(ended.start)),
-                                         ("durationMs", .milliseconds(ended.duration))])
+            context.log.record(.stall(workload: context.workload.name, start: ended.start, duration: ended.duration))
         }
     }
 

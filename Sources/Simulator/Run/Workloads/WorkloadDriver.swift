@@ -2,6 +2,8 @@ import Glibc
 import Multipath
 import Netlink
 import PathMonitor
+import RoamReport
+import RoamSystem
 import ScenarioModel
 import Synchronization
 
@@ -22,7 +24,7 @@ struct WorkloadContext: Sendable {
     var serverAddress: IPAddress { serverAddresses[0] }
     var log: RunLog
     /// Fires at the workload's `stop`, or when the run ends or is cancelled.
-    var stop: StopSignal
+    var stop: EventSignal
     var startAt: MonotonicInstant
     var stopAt: MonotonicInstant
     var reportDirectory: String
@@ -110,7 +112,7 @@ final class ClientConnection: Sendable {
     private let state: Mutex<State>
     let context: WorkloadContext
     /// Signalled on the client node's path updates (multipath modes).
-    private let pathChanged: Wakeup?
+    private let pathChanged: EventSignal?
     private let subscription: PathUpdateSubscription?
 
     init(context: WorkloadContext) {
@@ -124,7 +126,7 @@ final class ClientConnection: Sendable {
             configuration.stream = .init(bytesPerSecond: bitrate.bitsPerSecond / 8, buffer: buffer)
         }
         state = Mutex(State(machine: HandoverStateMachine(configuration: configuration)))
-        if context.workload.mode != .none, let monitor = context.clientMonitor, let wakeup = try? Wakeup() {
+        if context.workload.mode != .none, let monitor = context.clientMonitor, let wakeup = try? EventSignal() {
             pathChanged = wakeup
             subscription = monitor.onUpdate { _ in wakeup.signal() }
         } else {
@@ -198,10 +200,10 @@ final class ClientConnection: Sendable {
             }
         }
         for (key, interface) in added {
-            context.log.record("subflow", [("workload", .string(context.workload.name)), ("event", "added"), ("interface", .string(interface)), ("subflow", .string(key))])
+            context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, event: "added", interface: interface, subflow: key)))
         }
         for (key, interface) in closed {
-            context.log.record("subflow", [("workload", .string(context.workload.name)), ("event", "closed"), ("interface", .string(interface)), ("subflow", .string(key))])
+            context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, event: "closed", interface: interface, subflow: key)))
         }
     }
 
@@ -221,14 +223,11 @@ final class ClientConnection: Sendable {
         for action in actions {
             switch action {
             case let .markStalled(interface, holdDown):
-                var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("interface", .string(interface)),
-                                                     ("thresholdMs", .milliseconds(stallThreshold)), ("holdDownMs", .milliseconds(holdDown))]
-                if let manager = context.mptcp {
-                    // Its subflows become backups (in every connection), another path's take over.
-                    let changes = (try? manager.markStalled(interface)) ?? []
-                    fields.append(("mptcp", .array(changes.map { .string($0.description) })))
-                }
-                context.log.record("path-stalled", fields)
+                // With Roam's path manager, its subflows become backups (in every connection),
+                // another path's take over.
+                let changes = context.mptcp.map { manager in ((try? manager.markStalled(interface)) ?? []).map(\.description) }
+                context.log.record(.pathStalled(RunEvent.PathStalled(workload: context.workload.name, interface: interface,
+                                                                     threshold: stallThreshold, holdDown: holdDown, mptcp: changes)))
             case .move(let reason):
                 state.withLock { $0.pendingMove = reason }
             case .startProbe(let interface):
@@ -250,8 +249,7 @@ final class ClientConnection: Sendable {
                     return state.probe
                 }?.abandon()
             case let .switchSubflows(interface, reason):
-                context.log.record("subflow-switch", [("workload", .string(context.workload.name)), ("to", .string(interface)),
-                                                      ("reason", .string(reason.description))])
+                context.log.record(.subflowSwitch(workload: context.workload.name, to: interface, reason: reason.description))
                 // The interface left is withdrawn (the peer told over the subflows left): what
                 // was in flight over it is sent again over the others at once, rather than held
                 // up behind a lossy or dead subflow. A better path keeps the old one as standby.
@@ -262,13 +260,12 @@ final class ClientConnection: Sendable {
                 reconcileSubflows()
             case .restore(let interface):
                 if context.controlsSubflows {
-                    context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface))])
+                    context.log.record(.pathRestored(workload: context.workload.name, interface: interface, changes: nil))
                     continue
                 }
                 guard let manager = context.mptcp else { continue }
                 let changes = (try? manager.clearStalled(interface)) ?? []
-                context.log.record("path-restored", [("workload", .string(context.workload.name)), ("interface", .string(interface)),
-                                                     ("changes", .array(changes.map { .string($0.description) }))])
+                context.log.record(.pathRestored(workload: context.workload.name, interface: interface, changes: changes.map(\.description)))
             }
         }
     }
@@ -278,7 +275,7 @@ final class ClientConnection: Sendable {
     var wakeDescriptors: [pollfd] {
         var entries: [pollfd] = []
         guard isMultipath else { return entries }
-        if let pathChanged { entries.append(pollfd(fd: pathChanged.fileDescriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+        if let pathChanged { entries.append(pollfd(fd: pathChanged.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         if let fd = state.withLock({ $0.probe?.descriptor }), fd >= 0 { entries.append(pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)) }
         return entries
     }
@@ -350,7 +347,7 @@ final class ClientConnection: Sendable {
                         try pathManager().setMPTCPSubflowBackup(token: token, local: local, remote: server, remotePort: context.port, backup: backup)
                         backupOf[local] = backup
                     } catch {
-                        context.log.record("subflow", [("workload", .string(context.workload.name)), ("error", .string("\(error)"))])
+                        context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, error: "\(error)")))
                         backupOf[local] = backup
                     }
                 }
@@ -371,8 +368,7 @@ final class ClientConnection: Sendable {
                     // (data went both ways): that first refusal is retried, not reported.
                     let age = state.withLock { state in state.machine.connection.map { now - $0.since } } ?? .zero
                     if age >= .seconds(1) {
-                        context.log.record("subflow", [("workload", .string(context.workload.name)), ("interface", .string(interface.name)),
-                                                       ("error", .string("\(error)"))])
+                        context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, interface: interface.name, error: "\(error)")))
                     }
                 }
             }
@@ -402,7 +398,7 @@ final class ClientConnection: Sendable {
         do throws(NetlinkError) {
             try NetlinkSocket(.generic, in: namespace).removeMPTCPAddress(token: token, localID: id)
         } catch {
-            context.log.record("subflow", [("workload", .string(context.workload.name)), ("interface", .string(interface)), ("error", .string("\(error)"))])
+            context.log.record(.subflow(RunEvent.Subflow(workload: context.workload.name, interface: interface, error: "\(error)")))
         }
         state.withLock { state in
             state.localID[address] = nil
@@ -469,17 +465,13 @@ final class ClientConnection: Sendable {
                                                            family: winner?.destination.family, at: context.log.elapsed))
                 }
                 perform(actions)
-                var fields: [(String, JSONValue)] = [
-                    ("workload", .string(context.workload.name)), ("local", .string(winner?.source.description ?? "?")),
-                    ("remote", .string(winner?.destination.description ?? context.serverAddress.description)), ("interface", .string(interface)),
-                    ("transport", .string(connection.metrics.mode.rawValue)),
-                    ("attempts", .array(connection.metrics.attempts.map { attempt in
-                        .object([("interface", .string(attempt.candidate.route.interface)), ("startedMs", .milliseconds(attempt.started)),
-                                 ("outcome", .string("\(attempt.outcome)"))])
-                    })),
-                ]
-                if let failedSince { fields.append(("retryingForMs", .milliseconds(context.log.elapsed - failedSince))) }
-                context.log.record("connect", fields)
+                let attempts = connection.metrics.attempts.map { attempt in
+                    RunEvent.Connect.Attempt(interface: attempt.candidate.route.interface, started: attempt.started, outcome: "\(attempt.outcome)")
+                }
+                context.log.record(.connect(RunEvent.Connect(workload: context.workload.name, local: winner?.source.description ?? "?",
+                                                             remote: winner?.destination.description ?? context.serverAddress.description,
+                                                             interface: interface, transport: connection.metrics.mode.rawValue, attempts: attempts,
+                                                             retryingFor: failedSince.map { context.log.elapsed - $0 })))
                 if connection.metrics.mode == .multipath { sampleSubflows() }
                 reconcileSubflows()
                 return socket
@@ -487,7 +479,7 @@ final class ClientConnection: Sendable {
                 state.withLock { $0.connectFailures += 1 }
                 if failedSince == nil {
                     failedSince = context.log.elapsed
-                    context.log.record("connect-failed", [("workload", .string(context.workload.name)), ("reason", .string(error.description))])
+                    context.log.record(.connectFailed(workload: context.workload.name, reason: error.description))
                 }
                 context.stop.wait(until: min(MonotonicInstant.now + .milliseconds(100), limit ?? context.stopAt))
             }
@@ -571,10 +563,8 @@ final class ClientConnection: Sendable {
                     state.localAddresses.append(local)
                     _ = state.machine.handle(.connected(interface: interface, transport: .tcp, at: context.log.elapsed))
                 }
-                var fields: [(String, JSONValue)] = [("workload", .string(context.workload.name)), ("local", .string(local)),
-                                                     ("remote", .string(context.serverAddress.description))]
-                if let failedSince { fields.append(("retryingForMs", .milliseconds(context.log.elapsed - failedSince))) }
-                context.log.record("connect", fields)
+                context.log.record(.connect(RunEvent.Connect(workload: context.workload.name, local: local, remote: context.serverAddress.description,
+                                                             retryingFor: failedSince.map { context.log.elapsed - $0 })))
                 return socket
             case .failure(.stopped):
                 return nil
@@ -582,7 +572,7 @@ final class ClientConnection: Sendable {
                 state.withLock { $0.connectFailures += 1 }
                 if failedSince == nil {
                     failedSince = context.log.elapsed
-                    context.log.record("connect-failed", [("workload", .string(context.workload.name)), ("reason", .string(outcome.description))])
+                    context.log.record(.connectFailed(workload: context.workload.name, reason: outcome.description))
                 }
                 context.stop.wait(until: min(MonotonicInstant.now + .milliseconds(250), limit ?? context.stopAt))
             }
@@ -602,7 +592,7 @@ final class ClientConnection: Sendable {
         // Given up: reset at once rather than leave the kernel retrying over a dead link.
         socket.abort()
         if !context.stop.isSignalled {
-            context.log.record("disconnect", [("workload", .string(context.workload.name)), ("reason", .string(reason))])
+            context.log.record(.disconnect(workload: context.workload.name, reason: reason))
         }
     }
 
@@ -780,7 +770,7 @@ enum Wire {
 
 extension TCPSocket {
     /// Sends `count` payload bytes, or says why not.
-    func sendPayload(_ count: Int64, stop: StopSignal) -> Outcome {
+    func sendPayload(_ count: Int64, stop: EventSignal) -> Outcome {
         var remaining = count
         while remaining > 0 {
             let chunk = Int(min(Int64(Wire.payload.count), remaining))

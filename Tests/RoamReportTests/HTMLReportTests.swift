@@ -1,6 +1,6 @@
 import Foundation
 import PathMonitor
-@testable import Simulator
+@testable import RoamReport
 import Testing
 
 /// The fixture run in `Tests/Fixtures/report`: Wi-Fi blackholed at 2 s and down from 3 s to
@@ -120,7 +120,7 @@ struct HTMLReportTests {
         #expect {
             try RecordedRun.load(directory: "/nonexistent-roam-report")
         } throws: { error in
-            (error as? SimulatorError)?.message.contains("cannot read summary.json") == true
+            (error as? ReportError)?.message.contains("cannot read summary.json") == true
         }
     }
 

@@ -85,30 +85,31 @@ struct ReportModel {
             workloads[name] = Workload(name: name, kind: workload["kind"]?.stringValue ?? "", mode: workload["mode"]?.stringValue ?? "none")
             workloadOrder.append(name)
         }
-        func workload(_ event: JSONValue, _ body: (inout Workload) -> Void) {
-            guard let name = event["workload"]?.stringValue else { return }
+        func workload(_ name: String, _ body: (inout Workload) -> Void) {
             if workloads[name] == nil {
                 workloads[name] = Workload(name: name, kind: "", mode: "")
                 workloadOrder.append(name)
             }
             body(&workloads[name]!)
         }
-        for event in run.events {
-            let t = min(max(event["t"]?.doubleValue ?? 0, 0), duration)
-            switch event["type"]?.stringValue {
-            case "link":
-                guard let name = event["link"]?.stringValue else { continue }
+        for record in run.events {
+            let seconds = record.time.seconds
+            let t = min(max(seconds, 0), duration)
+            switch record.event {
+            case .link(let change):
+                let name = change.link
                 if links[name] == nil {
                     links[name] = Link(name: name)
                     linkOrder.append(name)
                 }
-                if event["error"] != nil { continue }
-                if let carrier = event["carrier"]?.stringValue {
-                    if carrier == "down", openDown[name] == nil { openDown[name] = t }
-                    if carrier == "up", let start = openDown.removeValue(forKey: name) {
+                if change.error != nil { continue }
+                switch change.kind {
+                case .carrier(let up):
+                    if !up, openDown[name] == nil { openDown[name] = t }
+                    if up, let start = openDown.removeValue(forKey: name) {
                         links[name]!.down.append(Interval(start: start, end: t, label: "carrier down"))
                     }
-                } else if let direction = event["direction"]?.stringValue, let conditions = event["conditions"] {
+                case let .conditions(direction, conditions):
                     links[name]!.delay[direction, default: Series()].points.append((t, conditions["delayMs"]?.doubleValue ?? 0))
                     let loss: Double? = conditions["loss"]?.doubleValue ?? conditions["loss"].flatMap { model -> Double? in
                         guard let p = model["p"]?.doubleValue, let r = model["r"]?.doubleValue else { return nil }
@@ -124,50 +125,55 @@ struct ReportModel {
                         links[name]!.blackholed[direction, default: []].append(Interval(start: start, end: t, label: "blackhole \(direction)"))
                     }
                 }
-            case "path":
+            case let .path(node, summary, path):
                 // Paths published while the network is taken down after the end are not the run's.
-                if (event["t"]?.doubleValue ?? 0) > duration { continue }
-                guard let node = event["node"]?.stringValue, let path = event["path"] else { continue }
+                if seconds > duration { continue }
                 if nodes[node] == nil { nodeOrder.append(node) }
-                nodes[node, default: []].append((t, path, event["summary"]?.stringValue ?? ""))
-            case "sample":
-                workload(event) { workload in
-                    if let bps = event["throughputBps"]?.doubleValue { workload.throughput.append((t, bps / 1e6)) }
-                    if let buffered = event["bufferedMs"]?.doubleValue { workload.buffered.append((t, buffered / 1000)) }
+                nodes[node, default: []].append((t, path, summary))
+            case .sample(let sample):
+                workload(sample.workload) { workload in
+                    workload.throughput.append((t, Double(sample.throughputBitsPerSecond) / 1e6))
+                    if let buffered = sample.buffered { workload.buffered.append((t, buffered.seconds)) }
                 }
-            case "stall":
-                workload(event) { workload in
-                    let start = event["start"]?.doubleValue ?? t
-                    let length = (event["durationMs"]?.doubleValue ?? 0) / 1000
-                    workload.stalls.append(Interval(start: start, end: start + length, label: String(format3(length)) + " s stall"))
+            case let .stall(name, start, length):
+                workload(name) { workload in
+                    let begin = start.seconds, seconds = length.seconds
+                    workload.stalls.append(Interval(start: begin, end: begin + seconds, label: String(format3(seconds)) + " s stall"))
                 }
-            case "connect":
-                workload(event) { $0.connects.append((t, "connected via \(event["interface"]?.stringValue ?? "?") (\(event["local"]?.stringValue ?? "")), \(event["transport"]?.stringValue ?? "tcp")")) }
-            case "disconnect":
-                workload(event) { $0.disconnects.append((t, "disconnected: \(event["reason"]?.stringValue ?? "")")) }
-            case "connect-failed":
-                workload(event) { $0.failedRequests.append((t, "connect failed: \(event["reason"]?.stringValue ?? event["error"]?.stringValue ?? "")")) }
-            case "request":
-                if event["ok"]?.boolValue == false {
-                    workload(event) { $0.failedRequests.append((t, "request \(event["number"]?.intValue ?? 0) failed: \(event["reason"]?.stringValue ?? "")")) }
+            case .connect(let connect):
+                workload(connect.workload) { $0.connects.append((t, "connected via \(connect.interface ?? "?") (\(connect.local)), \(connect.transport ?? "tcp")")) }
+            case let .disconnect(name, reason):
+                workload(name) { $0.disconnects.append((t, "disconnected: \(reason)")) }
+            case let .connectFailed(name, reason):
+                workload(name) { $0.failedRequests.append((t, "connect failed: \(reason)")) }
+            case .request(let request):
+                if case .failed(let reason) = request.outcome {
+                    workload(request.workload) { $0.failedRequests.append((t, "request \(request.number) failed: \(reason)")) }
                 }
-            case "subflow":
-                workload(event) { $0.subflows.append((t, "subflow \(event["event"]?.stringValue ?? "") on \(event["interface"]?.stringValue ?? "?"): \(event["subflow"]?.stringValue ?? "")")) }
-            case "path-stalled", "path-restored":
-                workload(event) { $0.subflows.append((t, "\(event["type"]!.stringValue!) \(event["interface"]?.stringValue ?? "")")) }
-            case "command":
-                workload(event) { workload in
-                    var label = "command \(event["event"]?.stringValue ?? "")"
-                    if let code = event["exitCode"]?.intValue { label += ", exit \(code)" }
-                    if let signal = event["signal"]?.intValue { label += ", signal \(signal)" }
+            case .subflow(let subflow):
+                workload(subflow.workload) { $0.subflows.append((t, "subflow \(subflow.event ?? "") on \(subflow.interface ?? "?"): \(subflow.subflow ?? subflow.error ?? "")")) }
+            case .pathStalled(let stalled):
+                workload(stalled.workload) { $0.subflows.append((t, "path-stalled \(stalled.interface)")) }
+            case let .pathRestored(name, interface, _):
+                workload(name) { $0.subflows.append((t, "path-restored \(interface)")) }
+            case .command(let command):
+                workload(command.workload) { workload in
+                    var label: String
+                    switch command.phase {
+                    case .started: label = "command started"
+                    case .failed: label = "command failed"
+                    case let .exited(code, signal, _):
+                        label = "command exited"
+                        if let code { label += ", exit \(code)" }
+                        if let signal { label += ", signal \(signal)" }
+                    }
                     workload.commands.append((t, label))
                 }
-            case "mark":
-                marks.append((t, (event["node"]?.stringValue.map { $0 + ": " } ?? "") + (event["text"]?.stringValue ?? "")))
-            case "mptcp":
-                let changes = event["changes"]?.arrayValue?.compactMap(\.stringValue).joined(separator: "; ") ?? event["error"]?.stringValue ?? ""
-                mptcpChanges.append((t, "\(event["node"]?.stringValue ?? ""): \(changes)"))
-            default:
+            case let .mark(text, node):
+                marks.append((t, (node.map { $0 + ": " } ?? "") + text))
+            case let .mptcp(node, changes, error):
+                mptcpChanges.append((t, "\(node): \(error ?? changes.joined(separator: "; "))"))
+            case .run, .quality, .workload, .subflowSwitch, .complete, .unknown:
                 break
             }
         }

@@ -6,10 +6,10 @@ import PathMonitor
 public struct RecordedRun: Sendable {
     public var directory: String
     public var summary: JSONValue
-    /// Every line of the timeline, in order.
-    public var events: [JSONValue]
+    /// Every event of the timeline, in order.
+    public var events: [RecordedEvent]
 
-    public init(directory: String, summary: JSONValue, events: [JSONValue]) {
+    public init(directory: String, summary: JSONValue, events: [RecordedEvent]) {
         self.directory = directory
         self.summary = summary
         self.events = events
@@ -23,12 +23,12 @@ public struct RecordedRun: Sendable {
     public var notes: [String] = []
 
     /// Reads `DIR/summary.json` and `DIR/timeline.jsonl`; the error names the file and what is wrong.
-    public static func load(directory: String) throws(SimulatorError) -> RecordedRun {
-        func read(_ name: String, _ limit: Int) throws(SimulatorError) -> String {
+    public static func load(directory: String) throws(ReportError) -> RecordedRun {
+        func read(_ name: String, _ limit: Int) throws(ReportError) -> String {
             do throws(NetlinkError) {
                 return try readTextFile(atPath: directory + "/" + name, maximumBytes: limit)
             } catch {
-                throw SimulatorError(.invalidScenario, "\(directory) is not a run's report directory: cannot read \(name) (\(error.explanation))")
+                throw ReportError("\(directory) is not a run's report directory: cannot read \(name) (\(error.explanation))")
             }
         }
         return try parse(directory: directory, summary: read("summary.json", maximumSummarySize),
@@ -37,30 +37,37 @@ public struct RecordedRun: Sendable {
 
     /// Reads a run from the text of its `summary.json` and `timeline.jsonl`. A last timeline
     /// line that is not JSON (a run killed while writing it) is left out with a note; damage
-    /// anywhere else is an error naming the line.
-    public static func parse(directory: String, summary summaryText: String, timeline: String) throws(SimulatorError) -> RecordedRun {
+    /// anywhere else, or an event without what its type needs, is an error naming the line.
+    public static func parse(directory: String, summary summaryText: String, timeline: String) throws(ReportError) -> RecordedRun {
         let summary: JSONValue
         do throws(JSONParseError) {
             summary = try JSONValue.parse(summaryText)
         } catch {
-            throw SimulatorError(.invalidScenario, "\(directory)/summary.json is not valid JSON: \(error)")
+            throw ReportError("\(directory)/summary.json is not valid JSON: \(error)")
         }
         guard summary["scenario"]?.stringValue != nil else {
-            throw SimulatorError(.invalidScenario, "\(directory)/summary.json is not a Roam run summary (no 'scenario')")
+            throw ReportError("\(directory)/summary.json is not a Roam run summary (no 'scenario')")
         }
-        var events: [JSONValue] = []
+        var events: [RecordedEvent] = []
         var notes: [String] = []
         let lines = textLines(timeline)
         let last = lines.lastIndex { !$0.isEmpty }
         for (number, line) in lines.enumerated() where !line.isEmpty {
+            let object: JSONValue
             do throws(JSONParseError) {
-                events.append(try JSONValue.parse(String(line)))
+                object = try JSONValue.parse(String(line))
             } catch {
                 guard number == last else {
-                    throw SimulatorError(.invalidScenario, "\(directory)/timeline.jsonl line \(number + 1): \(error)")
+                    throw ReportError("\(directory)/timeline.jsonl line \(number + 1): \(error)")
                 }
                 notes.append("\(directory)/timeline.jsonl: the last line (\(number + 1)) is cut short (\(error)); "
                     + "the run was probably killed while writing it; read the \(events.count) complete events before it")
+                continue
+            }
+            do throws(ReportError) {
+                events.append(try RecordedEvent(json: object))
+            } catch {
+                throw ReportError("\(directory)/timeline.jsonl line \(number + 1): \(error.message)")
             }
         }
         var run = RecordedRun(directory: directory, summary: summary, events: events)

@@ -1,4 +1,5 @@
 import PathMonitor
+import RoamSystem
 import ScenarioModel
 
 /// `report.html`: one self-contained page (inline CSS, SVG and a few lines of script; nothing
@@ -51,7 +52,7 @@ public enum HTMLReport {
 
     /// Renders `DIR/report.html` from the run's files and returns its path.
     @discardableResult
-    public static func write(directory: String) throws(SimulatorError) -> String {
+    public static func write(directory: String) throws(ReportError) -> String {
         let run = try RecordedRun.load(directory: directory)
         let path = directory + "/report.html"
         try writeTextFile(render(run), to: path)
@@ -65,8 +66,12 @@ public enum HTMLReport {
 }
 
 /// Writes `text` to `path`, replacing it; the error says which file and why.
-public func writeTextFile(_ text: String, to path: String) throws(SimulatorError) {
-    try ScenarioRunner.write(text: text, to: path)
+package func writeTextFile(_ text: String, to path: String) throws(ReportError) {
+    do {
+        try writeFile(atPath: path, contents: text)
+    } catch {
+        throw ReportError("cannot write \(path): \(error)")
+    }
 }
 
 /// The page being built.

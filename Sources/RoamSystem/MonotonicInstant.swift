@@ -1,4 +1,4 @@
-import CNetlink
+import CRoamLinux
 import Glibc
 
 /// Time on the kernel's monotonic clock (`CLOCK_MONOTONIC`), the clock a run's timeline is
@@ -28,7 +28,7 @@ public struct MonotonicInstant: Sendable, Hashable, Comparable {
 
 extension Duration {
     /// The whole nanoseconds of this duration (saturating).
-    public var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }
@@ -36,5 +36,5 @@ extension Duration {
     }
 
     /// Milliseconds as a fraction, for reports.
-    public var milliseconds: Double { Double(nanoseconds) / 1_000_000 }
+    package var milliseconds: Double { Double(nanoseconds) / 1_000_000 }
 }

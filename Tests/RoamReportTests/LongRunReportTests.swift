@@ -1,6 +1,6 @@
 import Foundation
 import PathMonitor
-@testable import Simulator
+@testable import RoamReport
 import Testing
 
 /// The report of an hour-long run stays a page a browser opens at once: every chart keeps about
@@ -15,15 +15,15 @@ import Testing
         let cell = #"{"name":"cell","type":"cellular","isExpensive":true,"isConstrained":false}"#
         for flap in 0..<1800 {
             let t = Double(flap) * 2
-            lines.append(#"{"t":\#(t),"type":"link","link":"wifi","carrier":"down"}"#)
-            lines.append(#"{"t":\#(t + 1),"type":"link","link":"wifi","carrier":"up"}"#)
+            lines.append(#"{"t":\#(t),"type":"link","link":"wifi","action":"flap","carrier":"down"}"#)
+            lines.append(#"{"t":\#(t + 1),"type":"link","link":"wifi","action":"flap","carrier":"up"}"#)
             lines.append(#"{"t":\#(t),"type":"path","node":"phone","summary":"cell","path":{"status":"satisfied","primaryInterface":"cell","isExpensive":true,"interfaces":[\#(cell)]}}"#)
             lines.append(#"{"t":\#(t + 1),"type":"path","node":"phone","summary":"wifi","path":{"status":"satisfied","primaryInterface":"wifi","isExpensive":false,"interfaces":[\#(wifi),\#(cell)]}}"#)
-            lines.append(#"{"t":\#(t + 1.1),"type":"connect","workload":"video","interface":"wifi","local":"198.18.0.1"}"#)
+            lines.append(#"{"t":\#(t + 1.1),"type":"connect","workload":"video","interface":"wifi","local":"198.18.0.1","remote":"198.18.0.2"}"#)
         }
         for sample in 0..<18_000 {
             let t = Double(sample) * 0.2
-            lines.append(#"{"t":\#(t),"type":"sample","workload":"video","throughputBps":\#(sample % 10 == 0 ? 0 : 4_000_000),"bufferedMs":\#(2000 - sample % 10 * 100)}"#)
+            lines.append(#"{"t":\#(t),"type":"sample","workload":"video","bytes":0,"throughputBps":\#(sample % 10 == 0 ? 0 : 4_000_000),"bufferedMs":\#(2000 - sample % 10 * 100)}"#)
         }
         let summary = #"{"scenario":"hour","durationSeconds":3600,"workloads":[{"name":"video","kind":"stream","mode":"handover"}]}"#
         return try RecordedRun.parse(directory: "hour", summary: summary, timeline: lines.joined(separator: "\n"))

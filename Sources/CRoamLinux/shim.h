@@ -1,0 +1,43 @@
+#ifndef ROAM_CROAMLINUX_SHIM_H
+#define ROAM_CROAMLINUX_SHIM_H
+
+// The Linux interfaces Roam uses beyond what Swift's Glibc module declares: event and inotify
+// descriptors, ppoll, namespaces and mounts, MPTCP and TCP socket options, posix_spawn, TUN.
+// No code lives here but constants Swift cannot import: see Sources/RoamSystem.
+// libnl (rtnetlink, generic netlink) is CNetlink's, and only Netlink imports it.
+
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <linux/sched.h>
+// After glibc's netinet/in.h, so that linux/libc-compat.h leaves its structs alone.
+#include <linux/mptcp.h>
+
+// glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
+extern int setns(int fd, int nstype);
+extern int unshare(int flags);
+extern int pthread_setname_np(pthread_t thread, const char *name);
+extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
+extern int pipe2(int fds[2], int flags);
+
+// From linux/if_tun.h, whose ioctl numbers are function-like macros Swift does not import.
+static const unsigned long ROAM_TUNSETIFF = 0x400454caUL;      // _IOW('T', 202, int)
+static const unsigned long ROAM_TUNSETCARRIER = 0x400454e2UL;  // _IOW('T', 226, int)
+static const short ROAM_IFF_TUN = 0x0001;
+static const short ROAM_IFF_NO_PI = 0x1000;
+
+#endif

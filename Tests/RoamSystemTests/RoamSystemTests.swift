@@ -1,0 +1,202 @@
+import Glibc
+@testable import RoamSystem
+import Synchronization
+import SystemPackage
+import Testing
+
+/// The OS layer: root-free, on real descriptors and real child processes.
+@Suite struct EventSignalTests {
+    @Test func aSignalStaysUntilResetAndWakesAWaiterBeforeItsDeadline() throws {
+        let signal = try EventSignal()
+        #expect(!signal.isSignalled)
+        signal.signal()
+        #expect(signal.isSignalled)
+        // Already signalled: the wait ends at once, saying it was signalled (false).
+        #expect(signal.wait(until: .now + .seconds(30)) == false)
+        #expect(signal.reset())
+        #expect(!signal.isSignalled)
+        #expect(!signal.reset())
+        // Not signalled: the deadline passes (true).
+        #expect(signal.wait(for: .milliseconds(5)) == true)
+    }
+
+    @Test func aSignalFromAnotherThreadEndsAWaitWithoutEnd() async throws {
+        let signal = try EventSignal()
+        let waiter = Task.detached { signal.wait(until: .now + .seconds(3600)) }
+        signal.signal()
+        #expect(await waiter.value == false)
+    }
+
+    @Test func aReadyDescriptorEndsTheWaitAsTheDeadlineDoes() throws {
+        let signal = try EventSignal()
+        let other = try EventSignal()
+        other.signal()
+        #expect(signal.wait(until: .now + .seconds(3600), wakingOn: [other.pollEntry]) == true)
+    }
+}
+
+@Suite struct DeadlineWaitTests {
+    @Test func aPassedDeadlineReturnsAtOnceWithNothingReady() throws {
+        let signal = try EventSignal()
+        var entries = [signal.pollEntry]
+        #expect(try waitForEvents(&entries, until: .now + .seconds(-1)) == 0)
+        #expect(try waitForEvents(&entries, timeout: .seconds(-5)) == 0)
+    }
+
+    @Test func theWaitLastsUntilTheDeadlineNotLess() throws {
+        let signal = try EventSignal()
+        var entries = [signal.pollEntry]
+        let deadline = MonotonicInstant.now + .milliseconds(20)
+        #expect(try waitForEvents(&entries, until: deadline) == 0)
+        #expect(MonotonicInstant.now >= deadline)
+    }
+
+    @Test func aClosedDescriptorIsAnErrorNotAHang() throws {
+        // POLLNVAL is an event, not an error: the wait returns with the entry marked.
+        var entries = [pollfd(fd: 1_000_000, events: Int16(POLLIN), revents: 0)]
+        #expect(try waitForEvents(&entries, timeout: .seconds(5)) == 1)
+        #expect(entries[0].revents & Int16(POLLNVAL) != 0)
+    }
+}
+
+@Suite struct WriteAllTests {
+    /// More than a pipe holds (64 KiB), so that writes come back short while the reader drains.
+    @Test func everyByteArrivesThroughShortWrites() throws {
+        let pipe = try makePipe()
+        let size = 1 << 20
+        let received = Mutex<[UInt8]>([])
+        let reader = Thread_ { 
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(pipe.readEnd.rawValue, &buffer, buffer.count)
+                if count <= 0 { break }
+                received.withLock { $0 += buffer[0..<count] }
+            }
+        }
+        let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try writeAll(bytes, to: pipe.writeEnd)
+        try pipe.writeEnd.close()
+        reader.join()
+        try pipe.readEnd.close()
+        #expect(received.withLock { $0 } == bytes)
+    }
+
+    @Test func aWriteToAClosedPipeThrowsEPIPE() throws {
+        signal(SIGPIPE, SIG_IGN)
+        let pipe = try makePipe()
+        try pipe.readEnd.close()
+        #expect(throws: Errno.brokenPipe) { try writeAll([1, 2, 3], to: pipe.writeEnd) }
+        try pipe.writeEnd.close()
+    }
+
+    @Test func writeFileReplacesTheWholeContent() throws {
+        let path = "/tmp/roam-system-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        try writeFile(atPath: path, contents: String(repeating: "long line\n", count: 100))
+        try writeFile(atPath: path, contents: "short\n")
+        let descriptor = try FileDescriptor.open(path, .readOnly)
+        defer { try? descriptor.close() }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = try buffer.withUnsafeMutableBytes { try descriptor.read(into: $0) }
+        #expect(String(decoding: buffer[0..<count], as: UTF8.self) == "short\n")
+        #expect(throws: Errno.noSuchFileOrDirectory) { try writeFile(atPath: "/nonexistent-roam-dir/x", contents: "") }
+    }
+}
+
+@Suite struct SpawnTests {
+    /// Runs `script` under /bin/sh and returns what it printed and how it ended.
+    private func run(_ script: String, newProcessGroup: Bool = true) throws -> (output: String, status: TerminationStatus) {
+        let pipe = try makePipe()
+        let pid: pid_t
+        do {
+            defer { try? pipe.writeEnd.close() }
+            pid = try spawnProcess(["/bin/sh", "-c", script], environment: ["PATH=/usr/bin:/bin"], standardOutput: pipe.writeEnd,
+                                   standardError: pipe.writeEnd, newProcessGroup: newProcessGroup)
+        }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(pipe.readEnd.rawValue, &buffer, buffer.count)
+            if count <= 0 { break }
+            output += buffer[0..<count]
+        }
+        try pipe.readEnd.close()
+        return (String(decoding: output, as: UTF8.self), try waitForExit(pid))
+    }
+
+    @Test func pipesAreCloseOnExecFromTheStart() throws {
+        let pipe = try makePipe()
+        defer { try? pipe.readEnd.close(); try? pipe.writeEnd.close() }
+        #expect(fcntl(pipe.readEnd.rawValue, F_GETFD) & FD_CLOEXEC != 0)
+        #expect(fcntl(pipe.writeEnd.rawValue, F_GETFD) & FD_CLOEXEC != 0)
+    }
+
+    @Test func theChildHasNoBlockedSignalsEvenWhenTheParentThreadBlocksThem() throws {
+        var blocked = sigset_t(), previous = sigset_t()
+        sigemptyset(&blocked)
+        sigaddset(&blocked, SIGINT)
+        sigaddset(&blocked, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &blocked, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        let (output, status) = try run("grep '^SigBlk' /proc/self/status")
+        #expect(status.code == 0)
+        #expect(output.trimmingSuffix() == "SigBlk:\t0000000000000000")
+    }
+
+    @Test func aNewProcessGroupIsLedByTheChild() throws {
+        // In /proc/self/stat, the fields after the command are: state, ppid, pgrp.
+        let script = "read -r line < /proc/self/stat; set -- ${line##*) }; echo $$ $3"
+        let (output, _) = try run(script)
+        let fields = output.trimmingSuffix().split(separator: " ")
+        #expect(fields.count == 2 && fields[0] == fields[1])
+        let (inherited, _) = try run(script, newProcessGroup: false)
+        #expect(inherited.trimmingSuffix().split(separator: " ").last.map(String.init) == String(getpgrp()))
+    }
+
+    @Test func stdinIsDevNullAndTheEnvironmentIsWhatWasGiven() throws {
+        let (output, _) = try run("readlink /proc/self/fd/0; echo \"$PATH\"; echo \"${HOME-unset}\"")
+        #expect(output == "/dev/null\n/usr/bin:/bin\nunset\n")
+    }
+
+    @Test func exitCodesAndSignalsAreTold() throws {
+        #expect(try run("exit 7").status == TerminationStatus(waitStatus: 7 << 8))
+        #expect(try run("exit 7").status.code == 7)
+        let killed = try run("kill -9 $$").status
+        #expect(killed.code == nil && killed.signal == SIGKILL)
+    }
+
+    @Test func aMissingProgramIsENOENT() throws {
+        let pipe = try makePipe()
+        defer { try? pipe.readEnd.close(); try? pipe.writeEnd.close() }
+        #expect(throws: Errno.noSuchFileOrDirectory) {
+            try spawnProcess(["roam-no-such-program"], environment: [], standardOutput: pipe.writeEnd, standardError: pipe.writeEnd,
+                             newProcessGroup: false)
+        }
+    }
+}
+
+/// A joinable thread, without Foundation.
+private final class Thread_: @unchecked Sendable {
+    private var thread = pthread_t()
+    private let body: () -> Void
+
+    init(_ body: @escaping () -> Void) {
+        self.body = body
+        let context = Unmanaged.passRetained(self).toOpaque()
+        pthread_create(&thread, nil, { context in
+            let me = Unmanaged<Thread_>.fromOpaque(context!).takeRetainedValue()
+            me.body()
+            return nil
+        }, context)
+    }
+
+    func join() { pthread_join(thread, nil) }
+}
+
+extension String {
+    fileprivate func trimmingSuffix() -> String {
+        var result = self
+        while result.last == "\n" { result.removeLast() }
+        return result
+    }
+}
