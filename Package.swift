@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "ScenarioModel", targets: ["ScenarioModel"]),
         .library(name: "Simulator", targets: ["Simulator"]),
         .library(name: "RoamReport", targets: ["RoamReport"]),
+        .library(name: "LinkEmulation", targets: ["LinkEmulation"]),
         .library(name: "Multipath", targets: ["Multipath"]),
         // For other packages' tests: scenarios around code under test (not linked by `roam`).
         .library(name: "RoamTesting", targets: ["RoamTesting"]),
@@ -41,11 +42,15 @@ let package = Package(
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
         // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root.
         .target(name: "ScenarioModel", dependencies: ["PathMonitor", .product(name: "Yams", package: "Yams")]),
+        // Roam's userspace link emulator: TUN interfaces, the per-direction pipeline (delay,
+        // loss, rate, traces) and the one-thread event loop that moves packets between them.
+        .target(name: "LinkEmulation", dependencies: ["ScenarioModel", "Netlink", "RoamSystem", "CRoamLinux",
+                                                      .product(name: "SystemPackage", package: "swift-system")]),
         // A run's record read back: the typed timeline events, `RecordedRun`, the HTML report.
         // Pure: never needs root.
         .target(name: "RoamReport", dependencies: ["ScenarioModel", "PathMonitor", "Netlink", "RoamSystem"]),
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
-        .target(name: "Simulator", dependencies: ["ScenarioModel", "RoamReport", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
+        .target(name: "Simulator", dependencies: ["ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "PathMonitor", "Netlink"]),
         .executableTarget(
@@ -95,11 +100,13 @@ let package = Package(
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         // Root-free: the scenario model, reader, units, timeline expansion, export and import.
         .testTarget(name: "ScenarioModelTests", dependencies: ["ScenarioModel", "PathMonitor", .product(name: "Yams", package: "Yams")]),
+        // Root-free: the emulator's pipeline on a manual clock.
+        .testTarget(name: "LinkEmulationTests", dependencies: ["LinkEmulation", "ScenarioModel"]),
         // Root-free: the timeline's events, recorded runs and the HTML report.
         .testTarget(name: "RoamReportTests", dependencies: ["RoamReport", "PathMonitor"]),
         .testTarget(name: "SimulatorTests", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "MultipathTests", dependencies: ["Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
-        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "RoamReport", "LinkEmulation", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,4 @@
+import LinkEmulation
 import Netlink
 import SystemPackage
 
@@ -35,6 +36,11 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
     /// The machine refused a system call while `what` (for example "cannot write summary.json").
     public init(_ what: String, _ error: Errno) {
         self.init(.environment, "\(what): \(error)")
+    }
+
+    /// The link emulator could not do what the run needed.
+    public init(_ error: LinkEmulationError) {
+        self.init(.environment, error.message)
     }
 
     public var description: String { message }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import LinkEmulation
 import Netlink
 import PathMonitor
 import RoamReport

@@ -1,3 +1,4 @@
+import LinkEmulation
 import Netlink
 import ScenarioModel
 

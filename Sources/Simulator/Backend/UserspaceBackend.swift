@@ -1,4 +1,5 @@
 import Glibc
+import LinkEmulation
 import Netlink
 import RoamSystem
 import ScenarioModel
@@ -56,10 +57,22 @@ public final class UserspaceBackend: LinkBackend {
         guard let first = topology.namespace(of: link.first), let second = topology.namespace(of: link.second) else {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
-        interfaces[link.name] = (try TunInterface(name: link.name, in: first), try TunInterface(name: link.name, in: second))
+        do {
+            interfaces[link.name] = (try TunInterface(name: link.name, in: first), try TunInterface(name: link.name, in: second))
+        } catch {
+            throw SimulatorError(error)
+        }
     }
 
     public func start(_ topology: Topology) throws(SimulatorError) {
+        do {
+            try startEmulator()
+        } catch {
+            throw SimulatorError(error)
+        }
+    }
+
+    private func startEmulator() throws(LinkEmulationError) {
         var directions: [LinkEmulator.Direction] = []
         for (index, link) in plan.links.enumerated() {
             guard let pair = interfaces[link.name] else { continue }
@@ -110,8 +123,12 @@ public final class UserspaceBackend: LinkBackend {
             throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
         }
         emulator.post(.carrier(link: index, up: up))
-        try pair.first.setCarrier(up)
-        try pair.second.setCarrier(up)
+        do {
+            try pair.first.setCarrier(up)
+            try pair.second.setCarrier(up)
+        } catch {
+            throw SimulatorError(error)
+        }
     }
 
     public func stop() {

@@ -1,6 +1,6 @@
+@testable import LinkEmulation
 @testable import ScenarioModel
 import Testing
-@testable import Simulator
 
 /// The emulator's pipeline, driven by a manual clock (nanoseconds): no threads, no sleeps.
 @Suite struct LinkPipelineTests {

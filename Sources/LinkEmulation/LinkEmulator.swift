@@ -9,17 +9,26 @@ import Synchronization
 /// its TUN interfaces, each direction through a ``LinkPipeline``. One event loop, one monotonic
 /// clock: the loop sleeps in `ppoll` on every interface until a packet comes or the earliest
 /// pipeline event is due (nanosecond timeout), so there are no per-packet timers or threads.
-final class LinkEmulator: @unchecked Sendable {
-    struct Direction {
-        var link: Int
-        var pipeline: LinkPipeline
-        let source: TunInterface
-        let destination: TunInterface
-        var decisions: BufferedFile?
-        var capture: PcapWriter?
+package final class LinkEmulator: @unchecked Sendable {
+    package struct Direction {
+        package var link: Int
+        package var pipeline: LinkPipeline
+        package let source: TunInterface
+        package let destination: TunInterface
+        package var decisions: BufferedFile?
+        package var capture: PcapWriter?
+
+        package init(link: Int, pipeline: LinkPipeline, source: TunInterface, destination: TunInterface, decisions: BufferedFile?, capture: PcapWriter?) {
+            self.link = link
+            self.pipeline = pipeline
+            self.source = source
+            self.destination = destination
+            self.decisions = decisions
+            self.capture = capture
+        }
     }
 
-    enum Command: Sendable {
+    package enum Command: Sendable {
         case conditions(direction: Int, LinkConditions, LinkCapacity, distribution: [Int16]?)
         case carrier(link: Int, up: Bool)
     }
@@ -35,12 +44,12 @@ final class LinkEmulator: @unchecked Sendable {
     /// carrier that was down when they were due.
     private let dropped = Atomic<Int>(0)
     /// Delivery lateness (write time minus due time, nanoseconds), when measured.
-    private(set) var lateness: [Int64] = []
+    package private(set) var lateness: [Int64] = []
     private let measuresLateness: Bool
     /// CPU time the loop's thread used, known once it ended.
-    private(set) var cpuTime: Duration = .zero
+    package private(set) var cpuTime: Duration = .zero
 
-    init(directions: [Direction], links: Int, measuresLateness: Bool = false) throws(SimulatorError) {
+    package init(directions: [Direction], links: Int, measuresLateness: Bool = false) throws(LinkEmulationError) {
         self.measuresLateness = measuresLateness
         self.directions = directions
         for index in self.directions.indices { self.directions[index].pipeline.recordsDeliveryTimes = measuresLateness }
@@ -49,26 +58,26 @@ final class LinkEmulator: @unchecked Sendable {
             stop = try EventSignal()
             wake = try EventSignal()
         } catch {
-            throw SimulatorError("cannot start the link emulator: eventfd", error)
+            throw LinkEmulationError("cannot start the link emulator: eventfd: \(error)")
         }
     }
 
-    func start() throws(SimulatorError) {
+    package func start() throws(LinkEmulationError) {
         do throws(NetlinkError) {
             thread = try PinnedThread(name: "roam-emulator") { [self] in loop() }
         } catch {
-            throw SimulatorError("start the link emulator", error)
+            throw LinkEmulationError("start the link emulator: \(error)")
         }
     }
 
     /// Hands a change to the loop, which applies it at once.
-    func post(_ command: Command) {
+    package func post(_ command: Command) {
         commands.withLock { $0.append(command) }
         wake.signal()
     }
 
     /// Stops the loop and waits for it; logs and captures are flushed.
-    func finish() -> [LinkPipeline.Statistics] {
+    package func finish() -> [LinkPipeline.Statistics] {
         stop.signal()
         thread?.join()
         thread = nil

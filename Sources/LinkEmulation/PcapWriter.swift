@@ -2,10 +2,10 @@ import Glibc
 
 /// A pcap file of raw IP packets (link type 101, nanosecond timestamps), as tshark and
 /// Wireshark read it.
-final class PcapWriter: @unchecked Sendable {
+package final class PcapWriter: @unchecked Sendable {
     private let file: BufferedFile
 
-    init(path: String) throws(SimulatorError) {
+    package init(path: String) throws(LinkEmulationError) {
         file = try BufferedFile(path: path)
         var header: [UInt8] = []
         header += Self.little(UInt32(0xa1b2_3c4d))   // nanosecond-resolution magic
@@ -21,7 +21,7 @@ final class PcapWriter: @unchecked Sendable {
     }
 
     /// Records `packet` with the wall-clock time now.
-    func record(_ packet: [UInt8]) {
+    package func record(_ packet: [UInt8]) {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         let length = UInt32(min(packet.count, 65535))
@@ -30,5 +30,5 @@ final class PcapWriter: @unchecked Sendable {
         file.append(packet.prefix(Int(length)))
     }
 
-    func close() { file.close() }
+    package func close() { file.close() }
 }

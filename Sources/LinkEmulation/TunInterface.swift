@@ -8,13 +8,13 @@ import SystemPackage
 /// node's kernel sends out of it is read from ``descriptor``, and what is written there arrives
 /// on it. It lives as long as the descriptor: closing it (or the process dying) removes the
 /// interface, so a crashed emulator leaves none behind.
-final class TunInterface: @unchecked Sendable {
-    let name: String
-    let descriptor: Int32
+package final class TunInterface: @unchecked Sendable {
+    package let name: String
+    package let descriptor: Int32
     private var isClosed = false
 
     /// Creates the interface `name` in `namespace`.
-    init(name: String, in namespace: NetworkNamespace) throws(SimulatorError) {
+    package init(name: String, in namespace: NetworkNamespace) throws(LinkEmulationError) {
         self.name = name
         let result: (Int32, Int32)
         do {
@@ -36,28 +36,28 @@ final class TunInterface: @unchecked Sendable {
                 return (fd, 0)
             }
         } catch {
-            throw SimulatorError(.environment, "create TUN interface \(name) in \(namespace): \(error)")
+            throw LinkEmulationError("create TUN interface \(name) in \(namespace): \(error)")
         }
         guard result.0 >= 0 else {
             let hint = result.1 == ENOENT || result.1 == ENODEV ? " (is the tun module loaded? /dev/net/tun is needed)" : ""
-            throw SimulatorError(.environment, "create TUN interface \(name) in \(namespace): \(Errno(rawValue: result.1).description)\(hint)")
+            throw LinkEmulationError("create TUN interface \(name) in \(namespace): \(Errno(rawValue: result.1).description)\(hint)")
         }
         descriptor = result.0
     }
 
     deinit { close() }
 
-    func close() {
+    package func close() {
         guard !isClosed else { return }
         isClosed = true
         Glibc.close(descriptor)
     }
 
     /// Raises or drops the interface's carrier (`NO-CARRIER`), as a path monitor sees it.
-    func setCarrier(_ up: Bool) throws(SimulatorError) {
+    package func setCarrier(_ up: Bool) throws(LinkEmulationError) {
         var value: Int32 = up ? 1 : 0
         guard ioctl(descriptor, ROAM_TUNSETCARRIER, &value) == 0 else {
-            throw SimulatorError(.environment, "set the carrier of \(name) \(up ? "up" : "down"): \(Errno.current.description)")
+            throw LinkEmulationError("set the carrier of \(name) \(up ? "up" : "down"): \(Errno.current.description)")
         }
     }
 }

@@ -1,0 +1,420 @@
+import Glibc
+import Multipath
+import Netlink
+import PathMonitor
+import RoamReport
+import RoamSystem
+import ScenarioModel
+
+/// One run of a scenario, phase by phase: what ``ScenarioRunner/run(progress:started:)`` does,
+/// split along its jobs. Each phase builds on the ones before; ``tearDown()`` releases what they
+/// made, in the reverse order, on every way out of a run (an error in any phase included).
+///
+/// 1. ``init(scenario:options:stop:)`` checks what can be checked before anything is built.
+/// 2. ``buildNetwork()``: the backend and the topology, with every link's initial conditions.
+/// 3. ``startMonitors()``: a path monitor in every node.
+/// 4. ``resolveTransport()``: what `--multipath auto` means on this kernel.
+/// 5. ``startLog()``: time zero and the timeline's first events.
+/// 6. ``setUpMultipath(transport:log:)``: MPTCP, and the path managers that follow the monitors.
+/// 7. ``prepareWorkloads(transport:log:)``: servers listening, clients ready.
+/// 8. ``play(log:progress:started:isCancelled:)``: the timeline and the workloads, sampled
+///    until the end.
+/// 9. ``finish(log:transport:cancelled:endedAt:)``: results, expectations and the report.
+final class RunSession {
+    let scenario: Scenario
+    let options: RunOptions
+    let selection: BackendSelection
+    let seed: UInt64
+    let runID: String
+    let plan: TopologyPlan
+    let directory: String
+    let schedule: TimelineSchedule
+    /// Ends waits at once: the runner signals it on cancel and finish.
+    let stop: EventSignal
+    /// What the run could not do as the scenario asked, short of failing.
+    private(set) var notes: [String] = []
+
+    // Made by the phases; released by tearDown() in the reverse order.
+    private var backend: (any LinkBackend)?
+    private var topology: Topology?
+    private var monitors: [(NetworkPathMonitor, PathUpdateSubscription)] = []
+    private var monitorOf: [String: NetworkPathMonitor] = [:]
+    private let recorder = PathRecorder()
+    private var log: RunLog?
+    private var wallStart = ""
+    private var useMPTCP = false
+    private var pathManagers: [String: MPTCPPathManager] = [:]
+    /// Client nodes whose MPTCP subflows Roam opens and switches per connection (userspace path manager).
+    private var subflowControl: Set<String> = []
+    private var following: [PathUpdateSubscription] = []
+    private var drivers: [(driver: any WorkloadDriver, stop: EventSignal)] = []
+    private var threads: [PinnedThread] = []
+    private var player: TimelinePlayer?
+
+    /// Checks what can be checked before anything is built: root, the scenario's own
+    /// consistency, descriptors, programs, the backend; then plans the topology and makes the
+    /// report directory.
+    init(scenario: Scenario, options: RunOptions, stop: EventSignal) throws(SimulatorError) {
+        guard geteuid() == 0 else {
+            throw SimulatorError(.environment, "roam run needs root: it creates network namespaces (run it with sudo)")
+        }
+        // A scenario built in Swift has not been through the reader's checks.
+        let problems = scenario.problems
+        guard problems.isEmpty else {
+            throw SimulatorError(.invalidScenario, "scenario cannot run: " + problems.joined(separator: "; "))
+        }
+        try ScenarioRunner.ensureDescriptors(for: scenario)
+        if let wrapped = scenario.workloads.first(where: \.mptcpize), findProgram("mptcpize") == nil {
+            throw SimulatorError(.environment, "workload '\(wrapped.name)' runs under mptcpize, which is not installed here: "
+                + "install Debian's mptcpize package (apt-get install mptcpize), or remove mptcpize and have the program open IPPROTO_MPTCP sockets itself")
+        }
+        selection = try options.backend.resolve(netemProbe: options.netemProbe)
+        if selection.kind == .netem, let traced = scenario.tracedLinks.first {
+            throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
+                + "plays; run with --backend userspace")
+        }
+        self.scenario = scenario
+        self.options = options
+        self.stop = stop
+        seed = options.seed ?? scenario.seed
+        runID = RunRegistry.newRunID()
+        plan = try TopologyPlan(scenario: scenario, runID: runID)
+        directory = options.reportDirectory ?? "roam-reports/\(ScenarioRunner.pathComponent(scenario.name))-\(runID)"
+        schedule = TimelineSchedule(scenario: scenario)
+        try ScenarioRunner.makeDirectory(directory)
+    }
+
+    /// Releases what the phases made, the last made first: the timeline player, the workloads
+    /// (stopped, their threads joined), the path managers, the monitors, the backend and the
+    /// topology. Safe to call more than once.
+    func tearDown() {
+        player?.join()
+        player = nil
+        stop.signal()
+        for (_, workloadStop) in drivers { workloadStop.signal() }
+        for thread in threads { thread.join() }
+        threads = []
+        for (driver, _) in drivers { driver.finish() }
+        drivers = []
+        // Stop following first, so that no late path update adds endpoints back.
+        for subscription in following { subscription.cancel() }
+        following = []
+        for manager in pathManagers.values { manager.stop() }
+        pathManagers = [:]
+        for (monitor, subscription) in monitors {
+            subscription.cancel()
+            monitor.cancel()
+        }
+        monitors = []
+        backend?.stop()
+        backend = nil
+        topology?.teardown()
+        topology = nil
+    }
+
+    // MARK: - Phases
+
+    /// The backend and the topology, with every link's initial conditions applied.
+    func buildNetwork() throws(SimulatorError) {
+        let backend: any LinkBackend
+        switch selection.kind {
+        case .netem:
+            backend = NetemBackend(plan: plan, seed: seed)
+        case .userspace:
+            backend = UserspaceBackend(plan: plan, seed: seed, recording: UserspaceBackend.Recording(
+                directory: directory, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name))))
+        }
+        let topology = try Topology.build(plan, backend: backend)
+        self.topology = topology
+        self.backend = backend
+        try backend.start(topology)
+        let captured = scenario.links.filter(\.capture).map(\.name)
+        if !captured.isEmpty, selection.kind == .netem {
+            notes.append("capture: true (links \(captured.joined(separator: ", "))) is written by the userspace backend only; "
+                + "with netem, capture with tcpdump inside the node (ip netns exec roam-RUNID-NODE tcpdump -i LINK)")
+        }
+        for initial in schedule.initial {
+            try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
+        }
+    }
+
+    /// A path monitor in every node. Before time zero: starting one takes a while on a slow
+    /// machine, and time zero is set once everything is ready.
+    func startMonitors() throws(SimulatorError) {
+        guard let topology else { return }
+        for node in plan.nodes {
+            guard let namespace = topology.namespace(of: node.name) else { continue }
+            let monitor = NetworkPathMonitor(namespace: namespace)
+            let name = node.name
+            let recorder = recorder
+            let subscription = monitor.onUpdate { path in recorder.record(path, node: name) }
+            do {
+                try monitor.start()
+            } catch {
+                subscription.cancel()
+                monitor.cancel()
+                throw SimulatorError(.environment, "start the path monitor in node '\(name)': \(error)")
+            }
+            monitors.append((monitor, subscription))
+            monitorOf[name] = monitor
+        }
+    }
+
+    /// What `--multipath` means here. `auto` hands `handover` over through the userspace path
+    /// manager where this kernel's can do it (checked by doing it, in the client's namespace,
+    /// before time zero), at the application level elsewhere; `mptcp-userspace` on a kernel
+    /// that cannot is refused before time zero.
+    func resolveTransport() throws(SimulatorError) -> MultipathTransport {
+        let asked = options.multipath
+        guard asked == .auto || asked == .mptcpUserspace,
+              let client = scenario.workloads.first(where: \.handsOverThroughSubflows)?.to,
+              let namespace = topology?.namespace(of: client), MPTCP.availability(in: namespace) == .available else { return asked }
+        guard let reason = SubflowControlCheck.run(in: namespace) else { return .mptcpUserspace }
+        if asked == .mptcpUserspace {
+            throw SimulatorError(.environment, "--multipath mptcp-userspace: this kernel's userspace MPTCP path manager cannot move a "
+                                 + "connection between its subflows (\(reason)); use --multipath auto or application")
+        }
+        notes.append("--multipath auto: handover ran at the application level: this kernel's userspace MPTCP path manager "
+                     + "cannot move a connection between its subflows (\(reason))")
+        return asked
+    }
+
+    /// Sets time zero (``ScenarioRunner/lead`` from now) and writes the timeline's first events:
+    /// the run, the links' initial conditions, and the paths the monitors published so far.
+    func startLog() throws(SimulatorError) -> RunLog {
+        let log = try RunLog(start: .now + ScenarioRunner.lead, path: directory + "/timeline.jsonl")
+        self.log = log
+        wallStart = RFC3339.now()
+        log.record(.run(.started(scenario: scenario.name, runID: runID, seed: seed, backend: selection.kind.rawValue, duration: scenario.duration)),
+                   at: .zero)
+        for initial in schedule.initial {
+            log.record(.link(RunEvent.LinkChange(link: initial.link, action: "initial",
+                                                 kind: .conditions(direction: initial.direction.rawValue, conditions: initial.conditions.json))),
+                       at: .zero)
+        }
+        recorder.attach(log)
+        return log
+    }
+
+    /// Multipath modes: MPTCP where the kernel has it. Every node accepts the subflows a peer
+    /// opens (a command's server may be another command, in any node); each node that opens
+    /// connections in a multipath mode gets a path manager following its monitor, or, for
+    /// `handover` under `mptcp-userspace`, the userspace path manager that Roam drives.
+    func setUpMultipath(transport: MultipathTransport, log: RunLog) throws(SimulatorError) {
+        guard let topology else { return }
+        let multipathWorkloads = scenario.workloads.filter { $0.usesMPTCP(transport) && $0.connectingNode != nil }
+        if transport == .application {
+            let commands = scenario.workloads.filter { if case .command = $0.kind { $0.mode != .none } else { false } }
+            if !commands.isEmpty {
+                notes.append("--multipath application: Roam cannot hand over the connections of a command's program (\(commands.map(\.name).joined(separator: ", "))); it ran without multipath")
+            }
+        }
+        if !multipathWorkloads.isEmpty, let probeNode = plan.nodes.first, let probeNamespace = topology.namespace(of: probeNode.name) {
+            let availability = MPTCP.availability(in: probeNamespace)
+            if availability == .available {
+                useMPTCP = true
+            } else if transport == .mptcp || transport == .mptcpUserspace {
+                throw SimulatorError(.environment, "--multipath mptcp: MPTCP is \(availability) here; use --multipath auto or application for application-level handover")
+            } else {
+                notes.append("MPTCP is \(availability): multipath modes ran as application-level handover")
+            }
+        }
+        guard useMPTCP else { return }
+        do throws(MultipathError) {
+            for node in plan.nodes {
+                guard let namespace = topology.namespace(of: node.name) else { continue }
+                try MPTCPPathManager.acceptSubflows(in: namespace)
+            }
+            for workload in multipathWorkloads {
+                guard let client = workload.connectingNode, let namespace = topology.namespace(of: client), let monitor = monitorOf[client] else { continue }
+                let serviceType = MultipathServiceType(rawValue: workload.mode.rawValue) ?? .handover
+                if transport == .mptcpUserspace, workload.handsOverThroughSubflows {
+                    // Roam opens and switches this node's subflows itself, per connection.
+                    if !subflowControl.contains(client) {
+                        do throws(NetlinkError) {
+                            try namespace.setSysctls(["net.mptcp.pm_type": "1"])
+                        } catch {
+                            throw .system(operation: "switch node '\(client)' to the userspace MPTCP path manager", error)
+                        }
+                        subflowControl.insert(client)
+                    }
+                    continue
+                }
+                if let existing = pathManagers[client] {
+                    if existing.serviceType != serviceType {
+                        notes.append("node '\(client)' has workloads in modes \(existing.serviceType.rawValue) and \(serviceType.rawValue); MPTCP endpoints are per node, so all use \(existing.serviceType.rawValue)")
+                    }
+                    continue
+                }
+                let manager = try MPTCPPathManager(namespace: namespace, serviceType: serviceType)
+                pathManagers[client] = manager
+                following.append(manager.follow(monitor) { outcome, _ in
+                    switch outcome {
+                    case .success(let changes):
+                        log.record(.mptcp(node: client, changes: changes.map(\.description), error: nil))
+                    case .failure(let error):
+                        log.record(.mptcp(node: client, changes: [], error: error.description))
+                    }
+                })
+            }
+        } catch {
+            throw SimulatorError(.environment, "set up MPTCP path management: \(error)")
+        }
+    }
+
+    /// Every workload's driver, prepared: servers listen before time zero.
+    func prepareWorkloads(transport: MultipathTransport, log: RunLog) throws(SimulatorError) {
+        guard let topology else { return }
+        let environment = ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: directory)
+        for (index, workload) in scenario.workloads.enumerated() {
+            guard let server = plan.node(workload.from), let serverNamespace = topology.namespace(of: workload.from) else { continue }
+            let workloadStop: EventSignal
+            do { workloadStop = try EventSignal() } catch { throw SimulatorError("cannot make a workload's stop signal: eventfd", error) }
+            var context = WorkloadContext(
+                workload: workload, index: index, runID: runID, serverNamespace: serverNamespace,
+                clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddresses: workload.family.families.map { $0 == .ipv4 ? server.serviceIPv4 : server.serviceIPv6 }, log: log,
+                stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
+                reportDirectory: directory, environment: environment)
+            context.environment["ROAM_NODE"] = workload.from
+            if let client = workload.connectingNode, let monitor = monitorOf[client] {
+                if case .command = workload.kind {} else {
+                    context.clientPath = { monitor.currentPath }
+                    context.clientMonitor = monitor
+                }
+                if workload.usesMPTCP(transport) { context.mptcp = pathManagers[client] }
+                if workload.usesMPTCP(transport), subflowControl.contains(client), workload.handsOverThroughSubflows {
+                    context.controlsSubflows = true
+                }
+                // A program can ask for MPTCP (IPPROTO_MPTCP) when told its node has a path manager.
+                if case .command = workload.kind, context.mptcp != nil { context.environment["ROAM_MULTIPATH"] = workload.mode.rawValue }
+            }
+            context.serverAcceptsMPTCP = useMPTCP
+            if let peer = workload.to, let peerNode = plan.node(peer) {
+                context.environment["ROAM_PEER"] = peer
+                context.environment["ROAM_PEER_ADDR"] = peerNode.serviceIPv4.description
+                context.environment["ROAM_PEER_ADDR6"] = peerNode.serviceIPv6.description
+            }
+            let driver = context.makeDriver()
+            drivers.append((driver, workloadStop))
+            try driver.prepare()
+        }
+    }
+
+    /// Plays the timeline and starts each workload on its own thread at its time, hands the
+    /// network to `started`, then samples every interval, stops workloads at their time and
+    /// ends on time (or when stopped). Returns how far the run went, and whether it was
+    /// cancelled (`isCancelled`, asked as the loop ends).
+    func play(log: RunLog, progress: (@Sendable (RunProgress) -> Void)?, started: (@Sendable (RunningNetwork) -> Void)?,
+              isCancelled: () -> Bool) throws(SimulatorError) -> (endedAt: Duration, cancelled: Bool) {
+        guard let topology, let backend else { return (.zero, isCancelled()) }
+        let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), log: log, stop: stop)
+        try player.start()
+        self.player = player
+        for (driver, workloadStop) in drivers {
+            do throws(NetlinkError) {
+                threads.append(try PinnedThread(name: "roam-workload") {
+                    guard workloadStop.wait(until: driver.context.startAt) else { return }
+                    driver.context.log.record(.workload(name: driver.context.workload.name, started: true))
+                    driver.run()
+                })
+            } catch {
+                throw SimulatorError("start workload '\(driver.context.workload.name)'", error)
+            }
+        }
+        if let started {
+            started(RunningNetwork(runID: runID, seed: seed, backend: selection.kind, reportDirectory: directory, start: log.start, plan: plan,
+                                   namespaces: plan.nodes.reduce(into: [:]) { $0[$1.name] = topology.namespace(of: $1.name) },
+                                   monitors: monitorOf, log: log))
+        }
+        sampleUntilTheEnd(log: log, player: player, progress: progress)
+        let cancelled = isCancelled()
+        let endedAt = min(log.elapsed, scenario.duration)
+        stop.signal()
+        for (_, workloadStop) in drivers { workloadStop.signal() }
+        for thread in threads { thread.join() }
+        threads = []
+        player.join()
+        return (endedAt, cancelled)
+    }
+
+    /// The run's own loop: sample every interval, stop workloads at their time, end on time.
+    private func sampleUntilTheEnd(log: RunLog, player: TimelinePlayer, progress: (@Sendable (RunProgress) -> Void)?) {
+        let end = log.start + scenario.duration
+        var nextSample = log.start + options.sampleInterval
+        var previous: [Int64] = drivers.map { _ in 0 }
+        var lastSampleAt = log.start
+        var stopped = Set<Int>()
+        while true {
+            let pendingStops = drivers.indices.filter { !stopped.contains($0) }.map { ($0, drivers[$0].driver.context.stopAt) }
+            let nextStop = pendingStops.map(\.1).min() ?? end
+            guard stop.wait(until: min(nextSample, nextStop, end)) else { break }
+            let now = MonotonicInstant.now
+            for (index, at) in pendingStops where at <= now {
+                drivers[index].stop.signal()
+                stopped.insert(index)
+                log.record(.workload(name: drivers[index].driver.context.workload.name, started: false))
+            }
+            if now >= nextSample || now >= end {
+                let interval = Double((now - lastSampleAt).nanoseconds) / 1e9
+                var rows: [(name: String, throughput: Rate?, detail: String?)] = []
+                for (index, (driver, _)) in drivers.enumerated() where driver.context.startAt <= now {
+                    let sample = driver.sample()
+                    let delta = sample.bytesReceived - previous[index]
+                    previous[index] = sample.bytesReceived
+                    let throughput = interval > 0 ? Rate(bitsPerSecond: Double(delta) * 8 / interval) : nil
+                    if case .command = driver.context.workload.kind {
+                        rows.append((driver.context.workload.name, nil, stopped.contains(index) ? "ended" : "running"))
+                        continue
+                    }
+                    var detail: String?
+                    if let buffered = sample.buffered {
+                        detail = (sample.isStalled ?? false) ? "STALLED" : "buffer \(buffered.roamDescription)"
+                    }
+                    log.record(.sample(RunEvent.Sample(workload: driver.context.workload.name, bytes: sample.bytesReceived,
+                                                       throughputBitsPerSecond: Int64((throughput?.bitsPerSecond ?? 0).rounded()), rtt: sample.rtt,
+                                                       buffered: sample.buffered, stalled: sample.buffered.map { _ in sample.isStalled ?? false })))
+                    rows.append((driver.context.workload.name, throughput, detail))
+                }
+                lastSampleAt = now
+                while nextSample <= now { nextSample = nextSample + options.sampleInterval }
+                if let progress {
+                    let states = player.linkStates
+                    progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
+                                         links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: rows))
+                }
+            }
+            if now >= end { break }
+        }
+    }
+
+    /// The workloads' results, the expectations checked against them, and the report written:
+    /// `summary.json` and `report.html`.
+    func finish(log: RunLog, transport: MultipathTransport, cancelled: Bool, endedAt: Duration) throws(SimulatorError) -> RunReport {
+        // The emulator's counters are final once it stops (the topology goes in tearDown()).
+        backend?.stop()
+        let linkStatistics = backend?.linkStatistics ?? []
+        let results = drivers.map { driver, _ in
+            driver.result(end: min(endedAt, driver.context.workload.stop ?? scenario.duration))
+        }
+        let changes = log.appliedChanges
+        let paths = log.paths
+        let expectations = ExpectationEvaluator.evaluate(scenario.expectations, workloads: results, changes: changes, paths: paths)
+        var pathUpdates: [String: Int] = [:]
+        for record in paths { pathUpdates[record.node, default: 0] += 1 }
+        var report = RunReport(
+            scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: expectations,
+            workloads: results, failedChanges: changes.filter { $0.failure != nil }, lateness: changes.map { $0.actual - $0.change.at },
+            pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics, changes: changes, paths: paths,
+            endedAt: endedAt)
+        report.multipath = transport
+        log.record(.run(cancelled ? .cancelled(passed: report.passed) : .ended(passed: report.passed)))
+        try ScenarioRunner.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
+                                 to: directory + "/summary.json")
+        do {
+            try HTMLReport.write(directory: directory)
+        } catch {
+            throw SimulatorError(.environment, "cannot write the run's HTML report: \(error.message)")
+        }
+        return report
+    }
+}
