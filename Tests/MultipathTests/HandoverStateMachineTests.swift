@@ -282,6 +282,24 @@ import Testing
         #expect(alone.last == .move(.stalled(interface: "cell", threshold: ms(600))), "\(alone)")
     }
 
+    /// A switch to an interface whose standby subflow is still being opened: the new path is
+    /// given the whole threshold from when its subflow is established, not from the switch (on
+    /// a slow machine the subflow can come up most of a threshold later), and is then judged as
+    /// usual.
+    @Test func controllingSubflowsASwitchedToPathIsTimedFromWhenItsSubflowIsEstablished() {
+        var machine = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        let stalled = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(stalled.last == .switchSubflows(to: "cell", .stalled(interface: "wifi", threshold: ms(600))))
+        // Cellular's subflow comes up 500 ms after the switch.
+        #expect(machine.handle(.subflowEstablished(interface: "cell", at: ms(1200))) == [])
+        #expect(machine.handle(.tick(at: ms(1300), smoothedRTT: nil, awaitingDataSince: .zero)) == [],
+                "600 ms after the switch, 100 ms after the subflow: not stalled")
+        // A subflow of another interface does not restart the clock.
+        #expect(machine.handle(.subflowEstablished(interface: "wifi", at: ms(1700))) == [])
+        let late = machine.handle(.tick(at: ms(1800), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(late.contains(.markStalled(interface: "cell", holdDown: .seconds(1))), "\(late)")
+    }
+
     /// An IPv4-only Wi-Fi and an IPv6-only cellular network: a subflow of a connection can only
     /// come from an interface with an address of its family, so the flow moves between them with
     /// new connections, and back to Wi-Fi after its probes.

@@ -122,6 +122,11 @@ public struct HandoverStateMachine: Sendable {
         /// by ``received(bytes:at:)``). The interface that carried the most is the one the data
         /// goes over now.
         case subflowsDelivered([String: Int], at: Duration)
+        /// MPTCP with ``Configuration/controlsSubflows``: a subflow over `interface` is now
+        /// established. When the data was switched to that interface before its subflow existed
+        /// (a standby subflow still being opened), the wait for data over it starts now: a path
+        /// is not judged stalled for the time it could not yet carry anything.
+        case subflowEstablished(interface: String, at: Duration)
         /// The monitor published a new path.
         case pathUpdated(NetworkPath, at: Duration)
         /// Time passed. `smoothedRTT` is the connection's; `awaitingDataSince` is when the app
@@ -284,6 +289,12 @@ public struct HandoverStateMachine: Sendable {
             // In handover one path carries the data at a time: a change of path is a handover.
             if configuration.serviceType == .handover, !configuration.controlsSubflows, let carrier, carrier != top { handovers += 1 }
             carrier = top
+            return []
+        case let .subflowEstablished(interface, now):
+            if let current = connection, current.transport == .mptcp, configuration.controlsSubflows, activeSubflow == interface,
+               current.since < now {
+                connection = (current.interface, current.transport, now, current.number)
+            }
             return []
         case let .pathUpdated(path, now):
             self.path = path

@@ -129,6 +129,7 @@ final class ClientConnection: Sendable {
                 if delta > 0 { delivered[interface, default: 0] += Int(clamping: delta) }
                 state.subflows[key] = (interface, subflow.bytesReceived)
             }
+            for (_, interface) in added { _ = state.machine.handle(.subflowEstablished(interface: interface, at: now)) }
             if !delivered.isEmpty { _ = state.machine.handle(.subflowsDelivered(delivered, at: now)) }
             for (key, entry) in state.subflows where !seen.contains(key) {
                 closed.append((key, entry.interface))
