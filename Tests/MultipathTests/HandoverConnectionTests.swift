@@ -22,16 +22,19 @@ import TestSupport
 
     @Test func theRacePathLeavesOutHeldDownInterfacesUnlessNoneWouldRemain() {
         let interfaces = [NetworkInterface(name: "wifi", index: 2, type: .wifi, addresses: [IPPrefix("198.18.0.1/24")!]),
-                          NetworkInterface(name: "cell", index: 3, type: .cellular, isExpensive: true, addresses: [IPPrefix("198.18.1.1/24")!])]
+                          NetworkInterface(name: "cell", index: 3, type: .cellular, isExpensive: true, addresses: [IPPrefix("198.18.1.1/24")!]),
+                          NetworkInterface(name: "lo", index: 1, type: .loopback, addresses: [IPPrefix("127.0.0.1/8")!])]
         let path = NetworkPath(status: .satisfied, unsatisfiedReason: nil, availableInterfaces: interfaces, primaryInterface: interfaces[0],
                                isExpensive: false, isConstrained: false, supportsIPv4: true, supportsIPv6: false, supportsDNS: false, gateways: [])
         var paths = StalledPaths()
         paths.markStalled("wifi", at: .zero)
-        #expect(paths.racePath(path, at: .milliseconds(500)).availableInterfaces.map(\.name) == ["cell"])
+        #expect(paths.racePath(path, at: .milliseconds(500)).availableInterfaces.map(\.name) == ["cell", "lo"])
         #expect(paths.racePath(path, at: .milliseconds(500)).primaryInterface?.name == "cell")
-        #expect(paths.racePath(path, at: .seconds(2)).availableInterfaces.map(\.name) == ["wifi", "cell"])
+        #expect(paths.racePath(path, at: .seconds(2)).availableInterfaces.map(\.name) == ["wifi", "cell", "lo"])
         paths.markStalled("cell", at: .zero)
-        #expect(paths.racePath(path, at: .milliseconds(500)).availableInterfaces.map(\.name) == ["wifi", "cell"], "never an empty path")
+        // Every interface that reaches a peer held down: loopback alone is no path to race over.
+        #expect(paths.racePath(path, at: .milliseconds(500)).availableInterfaces.map(\.name) == ["wifi", "cell", "lo"], "never a path of loopback only")
+        #expect(paths.racePath(path, at: .milliseconds(500)).primaryInterface?.name == "wifi")
     }
 
     @Test func theStallThresholdFollowsTheRoundTrip() {

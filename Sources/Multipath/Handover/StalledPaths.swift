@@ -46,14 +46,14 @@ public struct StalledPaths: Sendable, Hashable {
         entries[interface].map { $0.since + $0.hold }
     }
 
-    /// `path` without the interfaces held down at `now` (unless that would leave none): the path
-    /// to race over.
+    /// `path` without the interfaces held down at `now` (unless that would leave none that can
+    /// reach a peer: loopback does not count): the path to race over.
     public func racePath(_ path: NetworkPath, at now: Duration) -> NetworkPath {
         let healthy = path.availableInterfaces.filter { !isHeldDown($0.name, at: now) }
-        guard !healthy.isEmpty, healthy.count != path.availableInterfaces.count else { return path }
+        guard healthy.contains(where: { $0.type != .loopback }), healthy.count != path.availableInterfaces.count else { return path }
         var filtered = path
         filtered.availableInterfaces = healthy
-        filtered.primaryInterface = healthy.first
+        filtered.primaryInterface = healthy.first { $0.type != .loopback }
         return filtered
     }
 
