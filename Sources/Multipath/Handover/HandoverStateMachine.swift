@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 
 /// Roam's handover policy, as a state machine: events in, actions out, time passed in with
 /// every event (the caller's clock, as a duration), so that every rule is tested with a manual
@@ -481,7 +482,7 @@ public struct HandoverStateMachine: Sendable {
         guard let connection, judge != nil else { return [] }
         // What the path delivered up to now, silence included.
         judge?.record(now: now, bytes: bytesReceived)
-        let seconds = buffered.fractionalSeconds
+        let seconds = buffered.seconds
         let judged = StreamPathJudge.Connection(number: connection.number, age: now - connection.since, interface: currentInterface)
         guard let detail = judge?.verdict(buffered: seconds, connection: judged, now: now) else { return [] }
         return abandonStaleProbe() + move(.tooPoor(interface: currentInterface, detail: detail), holdDown: true, at: now)

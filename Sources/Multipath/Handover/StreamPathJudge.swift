@@ -1,3 +1,4 @@
+import RoamSystem
 /// Whether a stream's path still serves it: judged by what the path delivers, not by the buffer
 /// level a connection inherited.
 ///
@@ -31,7 +32,7 @@ public struct StreamPathJudge: Sendable {
 
     public init(bytesPerSecond: Double, bufferTarget: Duration) {
         self.bytesPerSecond = bytesPerSecond
-        self.bufferTarget = bufferTarget.fractionalSeconds
+        self.bufferTarget = bufferTarget.seconds
     }
 
     /// Bytes per second received over the last ``window`` as of the last sample; nil until a
@@ -47,7 +48,7 @@ public struct StreamPathJudge: Sendable {
             deliveryRate = nil
             return
         }
-        deliveryRate = Double(bytes - base.bytes) / ((now - base.time).fractionalSeconds)
+        deliveryRate = Double(bytes - base.bytes) / ((now - base.time).seconds)
     }
 
     /// The current connection as the judge sees it.
@@ -81,7 +82,7 @@ public struct StreamPathJudge: Sendable {
         guard let connection, connection.age >= Self.settleTime, let rate = deliveryRate, rate < bytesPerSecond else { return nil }
         let share = rate / bytesPerSecond
         // Seconds of media the player uses up, net of what arrives, while a move takes effect.
-        let drainedDuringSwitch = (1 - share) * Self.switchTime.fractionalSeconds
+        let drainedDuringSwitch = (1 - share) * Self.switchTime.seconds
         guard buffered < max(bufferTarget / 4, drainedDuringSwitch) else { return nil }
         if let last = lastCondemned {
             if last.connection == connection.number { return nil }
@@ -92,9 +93,4 @@ public struct StreamPathJudge: Sendable {
         return "the stream's buffer fell to \(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100) s, its path delivering "
             + "\(Int((share * 100).rounded()))% of the bitrate"
     }
-}
-
-extension Duration {
-    /// Seconds, with the fraction.
-    var fractionalSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -1,6 +1,7 @@
 import CNetlink
 import CRoamLinux
 import Glibc
+import RoamSystem
 
 /// `TCA_NETEM_PRNG_SEED` (Linux 6.3), missing from older UAPI headers.
 let netemPRNGSeedAttribute: Int32 = 14
@@ -166,13 +167,5 @@ extension Duration {
     public var microseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a floating-point number (for Roam's own modules).
-    package var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) * 1e-18
     }
 }
