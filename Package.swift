@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     ],
     targets: [
         // libnl-3 and libnl-route-3 as a system library: a modulemap and a header shim, nothing else.
@@ -37,7 +38,7 @@ let package = Package(
         // spawner, whole writes, the monotonic clock; errors as `Errno`.
         .target(name: "RoamSystem", dependencies: ["CRoamLinux", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "PathMonitor", dependencies: ["Netlink", "RoamSystem"]),
+        .target(name: "PathMonitor", dependencies: ["Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "Multipath", dependencies: ["PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
         // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root.
@@ -45,7 +46,8 @@ let package = Package(
         // Roam's userspace link emulator: TUN interfaces, the per-direction pipeline (delay,
         // loss, rate, traces) and the one-thread event loop that moves packets between them.
         .target(name: "LinkEmulation", dependencies: ["ScenarioModel", "Netlink", "RoamSystem", "CRoamLinux",
-                                                      .product(name: "SystemPackage", package: "swift-system")]),
+                                                      .product(name: "SystemPackage", package: "swift-system"),
+                                                      .product(name: "Logging", package: "swift-log")]),
         // A run's record read back: the typed timeline events, `RecordedRun`, the HTML report.
         // Pure: never needs root.
         .target(name: "RoamReport", dependencies: ["ScenarioModel", "PathMonitor", "Netlink", "RoamSystem"]),
@@ -64,6 +66,7 @@ let package = Package(
                 "RoamSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
@@ -91,11 +94,11 @@ let package = Package(
             dependencies: ["TestSupport"],
             path: "Benchmarks/SoakBenchmark"
         ),
-        .target(name: "TestSupport", dependencies: ["Netlink", "PathMonitor"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Netlink", "PathMonitor", .product(name: "Logging", package: "swift-log")], path: "Tests/TestSupport"),
         // Root-free: the OS layer, on real descriptors and child processes.
         .testTarget(name: "RoamSystemTests", dependencies: ["RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
-        .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport"]),
+        .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
         .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         // Root-free: the scenario model, reader, units, timeline expansion, export and import.

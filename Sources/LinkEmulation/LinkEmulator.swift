@@ -1,5 +1,6 @@
 import CRoamLinux
 import Glibc
+import Logging
 import Netlink
 import RoamSystem
 import ScenarioModel
@@ -40,17 +41,24 @@ package final class LinkEmulator: @unchecked Sendable {
     private let wake: EventSignal
     private let stop: EventSignal
     private var thread: PinnedThread?
-    /// Packets written to an interface that refused them (its queue full), or dropped for a
-    /// carrier that was down when they were due.
-    private let dropped = Atomic<Int>(0)
+    /// Packets written to an interface that refused them (its queue full): lost by the
+    /// emulator, not by the link's conditions.
+    private let refused = Atomic<Int>(0)
+    /// Packets dropped because their link's carrier was down when they were due.
+    private let carrierDrops = Atomic<Int>(0)
     /// Delivery lateness (write time minus due time, nanoseconds), when measured.
     package private(set) var lateness: [Int64] = []
     private let measuresLateness: Bool
     /// CPU time the loop's thread used, known once it ended.
     package private(set) var cpuTime: Duration = .zero
+    /// Where ``finish()`` reports what the emulator itself lost (`warning`), and what each
+    /// direction's queue and a down carrier dropped by design (`debug`).
+    private let logger: Logger
 
-    package init(directions: [Direction], links: Int, measuresLateness: Bool = false) throws(LinkEmulationError) {
+    package init(directions: [Direction], links: Int, measuresLateness: Bool = false,
+                 logger: Logger = Logger(label: "roam.link-emulator")) throws(LinkEmulationError) {
         self.measuresLateness = measuresLateness
+        self.logger = logger
         self.directions = directions
         for index in self.directions.indices { self.directions[index].pipeline.recordsDeliveryTimes = measuresLateness }
         carrierUp = Array(repeating: true, count: links)
@@ -85,7 +93,22 @@ package final class LinkEmulator: @unchecked Sendable {
             directions[index].decisions?.close()
             directions[index].capture?.close()
         }
-        return directions.map(\.pipeline.statistics)
+        let statistics = directions.map(\.pipeline.statistics)
+        for (direction, counts) in zip(directions, statistics) where counts.overflowed > 0 {
+            logger.debug("queue overflow drops", metadata: [
+                "from": "\(direction.source.name)", "to": "\(direction.destination.name)",
+                "overflowed": "\(counts.overflowed)", "arrived": "\(counts.arrived)",
+            ])
+        }
+        let down = carrierDrops.load(ordering: .relaxed)
+        if down > 0 {
+            logger.debug("packets due while their link's carrier was down", metadata: ["packets": "\(down)"])
+        }
+        let lost = refused.load(ordering: .relaxed)
+        if lost > 0 {
+            logger.warning("the emulator lost packets that the link's conditions did not drop: a TUN interface refused them (its transmit queue was full); the emulator could not keep up with this load", metadata: ["packets": "\(lost)"])
+        }
+        return statistics
     }
 
     /// How long the loop keeps polling without sleeping after a packet came.
@@ -175,9 +198,9 @@ package final class LinkEmulator: @unchecked Sendable {
                         // Nothing to do to it: straight out, without a copy or a heap entry.
                         if carrierUp[directions[index].link] {
                             let written = buffer.withUnsafeBytes { write(directions[index].destination.descriptor, $0.baseAddress, count) }
-                            if written < 0 { dropped.add(1, ordering: .relaxed) }
+                            if written < 0 { refused.add(1, ordering: .relaxed) }
                         } else {
-                            dropped.add(1, ordering: .relaxed)
+                            carrierDrops.add(1, ordering: .relaxed)
                         }
                         directions[index].pipeline.passedThrough()
                         continue
@@ -194,13 +217,13 @@ package final class LinkEmulator: @unchecked Sendable {
                 }
                 guard !output.isEmpty else { continue }
                 guard carrierUp[directions[index].link] else {
-                    dropped.add(output.count, ordering: .relaxed)
+                    carrierDrops.add(output.count, ordering: .relaxed)
                     continue
                 }
                 let destination = directions[index].destination.descriptor
                 for (number, packet) in output.enumerated() {
                     let written = packet.withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
-                    if written < 0 { dropped.add(1, ordering: .relaxed) }
+                    if written < 0 { refused.add(1, ordering: .relaxed) }
                     directions[index].capture?.record(packet)
                     if measuresLateness, lateness.count < 10_000_000 {
                         lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import Logging
 import RoamSystem
 import SystemPackage
 
@@ -9,13 +10,18 @@ struct Roam: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "roam",
         abstract: "Watch network paths and simulate network mobility on Linux.",
-        discussion: "Exit codes: 0 success, 1 an expectation failed, 2 bad input or an environment that cannot run the command.",
+        discussion: """
+            Exit codes: 0 success, 1 an expectation failed, 2 bad input or an environment that cannot run the command.
+
+            Diagnostics of Roam's libraries (a path monitor that lost notifications, an emulator that could not keep up) go to standard error at level warning and above; ROAM_LOG_LEVEL=trace|debug|info|notice|warning|error|critical changes the level.
+            """,
         subcommands: [RunCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, ImportCommand.self, MonitorCommand.self, CleanupCommand.self]
     )
 
     /// Parses and runs, mapping every failure to Roam's exit codes: usage errors and bad input
     /// exit 2 (ArgumentParser's default would be 64).
     static func main() {
+        bootstrapLogging()
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -32,6 +38,25 @@ struct Roam: ParsableCommand {
             if !message.isEmpty { printError(message) }
             Glibc.exit(ExitCode.badInput.rawValue)
         }
+    }
+}
+
+/// Sends the libraries' swift-log messages to standard error, at the level `ROAM_LOG_LEVEL`
+/// names (warning by default), so that standard output stays the command's own.
+private func bootstrapLogging() {
+    var level = Logger.Level.warning
+    if let name = getenv("ROAM_LOG_LEVEL").map({ String(cString: $0) }), !name.isEmpty {
+        guard let named = Logger.Level(rawValue: name.lowercased()) else {
+            let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+            printError("Error: ROAM_LOG_LEVEL is '\(name)', which is not a log level: use one of \(levels).")
+            Glibc.exit(ExitCode.badInput.rawValue)
+        }
+        level = named
+    }
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
     }
 }
 

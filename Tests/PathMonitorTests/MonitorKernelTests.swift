@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import Logging
 import Netlink
 import Testing
 import TestSupport
@@ -12,9 +13,10 @@ import TestSupport
 struct MonitorKernelTests {
     /// Starts a monitor of `test`'s namespace that records every path it publishes.
     func record(_ test: TestNamespace, policy: PathPolicy = PathPolicy(), receiveBufferSize: Int = 4 << 20,
+                logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
                 handler: (@Sendable (NetworkPath) -> Void)? = nil) throws -> (NetworkPathMonitor, Recorder<NetworkPath>, PathUpdateSubscription) {
         let monitor = NetworkPathMonitor(namespace: test.namespace, configuration: .init(
-            policy: policy, resolverConfigurationPath: "/nonexistent/resolv.conf", receiveBufferSize: receiveBufferSize))
+            policy: policy, resolverConfigurationPath: "/nonexistent/resolv.conf", receiveBufferSize: receiveBufferSize, logger: logger))
         let recorder = Recorder<NetworkPath>()
         let subscription = monitor.onUpdate { path in
             recorder.append(path)
@@ -121,7 +123,8 @@ struct MonitorKernelTests {
             let blocked = Recorder<Bool>()
             // The handler holds the monitor's thread on the first change, so the storm below
             // overflows the (deliberately small) receive buffer.
-            let (monitor, recorder, subscription) = try record(test, receiveBufferSize: 4096) { path in
+            let log = RecordingLogHandler.Recorder()
+            let (monitor, recorder, subscription) = try record(test, receiveBufferSize: 4096, logger: log.logger()) { path in
                 if path.isExpensive && blocked.values.isEmpty {
                     blocked.append(true)
                     gate.wait()
@@ -140,6 +143,12 @@ struct MonitorKernelTests {
             #expect(final.isExpensive)
             #expect(monitor.statistics.overruns >= 1)
             #expect(monitor.statistics.fullDumps >= 2)
+            // The app's logger heard of it: once per recovery, not once per overrun, with the
+            // namespace; and the dump that repaired it, at debug.
+            let warnings = log.recorded.filter { $0.level == .warning }
+            #expect(warnings.contains { $0.message.contains("dropped rtnetlink notifications") && $0.metadata["netns"] == "\(test.namespace)" })
+            #expect(warnings.count <= monitor.statistics.fullDumps)
+            #expect(log.recorded.contains { $0.level == .debug && $0.message.contains("full dump") })
             // What the monitor ended with equals a fresh look at the kernel.
             let socket = test.socket
             let fresh = PathEvaluator().path(for: NetworkSnapshot(links: try socket.links(), addresses: try socket.addresses(), routes: try socket.routes()))

@@ -1,4 +1,5 @@
 import Glibc
+import Logging
 import Netlink
 import RoamSystem
 
@@ -14,6 +15,7 @@ final class MonitorLoop {
     private let wakeup: EventSignal?
     private let evaluator: PathEvaluator
     private let resolverPath: String
+    private let logger: Logger
     private var factsSource: (any DeviceFactsSource)?
     /// The watched namespace's sysfs, which ``factsSource`` reads below, when the loop opened one.
     private var sysfs: OwnedFileDescriptor?
@@ -50,6 +52,9 @@ final class MonitorLoop {
         self.evaluator = PathEvaluator(policy: configuration.policy, classifier: InterfaceClassifier(rules: configuration.interfaceRules))
         self.resolverPath = configuration.resolverConfigurationPath ?? ResolverConfiguration.path(for: namespace)
         self.factsSource = configuration.deviceFacts
+        var logger = configuration.logger
+        logger[metadataKey: "netns"] = "\(namespace)"
+        self.logger = logger
     }
 
     /// Runs until the monitor is cancelled. Reports the outcome of setting up through `started`.
@@ -79,6 +84,7 @@ final class MonitorLoop {
         } catch {
             // The kernel refused something it accepted at start: end the monitor visibly rather
             // than publish a path that may be stale.
+            logger.error("path monitor stopped", metadata: ["error": "\(error)"])
             core.fail(PathMonitorError(.netlink, "the monitor of \(namespace) stopped: \(error)", underlying: error))
         }
     }
@@ -155,8 +161,12 @@ final class MonitorLoop {
             }
             if outcome == .drained { break }
             // ENOBUFS: notifications were lost. Keep reading what is queued, then dump everything.
-            needsFullDump = true
             core.updateStatistics { $0.overruns += 1 }
+            // One message per recovery: overruns before the dump that repairs them add nothing.
+            guard !needsFullDump else { continue }
+            needsFullDump = true
+            logger.warning("the kernel dropped rtnetlink notifications (receive buffer overrun); the monitor will dump links, addresses and routes again",
+                           metadata: ["receiveBufferSize": "\(configuration.receiveBufferSize)"])
         }
         if count > 0 { core.updateStatistics { $0.notificationsReceived += count } }
     }
@@ -193,8 +203,10 @@ final class MonitorLoop {
     private func settle(events: NetlinkSocket, requests: NetlinkSocket) throws(NetlinkError) {
         for _ in 0..<Self.maximumSettleRounds {
             if needsFullDump {
+                logger.debug("resynchronising: full dump of links, addresses and routes")
                 try fullDump(requests)
             } else if needsRouteDump {
+                logger.debug("resynchronising: route dump after an interface went down or away")
                 needsRouteDump = false
                 snapshot.replaceRoutes(try requests.routes())
                 isDirty = true
@@ -204,6 +216,9 @@ final class MonitorLoop {
             }
             // Notifications that raced the dump are newer than or equal to it: apply them.
             try drain(events)
+        }
+        if needsFullDump || needsRouteDump {
+            logger.notice("the kernel kept sending notifications through \(Self.maximumSettleRounds) dumps; publishing the path as it stands and dumping again after it")
         }
     }
 

@@ -1,3 +1,4 @@
+import Logging
 import Dispatch
 import Glibc
 import Netlink
@@ -48,11 +49,18 @@ public final class NetworkPathMonitor: Sendable {
         /// notification. It is also read at every path evaluation. Zero never reads it, and
         /// leaves Wi-Fi quality to tags and interfaces files.
         public var wirelessPollInterval: Duration
+        /// Where the monitor reports what it recovered from, through swift-log, so that an app
+        /// routes it with its own logs: lost notifications (`warning`), a settling round cut
+        /// short by an endless storm (`notice`), the dumps that resynchronise its snapshot
+        /// (`debug`), and a monitor that stopped (`error`). Each message carries the namespace
+        /// as `netns` metadata. By default a logger labelled `roam.path-monitor`, which goes
+        /// wherever the app bootstrapped `LoggingSystem`.
+        public var logger: Logger
 
         public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
                     resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
                     receiveBufferSize: Int = 4 << 20, deviceFacts: (any DeviceFactsSource)? = nil,
-                    wirelessPollInterval: Duration = .seconds(2)) {
+                    wirelessPollInterval: Duration = .seconds(2), logger: Logger = Logger(label: "roam.path-monitor")) {
             self.policy = policy
             self.interfaceRules = interfaceRules
             self.resolverConfigurationPath = resolverConfigurationPath
@@ -60,6 +68,7 @@ public final class NetworkPathMonitor: Sendable {
             self.receiveBufferSize = receiveBufferSize
             self.deviceFacts = deviceFacts
             self.wirelessPollInterval = wirelessPollInterval
+            self.logger = logger
         }
     }
 

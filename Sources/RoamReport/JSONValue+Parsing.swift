@@ -1,3 +1,5 @@
+import PathMonitor
+
 /// Why text is not JSON: what was expected, and where.
 public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The byte offset where parsing stopped.
