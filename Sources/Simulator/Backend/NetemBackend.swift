@@ -32,7 +32,7 @@ public final class NetemBackend: LinkBackend {
     }
 
     public func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
-        guard let socket = topology.socket(of: link.first), let peer = topology.namespace(of: link.second) else {
+        guard let socket = topology.routeSocket(of: link.first), let peer = topology.namespace(of: link.second) else {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
         do throws(NetlinkError) {
@@ -57,7 +57,7 @@ public final class NetemBackend: LinkBackend {
         let key = "\(name)/\(direction.rawValue)"
         let what = "\(direction.rawValue) on link '\(name)' (sent by \(node))"
         do throws(NetlinkError) {
-            try socket.replaceNetem(netem, interfaceIndex: interface, handle: Self.netemHandle)
+            try socket.replaceNetem(netem, interfaceIndex: interface, handle: Self.netemHandle, parent: .root)
             if let bucket {
                 try socket.replaceTokenBucket(bucket, interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
                 tokenBuckets.insert(key)
@@ -78,7 +78,7 @@ public final class NetemBackend: LinkBackend {
         guard let (_, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
         let (socket, interface) = try interfaceOf(link: name, node: link.second)
         do throws(NetlinkError) {
-            try socket.setLink(index: interface, up: up)
+            try socket.setLink(index: interface, up: up, alias: nil, mtu: nil, name: nil)
         } catch {
             throw SimulatorError("set link '\(name)' \(up ? "up" : "down")", error)
         }
@@ -86,8 +86,8 @@ public final class NetemBackend: LinkBackend {
 
     public func stop() {}
 
-    private func interfaceOf(link: String, node: String) throws(SimulatorError) -> (NetlinkSocket, Int32) {
-        guard let topology, let socket = topology.socket(of: node) else {
+    private func interfaceOf(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32) {
+        guard let topology, let socket = topology.routeSocket(of: node) else {
             throw SimulatorError(.invalidScenario, "node '\(node)' is not running")
         }
         let key = "\(node)/\(link)"

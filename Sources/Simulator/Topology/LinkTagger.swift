@@ -9,9 +9,9 @@ import PathMonitor
 /// used from one thread at a time (the timeline's).
 public final class LinkTagger {
     private let plan: TopologyPlan
-    private let sockets: [String: NetlinkSocket]
+    private let sockets: [String: any RouteSocket]
 
-    init(plan: TopologyPlan, sockets: [String: NetlinkSocket]) {
+    init(plan: TopologyPlan, sockets: [String: any RouteSocket]) {
         self.plan = plan
         self.sockets = sockets
     }
@@ -28,7 +28,7 @@ public final class LinkTagger {
                 guard let interface = try socket.link(named: link) else {
                     throw NetlinkError(.errno(ENODEV), operation: "find \(link) in node '\(node)'")
                 }
-                try socket.setLink(index: interface.index, alias: alias)
+                try socket.setLink(index: interface.index, up: nil, alias: alias, mtu: nil, name: nil)
             } catch {
                 throw SimulatorError("tag \(link) in node '\(node)' with quality \(quality)", error)
             }
@@ -39,11 +39,11 @@ public final class LinkTagger {
 extension Topology {
     /// A tagger with netlink sockets of its own in every node, for the timeline's thread.
     public func makeTagger() throws(SimulatorError) -> LinkTagger {
-        var sockets: [String: NetlinkSocket] = [:]
+        var sockets: [String: any RouteSocket] = [:]
         for node in plan.nodes {
             guard let namespace = namespace(of: node.name) else { continue }
             do throws(NetlinkError) {
-                sockets[node.name] = try NetlinkSocket(.route, in: namespace)
+                sockets[node.name] = try control.routeSocket(in: namespace)
             } catch {
                 throw SimulatorError("open a netlink socket in node '\(node.name)' to retag its links", error)
             }

@@ -6,8 +6,9 @@ import Netlink
 /// created in the caller's own namespace.
 public final class Topology {
     public let plan: TopologyPlan
+    package let control: any NetworkControl
     private var namespaces: [String: NetworkNamespace] = [:]
-    private var sockets: [String: NetlinkSocket] = [:]
+    private var sockets: [String: any RouteSocket] = [:]
     private var isTornDown = false
 
     /// The sysctls every node gets: forwarding (so nodes reach nodes they share no link with),
@@ -25,16 +26,22 @@ public final class Topology {
         "net.ipv6.conf.default.accept_dad": "0",
     ]
 
-    private init(plan: TopologyPlan) {
+    private init(plan: TopologyPlan, control: any NetworkControl) {
         self.plan = plan
+        self.control = control
     }
 
     /// Builds `plan`, with each link's interfaces made by `backend` (veth pairs for netem, when
     /// none is given). On failure, whatever was built is removed before the error is thrown.
     public static func build(_ plan: TopologyPlan, backend: (any LinkBackend)? = nil) throws(SimulatorError) -> Topology {
-        let topology = Topology(plan: plan)
+        try build(plan, backend: backend, control: KernelNetworkControl())
+    }
+
+    /// Builds `plan` through `control`: the kernel, or a recording of what would be asked of it.
+    package static func build(_ plan: TopologyPlan, backend: (any LinkBackend)?, control: any NetworkControl) throws(SimulatorError) -> Topology {
+        let topology = Topology(plan: plan, control: control)
         do throws(SimulatorError) {
-            try RunRegistry.register(plan.runID)
+            try control.register(run: plan.runID)
             try topology.createNodes()
             let backend = backend ?? NetemBackend(plan: plan, seed: 0)
             for link in plan.links {
@@ -52,7 +59,10 @@ public final class Topology {
     public func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }
 
     /// A netlink socket inside `node`'s namespace.
-    public func socket(of node: String) -> NetlinkSocket? { sockets[node] }
+    public func socket(of node: String) -> NetlinkSocket? { sockets[node] as? NetlinkSocket }
+
+    /// The route socket inside `node`'s namespace, real or recording.
+    package func routeSocket(of node: String) -> (any RouteSocket)? { sockets[node] }
 
     /// Removes every namespace of the run (and with them their interfaces) and its registration.
     /// Safe to call more than once.
@@ -61,12 +71,10 @@ public final class Topology {
         isTornDown = true
         sockets = [:]
         for node in plan.nodes {
-            if let namespace = try? NetworkNamespace.named(node.namespaceName), namespace.exists {
-                try? namespace.delete()
-            }
+            control.deleteNamespace(named: node.namespaceName)
         }
         namespaces = [:]
-        RunRegistry.unregister(plan.runID)
+        control.unregister(run: plan.runID)
     }
 
     deinit {
@@ -76,16 +84,16 @@ public final class Topology {
     private func createNodes() throws(SimulatorError) {
         for node in plan.nodes {
             do throws(NetlinkError) {
-                let namespace = try NetworkNamespace.create(named: node.namespaceName)
+                let namespace = try control.createNamespace(named: node.namespaceName)
                 namespaces[node.name] = namespace
-                let socket = try NetlinkSocket(.route, in: namespace)
+                let socket = try control.routeSocket(in: namespace)
                 sockets[node.name] = socket
                 if let lo = try socket.link(named: "lo") {
-                    try socket.setLink(index: lo.index, up: true)
-                    try socket.addAddress(IPPrefix(node.serviceIPv4, length: 32), interfaceIndex: lo.index)
-                    try socket.addAddress(IPPrefix(node.serviceIPv6, length: 128), interfaceIndex: lo.index)
+                    try socket.setLink(index: lo.index, up: true, alias: nil, mtu: nil, name: nil)
+                    try socket.addAddress(IPPrefix(node.serviceIPv4, length: 32), interfaceIndex: lo.index, skipDAD: true)
+                    try socket.addAddress(IPPrefix(node.serviceIPv6, length: 128), interfaceIndex: lo.index, skipDAD: true)
                 }
-                try namespace.setSysctls(Self.nodeSysctls)
+                try control.setSysctls(Self.nodeSysctls, in: namespace)
             } catch {
                 throw SimulatorError("create node '\(node.name)' (namespace \(node.namespaceName))", error)
             }
@@ -104,7 +112,7 @@ public final class Topology {
                         throw NetlinkError(.errno(ENODEV), operation: "find \(interface.name) in \(node.namespaceName)")
                     }
                     indices[node.name, default: [:]][interface.name] = link.index
-                    try socket.setLink(index: link.index, up: true, alias: interface.alias)
+                    try socket.setLink(index: link.index, up: true, alias: interface.alias, mtu: nil, name: nil)
                 } catch {
                     throw SimulatorError("bring up \(interface.name) in node '\(node.name)'", error)
                 }
@@ -115,8 +123,8 @@ public final class Topology {
             for interface in node.interfaces {
                 guard let index = indices[node.name]?[interface.name] else { continue }
                 do throws(NetlinkError) {
-                    if interface.families.contains(.ipv4) { try socket.addAddress(interface.ipv4, interfaceIndex: index) }
-                    if interface.families.contains(.ipv6) { try socket.addAddress(interface.ipv6, interfaceIndex: index) }
+                    if interface.families.contains(.ipv4) { try socket.addAddress(interface.ipv4, interfaceIndex: index, skipDAD: true) }
+                    if interface.families.contains(.ipv6) { try socket.addAddress(interface.ipv6, interfaceIndex: index, skipDAD: true) }
                 } catch {
                     throw SimulatorError("address \(interface.name) in node '\(node.name)'", error)
                 }
@@ -130,19 +138,19 @@ public final class Topology {
                     for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)]
                     where interface.families.contains(peer.family == .inet ? .ipv4 : .ipv6) {
                         let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
-                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric))
+                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric), replace: false)
                         // Each link is a network of its own: when it loses carrier, its subnet
                         // is unreachable rather than routed over another link (a cellular network
                         // never delivers to a Wi-Fi address).
-                        try socket.addRoute(Route(family: peer.family, destination: subnet, metric: UInt32.max, type: .unreachable, nextHops: []))
-                        try socket.addRoute(.direct(to: subnet, interfaceIndex: index, table: interface.table))
-                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, table: interface.table))
+                        try socket.addRoute(Route(family: peer.family, destination: subnet, metric: UInt32.max, type: .unreachable, nextHops: []), replace: false)
+                        try socket.addRoute(.direct(to: subnet, interfaceIndex: index, table: interface.table), replace: false)
+                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, table: interface.table), replace: false)
                         try socket.addRoute(Route(family: peer.family, table: interface.table, destination: .any(peer.family),
-                                                  metric: UInt32.max, type: .unreachable, nextHops: []))
+                                                  metric: UInt32.max, type: .unreachable, nextHops: []), replace: false)
                         if let peerNode = plan.node(interface.peer) {
                             let service = peer.family == .inet ? peerNode.serviceIPv4 : peerNode.serviceIPv6
                             try socket.addRoute(Route(family: peer.family, destination: IPPrefix(service, length: service.bitWidth),
-                                                      metric: interface.metric, nextHops: [.init(interfaceIndex: index, gateway: peer)]))
+                                                      metric: interface.metric, nextHops: [.init(interfaceIndex: index, gateway: peer)]), replace: false)
                         }
                         try socket.addRule(RoutingRule(family: address.address.family, priority: interface.rulePriority,
                                                        source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table))
