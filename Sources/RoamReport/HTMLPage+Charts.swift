@@ -1,0 +1,225 @@
+import PathMonitor
+import RoamSystem
+import ScenarioModel
+
+// The charts and tables of a run, each appended to the page.
+extension Page {
+    /// A chart: an SVG of `height` with the time axis under it; `draw` adds the content.
+    func chart(_ kind: String, title: String, height: Double, _ draw: (inout SVG) -> Void) -> String {
+        var svg = SVG()
+        draw(&svg)
+        let total = height + 22
+        var body = "<figure class=\"chart \(kind)\" data-chart=\"\(kind)\"><figcaption>\(escape(title))</figcaption>"
+        body += "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 \(Page.width) \(total)\" width=\"\(Page.width)\" height=\"\(total)\" "
+        body += "data-left=\"\(Page.left)\" data-width=\"\(plotWidth)\" data-duration=\"\(duration)\">"
+        body += svg.content
+        body += axis(y: height)
+        body += "<line class=cursor x1=\"-10\" x2=\"-10\" y1=\"0\" y2=\"\(height)\"/>"
+        body += "</svg></figure>\n"
+        return body
+    }
+
+    mutating func add(chart html: String) {
+        chartCount += 1
+        body += html
+    }
+
+    func axis(y: Double) -> String {
+        var text = "<g class=axis><line x1=\"\(Page.left)\" x2=\"\(Page.left + plotWidth)\" y1=\"\(y)\" y2=\"\(y)\"/>"
+        let step = niceStep(duration / 10)
+        var t = 0.0
+        while t <= duration + 1e-9 {
+            text += "<line x1=\"\(x(t))\" x2=\"\(x(t))\" y1=\"\(y)\" y2=\"\(y + 4)\"/><text x=\"\(x(t))\" y=\"\(y + 16)\" text-anchor=middle>\(format3(t))s</text>"
+            t += step
+        }
+        return text + "</g>"
+    }
+
+    /// A panel of step lines for each direction, from `top`, `height` high.
+    func panel(_ svg: inout SVG, top: Double, height: Double, label: String, unit: String, series: [String: ReportModel.Series]) {
+        let maximum = series.values.map(\.maximum).max() ?? 0
+        let scale = maximum > 0 ? maximum * 1.15 : 1
+        svg.add("<rect class=panel x=\"\(Page.left)\" y=\"\(top)\" width=\"\(plotWidth)\" height=\"\(height)\"/>")
+        svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"\(top + height / 2 + 4)\" text-anchor=end>\(escape(label))</text>")
+        svg.add("<text class=tick x=\"\(Page.left + 4)\" y=\"\(top + 11)\">\(escape(format3(scale)))\(escape(unit))</text>")
+        for direction in ["up", "down"] {
+            guard let points = series[direction]?.points, !points.isEmpty else { continue }
+            var segments: [String] = []
+            var current: [String] = []
+            for (index, point) in points.enumerated() {
+                let end = index + 1 < points.count ? points[index + 1].t : duration
+                guard let value = point.value else {
+                    if !current.isEmpty { segments.append(current.joined(separator: " ")); current = [] }
+                    continue
+                }
+                let y = top + height - value / scale * height
+                current.append("\(x(point.t)),\(y) \(x(end)),\(y)")
+            }
+            if !current.isEmpty { segments.append(current.joined(separator: " ")) }
+            for segment in segments {
+                svg.add("<polyline class=\"series \(direction)\" points=\"\(segment)\"><title>\(direction)</title></polyline>")
+            }
+        }
+    }
+
+    func band(_ svg: inout SVG, top: Double, height: Double, intervals: [ReportModel.Interval], kind: String) {
+        for interval in intervals {
+            svg.add("<rect class=\"band \(kind)\" x=\"\(x(interval.start))\" y=\"\(top)\" width=\"\(max(1, x(interval.end) - x(interval.start)))\" height=\"\(height)\">"
+                + "<title>\(escape(interval.label)) \(format3(interval.start))–\(format3(interval.end)) s</title></rect>")
+        }
+    }
+
+    mutating func link(_ link: ReportModel.Link, tag: String?) {
+        let title = "\(tag.map { "[\($0)] " } ?? "")link \(link.name) — up (solid), down (dashed); grey: carrier down, black: blackhole"
+        let html = chart("link", title: title, height: 196) { svg in
+            panel(&svg, top: 4, height: 50, label: "delay", unit: " ms", series: link.delay)
+            panel(&svg, top: 60, height: 50, label: "loss", unit: " %", series: link.loss)
+            panel(&svg, top: 116, height: 50, label: "rate", unit: " Mbit/s", series: link.rate)
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"\(186)\" text-anchor=end>state</text>")
+            svg.add("<rect class=\"band up\" x=\"\(Page.left)\" y=\"174\" width=\"\(plotWidth)\" height=\"18\"/>")
+            band(&svg, top: 174, height: 18, intervals: link.down, kind: "down")
+            band(&svg, top: 174, height: 9, intervals: link.blackholed["up"] ?? [], kind: "blackhole")
+            band(&svg, top: 183, height: 9, intervals: link.blackholed["down"] ?? [], kind: "blackhole")
+            for interval in link.down + (link.blackholed["up"] ?? []) + (link.blackholed["down"] ?? []) {
+                for top in [4.0, 60, 116] { band(&svg, top: top, height: 50, intervals: [interval], kind: "shade") }
+            }
+        }
+        add(chart: html)
+    }
+
+    mutating func workload(_ workload: ReportModel.Workload, tag: String?) {
+        let title = "\(tag.map { "[\($0)] " } ?? "")workload \(workload.name) (\(workload.kind), mode \(workload.mode)) — red: stalls; ▲ connections, ✕ failures, ◆ multipath events"
+        let hasBuffer = !workload.buffered.isEmpty
+        let html = chart("workload", title: title, height: hasBuffer ? 164 : 108) { svg in
+            let maximum = max(workload.throughput.map(\.mbit).max() ?? 0, 0.001) * 1.15
+            let top = 18.0, height = 80.0
+            svg.add("<rect class=panel x=\"\(Page.left)\" y=\"\(top)\" width=\"\(plotWidth)\" height=\"\(height)\"/>")
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"\(top + height / 2 + 4)\" text-anchor=end>throughput</text>")
+            svg.add("<text class=tick x=\"\(Page.left + 4)\" y=\"\(top + 11)\">\(escape(format3(maximum))) Mbit/s</text>")
+            band(&svg, top: top, height: height, intervals: workload.stalls, kind: "stall")
+            if !workload.throughput.isEmpty {
+                var previous = 0.0
+                var points: [String] = []
+                for sample in workload.throughput {
+                    let y = top + height - sample.mbit / maximum * height
+                    points.append("\(x(previous)),\(y) \(x(sample.t)),\(y)")
+                    previous = sample.t
+                }
+                svg.add("<polyline class=\"series throughput\" points=\"\(points.joined(separator: " "))\"/>")
+            }
+            for (t, label) in workload.connects {
+                svg.add("<path class=\"marker connect\" d=\"M\(x(t)),4 l-5,10 h10 z\"><title>\(format3(t)) s: \(escape(label))</title></path>")
+            }
+            for (t, label) in workload.disconnects + workload.failedRequests {
+                svg.add("<text class=\"marker failure\" x=\"\(x(t))\" y=\"14\" text-anchor=middle>✕<title>\(format3(t)) s: \(escape(label))</title></text>")
+            }
+            for (t, label) in workload.subflows + workload.commands {
+                svg.add("<path class=\"marker multipath\" d=\"M\(x(t)),\(top + height - 6) l5,5 l-5,5 l-5,-5 z\"><title>\(format3(t)) s: \(escape(label))</title></path>")
+            }
+            if hasBuffer {
+                let btop = 108.0, bheight = 50.0
+                let bmax = max(workload.buffered.map(\.seconds).max() ?? 0, 0.001) * 1.15
+                svg.add("<rect class=panel x=\"\(Page.left)\" y=\"\(btop)\" width=\"\(plotWidth)\" height=\"\(bheight)\"/>")
+                svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"\(btop + bheight / 2 + 4)\" text-anchor=end>buffer</text>")
+                svg.add("<text class=tick x=\"\(Page.left + 4)\" y=\"\(btop + 11)\">\(escape(format3(bmax))) s</text>")
+                band(&svg, top: btop, height: bheight, intervals: workload.stalls, kind: "stall")
+                let points = workload.buffered.map { "\(x($0.t)),\(btop + bheight - $0.seconds / bmax * bheight)" }
+                svg.add("<polyline class=\"series buffer\" points=\"\(points.joined(separator: " "))\"/>")
+            }
+        }
+        add(chart: html)
+    }
+
+    mutating func node(_ node: ReportModel.Node, tag: String?) {
+        let title = "\(tag.map { "[\($0)] " } ?? "")path of \(node.name) — colour: primary interface's type, with its link quality; "
+            + "rows: expensive, constrained, ultra-constrained (satellite)"
+        let html = chart("path", title: title, height: 70) { svg in
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"20\" text-anchor=end>path</text>")
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"39\" text-anchor=end>expensive</text>")
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"53\" text-anchor=end>constrained</text>")
+            svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"67\" text-anchor=end>satellite</text>")
+            for span in node.spans {
+                let kind = span.satisfied ? (span.type ?? "other") : "unsatisfied"
+                let width = max(1, x(span.end) - x(span.start))
+                let quality = span.quality.flatMap { $0 == "unknown" ? nil : ", \($0)" } ?? ""
+                let label = span.satisfied ? "\(span.interface ?? "?") (\(span.type ?? "?")\(quality))" : "unsatisfied"
+                svg.add("<rect class=\"path \(kind)\" x=\"\(x(span.start))\" y=\"4\" width=\"\(width)\" height=\"24\"><title>\(format3(span.start)) s: \(escape(span.summary))</title></rect>")
+                if width > Double(label.count) * 7 + 6 {
+                    svg.add("<text class=pathlabel x=\"\(x(span.start) + 4)\" y=\"20\">\(escape(label))</text>")
+                }
+                if span.expensive { svg.add("<rect class=\"flag expensive\" x=\"\(x(span.start))\" y=\"31\" width=\"\(width)\" height=\"10\"/>") }
+                if span.constrained { svg.add("<rect class=\"flag constrained\" x=\"\(x(span.start))\" y=\"45\" width=\"\(width)\" height=\"10\"/>") }
+                if span.ultraConstrained { svg.add("<rect class=\"flag ultra\" x=\"\(x(span.start))\" y=\"59\" width=\"\(width)\" height=\"10\"/>") }
+            }
+        }
+        add(chart: html)
+    }
+
+    mutating func events(_ model: ReportModel) {
+        guard !model.marks.isEmpty || !model.mptcpChanges.isEmpty else { return }
+        section("Marks and MPTCP endpoints")
+        let html = chart("marks", title: "marks from the code under test (|) and MPTCP endpoint changes (◆)", height: 24) { svg in
+            for (t, text) in model.marks {
+                svg.add("<line class=mark x1=\"\(x(t))\" x2=\"\(x(t))\" y1=\"2\" y2=\"22\"><title>\(format3(t)) s: \(escape(text))</title></line>")
+            }
+            for (t, text) in model.mptcpChanges {
+                svg.add("<path class=\"marker multipath\" d=\"M\(x(t)),6 l6,6 l-6,6 l-6,-6 z\"><title>\(format3(t)) s: \(escape(text))</title></path>")
+            }
+        }
+        add(chart: html)
+        body += "<ul class=events>" + (model.marks.map { "<li>\(format3($0.t)) s — \(escape($0.text))</li>" }
+            + model.mptcpChanges.map { "<li>\(format3($0.t)) s — MPTCP \(escape($0.label))</li>" }).joined() + "</ul>\n"
+    }
+
+    mutating func linkStatistics(_ model: ReportModel) {
+        let rows = model.run.summary["links"]?.arrayValue ?? []
+        guard !rows.isEmpty else { return }
+        let columns = ["arrived", "delivered", "lost", "blackholed", "overflowed", "corrupted", "duplicated", "reordered"]
+        section("Packets (userspace emulator)")
+        body += "<table><thead><tr><th>link</th><th>direction</th>" + columns.map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>"
+        for row in rows {
+            body += "<tr><td>\(escape(row["link"]?.stringValue ?? ""))</td><td>\(escape(row["direction"]?.stringValue ?? ""))</td>"
+            body += columns.map { "<td class=num>\(row[$0]?.intValue ?? 0)</td>" }.joined() + "</tr>"
+        }
+        body += "</tbody></table>\n"
+    }
+
+    mutating func comparison(_ a: ReportModel, _ b: ReportModel) {
+        section("Side by side")
+        var rows: [(String, String, String)] = []
+        func value(_ model: ReportModel, _ body: (JSONValue) -> String?) -> String { body(model.run.summary) ?? "–" }
+        rows.append(("result", value(a) { ($0["passed"]?.boolValue ?? false) ? "pass" : "FAIL" }, value(b) { ($0["passed"]?.boolValue ?? false) ? "pass" : "FAIL" }))
+        rows.append(("backend, seed", value(a) { "\($0["backend"]?.stringValue ?? "?"), \($0["seed"]?.intValue ?? 0)" },
+                     value(b) { "\($0["backend"]?.stringValue ?? "?"), \($0["seed"]?.intValue ?? 0)" }))
+        for name in HTMLReport.ordered([a.workloads.map(\.name), b.workloads.map(\.name)]) {
+            func figure(_ model: ReportModel, _ pick: (JSONValue) -> String?) -> String {
+                guard let workload = model.run.summary["workloads"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else { return "–" }
+                return pick(workload) ?? "–"
+            }
+            let picks: [(String, (JSONValue) -> String?)] = [
+                ("mode, transport", { "\($0["mode"]?.stringValue ?? "?"), \($0["transport"]?.stringValue ?? "tcp")" }),
+                ("throughput", { $0["throughputBps"]?.doubleValue.map { "\(format3(($0 / 1e4).rounded() / 100)) Mbit/s" } }),
+                ("completed", { $0["completed"]?.boolValue.map { $0 ? "yes" : "no" } }),
+                ("connections, handovers", { "\($0["connections"]?.intValue ?? 0), \($0["handovers"]?.intValue ?? 0)" }),
+                ("longest gap", { $0["longestGap"]?["ms"]?.doubleValue.map { "\(format3($0)) ms" } }),
+                ("stalls (longest)", { w in w["stream"].map { "\($0["stallCount"]?.intValue ?? 0) (\(format3($0["longestStallMs"]?.doubleValue ?? 0)) ms)" } }),
+                ("requests ok / failed", { w in w["requests"].map { "\($0["succeeded"]?.intValue ?? 0) / \($0["failed"]?.intValue ?? 0)" } }),
+                ("time to first byte p50 / max", { w in w["requests"].map { "\(format3($0["ttfbMs"]?["p50"]?.doubleValue ?? 0)) / \(format3($0["ttfbMs"]?["max"]?.doubleValue ?? 0)) ms" } }),
+                ("exit code", { w in w["command"].flatMap { $0["exitCode"]?.intValue.map(String.init) } }),
+            ]
+            for (label, pick) in picks {
+                let left = figure(a, pick), right = figure(b, pick)
+                if left == "–" && right == "–" { continue }
+                rows.append(("\(name): \(label)", left, right))
+            }
+        }
+        for node in HTMLReport.ordered([a.nodes.map(\.name), b.nodes.map(\.name)]) {
+            rows.append(("\(node): path updates", "\(a.run.summary["pathUpdates"]?[node]?.intValue ?? 0)", "\(b.run.summary["pathUpdates"]?[node]?.intValue ?? 0)"))
+        }
+        body += "<table class=comparison><thead><tr><th></th><th>A: \(escape(a.run.directory))</th><th>B: \(escape(b.run.directory))</th></tr></thead><tbody>"
+        for (label, left, right) in rows {
+            body += "<tr\(left != right ? " class=differs" : "")><td>\(escape(label))</td><td>\(escape(left))</td><td>\(escape(right))</td></tr>"
+        }
+        body += "</tbody></table>\n"
+    }
+}

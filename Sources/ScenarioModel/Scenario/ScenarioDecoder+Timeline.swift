@@ -1,0 +1,187 @@
+import Netlink
+import PathMonitor
+import Yams
+
+// The timeline: its events, their order, carrier and blackhole pairs, and the expansion of flaps and traces.
+extension ScenarioDecoder {
+    func timeline(_ node: Node, links: [LinkSpec], duration: Duration?) -> [TimelineEvent]? {
+        guard let items = list(node, "timeline") else { return nil }
+        let actions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
+        let linkNames = Set(links.map(\.name))
+        var events: [(event: TimelineEvent, node: Node)] = []
+        for item in items {
+            guard var event = fields(item, "a timeline event") else { continue }
+            let at = take(&event, "at", required: true) { self.duration($0, "at") }
+            let link = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }
+            let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
+            let present = actions.filter { event.has($0) }
+            var action: TimelineEvent.Action?
+            if present.count != 1 {
+                error(present.isEmpty ? "a timeline event needs one action: \(actions.joined(separator: ", "))"
+                                      : "a timeline event takes one action, not \(present.joined(separator: " and "))", at: item)
+            }
+            for name in present {
+                let value = event.take(name)!
+                switch name {
+                case "set":
+                    action = impairmentBlock(value, "set").map { .set($0) }
+                case "ramp":
+                    action = ramp(value)
+                case "down", "up":
+                    if let flag = bool(value, name) {
+                        if flag { action = name == "down" ? .down : .up } else { error("write \(name == "down" ? "up" : "down"): true instead of \(name): false", at: value) }
+                    }
+                case "blackhole":
+                    action = bool(value, "blackhole").map { .blackhole($0) }
+                case "flap":
+                    action = flap(value, at: at, duration: duration)
+                case "profile":
+                    action = profile(value).map { .profile($0.name) }
+                default: break
+                }
+            }
+            finish(event, known: ["at", "link", "direction"] + actions)
+            if present.count != 1 { action = nil }
+            // A carrier has no direction: both ends lose it at once.
+            if direction != .both, let name = present.first, ["down", "up", "flap"].contains(name), present.count == 1 {
+                error("direction does not apply to '\(name)': a carrier goes \(name == "up" ? "up" : "down") both ways at once; "
+                    + "for one direction only, use blackhole with direction", at: event.keyNode("direction")!)
+                action = nil
+            }
+            if let at, let duration, at > duration, let atNode = event.keyNode("at") {
+                error("this event is at \(at.roamDescription), after the scenario ends (duration \(duration.roamDescription))",
+                      at: event.pairs.first { $0.keyNode == atNode }!.value)
+            }
+            if case .ramp(_, let over)? = action, let at, let duration, at + over > duration {
+                diagnostics.warning("the ramp ends at \((at + over).roamDescription), after the scenario ends; it is cut there",
+                                    line: item.line, column: item.column)
+            }
+            if let at, let link, let action {
+                events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
+            }
+        }
+        checkOrder(events)
+        // Time order; events at the same time keep file order (the sort is made stable by index).
+        let sorted = events.enumerated().sorted { ($0.element.event.at, $0.offset) < ($1.element.event.at, $1.offset) }.map(\.element)
+        checkCarrierAndBlackholes(sorted)
+        checkExpansion(sorted)
+        return sorted.map(\.event)
+    }
+
+    /// Events listed out of time order play in time order; say so once, where it first happens.
+    private func checkOrder(_ events: [(event: TimelineEvent, node: Node)]) {
+        var latest: TimelineEvent?
+        for (event, node) in events {
+            if let latest, event.at < latest.at {
+                diagnostics.warning("this event at \(event.at.roamDescription) is listed after one at \(latest.at.roamDescription) "
+                    + "(line \(latest.line)); events play in time order, not in file order", line: node.line, column: node.column)
+                return
+            }
+            latest = event
+        }
+    }
+
+    /// Refuses what cannot mean anything: a carrier brought up that is not down, cut when it is
+    /// cut already, and a blackhole lifted that is not on. A flap leaves the carrier up at its end.
+    private func checkCarrierAndBlackholes(_ events: [(event: TimelineEvent, node: Node)]) {
+        var downSince: [String: Duration] = [:]
+        var flapping: [String: Duration] = [:]
+        var blackholed: [String: Set<TrafficDirection>] = [:]
+        for (event, node) in events {
+            let link = event.link
+            if let until = flapping[link], event.at >= until {
+                flapping[link] = nil
+                downSince[link] = nil
+            }
+            let inFlap = flapping[link] != nil
+            let directions: Set<TrafficDirection> = switch event.direction {
+            case .both: [.up, .down]
+            case .up: [.up]
+            case .down: [.down]
+            }
+            switch event.action {
+            case .down:
+                if let since = downSince[link], !inFlap {
+                    error("link '\(link)' is down already (since \(since.roamDescription)); remove this down, or add an up before it", at: node)
+                }
+                downSince[link] = downSince[link] ?? event.at
+            case .up:
+                if downSince[link] == nil, !inFlap {
+                    error("link '\(link)' is up at \(event.at.roamDescription): no down comes before this up; remove it, or add a down before it",
+                          at: node)
+                }
+                downSince[link] = nil
+            case .flap(_, _, let until):
+                flapping[link] = until
+            case .blackhole(true):
+                blackholed[link, default: []].formUnion(directions)
+            case .blackhole(false):
+                if blackholed[link, default: []].isDisjoint(with: directions) {
+                    let which = event.direction == .both ? "" : " (\(event.direction.rawValue))"
+                    error("no blackhole is on for link '\(link)'\(which) at \(event.at.roamDescription); blackhole: false lifts one that "
+                        + "an earlier blackhole: true set", at: node)
+                }
+                blackholed[link, default: []].subtract(directions)
+            default:
+                break
+            }
+        }
+    }
+
+    /// Refuses a timeline that expands to more link changes than ``ScenarioLimits/maximumChanges``
+    /// (a ramp makes one per step, a flap two per period), at the event that crosses the bound.
+    private func checkExpansion(_ events: [(event: TimelineEvent, node: Node)]) {
+        var total = 0
+        for (event, node) in events {
+            let count = TimelineSchedule.changeCount(of: event)
+            total += count
+            if total > ScenarioLimits.maximumChanges {
+                var detail = ""
+                if case let .flap(period, _, until) = event.action {
+                    detail = " (this flap alone makes \(count): two every \(period.roamDescription) until \(until.roamDescription); use a longer period or end it sooner)"
+                }
+                error("the timeline makes more than \(ScenarioLimits.maximumChanges) link changes by this event\(detail); "
+                    + "Roam plays at most \(ScenarioLimits.maximumChanges) in a scenario", at: node)
+                return
+            }
+        }
+    }
+
+    func ramp(_ node: Node) -> TimelineEvent.Action? {
+        guard var ramp = fields(node, "ramp") else { return nil }
+        let target = take(&ramp, "to", required: true) { self.impairmentBlock($0, "ramp target") }
+        let over = take(&ramp, "over", required: true) { self.duration($0, "over", allowZero: false) }
+        finish(ramp, known: ["to", "over"])
+        if let target, target.isEmpty { error("a ramp needs at least one setting under 'to'", at: node) }
+        guard let target, let over else { return nil }
+        return .ramp(to: target, over: over)
+    }
+
+    func flap(_ node: Node, at: Duration?, duration: Duration?) -> TimelineEvent.Action? {
+        guard var flap = fields(node, "flap") else { return nil }
+        let period = take(&flap, "period", required: true) {
+            self.duration($0, "period", allowZero: false, minimum: ScenarioLimits.minimumFlapPeriod)
+        }
+        let duty = take(&flap, "duty") { value -> Double? in
+            guard let fraction = self.fraction(value, "duty") else { return nil }
+            guard fraction > 0, fraction < 1 else {
+                self.error("duty is the share of each period the link is up: more than 0% and less than 100%", at: value)
+                return nil
+            }
+            return fraction
+        } ?? 0.5
+        let until = take(&flap, "until") { self.duration($0, "until") }
+        finish(flap, known: ["period", "duty", "until"])
+        let end = until ?? duration
+        if let until, let at, until <= at {
+            error("until (\(until.roamDescription)) must come after the event's at (\(at.roamDescription))", at: node)
+            return nil
+        }
+        if let until, let duration, until > duration {
+            error("until (\(until.roamDescription)) is after the scenario ends (\(duration.roamDescription))", at: node)
+            return nil
+        }
+        guard let period, let end else { return nil }
+        return .flap(period: period, duty: duty, until: end)
+    }
+}
