@@ -82,13 +82,19 @@ import Testing
         #expect(network.strayCalls.isEmpty)
     }
 
-    @Test func netemShapesTheSendingEndAndRemovesTheRateWhenTheTimelineDropsIt() throws {
-        let network = RecordingNetwork()
+    /// The walk-out-of-home network on the netem backend, started, over `network`.
+    func startedNetem(_ network: RecordingNetwork) throws -> (NetemBackend, Topology) {
         let plan = try TopologyPlan(scenario: walkOutOfHome(), runID: "abc123")
         let backend = NetemBackend(plan: plan, seed: 7)
         let topology = try Topology.build(plan, backend: backend, control: network)
-        defer { topology.teardown() }
         try backend.start(topology)
+        return (backend, topology)
+    }
+
+    @Test func netemShapesTheSendingEndAndRemovesTheRateWhenTheTimelineDropsIt() throws {
+        let network = RecordingNetwork()
+        let (backend, topology) = try startedNetem(network)
+        defer { topology.teardown() }
         let phone = try #require(network.namespace("roam-abc123-phone"))
         let server = try #require(network.namespace("roam-abc123-server"))
         let phoneWifi = try #require(phone.link("wifi")).index
@@ -124,11 +130,8 @@ import Testing
 
     @Test func aKernelWithoutNetemIsToldHowToGetIt() throws {
         let network = RecordingNetwork()
-        let plan = try TopologyPlan(scenario: walkOutOfHome(), runID: "abc123")
-        let backend = NetemBackend(plan: plan, seed: 7)
-        let topology = try Topology.build(plan, backend: backend, control: network)
+        let (backend, topology) = try startedNetem(network)
         defer { topology.teardown() }
-        try backend.start(topology)
         network.failure = .init(operation: "replaceNetem", call: 1, errno: ENOENT)
         let error = try #require(throws: SimulatorError.self) {
             try backend.apply(LinkConditions(impairment: Impairment(delay: .milliseconds(10))), link: "cell", direction: .down)
