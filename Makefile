@@ -33,11 +33,13 @@ test:
 	@scripts/setup.sh --vm-if-needed --browser
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	@scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	@scripts/rootless-check.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roamPackageTests.xctest"
 
 # Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client
 # against spotty Wi-Fi with RoamTesting (Swift Testing and XCTest).
 example: setup
 	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build
+	@scripts/rootless-example.sh "$$(cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SpottyWiFiPackageTests.xctest"
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

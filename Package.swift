@@ -36,7 +36,11 @@ let package = Package(
         .systemLibrary(name: "CRoamLinux"),
         // The one OS layer over it, on swift-system: event signals, the deadline wait, the
         // spawner, whole writes, the monotonic clock; errors as `Errno`.
-        .target(name: "RoamSystem", dependencies: ["CRoamLinux", .product(name: "SystemPackage", package: "swift-system")]),
+        // Rootless: entering a user namespace of the process's own, in C because it must run
+        // while the process has one thread; and RoamTesting's constructor that does it before main.
+        .target(name: "CRoamRootless"),
+        .target(name: "CRoamTestingRootless", dependencies: ["CRoamRootless"]),
+        .target(name: "RoamSystem", dependencies: ["CRoamLinux", "CRoamRootless", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "PathMonitor", dependencies: ["Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "Multipath", dependencies: ["PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
@@ -53,7 +57,7 @@ let package = Package(
         .target(name: "RoamReport", dependencies: ["ScenarioModel", "PathMonitor", "Netlink", "RoamSystem"]),
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
         .target(name: "Simulator", dependencies: ["ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
-        .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "PathMonitor", "Netlink"]),
         .executableTarget(
             name: "roam",

@@ -1,3 +1,4 @@
+import CRoamTestingRootless
 import Glibc
 import Netlink
 import PathMonitor
@@ -23,7 +24,8 @@ public struct TestRunOptions: Sendable {
     public var seed: UInt64?
     public var end: End = .whenBodyReturns
     /// Where reports go; nil: `.build/roam-reports` under the working directory when it has a
-    /// `.build` (as `swift test` runs), a directory under `$TMPDIR` otherwise.
+    /// `.build` this process may write (as `swift test` runs), a directory under `$TMPDIR`
+    /// otherwise.
     public var reportsDirectory: String?
     /// Plays the scenario this many times as fast.
     public var timeScale: Double = 1
@@ -200,7 +202,8 @@ extension Scenario {
 
     static var defaultReportsDirectory: String {
         var info = stat()
-        if stat(".build", &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return ".build/roam-reports" }
+        // Another user's build directory (a shared checkout) is not written to.
+        if stat(".build", &info) == 0, info.st_mode & S_IFMT == S_IFDIR, access(".build", W_OK) == 0 { return ".build/roam-reports" }
         let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
         return temporary + "/roam-reports"
     }
@@ -255,9 +258,22 @@ final class OneShot<T: Sendable>: Sendable {
 /// Whether this process can run scenarios.
 public enum RoamTesting {
     /// Why scenarios cannot run here (nil when they can): for `.enabled(if:)` traits and
-    /// `XCTSkipIf`. Scenarios need root (namespaces) and `/dev/net/tun` (the userspace emulator).
+    /// `XCTSkipIf`. Scenarios need network namespaces and `/dev/net/tun` (the userspace emulator).
+    ///
+    /// Root is not needed. A test process that is not root enters a user namespace of its own
+    /// before `main` (RoamTesting links a constructor that does it, while the process has one
+    /// thread), where it is root over the namespaces it creates and over nothing else: it stays in
+    /// the host's network namespace and cannot change it. Its own files stay the user's. Set
+    /// `ROAM_ROOTLESS=0` to keep the process as it is (scenarios then need root); where the kernel
+    /// or a container forbids user namespaces, this says which setting.
     public static var unavailableReason: String? {
-        if geteuid() != 0 { return "Roam scenarios need root: they create network namespaces (run the tests with sudo)" }
+        if geteuid() != 0 {
+            if roam_testing_rootless_status() > 0 {
+                let message = String(cString: roam_testing_rootless_message())
+                return "Roam scenarios need root or a user namespace of the test process's own, and it could not make one: \(message)"
+            }
+            return "Roam scenarios need root or a user namespace of the test process's own (ROAM_ROOTLESS=0 turned that off)"
+        }
         if access("/dev/net/tun", R_OK | W_OK) != 0 { return "Roam's userspace link emulator needs /dev/net/tun (modprobe tun)" }
         return nil
     }

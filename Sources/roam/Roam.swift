@@ -15,7 +15,7 @@ struct Roam: ParsableCommand {
 
             Diagnostics of Roam's libraries (a path monitor that lost notifications, an emulator that could not keep up) go to standard error at level warning and above; ROAM_LOG_LEVEL=trace|debug|info|notice|warning|error|critical changes the level.
             """,
-        subcommands: [RunCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, ImportCommand.self, MonitorCommand.self, CleanupCommand.self]
+        subcommands: [RunCommand.self, ExecCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, ImportCommand.self, MonitorCommand.self, CleanupCommand.self]
     )
 
     /// Parses and runs, mapping every failure to Roam's exit codes: usage errors and bad input
@@ -24,6 +24,10 @@ struct Roam: ParsableCommand {
         bootstrapLogging()
         do {
             var command = try parseAsRoot()
+            // Before anything starts a thread: a user namespace admits only a one-thread process.
+            if let run = command as? RunCommand, run.isRootless, !Rootless.isInsideUserNamespace {
+                try run.enterRootless()
+            }
             try command.run()
         } catch {
             let code = exitCode(for: error)

@@ -16,7 +16,10 @@ struct RunCommand: ParsableCommand {
         commandName: "run",
         abstract: "Run a mobility scenario: build its topology, play its timeline and workloads, check its expectations.",
         discussion: """
-            Needs root. Each node is a network namespace named roam-RUNID-NODE (enter one with `ip netns exec`). \
+            As root, each node is a network namespace named roam-RUNID-NODE (enter one with `roam exec RUNID NODE -- COMMAND` \
+            or `ip netns exec`). Without root (or with --rootless), the run builds its network in a user namespace of its own: \
+            the userspace backend needs no privilege, nothing on the host changes, and everything ends with the run \
+            (enter a node with `roam exec RUNID NODE -- COMMAND`). \
             Writes summary.json and timeline.jsonl to the report directory. Ctrl-C or SIGTERM stops the run, \
             writes the report and removes everything. Exit 0 when every expectation holds, 1 when one fails, \
             2 on bad input or an environment that cannot run the scenario, 130/143 when interrupted.
@@ -47,6 +50,22 @@ struct RunCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Play the scenario this many times as fast, e.g. 0.5 for half its duration (for quick checks).", valueName: "factor"))
     var timeScale: Double = 1
 
+    @Flag(help: "Build the scenario in a user namespace of the run's own even as root (the default without root).")
+    var rootless = false
+
+    /// Whether this run enters a user namespace of its own before anything else.
+    var isRootless: Bool { rootless || geteuid() != 0 }
+
+    /// Enters the run's user namespace; called by `Roam.main` while the process has one thread.
+    func enterRootless() throws {
+        do {
+            try Rootless.enter()
+        } catch {
+            printError("roam run: cannot run without root here: \(error)")
+            throw ExitCode.badInput
+        }
+    }
+
     func validate() throws {
         guard timeScale > 0, timeScale <= 1 else { throw ValidationError("--time-scale must be in (0, 1]") }
     }
@@ -63,6 +82,7 @@ struct RunCommand: ParsableCommand {
         options.timeScale = timeScale
         options.decisionLogs = decisionLog
         options.multipath = multipath
+        if Rootless.isInsideUserNamespace { options.hostRegistryDirectory = Rootless.registryDirectory }
         let runner = ScenarioRunner(scenario: scenario, options: options)
 
         // SIGINT and SIGTERM go to one thread that stops the run; every other thread (and so
@@ -86,7 +106,7 @@ struct RunCommand: ParsableCommand {
         }
         signalThread?.detach()
 
-        let console = ProgressConsole(enabled: !quiet)
+        let console = ProgressConsole(enabled: !quiet, rootless: Rootless.isInsideUserNamespace)
         let result: RunReport
         do {
             result = try runner.run { progress in console.show(progress) }
@@ -111,13 +131,22 @@ final class ProgressConsole: Sendable {
     private let isTerminal: Bool
     private let lastLine = Mutex<(shown: Bool, at: Duration)>((false, .seconds(-10)))
 
-    init(enabled: Bool) {
+    private let rootless: Bool
+    private let announced = Atomic<Bool>(false)
+
+    init(enabled: Bool, rootless: Bool) {
         self.enabled = enabled
+        self.rootless = rootless
         isTerminal = isatty(STDERR_FILENO) == 1
     }
 
     func show(_ progress: RunProgress) {
         guard enabled else { return }
+        if !announced.exchange(true, ordering: .relaxed) {
+            clear()
+            printError("roam run: run \(progress.runID)\(rootless ? ", rootless (in a user namespace of its own)" : ""); "
+                + "enter a node with `roam exec \(progress.runID) NODE -- COMMAND`")
+        }
         var parts = ["[\(Self.seconds(progress.elapsed))/\(Self.seconds(progress.duration))]"]
         parts.append(progress.links.map { "\($0.name): \($0.state)" }.joined(separator: "  "))
         for workload in progress.workloads {

@@ -246,7 +246,15 @@ struct RoamTestingSoakTests {
             let listener = try await server.run { try RoamTestingKernelTests.listen(on: server.address) }
             defer { close(listener) }
             async let served: Int = server.run { try RoamTestingKernelTests.echoOnce(listener) }
-            _ = try await phone.run { try RoamTestingKernelTests.exchange("hi", with: server.address) }
+            do {
+                _ = try await phone.run { try RoamTestingKernelTests.exchange("hi", with: server.address) }
+            } catch {
+                // Wakes the server's accept (closing does not), so that the failure is reported
+                // instead of the test waiting for a connection that will never come.
+                shutdown(listener, Int32(SHUT_RDWR))
+                _ = try? await served
+                throw error
+            }
             _ = try await served
             _ = try await phone.spawn(["true"])
             phone.mark("done")

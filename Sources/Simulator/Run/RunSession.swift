@@ -50,6 +50,8 @@ final class RunSession {
     private var drivers: [(driver: any WorkloadDriver, stop: EventSignal)] = []
     private var threads: [PinnedThread] = []
     private var player: TimelinePlayer?
+    /// Where a rootless run noted its process for the host, until torn down.
+    private var hostRegistration: String?
 
     /// Checks what can be checked before anything is built: root, the scenario's own
     /// consistency, descriptors, programs, the backend; then plans the topology and makes the
@@ -110,6 +112,10 @@ final class RunSession {
         backend = nil
         topology?.teardown()
         topology = nil
+        if let directory = hostRegistration {
+            RunRegistry.unregister(runID, in: directory)
+            hostRegistration = nil
+        }
     }
 
     // MARK: - Phases
@@ -127,6 +133,10 @@ final class RunSession {
         let topology = try Topology.build(plan, backend: backend)
         self.topology = topology
         self.backend = backend
+        if let directory = options.hostRegistryDirectory {
+            try RunRegistry.register(runID, in: directory)
+            hostRegistration = directory
+        }
         try backend.start(topology)
         let captured = scenario.links.filter(\.capture).map(\.name)
         if !captured.isEmpty, selection.kind == .netem {
@@ -380,7 +390,8 @@ final class RunSession {
                 if let progress {
                     let states = player.linkStates
                     progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
-                                         links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: rows))
+                                         links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: rows,
+                                         runID: runID))
                 }
             }
             if now >= end { break }

@@ -42,6 +42,9 @@ public struct RunOptions: Sendable {
     public var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.
     public var multipath: MultipathTransport = .auto
+    /// For a rootless run (``Rootless``): the directory, seen from the host, where the run also
+    /// notes its process, so that `roam exec RUN NODE` finds its namespaces from another shell.
+    public var hostRegistryDirectory: String?
 
     public init() {}
 }
@@ -110,6 +113,8 @@ public struct RunProgress: Sendable {
     public var duration: Duration
     public var links: [(name: String, state: String)]
     public var workloads: [(name: String, throughput: Rate?, detail: String?)]
+    /// The run's id: its nodes are the namespaces `roam-RUNID-NODE`.
+    public var runID: String
 }
 
 /// Packet counters of one direction of an emulated link.

@@ -58,7 +58,7 @@ public enum Leftovers {
                 guard id.count == 6, let pid = RunRegistry.owner(of: id), !RunRegistry.isAlive(pid) else { continue }
                 stale.append(id)
             }
-            stale.forEach(RunRegistry.unregister)
+            for id in stale { RunRegistry.unregister(id) }
         }
         return report
     }

@@ -6,7 +6,7 @@ import TinyHTTP
 /// The client against the scenario in `scenarios/spotty-wifi.yaml`: Wi-Fi drops out every few
 /// seconds and LTE stays. Runs with Roam's userspace emulator and the scenario's seed; a
 /// failure prints the seed (`ROAM_SEED=N swift test` replays it) and the report's directory.
-@Suite(.enabled(if: RoamTesting.isAvailable, "Roam scenarios need root and /dev/net/tun"))
+@Suite(.enabled(if: RoamTesting.isAvailable, "Roam scenarios need root or user namespaces, and /dev/net/tun"))
 struct SpottyWiFiTests {
     @Test func everyRequestSucceedsWhileWiFiComesAndGoes() async throws {
         let scenario = try Scenario.load("scenarios/spotty-wifi.yaml")

@@ -1,0 +1,34 @@
+#ifndef ROAM_CROAMROOTLESS_H
+#define ROAM_CROAMROOTLESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+// Rootless Roam: the calling process becomes root of a user namespace of its own, with a mount
+// namespace owned by it. It stays in the host's network namespace, which it can read but not
+// change (its capabilities hold only over namespaces its user namespace owns); the network
+// namespaces it creates are its own. Roam then builds scenarios as it would as root, and nothing
+// it does can reach the host's network: its namespaces end with the process.
+//
+// In C because it must run while the process has one thread (unshare(CLONE_NEWUSER) refuses a
+// multithreaded process): at the start of `roam`'s main, or from a constructor before main
+// (RoamTesting's). Swift reaches it through RoamSystem's `Rootless`.
+
+// Enters: unshare(CLONE_NEWUSER | CLONE_NEWNS); maps the caller's uid and gid to root (setgroups
+// denied); makes every mount private; puts a tmpfs on /run with the host's entries bound back
+// into it and empty netns/ and roam/ directories of its own. Returns 0, or an errno with
+// `message` saying what failed and what to do (a disabled setting is named).
+int roam_rootless_enter(char *message, size_t size);
+
+// Why an unprivileged user namespace cannot be made here, from the kernel's settings
+// (user.max_user_namespaces, kernel.unprivileged_userns_clone,
+// kernel.apparmor_restrict_unprivileged_userns); 0 when nothing forbids it.
+int roam_rootless_check(char *message, size_t size);
+
+// The caller's uid on the host, once roam_rootless_enter succeeded; (uid_t)-1 before.
+uid_t roam_rootless_host_uid(void);
+
+// 1 when the process is in a user namespace other than the initial one.
+int roam_rootless_is_inside(void);
+
+#endif

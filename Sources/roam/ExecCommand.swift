@@ -1,0 +1,92 @@
+import ArgumentParser
+import CRoamLinux
+import Glibc
+import Netlink
+import RoamSystem
+import Simulator
+import SystemPackage
+
+/// `roam exec RUN NODE -- COMMAND`: run a command inside a node of a run in progress, rootless
+/// or not.
+struct ExecCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "exec",
+        abstract: "Run a command inside a node of a run in progress.",
+        discussion: """
+            RUN is the run's id (six hex digits, shown when the run starts and in its report directory's name), NODE a node \
+            of its scenario. For a run started as root, this is `ip netns exec roam-RUN-NODE COMMAND` and needs root. For a \
+            rootless run, the same user enters the run's user and mount namespaces through its process (noted in \
+            $XDG_RUNTIME_DIR/roam/runs, else /tmp/roam-UID/runs), then the node's network namespace: no privilege is needed. \
+            The command runs as root of the run's user namespace, in the node's network namespace, in the current directory. \
+            For example, `roam exec 1a2b3c phone -- roam monitor` watches the phone's path.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The run's id.", valueName: "run"))
+    var runID: String
+
+    @Argument(help: ArgumentHelp("The node to enter.", valueName: "node"))
+    var node: String
+
+    @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after `--`.", valueName: "command"))
+    var command: [String] = []
+
+    func validate() throws {
+        guard runID.count == 6, runID.allSatisfy(\.isHexDigit), runID == runID.lowercased() else {
+            throw ValidationError("'\(runID)' is not a run id: six lowercase hex digits, as in roam-reports/NAME-RUNID")
+        }
+        guard !node.isEmpty, node.count <= 32, node.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+            throw ValidationError("'\(node)' is not a node name (letters, digits, '-' and '_', at most 32)")
+        }
+        guard !command.isEmpty else { throw ValidationError("name a command after `--`, e.g. roam exec \(runID) \(node) -- ip addr") }
+    }
+
+    func run() throws {
+        let namespacePath = "\(NetworkNamespace.runDirectory)/roam-\(runID)-\(node)"
+        if access("\(RunRegistry.directory)/\(runID)", F_OK) != 0 {
+            try enterRootlessRun()
+        }
+        let namespace = open(namespacePath, O_RDONLY | O_CLOEXEC)
+        if namespace < 0, errno == EACCES || errno == EPERM {
+            fail("cannot enter node '\(node)' of run \(runID): it was started as root, and only root enters it")
+        }
+        guard namespace >= 0 else {
+            let nodes = NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.map { String($0.dropFirst("roam-\(runID)-".count)) }
+            fail("run \(runID) has no node '\(node)'" + (nodes.isEmpty ? "" : "; its nodes: \(nodes.joined(separator: ", "))"))
+        }
+        guard setns(namespace, CLONE_NEWNET) == 0 else {
+            let error = Errno.current
+            if error == .notPermitted { fail("cannot enter node '\(node)' of run \(runID): it was started as root, and only root enters it") }
+            fail("cannot enter node '\(node)' of run \(runID): \(error)")
+        }
+        close(namespace)
+        var arguments = command.map { strdup($0) }
+        arguments.append(nil)
+        execvp(command[0], &arguments)
+        fail("cannot run \(command[0]): \(Errno.current)")
+    }
+
+    /// Enters a rootless run's user and mount namespaces through its process.
+    private func enterRootlessRun() throws {
+        let registry = Rootless.registryDirectory
+        guard let pid = RunRegistry.owner(of: runID, in: registry), kill(pid, 0) == 0 || errno == EPERM else {
+            let runs = (RunRegistry.runs() + RunRegistry.runs(in: registry)).filter { RunRegistry.owner(of: $0) != nil || RunRegistry.owner(of: $0, in: registry) != nil }
+            fail("no run \(runID) in progress" + (runs.isEmpty ? " (none is)" : "; runs in progress: \(runs.joined(separator: ", "))"))
+        }
+        let user = open("/proc/\(pid)/ns/user", O_RDONLY | O_CLOEXEC)
+        let mounts = open("/proc/\(pid)/ns/mnt", O_RDONLY | O_CLOEXEC)
+        let directory = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard user >= 0, mounts >= 0 else { fail("cannot open the namespaces of run \(runID) (process \(pid)): \(Errno.current)") }
+        guard setns(user, CLONE_NEWUSER) == 0 else {
+            fail("cannot enter the user namespace of run \(runID): \(Errno.current); only the user who started a rootless run can enter it")
+        }
+        guard setns(mounts, CLONE_NEWNS) == 0 else { fail("cannot enter the mount namespace of run \(runID): \(Errno.current)") }
+        if directory >= 0 { _ = fchdir(directory) }
+        for descriptor in [user, mounts, directory] where descriptor >= 0 { close(descriptor) }
+    }
+
+    private func fail(_ message: String) -> Never {
+        printError("roam exec: \(message)")
+        Glibc.exit(ExitCode.badInput.rawValue)
+    }
+}
