@@ -2,7 +2,7 @@
 # Runs every bundled scenario (time-scaled) and the netem accuracy fixture with --backend netem,
 # one report directory per run under OUT with the run's exit status in `exit`; then checks that
 # Ctrl-C, SIGTERM and SIGKILL + `roam cleanup` leave nothing behind, and that two runs at once
-# do not collide. Runs where sch_netem is available: on this machine's kernel, or inside
+# do not collide, and that a rootless run (as `nobody`) plays netem too. Runs where sch_netem is available: on this machine's kernel, or inside
 # scripts/vm.sh. Tests/RoamCLITests/NetemBackendTests.swift reads what it writes.
 #
 #   scripts/netem-check.sh ROAM OUT [TIME-SCALE]
@@ -80,6 +80,24 @@ ip netns list | grep '^roam-' > "$out/sigkill/before-cleanup" || true
 echo $? > "$out/sigkill/cleanup-exit"
 ip netns list | grep '^roam-' > "$out/sigkill/after-cleanup" || true
 echo "netem-check: after SIGKILL, cleanup exited $(cat "$out/sigkill/cleanup-exit")"
+
+# Rootless: netem from a user namespace of the run's own, as `nobody`. Its report goes to a
+# directory of its own first (the user may not write OUT), then is copied.
+mkdir -p "$out/rootless-netem"
+if id nobody > /dev/null 2>&1 && command -v setpriv > /dev/null; then
+  # /dev/shm: a tmpfs of this kernel's own (the VM's /tmp is the host's, shared, where the VM's
+  # `nobody` may not write).
+  private=$(mktemp -d /dev/shm/roam-rootless-netem-XXXXXX); chmod 755 "$private"; chown nobody "$private"
+  binary=$(realpath "$roam"); scenario=$(realpath scenarios/walk-out-of-home.yaml)
+  (cd "$private" && setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups env -i PATH="$PATH" HOME="$private" \
+    TMPDIR="$private" "$binary" run --backend netem --quiet --report "$private/run" "$scenario" \
+    --time-scale "$scale") > "$out/rootless-netem.console" 2>&1
+  echo $? > "$out/rootless-netem/exit"
+  cp "$private/run/summary.json" "$out/rootless-netem/" 2>/dev/null || true
+  stat -c %U "$private/run/summary.json" > "$out/rootless-netem/owner" 2>/dev/null || true
+  rm -rf "$private"
+  echo "netem-check: rootless netem run exited $(cat "$out/rootless-netem/exit")"
+fi
 
 ip netns list | grep '^roam-' > "$out/leftover-namespaces" || true
 snapshot > "$out/root-after"

@@ -49,6 +49,9 @@ echo "   roam exec $run phone -- ip -br addr: wifi has 198.18.0.1/24"
 path=$(as_user timeout -s INT 3 "$roam" exec "$run" phone -- "$roam" monitor --json | head -1 || true)
 grep -q '"status":"satisfied"' <<< "$path" || fail "roam monitor inside the phone printed: $path"
 echo "   roam exec $run phone -- roam monitor --json: $(cut -c1-100 <<< "$path")..."
+path=$(as_user timeout -s INT 3 "$roam" monitor --json --netns "roam-$run-server" | head -1 || true)
+grep -q '"status":"satisfied"' <<< "$path" || fail "roam monitor --netns roam-$run-server printed: $path"
+echo "   roam monitor --netns roam-$run-server --json: satisfied"
 status=0; as_user "$roam" exec 000000 phone -- true 2> "$work/exec-missing.err" || status=$?
 [ "$status" = 2 ] && grep -q "no run 000000" "$work/exec-missing.err" || fail "exec into a missing run: exit $status, $(cat "$work/exec-missing.err")"
 status=0; as_user "$roam" exec "$run" nosuchnode -- true 2> "$work/exec-node.err" || status=$?

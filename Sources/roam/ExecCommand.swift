@@ -44,7 +44,11 @@ struct ExecCommand: ParsableCommand {
     func run() throws {
         let namespacePath = "\(NetworkNamespace.runDirectory)/roam-\(runID)-\(node)"
         if access("\(RunRegistry.directory)/\(runID)", F_OK) != 0 {
-            try enterRootlessRun()
+            do {
+                try RootlessRun.enter(runID)
+            } catch {
+                fail(error.description)
+            }
         }
         let namespace = open(namespacePath, O_RDONLY | O_CLOEXEC)
         if namespace < 0, errno == EACCES || errno == EPERM {
@@ -64,25 +68,6 @@ struct ExecCommand: ParsableCommand {
         arguments.append(nil)
         execvp(command[0], &arguments)
         fail("cannot run \(command[0]): \(Errno.current)")
-    }
-
-    /// Enters a rootless run's user and mount namespaces through its process.
-    private func enterRootlessRun() throws {
-        let registry = Rootless.registryDirectory
-        guard let pid = RunRegistry.owner(of: runID, in: registry), kill(pid, 0) == 0 || errno == EPERM else {
-            let runs = (RunRegistry.runs() + RunRegistry.runs(in: registry)).filter { RunRegistry.owner(of: $0) != nil || RunRegistry.owner(of: $0, in: registry) != nil }
-            fail("no run \(runID) in progress" + (runs.isEmpty ? " (none is)" : "; runs in progress: \(runs.joined(separator: ", "))"))
-        }
-        let user = open("/proc/\(pid)/ns/user", O_RDONLY | O_CLOEXEC)
-        let mounts = open("/proc/\(pid)/ns/mnt", O_RDONLY | O_CLOEXEC)
-        let directory = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard user >= 0, mounts >= 0 else { fail("cannot open the namespaces of run \(runID) (process \(pid)): \(Errno.current)") }
-        guard setns(user, CLONE_NEWUSER) == 0 else {
-            fail("cannot enter the user namespace of run \(runID): \(Errno.current); only the user who started a rootless run can enter it")
-        }
-        guard setns(mounts, CLONE_NEWNS) == 0 else { fail("cannot enter the mount namespace of run \(runID): \(Errno.current)") }
-        if directory >= 0 { _ = fchdir(directory) }
-        for descriptor in [user, mounts, directory] where descriptor >= 0 { close(descriptor) }
     }
 
     private func fail(_ message: String) -> Never {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import RoamSystem
 import Glibc
 import Netlink
 import PathMonitor
@@ -15,7 +16,7 @@ struct MonitorCommand: ParsableCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("Watch the named network namespace (as listed by `ip netns`) instead of the current one.", valueName: "name"))
+    @Option(name: .long, help: ArgumentHelp("Watch the named network namespace (as listed by `ip netns`) instead of the current one; for a node of your rootless run, roam-RUNID-NODE.", valueName: "name"))
     var netns: String?
 
     @Flag(name: .long, help: "Print one JSON object per line.")
@@ -49,6 +50,17 @@ struct MonitorCommand: ParsableCommand {
     }
 
     func run() throws {
+        // A node of a rootless run: reached through the run's user and mount namespaces, first
+        // thing (while the process has one thread).
+        if let netns, geteuid() != 0, access("\(NetworkNamespace.runDirectory)/\(netns)", F_OK) != 0,
+           let run = RootlessRun.runID(ofNamespace: netns), access("\(Rootless.registryDirectory)/\(run)", F_OK) == 0 {
+            do {
+                try RootlessRun.enter(run)
+            } catch {
+                printError("roam monitor: \(error)")
+                throw ExitCode.badInput
+            }
+        }
         let namespace: NetworkNamespace
         do {
             namespace = try netns.map { try NetworkNamespace.named($0) } ?? .current

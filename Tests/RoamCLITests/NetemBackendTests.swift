@@ -281,6 +281,18 @@ struct NetemBackendTests {
         #expect(NetemHost.text(directory + "/after-cleanup").isEmpty)
     }
 
+    /// As `nobody`, in a user namespace of the run's own: netem works there (the user namespace
+    /// owns the nodes' network namespaces, so it may set their qdiscs), and the report is the
+    /// user's.
+    @Test func aRootlessRunPlaysNetem() throws {
+        let directory = try output()
+        let exit = NetemHost.text(directory + "/rootless-netem/exit").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(exit == "0", "exit '\(exit)': \(NetemHost.text(directory + "/rootless-netem.console"))")
+        let summary = try #require(NetemHost.json(directory + "/rootless-netem/summary.json"))
+        #expect(summary["backend"] as? String == "netem")
+        #expect(NetemHost.text(directory + "/rootless-netem/owner").trimmingCharacters(in: .whitespacesAndNewlines) == "nobody")
+    }
+
     @Test func concurrentRunsDoNotCollideAndTheRootNamespaceIsUntouched() throws {
         let directory = try output()
         for name in ["concurrent-a", "concurrent-b"] {
