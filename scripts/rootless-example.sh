@@ -21,7 +21,7 @@ for library in swift-testing xctest; do
   else
     as_user "$tests" --testing-library swift-testing --no-parallel > "$work/$library.out" 2>&1 || status=$?
   fi
-  grep -aE "✘|✔ Test run|skipped|Executed [0-9]+ tests?" "$work/$library.out" | sed 's/^/   /' | tail -8
+  grep -aE "✘|✔ Test run|skipped|Executed [0-9]+ tests?" "$work/$library.out" | awk '!seen[$0]++' | sed 's/^/   /' | tail -8
   [ "$status" = 0 ] || fail "the example's $library tests failed as $user"
   ! grep -aqE "skipped" "$work/$library.out" || fail "$library tests were skipped as $user"
   if [ "$library" = xctest ]; then

@@ -20,7 +20,7 @@ public enum Rootless {
     public static var unavailableReason: String? {
         var message = [CChar](repeating: 0, count: 512)
         guard roam_rootless_check(&message, message.count) != 0 else { return nil }
-        return String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return text(of: message)
     }
 
     /// Whether the process runs in a user namespace other than the host's.
@@ -33,7 +33,12 @@ public enum Rootless {
         let error = roam_rootless_enter(&message, message.count)
         guard error != 0 else { return }
         throw Failure(errno: Errno(rawValue: error),
-                      description: String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                      description: text(of: message))
+    }
+
+    /// The message C wrote into `buffer`, up to its terminating zero.
+    private static func text(of buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The caller's uid on the host: its uid before ``enter()``, `getuid()` when it did not enter.

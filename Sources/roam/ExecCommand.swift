@@ -3,6 +3,7 @@ import CRoamLinux
 import Glibc
 import Netlink
 import RoamSystem
+import ScenarioModel
 import Simulator
 import SystemPackage
 
@@ -35,8 +36,8 @@ struct ExecCommand: ParsableCommand {
         guard runID.count == 6, runID.allSatisfy(\.isHexDigit), runID == runID.lowercased() else {
             throw ValidationError("'\(runID)' is not a run id: six lowercase hex digits, as in roam-reports/NAME-RUNID")
         }
-        guard !node.isEmpty, node.count <= 32, node.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
-            throw ValidationError("'\(node)' is not a node name (letters, digits, '-' and '_', at most 32)")
+        guard ScenarioNode.isValidName(node) else {
+            throw ValidationError("'\(node.prefix(64))' is not a node name (a letter, then letters, digits, '-' and '_', at most \(Scenario.maximumNodeNameLength))")
         }
         guard !command.isEmpty else { throw ValidationError("name a command after `--`, e.g. roam exec \(runID) \(node) -- ip addr") }
     }

@@ -7,6 +7,8 @@ import PathMonitor
 extension Scenario {
     /// The longest scenario name (it names the report directory).
     public static let maximumNameLength = 64
+    /// The longest node name: a node's namespace is `roam-RUNID-NODE`.
+    public static let maximumNodeNameLength = 32
 
     /// What makes this scenario unplayable, one sentence each (empty when it is sound): an
     /// unsafe name, unknown nodes and links, duplicate names, events and workloads outside the
@@ -109,7 +111,7 @@ extension ScenarioNode {
         self.description = description
     }
 
-    static func isValidName(_ name: String) -> Bool { isIdentifier(name, maxLength: 32) }
+    package static func isValidName(_ name: String) -> Bool { isIdentifier(name, maxLength: Scenario.maximumNodeNameLength) }
 }
 
 extension LinkSpec {

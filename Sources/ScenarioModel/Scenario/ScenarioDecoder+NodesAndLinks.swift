@@ -8,7 +8,7 @@ extension ScenarioDecoder {
         guard let all = fields(node, "nodes") else { return nil }
         var nodes: [ScenarioNode] = []
         for (key, keyNode, value) in all.pairs {
-            guard let name = identifier(keyNode, "node name", maxLength: 32) else { continue }
+            guard let name = identifier(keyNode, "node name", maxLength: Scenario.maximumNodeNameLength) else { continue }
             guard var attributes = fields(value, "node '\(name)'") else { continue }
             let description = take(&attributes, "description") { self.string($0, "description") }
             finish(attributes, known: ["description"])
