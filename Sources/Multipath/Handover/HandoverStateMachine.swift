@@ -140,6 +140,11 @@ public struct HandoverStateMachine: Sendable {
         /// MPTCP with a path manager: the interface whose subflows the manager prefers (the one
         /// that is not a backup in handover), which is where the kernel sends the data.
         case pathManagerPrefers(interface: String?)
+        /// The driver kept the connection the machine just asked it to leave (``Action/move(_:)``):
+        /// an app that decides for itself, as a SwiftNIO channel's does, may stay. Judging resumes
+        /// from now, over the same interface; a move back the app did not take is not held
+        /// against the interface it pointed to.
+        case stayed(at: Duration)
     }
 
     public enum Action: Sendable, Hashable {
@@ -188,6 +193,8 @@ public struct HandoverStateMachine: Sendable {
     /// got there.
     private var movingBackTo: String?
     private var lastInterface: String?
+    /// The connection the last move left, until the next one (for ``Event/stayed(at:)``).
+    private var left: (interface: String?, transport: Transport, number: Int)?
     private var judge: StreamPathJudge?
 
     public init(configuration: Configuration = Configuration()) {
@@ -277,6 +284,7 @@ public struct HandoverStateMachine: Sendable {
             return connected(interface: interface, transport: transport, at: now)
         case .connectionEnded:
             connection = nil
+            left = nil
             carrier = nil
             return []
         case let .received(bytes, now):
@@ -309,6 +317,13 @@ public struct HandoverStateMachine: Sendable {
         case .pathManagerPrefers(let interface):
             preferred = interface
             return []
+        case .stayed(let now):
+            guard connection == nil, let left else { return [] }
+            connection = (left.interface, left.transport, now, left.number)
+            carrier = left.interface
+            movingBackTo = nil
+            self.left = nil
+            return []
         }
     }
 
@@ -319,6 +334,7 @@ public struct HandoverStateMachine: Sendable {
         // Moved back to an interface that then lost the race: its probes were luck.
         if let target = movingBackTo, target != interface { actions += markStalled(target, at: now) }
         movingBackTo = nil
+        left = nil
         lastInterface = interface ?? lastInterface
         connection = (interface, transport, now, connections)
         carrier = interface
@@ -362,6 +378,7 @@ public struct HandoverStateMachine: Sendable {
                 return actions + [.switchSubflows(to: next, reason)]
             }
         }
+        self.left = connection.map { ($0.interface, $0.transport, $0.number) }
         connection = nil
         carrier = nil
         actions.append(.move(reason))
