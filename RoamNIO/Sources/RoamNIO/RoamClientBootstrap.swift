@@ -1,0 +1,296 @@
+import Glibc
+import Multipath
+import NIOCore
+import NIOPosix
+import Netlink
+import PathMonitor
+
+/// A client bootstrap for SwiftNIO that connects the way Roam's racer does, then hands the
+/// connected socket to NIO, so every existing handler works unchanged:
+///
+/// - **Racing** over the interfaces and address families the path offers and the policy
+///   permits (RFC 8305: AAAA and A looked up at once, attempts ``ConnectionRace/Configuration/attemptDelay``
+///   apart, each bound to its interface), so that a Wi-Fi that passes nothing costs one attempt
+///   delay, not a connect timeout (Wi-Fi Assist).
+/// - **Policy**: ``ConnectionPolicy``'s required and prohibited interface types, expensive,
+///   constrained and ultra-constrained paths, and the multipath service type: other than
+///   `.none`, the attempts are MPTCP sockets where the kernel has MPTCP (falling back to TCP
+///   with a peer that does not speak it; ``RoamPathHandler/metrics`` says which it became).
+/// - **Waiting for connectivity**: when no connection can be made now (no permitted interface,
+///   no route, the attempts could not reach the peer), it says so
+///   (``onWaitingForConnectivity(_:)``), waits for the path to change and races again, until
+///   the connect timeout.
+/// - **Path events** in the channel's pipeline: ``RoamNetworkEvents``, from the namespace's
+///   ``NetworkPathMonitor`` and Roam's handover rules (``PathAdvisor``), with the meaning of
+///   `NIOTSNetworkEvents`.
+///
+/// ```swift
+/// let bootstrap = try RoamClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+///     .policy(ConnectionPolicy(allowsExpensive: true))
+///     .channelInitializer { channel in
+///         channel.pipeline.addHTTPClientHandlers().flatMap { channel.pipeline.addHandler(MyClient()) }
+///     }
+/// let channel = try await bootstrap.connect(host: "api.example.com", port: 80).get()
+/// ```
+///
+/// The race runs on a thread of the bootstrap's `NIOThreadPool` (it blocks, as name lookups
+/// do), never on an event loop.
+public struct RoamClientBootstrap: Sendable {
+    private let group: any EventLoopGroup
+    private let source: PathSource
+    private var policy = ConnectionPolicy()
+    private var raceConfiguration = ConnectionRace.Configuration()
+    private var advisorConfiguration = HandoverStateMachine.Configuration()
+    private var timeout: TimeAmount = .seconds(10)
+    private var waits = true
+    private var options = ChannelOptions.Storage()
+    private var initializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)?
+    private var waitingHandler: (@Sendable (RoamNetworkEvents.WaitingForConnectivity) -> Void)?
+    private var threadPool = NIOThreadPool.singleton
+
+    /// A bootstrap whose channels follow `monitor` (started, or started here), in its namespace.
+    public init(group: any EventLoopGroup, monitor: NetworkPathMonitor) throws(PathMonitorError) {
+        if monitor.currentPath == nil, monitor.failure == nil {
+            do throws(PathMonitorError) {
+                try monitor.start()
+            } catch where monitor.currentPath != nil {
+                // Started by another caller in the meantime.
+            }
+        }
+        self.group = group
+        source = PathSource(monitor: monitor, owned: false)
+    }
+
+    /// A bootstrap that connects from `namespace` (the calling thread's by default) and
+    /// follows its paths with a monitor of its own, stopped when the bootstrap and its channels
+    /// are gone.
+    public init(group: any EventLoopGroup, namespace: NetworkNamespace = .current) throws(PathMonitorError) {
+        let monitor = NetworkPathMonitor(namespace: namespace)
+        try monitor.start()
+        self.group = group
+        source = PathSource(monitor: monitor, owned: true)
+    }
+
+    /// The monitor the channels follow.
+    public var monitor: NetworkPathMonitor { source.monitor }
+
+    /// Which interfaces the connection may use, and its multipath service type.
+    public func policy(_ policy: ConnectionPolicy) -> Self {
+        var copy = self
+        copy.policy = policy
+        return copy
+    }
+
+    /// The race's timers (attempt delay, resolution delay).
+    public func raceConfiguration(_ configuration: ConnectionRace.Configuration) -> Self {
+        var copy = self
+        copy.raceConfiguration = configuration
+        return copy
+    }
+
+    /// The rules behind the path events: the stall threshold's bounds, probes, hold-downs.
+    public func pathAdvice(_ configuration: HandoverStateMachine.Configuration) -> Self {
+        var copy = self
+        copy.advisorConfiguration = configuration
+        return copy
+    }
+
+    /// How long a connect may take in all, waiting for connectivity included (10 s by default).
+    public func connectTimeout(_ timeout: TimeAmount) -> Self {
+        var copy = self
+        copy.timeout = timeout
+        return copy
+    }
+
+    /// Whether a connect that cannot be made now waits for the path to change (the default,
+    /// as `NIOTSChannelOptions.waitForActivity`) or fails at once.
+    public func waitsForConnectivity(_ waits: Bool) -> Self {
+        var copy = self
+        copy.waits = waits
+        return copy
+    }
+
+    /// Called, on a thread of the pool, each time a connect has to wait for connectivity.
+    public func onWaitingForConnectivity(_ handler: @escaping @Sendable (RoamNetworkEvents.WaitingForConnectivity) -> Void) -> Self {
+        var copy = self
+        copy.waitingHandler = handler
+        return copy
+    }
+
+    /// A channel option, applied as `ClientBootstrap` applies it.
+    public func channelOption<Option: ChannelOption>(_ option: Option, value: Option.Value) -> Self {
+        var copy = self
+        copy.options.append(key: option, value: value)
+        return copy
+    }
+
+    /// Sets up each new channel's pipeline (after ``RoamPathHandler``, which is first).
+    public func channelInitializer(_ handler: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>) -> Self {
+        var copy = self
+        copy.initializer = handler
+        return copy
+    }
+
+    /// The pool whose threads run the races and probes (`NIOThreadPool.singleton` by default).
+    public func threadPool(_ pool: NIOThreadPool) -> Self {
+        var copy = self
+        copy.threadPool = pool
+        return copy
+    }
+
+    // MARK: Connecting
+
+    /// Races to `host` (looked up in the bootstrap's namespace, AAAA and A at once) on `port`.
+    public func connect(host: String, port: Int) -> EventLoopFuture<any Channel> {
+        connect(.host(host), port: port)
+    }
+
+    /// Races to `addresses` (of either family) on `port`.
+    public func connect(to addresses: [IPAddress], port: Int) -> EventLoopFuture<any Channel> {
+        connect(.addresses(addresses), port: port)
+    }
+
+    /// Races to `host` on `port`, then returns what `channelInitializer` made of the channel
+    /// (after the bootstrap's own initializer): an `NIOAsyncChannel`, typically.
+    ///
+    /// ```swift
+    /// let client = try await bootstrap.connect(host: server, port: 8080) { channel in
+    ///     channel.eventLoop.makeCompletedFuture {
+    ///         let events = try channel.pipeline.syncOperations.roamPathEvents()
+    ///         return (try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel), events)
+    ///     }
+    /// }
+    /// ```
+    public func connect<Output: Sendable>(host: String, port: Int,
+                                          channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>) async throws -> Output {
+        try await connect(.host(host), port: port, channelInitializer: channelInitializer)
+    }
+
+    /// Races to `addresses` on `port`, then returns what `channelInitializer` made of the channel.
+    public func connect<Output: Sendable>(to addresses: [IPAddress], port: Int,
+                                          channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>) async throws -> Output {
+        try await connect(.addresses(addresses), port: port, channelInitializer: channelInitializer)
+    }
+
+    enum Target: Sendable {
+        case host(String)
+        case addresses([IPAddress])
+    }
+
+    private func connect(_ target: Target, port: Int) -> EventLoopFuture<any Channel> {
+        let eventLoop = group.next()
+        guard let port = UInt16(exactly: port) else {
+            return eventLoop.makeFailedFuture(RoamNIOError.invalidPort(port))
+        }
+        return race(target, port: port, on: eventLoop).flatMap { raced in
+            self.channelBootstrap(on: eventLoop, raced: raced, port: port).withConnectedSocket(raced.descriptor)
+        }
+    }
+
+    private func connect<Output: Sendable>(_ target: Target, port: Int,
+                                           channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>) async throws -> Output {
+        let eventLoop = group.next()
+        guard let port = UInt16(exactly: port) else { throw RoamNIOError.invalidPort(port) }
+        let raced = try await race(target, port: port, on: eventLoop).get()
+        return try await channelBootstrap(on: eventLoop, raced: raced, port: port)
+            .withConnectedSocket(raced.descriptor, channelInitializer: channelInitializer)
+    }
+
+    /// A `ClientBootstrap` on `eventLoop` whose channels get the path handler first, then the
+    /// app's initializer.
+    private func channelBootstrap(on eventLoop: any EventLoop, raced: RacedConnection, port: UInt16) -> ClientBootstrap {
+        let handler = RoamPathHandler.Setup(source: source, policy: policy, configuration: advisorConfiguration, raced: raced,
+                                            port: port, threadPool: threadPool)
+        let initializer = self.initializer
+        let options = self.options
+        return ClientBootstrap(group: eventLoop).channelInitializer { channel in
+            options.applyAllChannelOptions(to: channel).flatMapThrowing {
+                try channel.pipeline.syncOperations.addHandler(RoamPathHandler(handler))
+            }.flatMap {
+                initializer?(channel) ?? channel.eventLoop.makeSucceededVoidFuture()
+            }
+        }
+    }
+
+    /// Races on a thread of the pool until a connection is made, the timeout passes, or (when
+    /// not waiting for connectivity) the first race fails.
+    private func race(_ target: Target, port: UInt16, on eventLoop: any EventLoop) -> EventLoopFuture<RacedConnection> {
+        let deadline = NIODeadline.now() + timeout
+        let source = source
+        let transport: ConnectionRacer.Transport =
+            policy.serviceType != .none && MPTCP.availability(in: source.namespace) == .available ? .mptcp : .tcp
+        let racer = ConnectionRacer(namespace: source.namespace, policy: policy, configuration: raceConfiguration, transport: transport)
+        let waits = waits
+        let waitingHandler = waitingHandler
+        return threadPool.runIfActive(eventLoop: eventLoop) { () throws -> RacedConnection in
+            var path = source.racePath()
+            while true {
+                let remaining = deadline - NIODeadline.now()
+                guard remaining > .zero else { throw RoamNIOError.timedOut }
+                guard let current = path else {
+                    // No path yet: the monitor has not published one.
+                    _ = source.waitForChange(from: nil, until: deadline)
+                    path = source.racePath()
+                    continue
+                }
+                let error: MultipathError
+                do throws(MultipathError) {
+                    let timeout = Duration.nanoseconds(remaining.nanoseconds)
+                    switch target {
+                    case .host(let host): return try racer.connect(toHost: host, port: port, over: current.race, timeout: timeout)
+                    case .addresses(let addresses): return try racer.connect(to: addresses, port: port, over: current.race, timeout: timeout)
+                    }
+                } catch let failure {
+                    error = failure
+                }
+                guard waits, let waiting = Self.waiting(for: error) else { throw RoamNIOError.connect(error) }
+                waitingHandler?(waiting)
+                guard source.waitForChange(from: current.published, until: deadline) else { throw RoamNIOError.connect(error) }
+                path = source.racePath()
+            }
+        }
+    }
+
+    /// The failures a change of the network may cure, as the event that says so.
+    static func waiting(for error: MultipathError) -> RoamNetworkEvents.WaitingForConnectivity? {
+        switch error {
+        case .noPermittedPath(let refusal):
+            return .init(transientError: "\(refusal)", refusal: refusal)
+        case .connectFailed(let failure, _):
+            switch failure {
+            case .noRoute, .noUsableAddress, .resolutionFailed:
+                return .init(transientError: "\(failure)")
+            case .allAttemptsFailed(let code) where [ENETUNREACH, EHOSTUNREACH, ENETDOWN, ETIMEDOUT, EADDRNOTAVAIL].contains(code):
+                return .init(transientError: "\(failure)")
+            case .allAttemptsFailed, .timedOut:
+                return nil
+            }
+        case .resume, .interrupted, .system:
+            return nil
+        }
+    }
+}
+
+/// Why ``RoamClientBootstrap`` could not connect.
+public enum RoamNIOError: Error, CustomStringConvertible {
+    /// The race made no connection: the racer's error (a refusal by the policy, every attempt
+    /// failed, the connect timeout).
+    case connect(MultipathError)
+    /// Not a TCP port (0 to 65535).
+    case invalidPort(Int)
+    /// The connect timeout passed before a race could start (no path, waiting for connectivity).
+    case timedOut
+
+    public var description: String {
+        switch self {
+        case .connect(let error): "connect: \(error)"
+        case .invalidPort(let port): "\(port) is not a TCP port (0 to 65535)"
+        case .timedOut: "connect: no connection within the connect timeout"
+        }
+    }
+
+    /// The racer's metrics of the last race, when there was one.
+    public var metrics: ConnectionMetrics? {
+        if case .connect(.connectFailed(_, let metrics)) = self { metrics } else { nil }
+    }
+}

@@ -1,0 +1,204 @@
+import Glibc
+import Multipath
+import NIOCore
+import NIOPosix
+import Netlink
+import PathMonitor
+
+/// The first handler of every channel ``RoamClientBootstrap`` makes: it follows the path of the
+/// channel's namespace and what the channel reads and writes, and fires ``RoamNetworkEvents``
+/// into the pipeline as user inbound events. Everything else passes through untouched.
+///
+/// Driven by events, never by polling: the monitor's path updates, the channel's reads and
+/// writes, and one timer at the rules' next deadline (a stall would be due, a probe is due).
+/// Probes (a connection attempt over a free interface, to the channel's peer, nothing sent)
+/// run on a thread of the bootstrap's pool.
+///
+/// Find it with `channel.pipeline.handler(type: RoamPathHandler.self)` for ``metrics`` and
+/// ``interface``.
+public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    public typealias InboundIn = ByteBuffer
+    public typealias InboundOut = ByteBuffer
+    public typealias OutboundIn = IOData
+    public typealias OutboundOut = IOData
+
+    struct Setup: Sendable {
+        var source: PathSource
+        var policy: ConnectionPolicy
+        var configuration: HandoverStateMachine.Configuration
+        var raced: RacedConnection
+        var port: UInt16
+        var threadPool: NIOThreadPool
+    }
+
+    private let setup: Setup
+    private var advisor: PathAdvisor
+    private var context: ChannelHandlerContext?
+    private var subscription: PathUpdateSubscription?
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: Duration?
+    private var probeNumber = 0
+
+    /// How the race that made the channel went: each attempt, the winner, whether the
+    /// connection is multipath, fell back to TCP, or is plain TCP.
+    public var metrics: ConnectionMetrics { setup.raced.metrics }
+    /// The interface the channel's connection was made over (its first subflow's, over MPTCP).
+    public var interface: String? { setup.raced.metrics.winner?.candidate.route.interface }
+    /// Whether the channel is viable now, and the better interface announced, if any.
+    public var isViable: Bool { advisor.isViable }
+    public var betterInterface: String? { advisor.betterInterface }
+
+    init(_ setup: Setup) {
+        self.setup = setup
+        advisor = PathAdvisor(policy: setup.policy, configuration: setup.configuration)
+    }
+
+    private var peer: IPAddress? { setup.raced.metrics.winner?.candidate.destination }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start(context: context) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard subscription == nil else { return }
+        let now = PathSource.now()
+        if let path = setup.source.monitor.currentPath { _ = advisor.handle(.pathUpdated(path, at: now)) }
+        let transport: HandoverStateMachine.Transport = setup.raced.metrics.mode == .multipath ? .mptcp : .tcp
+        carryOut(advisor.handle(.connected(interface: interface, transport: transport, family: peer?.family, at: now)), context: context)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        subscription = setup.source.monitor.onUpdate { path in
+            eventLoop.execute { handler.value.pathUpdated(path) }
+        }
+        rescheduleTimer(context: context)
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        stop()
+        context.fireChannelInactive()
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        stop()
+        self.context = nil
+    }
+
+    private func stop() {
+        subscription?.cancel()
+        subscription = nil
+        timer?.cancel()
+        timer = nil
+        probeNumber += 1  // A probe in flight is no longer wanted.
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data).readableBytes
+        carryOut(advisor.handle(.received(bytes: bytes, at: PathSource.now())), context: context)
+        context.fireChannelRead(data)
+        rescheduleTimer(context: context)
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let bytes = unwrapOutboundIn(data).readableBytes
+        carryOut(advisor.handle(.sent(bytes: bytes, at: PathSource.now())), context: context)
+        context.write(data, promise: promise)
+        rescheduleTimer(context: context)
+    }
+
+    private func pathUpdated(_ path: NetworkPath) {
+        guard let context, subscription != nil, path != advisor.path else { return }
+        carryOut(advisor.handle(.pathUpdated(path, at: PathSource.now())), context: context)
+        rescheduleTimer(context: context)
+    }
+
+    private func tick() {
+        guard let context, subscription != nil else { return }
+        timer = nil
+        timerDeadline = nil
+        carryOut(advisor.handle(.tick(at: PathSource.now(), smoothedRTT: smoothedRTT)), context: context)
+        rescheduleTimer(context: context)
+    }
+
+    private var smoothedRTT: Duration? {
+        guard context?.channel.isActive ?? false else { return nil }
+        return StalledPaths.smoothedRTT(of: setup.raced.descriptor)
+    }
+
+    /// One timer, at the advisor's next deadline.
+    private func rescheduleTimer(context: ChannelHandlerContext) {
+        guard subscription != nil else { return }
+        let deadline = advisor.nextDeadline(smoothedRTT: smoothedRTT)
+        guard deadline != timerDeadline else { return }
+        timer?.cancel()
+        timer = nil
+        timerDeadline = deadline
+        guard let deadline else { return }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let nanoseconds = max(0, deadline.components.seconds * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000)
+        timer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(nanoseconds))) { handler.value.tick() }
+    }
+
+    private func carryOut(_ actions: [PathAdvisor.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .advise(let advice):
+                context.fireUserInboundEventTriggered(Self.event(advice))
+            case let .heldDown(interface, _):
+                setup.source.markStalled(interface, at: PathSource.now())
+            case .startProbe(let interface):
+                startProbe(interface, context: context)
+            case .abandonProbe:
+                probeNumber += 1
+            }
+        }
+    }
+
+    static func event(_ advice: PathAdvisor.Advice) -> any RoamNetworkEvent {
+        switch advice {
+        case .pathChanged(let path): RoamNetworkEvents.PathChanged(newPath: path)
+        case let .viability(isViable, reason): RoamNetworkEvents.ViabilityUpdate(isViable: isViable, reason: reason)
+        case let .betterPathAvailable(interface, reason): RoamNetworkEvents.BetterPathAvailable(interface: interface, reason: reason)
+        case .betterPathUnavailable: RoamNetworkEvents.BetterPathUnavailable()
+        }
+    }
+
+    /// A connection attempt over `interface` to the channel's peer, on a thread of the pool:
+    /// whether it connected within the probe interval.
+    private func startProbe(_ interface: String, context: ChannelHandlerContext) {
+        probeNumber += 1
+        let number = probeNumber
+        guard let peer, let target = advisor.path?.availableInterfaces.first(where: { $0.name == interface }) else {
+            carryOut(advisor.handle(.probeFinished(interface: interface, connected: false, at: PathSource.now())), context: context)
+            return
+        }
+        let port = setup.port
+        let namespace = setup.source.namespace
+        let patience = setup.configuration.probeInterval
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        setup.threadPool.runIfActive(eventLoop: context.eventLoop) { () -> Bool in
+            guard let probe = PathProbe(target, to: peer, port: port, in: namespace) else { return false }
+            defer { probe.abandon() }
+            var entry = pollfd(fd: probe.descriptor, events: Int16(POLLOUT), revents: 0)
+            let milliseconds = Int32(clamping: patience.components.seconds * 1000 + patience.components.attoseconds / 1_000_000_000_000_000)
+            _ = poll(&entry, 1, milliseconds)
+            return probe.poll() ?? false
+        }.whenComplete { result in
+            handler.value.probeFinished(interface, number: number, connected: (try? result.get()) ?? false)
+        }
+    }
+
+    private func probeFinished(_ interface: String, number: Int, connected: Bool) {
+        guard let context, subscription != nil, number == probeNumber else { return }
+        carryOut(advisor.handle(.probeFinished(interface: interface, connected: connected, at: PathSource.now())), context: context)
+        rescheduleTimer(context: context)
+    }
+}
+
+@available(*, unavailable)
+extension RoamPathHandler: Sendable {}

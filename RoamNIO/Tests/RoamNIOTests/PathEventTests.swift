@@ -1,0 +1,219 @@
+import Multipath
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PathMonitor
+import RoamNIO
+import RoamTesting
+import ScenarioModel
+import Synchronization
+import Testing
+
+/// Each path event of a RoamNIO channel, in a scenario's namespaces with real sockets, NIO's
+/// HTTP/1 codec and the phone's own path monitor: it fires when it should, and not otherwise.
+@Suite(.enabled(if: RoamTesting.isAvailable, "Roam scenarios need root or user namespaces, and /dev/net/tun"), .serialized)
+struct PathEventTests {
+    let group = MultiThreadedEventLoopGroup.singleton
+
+    /// A bootstrap in the phone's namespace, following the phone's monitor.
+    func bootstrap(_ phone: NodeHandle) throws -> RoamClientBootstrap {
+        try RoamClientBootstrap(group: group, monitor: #require(phone.monitor))
+    }
+
+    @Test func aBlackholedWiFiMakesTheChannelUnviableAndPointsToCellularUntilDataFlowsAgain() async throws {
+        let scenario = try phoneAndServer("nio-blackhole", timeline: """
+              - { at: 3s, link: wifi, blackhole: true }
+              - { at: 7s, link: wifi, blackhole: false }
+            """)
+        let run = try await scenario.run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let http = try await server.run { try HTTPServer(group: group) }
+            defer { http.close() }
+            let bootstrap = try bootstrap(phone)
+            let connection = try await phone.run {
+                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
+            }
+            #expect(connection.interface == "wifi", "Wi-Fi is the first choice while it works")
+            try await connection.channel.executeThenClose { inbound, outbound in
+                var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
+                // Healthy: requests answered, nothing advised.
+                for _ in 0..<10 {
+                    let response = try await exchange.get(1000)
+                #expect(response.status == .ok && response.bytes == 1000)
+                }
+                #expect(await connection.events.advice.isEmpty, "nothing to advise on a healthy path")
+                try await network.wait(until: .milliseconds(3300))
+                // A request into the blackhole: the channel stalls.
+                async let answer = exchange.get(2000)
+                let unviable = try #require(await connection.events.first(within: .seconds(5)) { $0.isUnviable })
+                #expect(unviable >= .seconds(3), "not before the blackhole")
+                let better = try #require(await connection.events.first(within: .seconds(1)) { $0.betterInterface != nil })
+                #expect(better >= unviable)
+                let advice = await connection.events.advice
+                #expect(advice.first == .viabilityUpdate(.init(isViable: false, reason: .stalled(interface: "wifi", threshold: advice.stallThreshold ?? .zero))))
+                #expect(advice.contains { $0.betterInterface == "cell" })
+                // The blackhole lifts, TCP retransmits, the answer comes: viable again, and no better path.
+                let answered = try await answer
+                #expect(answered.status == .ok && answered.bytes == 2000)
+                let viable = try #require(await connection.events.first(within: .seconds(5)) { $0.isViable })
+                #expect(viable >= .seconds(7))
+                #expect(await connection.events.first(within: .seconds(1)) { $0.isBetterPathUnavailable } != nil)
+            }
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
+    @Test func aWiFiCarrierLossIsUnviableWithCellularBetterAndBothEndWhenItReturns() async throws {
+        let scenario = try phoneAndServer("nio-carrier", timeline: """
+              - { at: 2s, link: wifi, down: true }
+              - { at: 4s, link: wifi, up: true }
+            """)
+        let run = try await scenario.run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let http = try await server.run { try HTTPServer(group: group) }
+            defer { http.close() }
+            let bootstrap = try bootstrap(phone)
+            let connection = try await phone.run {
+                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
+            }
+            #expect(connection.interface == "wifi")
+            let events = connection.events
+            let lost = try #require(await events.first(within: .seconds(5)) {
+                $0 == .viabilityUpdate(.init(isViable: false, reason: .pathLost(interface: "wifi")))
+            })
+            #expect(lost >= .seconds(2))
+            #expect(await events.first(within: .seconds(1)) { $0.betterInterface == "cell" } != nil)
+            let back = try #require(await events.first(within: .seconds(5)) { $0.isViable })
+            #expect(back >= .seconds(4))
+            #expect(await events.first(within: .seconds(1)) { $0.isBetterPathUnavailable } != nil)
+            // The path changes came too: Wi-Fi gone, then back.
+            let changes = await events.entries.compactMap { entry -> [String]? in
+                if case .pathChanged(let change) = entry.event { change.newPath.availableInterfaces.map(\.name) } else { nil }
+            }
+            #expect(changes.contains { !$0.contains("wifi") } && changes.last?.contains("wifi") == true, "\(changes)")
+            // A lost carrier is no stall: the same TCP connection carries on over Wi-Fi.
+            try await connection.channel.executeThenClose { inbound, outbound in
+                var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
+                let response = try await exchange.get(5000)
+                #expect(response.status == .ok && response.bytes == 5000)
+            }
+            let advice = await events.advice
+            #expect(advice.count == 4, "\(advice)")
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
+    @Test func onCellularAWiFiThatReturnsIsABetterPathOnceItAnswersProbes() async throws {
+        let scenario = try phoneAndServer("nio-wifi-returns", timeline: """
+              - { at: 0s, link: wifi, down: true }
+              - { at: 2s, link: wifi, up: true }
+            """)
+        let run = try await scenario.run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let http = try await server.run { try HTTPServer(group: group) }
+            defer { http.close() }
+            let monitor = try #require(phone.monitor)
+            await Self.waitForPath(of: monitor) { !$0.contains("wifi") }
+            let connection = try await phone.run {
+                try await HTTPConnection.connect(try bootstrap(phone), to: server.address, port: http.port, clock: { network.elapsed })
+            }
+            #expect(connection.interface == "cell", "Wi-Fi is down: the race takes LTE")
+            try await connection.closing {
+            let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
+            #expect(better >= .seconds(2))
+            let advice = await connection.events.advice
+            #expect(advice == [.betterPathAvailable(.init(interface: "wifi", reason: .betterPath(interface: "wifi", probes: 3)))],
+                    "moving back is advice: the LTE channel stays viable")
+            }
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
+    @Test func aWiFiThatStopsBeingExpensiveBecomesTheBetterPathNotBefore() async throws {
+        let scenario = try phoneAndServer("nio-cost-change", timeline: """
+              - { at: 0s, link: wifi, down: true }
+              - { at: 1s, link: wifi, up: true }
+            """, wifi: "profile: wifi, expensive: true")
+        let run = try await scenario.run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let http = try await server.run { try HTTPServer(group: group) }
+            defer { http.close() }
+            let monitor = try #require(phone.monitor)
+            await Self.waitForPath(of: monitor) { !$0.contains("wifi") }
+            let connection = try await phone.run {
+                try await HTTPConnection.connect(try bootstrap(phone), to: server.address, port: http.port, clock: { network.elapsed })
+            }
+            #expect(connection.interface == "cell")
+            try await connection.closing {
+            // The Wi-Fi is back but expensive (a hotspot): no better path, for as long as it stays so.
+            await Self.waitForPath(of: monitor) { $0.contains("wifi") }
+            #expect(await connection.events.first(within: .seconds(2)) { $0.betterInterface != nil } == nil)
+            // Its cost changes: the hotspot is free now.
+            let retag = try await phone.spawn(["ip", "link", "set", "dev", "wifi", "alias", "roam:type=wifi,expensive=false"])
+            #expect(retag.succeeded, "\(retag.standardError)")
+            let changed = network.elapsed
+            let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
+            #expect(better >= changed)
+            }
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
+    @Test func withNoNetworkTheConnectWaitsForConnectivityAndConnectsWhenWiFiComes() async throws {
+        let scenario = try phoneAndServer("nio-waiting", timeline: """
+              - { at: 0s, link: wifi, down: true }
+              - { at: 0s, link: cell, down: true }
+              - { at: 3s, link: wifi, up: true }
+            """)
+        let run = try await scenario.run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let http = try await server.run { try HTTPServer(group: group) }
+            defer { http.close() }
+            let monitor = try #require(phone.monitor)
+            await Self.waitForPath(of: monitor) { $0.filter { $0 != "lo" }.isEmpty }
+            let waiting = WaitingLog()
+            let bootstrap = try bootstrap(phone).connectTimeout(.seconds(20)).onWaitingForConnectivity { event in
+                waiting.record(event, at: network.elapsed)
+            }
+            let connection = try await phone.run {
+                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
+            }
+            let connected = network.elapsed
+            #expect(connected >= .seconds(3), "not before Wi-Fi came back")
+            #expect(connection.interface == "wifi")
+            try await connection.closing {}
+            let events = waiting.events
+            #expect(!events.isEmpty)
+            #expect(events.allSatisfy { $0.at < .seconds(3) })
+            #expect(events.first?.event.refusal?.isNoPath == true, "\(events)")
+            // Without waiting, the same connect fails at once and says why.
+            #expect(throws: RoamNIOError.self) {
+                _ = try bootstrap.waitsForConnectivity(false).policy(ConnectionPolicy(requiredInterfaceType: .cellular))
+                    .connect(host: server.address, port: http.port).wait()
+            }
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
+    /// Waits for the monitor to publish a path whose interface names satisfy `condition`.
+    static func waitForPath(of monitor: NetworkPathMonitor, _ condition: ([String]) -> Bool) async {
+        for await path in monitor.paths where condition(path.availableInterfaces.map(\.name)) { return }
+    }
+}
+
+/// The waiting-for-connectivity events a connect reported.
+final class WaitingLog: Sendable {
+    private let recorded = Mutex<[(at: Duration, event: RoamNetworkEvents.WaitingForConnectivity)]>([])
+    func record(_ event: RoamNetworkEvents.WaitingForConnectivity, at time: Duration) { recorded.withLock { $0.append((time, event)) } }
+    var events: [(at: Duration, event: RoamNetworkEvents.WaitingForConnectivity)] { recorded.withLock { $0 } }
+}
+
+extension [RoamPathEvent] {
+    /// The stall threshold the first stall reported.
+    var stallThreshold: Duration? {
+        for event in self {
+            if case .viabilityUpdate(let update) = event, case .stalled(_, let threshold)? = update.reason { return threshold }
+        }
+        return nil
+    }
+}
