@@ -20,14 +20,32 @@ let package = Package(
             .product(name: "PathMonitor", package: "roam"),
             .product(name: "Netlink", package: "roam"),
         ]),
-        .testTarget(name: "RoamNIOTests", dependencies: [
+        // An HTTP/1 server and client on swift-nio's codec, and the scenario, for the tests and the benchmark.
+        .target(name: "NIOTestSupport", dependencies: [
             "RoamNIO",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "RoamTesting", package: "roam"),
             .product(name: "ScenarioModel", package: "roam"),
+        ], path: "Tests/NIOTestSupport"),
+        .testTarget(name: "RoamNIOTests", dependencies: [
+            "RoamNIO", "NIOTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "RoamTesting", package: "roam"),
+            .product(name: "ScenarioModel", package: "roam"),
         ]),
+        // Time to the first response on a blackholed Wi-Fi, beside a plain ClientBootstrap.
+        .executableTarget(name: "RoamNIOBenchmark", dependencies: [
+            "RoamNIO", "NIOTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "RoamTesting", package: "roam"),
+            .product(name: "ScenarioModel", package: "roam"),
+        ], path: "Benchmarks/RoamNIOBenchmark"),
     ],
     swiftLanguageModes: [.v6]
 )

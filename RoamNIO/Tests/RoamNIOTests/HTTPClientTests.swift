@@ -1,4 +1,5 @@
 import Multipath
+import NIOTestSupport
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -54,6 +55,28 @@ struct HTTPClientTests {
                 })
             }
             #expect(throws: ChannelError.connectTimeout(.seconds(1))) { _ = try plain.get() }
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
+    @Test(arguments: [true, false])
+    func aMultipathServiceTypeMakesAnMPTCPConnectionOrSaysItFellBack(serverSpeaksMPTCP: Bool) async throws {
+        let scenario = try phoneAndServer("nio-mptcp")
+        let run = try await scenario.run { network in
+            let phone = try network.node("phone"), server = try network.node("server")
+            let http = try await server.run { try HTTPServer(group: group, mptcp: serverSpeaksMPTCP) }
+            defer { http.close() }
+            let bootstrap = try RoamClientBootstrap(group: group, monitor: #require(phone.monitor))
+                .policy(ConnectionPolicy(serviceType: .handover))
+            let connection = try await phone.run {
+                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
+            }
+            #expect(connection.metrics.mode == (serverSpeaksMPTCP ? .multipath : .fallback))
+            try await connection.channel.executeThenClose { inbound, outbound in
+                var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
+                let response = try await exchange.get(50_000)
+                #expect(response.status == .ok && response.bytes == 50_000)
+            }
         }
         #expect(run.report.passed, run.comment)
     }

@@ -1,4 +1,5 @@
 import Multipath
+import NIOTestSupport
 import NIOCore
 import NIOHTTP1
 import NIOPosix

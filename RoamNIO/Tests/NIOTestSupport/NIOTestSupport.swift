@@ -9,7 +9,7 @@ import Synchronization
 
 /// A phone with Wi-Fi (`wifi`, 2 ms each way) and LTE (`cell`, about 55 ms round trip) to a
 /// server, and `timeline` on top.
-func phoneAndServer(_ name: String, timeline: String = "", wifi: String = "profile: wifi") throws -> Scenario {
+public func phoneAndServer(_ name: String, timeline: String = "", wifi: String = "profile: wifi") throws -> Scenario {
     try Scenario.parse(yaml: """
         name: \(name)
         seed: 5
@@ -26,14 +26,15 @@ func phoneAndServer(_ name: String, timeline: String = "", wifi: String = "profi
 
 /// An HTTP/1.1 server on swift-nio's own codec, in the node it is started from: `GET /N`
 /// answers N bytes.
-final class HTTPServer: Sendable {
-    let channel: any Channel
-    let port: Int
+public final class HTTPServer: Sendable {
+    public let channel: any Channel
+    public let port: Int
 
     /// Binds in the calling thread's namespace (call it from the server node's `run`).
-    init(group: any EventLoopGroup) throws {
+    public init(group: any EventLoopGroup, mptcp: Bool = false) throws {
         let counter = Box()
         channel = try ServerBootstrap(group: group)
+            .enableMPTCP(mptcp)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMapThrowing {
@@ -48,9 +49,9 @@ final class HTTPServer: Sendable {
     private let box: Box
     final class Box: Sendable { let count = Mutex(0) }
     /// Responses sent so far.
-    var requestsServed: Int { box.count.withLock { $0 } }
+    public var requestsServed: Int { box.count.withLock { $0 } }
 
-    func close() { try? channel.close().wait() }
+    public func close() { try? channel.close().wait() }
 
     final class Responder: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
@@ -78,13 +79,15 @@ final class HTTPServer: Sendable {
 }
 
 /// The path events a channel fired, each with the run's clock when it came; waits for one.
-actor EventLog {
-    private(set) var entries: [(at: Duration, event: RoamPathEvent)] = []
+public actor EventLog {
+    public private(set) var entries: [(at: Duration, event: RoamPathEvent)] = []
     private var waiters: [(id: Int, match: @Sendable (RoamPathEvent) -> Bool, continuation: CheckedContinuation<Duration?, Never>)] = []
     private var nextWaiter = 0
 
     /// Reads `events` until they end, stamping each with `clock`.
-    nonisolated func follow(_ events: AsyncStream<RoamPathEvent>, clock: @escaping @Sendable () -> Duration) {
+    public init() {}
+
+    public nonisolated func follow(_ events: AsyncStream<RoamPathEvent>, clock: @escaping @Sendable () -> Duration) {
         Task {
             for await event in events { await self.append(event, at: clock()) }
         }
@@ -98,7 +101,7 @@ actor EventLog {
     }
 
     /// When the first event `match` accepts came (already, or within `timeout`); nil if none did.
-    func first(within timeout: Duration, where match: @escaping @Sendable (RoamPathEvent) -> Bool) async -> Duration? {
+    public func first(within timeout: Duration, where match: @escaping @Sendable (RoamPathEvent) -> Bool) async -> Duration? {
         if let found = entries.first(where: { match($0.event) }) { return found.at }
         let id = nextWaiter
         nextWaiter += 1
@@ -117,27 +120,27 @@ actor EventLog {
     }
 
     /// The events other than path changes: what the app is advised.
-    var advice: [RoamPathEvent] {
+    public var advice: [RoamPathEvent] {
         entries.map(\.event).filter { if case .pathChanged = $0 { false } else { true } }
     }
 }
 
 extension RoamPathEvent {
-    var isUnviable: Bool { if case .viabilityUpdate(let update) = self { !update.isViable } else { false } }
-    var isViable: Bool { if case .viabilityUpdate(let update) = self { update.isViable } else { false } }
-    var betterInterface: String? { if case .betterPathAvailable(let event) = self { event.interface } else { nil } }
-    var isBetterPathUnavailable: Bool { self == .betterPathUnavailable }
+    public var isUnviable: Bool { if case .viabilityUpdate(let update) = self { !update.isViable } else { false } }
+    public var isViable: Bool { if case .viabilityUpdate(let update) = self { update.isViable } else { false } }
+    public var betterInterface: String? { if case .betterPathAvailable(let event) = self { event.interface } else { nil } }
+    public var isBetterPathUnavailable: Bool { self == .betterPathUnavailable }
 }
 
 /// An HTTP/1.1 client connection (swift-nio's codec) made by a Roam bootstrap, with its path
 /// events and the race's metrics.
-struct HTTPConnection: Sendable {
-    let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
-    let events: EventLog
-    let metrics: ConnectionMetrics
-    let interface: String?
+public struct HTTPConnection: Sendable {
+    public let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+    public let events: EventLog
+    public let metrics: ConnectionMetrics
+    public let interface: String?
 
-    static func connect(_ bootstrap: RoamClientBootstrap, to host: String, port: Int, clock: @escaping @Sendable () -> Duration) async throws -> HTTPConnection {
+    public static func connect(_ bootstrap: RoamClientBootstrap, to host: String, port: Int, clock: @escaping @Sendable () -> Duration) async throws -> HTTPConnection {
         let log = EventLog()
         let (channel, events, metrics, interface) = try await bootstrap.connect(host: host, port: port) { channel in
             channel.eventLoop.makeCompletedFuture {
@@ -154,21 +157,28 @@ struct HTTPConnection: Sendable {
 
     /// Runs `body`, then closes the connection, whether `body` threw or not (an
     /// `NIOAsyncChannel` must be finished): for a test that makes no exchange.
-    func closing<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+    public func closing<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         try await channel.executeThenClose { _, _ in try await body() }
     }
 }
 
 /// One request at a time over a connection's inbound and outbound halves.
-struct HTTPExchange: ~Copyable {
+public struct HTTPExchange: ~Copyable {
     var inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
     let outbound: NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>
     let host: String
 
-    struct Failure: Error, CustomStringConvertible { let description: String }
+    public init(inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator,
+                outbound: NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>, host: String) {
+        self.inbound = inbound
+        self.outbound = outbound
+        self.host = host
+    }
+
+    public struct Failure: Error, CustomStringConvertible { public let description: String }
 
     /// `GET /size`: the status and the body's length.
-    mutating func get(_ size: Int) async throws -> (status: HTTPResponseStatus, bytes: Int) {
+    public mutating func get(_ size: Int) async throws -> (status: HTTPResponseStatus, bytes: Int) {
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/\(size)")
         head.headers.add(name: "host", value: host)
         try await outbound.write(contentsOf: [.head(head), .end(nil)])
