@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BUILD_FLAGS ?=
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example bench bench-quick soak fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients bench bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -41,6 +41,16 @@ example: setup
 	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build
 	@scripts/rootless-example.sh "$$(cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SpottyWiFiPackageTests.xctest"
 
+# RoamNIO/: SwiftNIO channels raced by Roam, with path events in the pipeline. A package of its
+# own beside Roam's, so that Roam's build does not compile SwiftNIO (its first build takes minutes).
+nio: setup
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+
+# Examples/RealClients: AsyncHTTPClient against a Hummingbird service on spotty and blackholed
+# Wi-Fi (RoamTesting, RoamNIO). AsyncHTTPClient and Hummingbird take minutes to build the first time.
+real-clients: setup
+	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup
 	$(SWIFT) build -c release --product PathMonitorBenchmark
@@ -51,6 +61,7 @@ bench: setup
 	"$$($(SWIFT) build -c release --show-bin-path)/SimulatorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/EmulatorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/MultipathBenchmark"
+	cd RoamNIO && $(SWIFT) build -c release --product RoamNIOBenchmark && "$$($(SWIFT) build -c release --show-bin-path)/RoamNIOBenchmark"
 
 # The same benchmarks on small counts, to check that they still run.
 bench-quick: setup
@@ -62,6 +73,7 @@ bench-quick: setup
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SimulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) --product RoamNIOBenchmark && "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/RoamNIOBenchmark" --quick
 
 # A long run sampled for growth: descriptors, threads, memory, sockets (SOAK_MINUTES, default 60).
 SOAK_MINUTES ?= 60
@@ -77,4 +89,4 @@ fuzz: setup
 	@scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf .build Fuzz/.build
+	rm -rf .build Fuzz/.build RoamNIO/.build Examples/*/.build

@@ -172,6 +172,25 @@ public struct RoamClientBootstrap: Sendable {
         try await connect(.addresses(addresses), port: port, channelInitializer: channelInitializer)
     }
 
+    /// The local address a connection to `host` on `port` would be made from now: races as
+    /// ``connect(host:port:)`` does (the policy, the hold-downs, waiting for connectivity), then
+    /// closes the winning connection and returns its source address.
+    ///
+    /// For clients that make their own connections and let the caller choose only the source
+    /// address, as AsyncHTTPClient does (`HTTPClientRequest.localAddress`): on a host whose routes
+    /// pick the interface by source address (policy routing, as in Roam's scenarios), the
+    /// client's next connection then leaves by the interface the race chose. It costs one
+    /// connection attempt per call; call it when the path changes or a request timed out, not
+    /// before every request.
+    public func localAddress(racingTo host: String, port: Int) async throws -> String {
+        let eventLoop = group.next()
+        guard let port = UInt16(exactly: port) else { throw RoamNIOError.invalidPort(port) }
+        let raced = try await race(.host(host), port: port, on: eventLoop).get()
+        ConnectionRacer.abandon(raced.descriptor)
+        guard let winner = raced.metrics.winner else { throw RoamNIOError.connect(.system(operation: "the race has no winner", nil)) }
+        return winner.candidate.source.description
+    }
+
     enum Target: Sendable {
         case host(String)
         case addresses([IPAddress])

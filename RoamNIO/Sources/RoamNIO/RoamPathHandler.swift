@@ -125,10 +125,17 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         rescheduleTimer(context: context)
     }
 
+    /// The kernel's smoothed RTT of the connection (`TCP_INFO`), read at most every 100 ms: reads
+    /// and writes come far more often than the estimate moves.
     private var smoothedRTT: Duration? {
+        let now = PathSource.now()
+        if let cached = rtt, now - cached.at < .milliseconds(100) { return cached.value }
         guard context?.channel.isActive ?? false else { return nil }
-        return StalledPaths.smoothedRTT(of: setup.raced.descriptor)
+        let value = StalledPaths.smoothedRTT(of: setup.raced.descriptor)
+        rtt = (value, now)
+        return value
     }
+    private var rtt: (value: Duration?, at: Duration)?
 
     /// One timer, at the advisor's next deadline.
     private func rescheduleTimer(context: ChannelHandlerContext) {
