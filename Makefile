@@ -1,6 +1,10 @@
 # Roam's two entry points are `make demo` and `make test`; each installs what is missing first.
 SWIFT ?= swift
 BUILD_FLAGS ?=
+# The examples and RoamNIO build in Roam's own build directory: they depend on Roam by path, so
+# Roam's modules built once serve them all, and so does SwiftNIO, built once for RoamNIO and the
+# example that uses it.
+SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
 .PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients bench bench-quick soak fuzz clean
 
@@ -38,18 +42,18 @@ test:
 # Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client
 # against spotty Wi-Fi with RoamTesting (Swift Testing and XCTest).
 example: setup
-	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build
-	@scripts/rootless-example.sh "$$(cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SpottyWiFiPackageTests.xctest"
+	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) $(SHARED_BUILD) --skip-build
+	@scripts/rootless-example.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SpottyWiFiPackageTests.xctest"
 
 # RoamNIO/: SwiftNIO channels raced by Roam, with path events in the pipeline. A package of its
 # own beside Roam's, so that Roam's build does not compile SwiftNIO (its first build takes minutes).
 nio: setup
-	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests && ../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) $(SHARED_BUILD) --skip-build --no-parallel
 
 # Examples/RealClients: AsyncHTTPClient against a Hummingbird service on spotty and blackholed
 # Wi-Fi (RoamTesting, RoamNIO). AsyncHTTPClient and Hummingbird take minutes to build the first time.
 real-clients: setup
-	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) $(SHARED_BUILD) --skip-build --no-parallel
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup
@@ -61,7 +65,7 @@ bench: setup
 	"$$($(SWIFT) build -c release --show-bin-path)/SimulatorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/EmulatorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/MultipathBenchmark"
-	cd RoamNIO && $(SWIFT) build -c release --product RoamNIOBenchmark && "$$($(SWIFT) build -c release --show-bin-path)/RoamNIOBenchmark"
+	cd RoamNIO && $(SWIFT) build -c release $(SHARED_BUILD) --product RoamNIOBenchmark && "$$($(SWIFT) build -c release $(SHARED_BUILD) --show-bin-path)/RoamNIOBenchmark"
 
 # The same benchmarks on small counts, to check that they still run.
 bench-quick: setup
@@ -73,7 +77,7 @@ bench-quick: setup
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SimulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick
-	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) --product RoamNIOBenchmark && "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/RoamNIOBenchmark" --quick
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --product RoamNIOBenchmark && "$$($(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --show-bin-path)/RoamNIOBenchmark" --quick
 
 # A long run sampled for growth: descriptors, threads, memory, sockets (SOAK_MINUTES, default 60).
 SOAK_MINUTES ?= 60

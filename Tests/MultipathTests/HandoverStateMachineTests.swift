@@ -97,6 +97,21 @@ import Testing
         #expect(machine.connection != nil)
     }
 
+    @Test func aConnectionTheDriverKeptAfterAMoveIsJudgedAgainFromThen() {
+        var machine = connected()
+        _ = machine.handle(.tick(at: ms(1000), smoothedRTT: ms(50), awaitingDataSince: ms(500)))
+        #expect(machine.connection == nil)
+        #expect(machine.handle(.stayed(at: ms(1200))) == [])
+        #expect(machine.connection?.interface == "wifi" && machine.connection?.since == ms(1200))
+        #expect(machine.connections == 1, "staying is not a new connection")
+        // The stall clock starts again at the stay, not at the old wait.
+        #expect(machine.handle(.tick(at: ms(1500), smoothedRTT: ms(50), awaitingDataSince: ms(500))) == [])
+        #expect(machine.handle(.tick(at: ms(1600), smoothedRTT: ms(50), awaitingDataSince: ms(500))).contains(.markStalled(interface: "wifi", holdDown: .seconds(2))))
+        // Nothing to stay on without a move.
+        var fresh = connected()
+        #expect(fresh.handle(.stayed(at: ms(10))) == [] && fresh.connection?.since == .zero)
+    }
+
     // MARK: Moving back
 
     @Test func onAnExpensivePathTheFreeOneIsProbedAndTheFlowMovesBackAfterThreeProbesInARow() {

@@ -104,8 +104,8 @@ struct RoamNIOBenchmark {
             await sample("cell/healthy", rounds, overCellular)
             guard network.elapsed < blackholeAt else { throw RoamTestingError("the healthy rounds outlasted the healthy Wi-Fi") }
             try await network.wait(until: blackholeAt + .milliseconds(500))
-            await sample("roam/blackholed", rounds, withRoam)
             await sample("cell/blackholed", rounds, overCellular)
+            await sample("roam/blackholed", rounds, withRoam)
             await sample("plain/blackholed", plainRoundsBlackholed, plain)
             return results
         }

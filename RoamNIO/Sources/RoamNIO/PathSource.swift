@@ -10,15 +10,19 @@ import Synchronization
 /// ``HandoverConnection`` does).
 final class PathSource: Sendable {
     let monitor: NetworkPathMonitor
+    /// Runs the channels' probes.
+    let probes: ProbeWaiter
     private let ownsMonitor: Bool
     private let stalled = Mutex(StalledPaths())
 
     init(monitor: NetworkPathMonitor, owned: Bool) {
         self.monitor = monitor
         ownsMonitor = owned
+        probes = ProbeWaiter(namespace: monitor.namespace)
     }
 
     deinit {
+        probes.stop()
         if ownsMonitor { monitor.cancel() }
     }
 

@@ -131,7 +131,9 @@ public struct RoamClientBootstrap: Sendable {
         return copy
     }
 
-    /// The pool whose threads run the races and probes (`NIOThreadPool.singleton` by default).
+    /// The pool whose threads run the races (`NIOThreadPool.singleton` by default). A race holds
+    /// its thread until it is decided (one attempt delay on a blackholed Wi-Fi, up to the connect
+    /// timeout when waiting for connectivity).
     public func threadPool(_ pool: NIOThreadPool) -> Self {
         var copy = self
         copy.threadPool = pool
@@ -219,7 +221,7 @@ public struct RoamClientBootstrap: Sendable {
     /// app's initializer.
     private func channelBootstrap(on eventLoop: any EventLoop, raced: RacedConnection, port: UInt16) -> ClientBootstrap {
         let handler = RoamPathHandler.Setup(source: source, policy: policy, configuration: advisorConfiguration, raced: raced,
-                                            port: port, threadPool: threadPool)
+                                            port: port)
         let initializer = self.initializer
         let options = self.options
         return ClientBootstrap(group: eventLoop).channelInitializer { channel in

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Netlink
 import PathMonitor
+import Synchronization
 
 /// The first handler of every channel ``RoamClientBootstrap`` makes: it follows the path of the
 /// channel's namespace and what the channel reads and writes, and fires ``RoamNetworkEvents``
@@ -12,7 +13,7 @@ import PathMonitor
 /// Driven by events, never by polling: the monitor's path updates, the channel's reads and
 /// writes, and one timer at the rules' next deadline (a stall would be due, a probe is due).
 /// Probes (a connection attempt over a free interface, to the channel's peer, nothing sent)
-/// run on a thread of the bootstrap's pool.
+/// run on one thread per bootstrap that waits for all of them at once.
 ///
 /// Find it with `channel.pipeline.handler(type: RoamPathHandler.self)` for ``metrics`` and
 /// ``interface``.
@@ -28,7 +29,6 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         var configuration: HandoverStateMachine.Configuration
         var raced: RacedConnection
         var port: UInt16
-        var threadPool: NIOThreadPool
     }
 
     private let setup: Setup
@@ -37,7 +37,8 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var subscription: PathUpdateSubscription?
     private var timer: Scheduled<Void>?
     private var timerDeadline: Duration?
-    private var probeNumber = 0
+    /// The probe in flight, by its number with the source's ``ProbeWaiter``.
+    private var probe: Int?
 
     /// How the race that made the channel went: each attempt, the winner, whether the
     /// connection is multipath, fell back to TCP, or is plain TCP.
@@ -94,7 +95,12 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         subscription = nil
         timer?.cancel()
         timer = nil
-        probeNumber += 1  // A probe in flight is no longer wanted.
+        abandonProbe()
+    }
+
+    private func abandonProbe() {
+        if let probe { setup.source.probes.abandon(probe) }
+        probe = nil
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -161,7 +167,7 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
             case .startProbe(let interface):
                 startProbe(interface, context: context)
             case .abandonProbe:
-                probeNumber += 1
+                abandonProbe()
             }
         }
     }
@@ -175,33 +181,32 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
     }
 
-    /// A connection attempt over `interface` to the channel's peer, on a thread of the pool:
-    /// whether it connected within the probe interval.
+    /// A connection attempt over `interface` to the channel's peer, nothing sent: whether it
+    /// connected within the probe interval. The source's ``ProbeWaiter`` runs it.
     private func startProbe(_ interface: String, context: ChannelHandlerContext) {
-        probeNumber += 1
-        let number = probeNumber
+        abandonProbe()
         guard let peer, let target = advisor.path?.availableInterfaces.first(where: { $0.name == interface }) else {
             carryOut(advisor.handle(.probeFinished(interface: interface, connected: false, at: PathSource.now())), context: context)
             return
         }
-        let port = setup.port
-        let namespace = setup.source.namespace
-        let patience = setup.configuration.probeInterval
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        setup.threadPool.runIfActive(eventLoop: context.eventLoop) { () -> Bool in
-            guard let probe = PathProbe(target, to: peer, port: port, in: namespace) else { return false }
-            defer { probe.abandon() }
-            var entry = pollfd(fd: probe.descriptor, events: Int16(POLLOUT), revents: 0)
-            let milliseconds = Int32(clamping: patience.components.seconds * 1000 + patience.components.attoseconds / 1_000_000_000_000_000)
-            _ = poll(&entry, 1, milliseconds)
-            return probe.poll() ?? false
-        }.whenComplete { result in
-            handler.value.probeFinished(interface, number: number, connected: (try? result.get()) ?? false)
+        let eventLoop = context.eventLoop
+        let patience = setup.configuration.probeInterval
+        let deadline = NIODeadline.now() + .nanoseconds(patience.components.seconds * 1_000_000_000 + patience.components.attoseconds / 1_000_000_000)
+        let number = Mutex<Int?>(nil)
+        let id = setup.source.probes.probe(target, to: peer, port: setup.port, deadline: deadline) { connected in
+            eventLoop.execute {
+                guard let id = number.withLock({ $0 }) else { return }
+                handler.value.probeFinished(interface, id: id, connected: connected)
+            }
         }
+        number.withLock { $0 = id }
+        probe = id
     }
 
-    private func probeFinished(_ interface: String, number: Int, connected: Bool) {
-        guard let context, subscription != nil, number == probeNumber else { return }
+    private func probeFinished(_ interface: String, id: Int, connected: Bool) {
+        guard let context, subscription != nil, probe == id else { return }
+        probe = nil
         carryOut(advisor.handle(.probeFinished(interface: interface, connected: connected, at: PathSource.now())), context: context)
         rescheduleTimer(context: context)
     }

@@ -53,6 +53,18 @@ struct PathEventTests {
                 let advice = await connection.events.advice
                 #expect(advice.first == .viabilityUpdate(.init(isViable: false, reason: .stalled(interface: "wifi", threshold: advice.stallThreshold ?? .zero))))
                 #expect(advice.contains { $0.betterInterface == "cell" })
+                // What the app should do: connect again. The stalled Wi-Fi is held down, so the
+                // new connection takes LTE and is answered while the Wi-Fi still passes nothing.
+                let moved = try await phone.run {
+                    try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
+                }
+                #expect(moved.interface == "cell")
+                try await moved.channel.executeThenClose { inbound, outbound in
+                    var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
+                    let response = try await exchange.get(2000)
+                    #expect(response.status == .ok && response.bytes == 2000)
+                }
+                #expect(network.elapsed < .seconds(7), "answered over LTE while the Wi-Fi was still blackholed")
                 // The blackhole lifts, TCP retransmits, the answer comes: viable again, and no better path.
                 let answered = try await answer
                 #expect(answered.status == .ok && answered.bytes == 2000)
@@ -120,11 +132,11 @@ struct PathEventTests {
             }
             #expect(connection.interface == "cell", "Wi-Fi is down: the race takes LTE")
             try await connection.closing {
-            let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
-            #expect(better >= .seconds(2))
-            let advice = await connection.events.advice
-            #expect(advice == [.betterPathAvailable(.init(interface: "wifi", reason: .betterPath(interface: "wifi", probes: 3)))],
-                    "moving back is advice: the LTE channel stays viable")
+                let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
+                #expect(better >= .seconds(2))
+                let advice = await connection.events.advice
+                #expect(advice == [.betterPathAvailable(.init(interface: "wifi", reason: .betterPath(interface: "wifi", probes: 3)))],
+                        "moving back is advice: the LTE channel stays viable")
             }
         }
         #expect(run.report.passed, run.comment)
@@ -146,15 +158,15 @@ struct PathEventTests {
             }
             #expect(connection.interface == "cell")
             try await connection.closing {
-            // The Wi-Fi is back but expensive (a hotspot): no better path, for as long as it stays so.
-            await Self.waitForPath(of: monitor) { $0.contains("wifi") }
-            #expect(await connection.events.first(within: .seconds(2)) { $0.betterInterface != nil } == nil)
-            // Its cost changes: the hotspot is free now.
-            let retag = try await phone.spawn(["ip", "link", "set", "dev", "wifi", "alias", "roam:type=wifi,expensive=false"])
-            #expect(retag.succeeded, "\(retag.standardError)")
-            let changed = network.elapsed
-            let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
-            #expect(better >= changed)
+                // The Wi-Fi is back but expensive (a hotspot): no better path, for as long as it stays so.
+                await Self.waitForPath(of: monitor) { $0.contains("wifi") }
+                #expect(await connection.events.first(within: .seconds(2)) { $0.betterInterface != nil } == nil)
+                // Its cost changes: the hotspot is free now.
+                let retag = try await phone.spawn(["ip", "link", "set", "dev", "wifi", "alias", "roam:type=wifi,expensive=false"])
+                #expect(retag.succeeded, "\(retag.standardError)")
+                let changed = network.elapsed
+                let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
+                #expect(better >= changed)
             }
         }
         #expect(run.report.passed, run.comment)
