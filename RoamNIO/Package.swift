@@ -4,6 +4,15 @@
 // SwiftNIO (minutes on a small machine).
 import PackageDescription
 
+/// What the tests and the benchmark use: NIO's HTTP/1 codec, and scenarios to play.
+let httpAndScenarios: [Target.Dependency] = [
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "RoamTesting", package: "roam"),
+    .product(name: "ScenarioModel", package: "roam"),
+]
+
 let package = Package(
     name: "RoamNIO",
     platforms: [.macOS(.v15)],
@@ -21,31 +30,10 @@ let package = Package(
             .product(name: "Netlink", package: "roam"),
         ]),
         // An HTTP/1 server and client on swift-nio's codec, and the scenario, for the tests and the benchmark.
-        .target(name: "NIOTestSupport", dependencies: [
-            "RoamNIO",
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "RoamTesting", package: "roam"),
-            .product(name: "ScenarioModel", package: "roam"),
-        ], path: "Tests/NIOTestSupport"),
-        .testTarget(name: "RoamNIOTests", dependencies: [
-            "RoamNIO", "NIOTestSupport",
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "RoamTesting", package: "roam"),
-            .product(name: "ScenarioModel", package: "roam"),
-        ]),
+        .target(name: "NIOTestSupport", dependencies: ["RoamNIO"] + httpAndScenarios, path: "Tests/NIOTestSupport"),
+        .testTarget(name: "RoamNIOTests", dependencies: ["RoamNIO", "NIOTestSupport"] + httpAndScenarios),
         // Time to the first response on a blackholed Wi-Fi, beside a plain ClientBootstrap.
-        .executableTarget(name: "RoamNIOBenchmark", dependencies: [
-            "RoamNIO", "NIOTestSupport",
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "RoamTesting", package: "roam"),
-            .product(name: "ScenarioModel", package: "roam"),
-        ], path: "Benchmarks/RoamNIOBenchmark"),
+        .executableTarget(name: "RoamNIOBenchmark", dependencies: ["RoamNIO", "NIOTestSupport"] + httpAndScenarios, path: "Benchmarks/RoamNIOBenchmark"),
     ],
     swiftLanguageModes: [.v6]
 )

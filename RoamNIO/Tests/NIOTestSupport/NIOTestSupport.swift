@@ -194,3 +194,35 @@ public struct HTTPExchange: ~Copyable {
         throw Failure(description: "the connection closed before the response ended")
     }
 }
+
+/// A phone and a server playing a scenario, with an HTTP server running in the server's node
+/// and a Roam bootstrap following the phone's monitor.
+public struct Scene: Sendable {
+    public let network: TestNetwork
+    public let phone: NodeHandle
+    public let server: NodeHandle
+    public let http: HTTPServer
+    public let bootstrap: RoamClientBootstrap
+
+    /// A connection from the phone to the HTTP server, made by `bootstrap` (the scene's by default).
+    public func connect(with bootstrap: RoamClientBootstrap? = nil) async throws -> HTTPConnection {
+        let bootstrap = bootstrap ?? self.bootstrap
+        let (network, host, port) = (network, server.address, http.port)
+        return try await phone.run { try await HTTPConnection.connect(bootstrap, to: host, port: port, clock: { network.elapsed }) }
+    }
+}
+
+/// Plays ``phoneAndServer(_:timeline:wifi:)`` with `body`, the HTTP server (speaking MPTCP when
+/// asked) started before it and closed after.
+public func playScene(_ name: String, timeline: String = "", wifi: String = "profile: wifi", mptcpServer: Bool = false,
+                      _ body: @escaping @Sendable (Scene) async throws -> Void) async throws -> ScenarioRun<Void> {
+    let group = MultiThreadedEventLoopGroup.singleton
+    return try await phoneAndServer(name, timeline: timeline, wifi: wifi).run { network in
+        let phone = try network.node("phone"), server = try network.node("server")
+        let http = try await server.run { try HTTPServer(group: group, mptcp: mptcpServer) }
+        defer { http.close() }
+        guard let monitor = phone.monitor else { throw RoamTestingError("the phone has no path monitor") }
+        let bootstrap = try RoamClientBootstrap(group: group, monitor: monitor)
+        try await body(Scene(network: network, phone: phone, server: server, http: http, bootstrap: bootstrap))
+    }
+}

@@ -17,20 +17,14 @@ struct HTTPClientTests {
     let group = MultiThreadedEventLoopGroup.singleton
 
     @Test func onABlackholedWiFiTheRequestsGoOverCellularAfterOneAttemptDelay() async throws {
-        let scenario = try phoneAndServer("nio-http-blackhole", timeline: """
+        let run = try await playScene("nio-http-blackhole", timeline: """
               - { at: 1s, link: wifi, blackhole: true }
-            """)
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group) }
-            defer { http.close() }
+            """) { scene in
+            let (network, phone, server, http) = (scene.network, scene.phone, scene.server, scene.http)
             try await network.wait(until: .milliseconds(1500))
             #expect(phone.path?.availableInterfaces.contains { $0.name == "wifi" } == true, "a blackholed Wi-Fi is still in the path")
 
-            let bootstrap = try RoamClientBootstrap(group: group, monitor: #require(phone.monitor))
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
-            }
+            let connection = try await scene.connect()
             #expect(connection.interface == "cell")
             let attempts = connection.metrics.attempts
             #expect(attempts.first?.candidate.route.interface == "wifi", "Wi-Fi, the first choice, was tried first: \(attempts)")
@@ -61,19 +55,11 @@ struct HTTPClientTests {
 
     @Test(arguments: [true, false])
     func aMultipathServiceTypeMakesAnMPTCPConnectionOrSaysItFellBack(serverSpeaksMPTCP: Bool) async throws {
-        let scenario = try phoneAndServer("nio-mptcp")
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group, mptcp: serverSpeaksMPTCP) }
-            defer { http.close() }
-            let bootstrap = try RoamClientBootstrap(group: group, monitor: #require(phone.monitor))
-                .policy(ConnectionPolicy(serviceType: .handover))
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
-            }
+        let run = try await playScene("nio-mptcp", mptcpServer: serverSpeaksMPTCP) { scene in
+            let connection = try await scene.connect(with: scene.bootstrap.policy(ConnectionPolicy(serviceType: .handover)))
             #expect(connection.metrics.mode == (serverSpeaksMPTCP ? .multipath : .fallback))
             try await connection.channel.executeThenClose { inbound, outbound in
-                var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
+                var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: scene.server.address)
                 let response = try await exchange.get(50_000)
                 #expect(response.status == .ok && response.bytes == 50_000)
             }
@@ -82,10 +68,8 @@ struct HTTPClientTests {
     }
 
     @Test func aBadPortAndARefusedConnectionSayWhy() async throws {
-        let scenario = try phoneAndServer("nio-refused")
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let bootstrap = try RoamClientBootstrap(group: group, monitor: #require(phone.monitor))
+        let run = try await playScene("nio-refused") { scene in
+            let (bootstrap, server) = (scene.bootstrap, scene.server)
             #expect(throws: RoamNIOError.self) { _ = try bootstrap.connect(host: server.address, port: 70_000).wait() }
             // Nothing listens on port 9: every attempt is refused, which no network change cures.
             let error = try #require(throws: RoamNIOError.self) {

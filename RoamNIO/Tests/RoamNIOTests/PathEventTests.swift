@@ -16,24 +16,14 @@ import Testing
 struct PathEventTests {
     let group = MultiThreadedEventLoopGroup.singleton
 
-    /// A bootstrap in the phone's namespace, following the phone's monitor.
-    func bootstrap(_ phone: NodeHandle) throws -> RoamClientBootstrap {
-        try RoamClientBootstrap(group: group, monitor: #require(phone.monitor))
-    }
-
     @Test func aBlackholedWiFiMakesTheChannelUnviableAndPointsToCellularUntilDataFlowsAgain() async throws {
-        let scenario = try phoneAndServer("nio-blackhole", timeline: """
+        let run = try await playScene("nio-blackhole", timeline: """
               - { at: 3s, link: wifi, blackhole: true }
               - { at: 7s, link: wifi, blackhole: false }
-            """)
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group) }
-            defer { http.close() }
-            let bootstrap = try bootstrap(phone)
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
-            }
+            """) { scene in
+            let (network, phone, server, http) = (scene.network, scene.phone, scene.server, scene.http)
+            let bootstrap = scene.bootstrap
+            let connection = try await scene.connect()
             #expect(connection.interface == "wifi", "Wi-Fi is the first choice while it works")
             try await connection.channel.executeThenClose { inbound, outbound in
                 var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
@@ -55,9 +45,7 @@ struct PathEventTests {
                 #expect(advice.contains { $0.betterInterface == "cell" })
                 // What the app should do: connect again. The stalled Wi-Fi is held down, so the
                 // new connection takes LTE and is answered while the Wi-Fi still passes nothing.
-                let moved = try await phone.run {
-                    try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
-                }
+                let moved = try await scene.connect()
                 #expect(moved.interface == "cell")
                 try await moved.channel.executeThenClose { inbound, outbound in
                     var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: server.address)
@@ -77,18 +65,13 @@ struct PathEventTests {
     }
 
     @Test func aWiFiCarrierLossIsUnviableWithCellularBetterAndBothEndWhenItReturns() async throws {
-        let scenario = try phoneAndServer("nio-carrier", timeline: """
+        let run = try await playScene("nio-carrier", timeline: """
               - { at: 2s, link: wifi, down: true }
               - { at: 4s, link: wifi, up: true }
-            """)
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group) }
-            defer { http.close() }
-            let bootstrap = try bootstrap(phone)
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
-            }
+            """) { scene in
+            let (network, phone, server, http) = (scene.network, scene.phone, scene.server, scene.http)
+            let bootstrap = scene.bootstrap
+            let connection = try await scene.connect()
             #expect(connection.interface == "wifi")
             let events = connection.events
             let lost = try #require(await events.first(within: .seconds(5)) {
@@ -117,19 +100,14 @@ struct PathEventTests {
     }
 
     @Test func onCellularAWiFiThatReturnsIsABetterPathOnceItAnswersProbes() async throws {
-        let scenario = try phoneAndServer("nio-wifi-returns", timeline: """
+        let run = try await playScene("nio-wifi-returns", timeline: """
               - { at: 0s, link: wifi, down: true }
               - { at: 2s, link: wifi, up: true }
-            """)
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group) }
-            defer { http.close() }
+            """) { scene in
+            let (network, phone, server, http) = (scene.network, scene.phone, scene.server, scene.http)
             let monitor = try #require(phone.monitor)
             await Self.waitForPath(of: monitor) { !$0.contains("wifi") }
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(try bootstrap(phone), to: server.address, port: http.port, clock: { network.elapsed })
-            }
+            let connection = try await scene.connect()
             #expect(connection.interface == "cell", "Wi-Fi is down: the race takes LTE")
             try await connection.closing {
                 let better = try #require(await connection.events.first(within: .seconds(6)) { $0.betterInterface == "wifi" })
@@ -143,19 +121,14 @@ struct PathEventTests {
     }
 
     @Test func aWiFiThatStopsBeingExpensiveBecomesTheBetterPathNotBefore() async throws {
-        let scenario = try phoneAndServer("nio-cost-change", timeline: """
+        let run = try await playScene("nio-cost-change", timeline: """
               - { at: 0s, link: wifi, down: true }
               - { at: 1s, link: wifi, up: true }
-            """, wifi: "profile: wifi, expensive: true")
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group) }
-            defer { http.close() }
+            """, wifi: "profile: wifi, expensive: true") { scene in
+            let (network, phone, server, http) = (scene.network, scene.phone, scene.server, scene.http)
             let monitor = try #require(phone.monitor)
             await Self.waitForPath(of: monitor) { !$0.contains("wifi") }
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(try bootstrap(phone), to: server.address, port: http.port, clock: { network.elapsed })
-            }
+            let connection = try await scene.connect()
             #expect(connection.interface == "cell")
             try await connection.closing {
                 // The Wi-Fi is back but expensive (a hotspot): no better path, for as long as it stays so.
@@ -173,24 +146,19 @@ struct PathEventTests {
     }
 
     @Test func withNoNetworkTheConnectWaitsForConnectivityAndConnectsWhenWiFiComes() async throws {
-        let scenario = try phoneAndServer("nio-waiting", timeline: """
+        let run = try await playScene("nio-waiting", timeline: """
               - { at: 0s, link: wifi, down: true }
               - { at: 0s, link: cell, down: true }
               - { at: 3s, link: wifi, up: true }
-            """)
-        let run = try await scenario.run { network in
-            let phone = try network.node("phone"), server = try network.node("server")
-            let http = try await server.run { try HTTPServer(group: group) }
-            defer { http.close() }
+            """) { scene in
+            let (network, phone, server, http) = (scene.network, scene.phone, scene.server, scene.http)
             let monitor = try #require(phone.monitor)
             await Self.waitForPath(of: monitor) { $0.filter { $0 != "lo" }.isEmpty }
             let waiting = WaitingLog()
-            let bootstrap = try bootstrap(phone).connectTimeout(.seconds(20)).onWaitingForConnectivity { event in
+            let bootstrap = scene.bootstrap.connectTimeout(.seconds(20)).onWaitingForConnectivity { event in
                 waiting.record(event, at: network.elapsed)
             }
-            let connection = try await phone.run {
-                try await HTTPConnection.connect(bootstrap, to: server.address, port: http.port, clock: { network.elapsed })
-            }
+            let connection = try await scene.connect(with: bootstrap)
             let connected = network.elapsed
             #expect(connected >= .seconds(3), "not before Wi-Fi came back")
             #expect(connection.interface == "wifi")
