@@ -24,7 +24,7 @@ before=$(host_state); mounts_before=$(wc -l < /proc/self/mountinfo)
 echo "== rootless: roam run as $user (uid $uid) on the userspace backend"
 for scenario in walk-out-of-home blackholed-wifi; do
   status=0
-  as_user "$roam" run "$root/scenarios/$scenario.yaml" --backend userspace --time-scale 0.5 --quiet --report "$work/$scenario" \
+  as_user "$roam" run "$root/scenarios/$scenario.yaml" --backend userspace --time-scale 0.25 --quiet --report "$work/$scenario" \
     > "$work/$scenario.out" 2>&1 || status=$?
   [ "$status" = 0 ] || { cat "$work/$scenario.out"; fail "roam run $scenario exited $status"; }
   [ "$(stat -c %u "$work/$scenario/summary.json")" = "$uid" ] || fail "$scenario's report is not $user's"

@@ -49,7 +49,7 @@ struct SpottyWiFiTests {
             try await withServiceAndClient(network, configuration: clientConfiguration()) { phone, _, client in
                 let cache = LocalAddressCache(try RoamClientBootstrap(group: client.group, monitor: #require(phone.monitor)))
                 var outcomes: [Outcome] = []
-                for index in 0..<40 {
+                for index in 0..<24 {
                     try await network.wait(until: .milliseconds(250 * Int64(index)))
                     var outcome = await request(client, cache, network)
                     if !outcome.succeeded {
