@@ -31,6 +31,9 @@ final class PathSource: Sendable {
     /// The clock the advisors and hold-downs run on (`CLOCK_MONOTONIC`, as NIO's deadlines).
     static func now() -> Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
 
+    /// A time of that clock as NIO's deadline.
+    static func deadline(at time: Duration) -> NIODeadline { .uptimeNanoseconds(UInt64(max(0, TimeAmount(time).nanoseconds))) }
+
     /// A channel stalled on `interface`: hold it down for the next races, one second first and
     /// doubling with each stall (whichever channel saw it), as ``StalledPaths`` does.
     func markStalled(_ interface: String, at now: Duration) {

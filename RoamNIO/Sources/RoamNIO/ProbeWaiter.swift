@@ -17,7 +17,7 @@ final class ProbeWaiter: Sendable {
         var peer: IPAddress
         var port: UInt16
         var deadline: NIODeadline
-        var completion: @Sendable (Bool) -> Void
+        var completion: @Sendable (_ id: Int, _ connected: Bool) -> Void
     }
 
     private struct State {
@@ -47,10 +47,10 @@ final class ProbeWaiter: Sendable {
         pool.submit { _ in self.run(namespace: namespace) }
     }
 
-    /// Starts a probe over `interface` to `peer`; `completion` gets whether it connected before
-    /// `deadline` (on the waiter's thread). Returns its number, for ``abandon(_:)``.
+    /// Starts a probe over `interface` to `peer`; `completion` gets its number and whether it
+    /// connected before `deadline` (on the waiter's thread). Returns its number, for ``abandon(_:)``.
     func probe(_ interface: NetworkInterface, to peer: IPAddress, port: UInt16, deadline: NIODeadline,
-               completion: @escaping @Sendable (Bool) -> Void) -> Int {
+               completion: @escaping @Sendable (_ id: Int, _ connected: Bool) -> Void) -> Int {
         let id = state.withLock { state -> Int? in
             guard !state.stopped else { return nil }
             state.nextID += 1
@@ -58,7 +58,7 @@ final class ProbeWaiter: Sendable {
             return state.nextID
         }
         guard let id else {
-            completion(false)
+            completion(0, false)
             return 0
         }
         signal()
@@ -89,7 +89,7 @@ final class ProbeWaiter: Sendable {
 
     private func run(namespace: NetworkNamespace) {
         let wake = self.wake.0
-        var active: [Int: (probe: PathProbe, deadline: NIODeadline, completion: @Sendable (Bool) -> Void)] = [:]
+        var active: [Int: (probe: PathProbe, deadline: NIODeadline, completion: @Sendable (Int, Bool) -> Void)] = [:]
         while true {
             let (requests, abandoned, stopped) = state.withLock { state in
                 defer {
@@ -100,12 +100,12 @@ final class ProbeWaiter: Sendable {
             }
             if stopped {
                 for entry in active.values { entry.probe.abandon() }
-                for request in requests where !abandoned.contains(request.id) { request.completion(false) }
+                for request in requests where !abandoned.contains(request.id) { request.completion(request.id, false) }
                 return
             }
             for request in requests where !abandoned.contains(request.id) {
                 guard let probe = PathProbe(request.interface, to: request.peer, port: request.port, in: namespace) else {
-                    request.completion(false)
+                    request.completion(request.id, false)
                     continue
                 }
                 active[request.id] = (probe, request.deadline, request.completion)
@@ -129,11 +129,11 @@ final class ProbeWaiter: Sendable {
                 guard let entry = active[id] else { continue }
                 if entries[slot + 1].revents != 0 {
                     active[id] = nil
-                    entry.completion(entry.probe.poll() ?? false)
+                    entry.completion(id, entry.probe.poll() ?? false)
                 } else if after >= entry.deadline {
                     active[id] = nil
                     entry.probe.abandon()
-                    entry.completion(false)
+                    entry.completion(id, false)
                 }
             }
         }

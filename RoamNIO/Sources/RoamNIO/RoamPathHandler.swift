@@ -4,7 +4,6 @@ import NIOCore
 import NIOPosix
 import Netlink
 import PathMonitor
-import Synchronization
 
 /// The first handler of every channel ``RoamClientBootstrap`` makes: it follows the path of the
 /// channel's namespace and what the channel reads and writes, and fires ``RoamNetworkEvents``
@@ -153,8 +152,7 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         timerDeadline = deadline
         guard let deadline else { return }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let nanoseconds = max(0, deadline.components.seconds * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000)
-        timer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(nanoseconds))) { handler.value.tick() }
+        timer = context.eventLoop.scheduleTask(deadline: PathSource.deadline(at: deadline)) { handler.value.tick() }
     }
 
     private func carryOut(_ actions: [PathAdvisor.Action], context: ChannelHandlerContext) {
@@ -191,17 +189,10 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        let patience = setup.configuration.probeInterval
-        let deadline = NIODeadline.now() + .nanoseconds(patience.components.seconds * 1_000_000_000 + patience.components.attoseconds / 1_000_000_000)
-        let number = Mutex<Int?>(nil)
-        let id = setup.source.probes.probe(target, to: peer, port: setup.port, deadline: deadline) { connected in
-            eventLoop.execute {
-                guard let id = number.withLock({ $0 }) else { return }
-                handler.value.probeFinished(interface, id: id, connected: connected)
-            }
+        let deadline = NIODeadline.now() + TimeAmount(setup.configuration.probeInterval)
+        probe = setup.source.probes.probe(target, to: peer, port: setup.port, deadline: deadline) { id, connected in
+            eventLoop.execute { handler.value.probeFinished(interface, id: id, connected: connected) }
         }
-        number.withLock { $0 = id }
-        probe = id
     }
 
     private func probeFinished(_ interface: String, id: Int, connected: Bool) {
