@@ -39,14 +39,17 @@ let package = Package(
         // Rootless: entering a user namespace of the process's own, in C because it must run
         // while the process has one thread; and RoamTesting's constructor that does it before main.
         .target(name: "CRoamRootless"),
+        // A run's watchdog: a child that kills the run's command process groups if roam dies
+        // without warning; in C because it runs between fork and _exit.
+        .target(name: "CRoamProcess"),
         .target(name: "CRoamTestingRootless", dependencies: ["CRoamRootless"]),
-        .target(name: "RoamSystem", dependencies: ["CRoamLinux", "CRoamRootless", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "RoamSystem", dependencies: ["CRoamLinux", "CRoamRootless", "CRoamProcess", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "PathMonitor", dependencies: ["Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "Multipath", dependencies: ["PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
         // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root.
-        .target(name: "ScenarioModel", dependencies: ["PathMonitor", .product(name: "Yams", package: "Yams")]),
+        .target(name: "ScenarioModel", dependencies: ["PathMonitor", "RoamSystem", .product(name: "Yams", package: "Yams")]),
         // Roam's userspace link emulator: TUN interfaces, the per-direction pipeline (delay,
         // loss, rate, traces) and the one-thread event loop that moves packets between them.
         .target(name: "LinkEmulation", dependencies: ["ScenarioModel", "Netlink", "RoamSystem", "CRoamLinux",
@@ -80,12 +83,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "SimulatorBenchmark",
-            dependencies: ["ScenarioModel", "Simulator", .product(name: "Yams", package: "Yams")],
+            dependencies: ["ScenarioModel", "Simulator", .product(name: "Yams", package: "Yams"), "RoamSystem"],
             path: "Benchmarks/SimulatorBenchmark"
         ),
         .executableTarget(
             name: "EmulatorBenchmark",
-            dependencies: ["ScenarioModel", "Simulator"],
+            dependencies: ["ScenarioModel", "Simulator", "RoamSystem"],
             path: "Benchmarks/EmulatorBenchmark"
         ),
         .executableTarget(
@@ -111,8 +114,8 @@ let package = Package(
         .testTarget(name: "LinkEmulationTests", dependencies: ["LinkEmulation", "ScenarioModel"]),
         // Root-free: the timeline's events, recorded runs and the HTML report.
         .testTarget(name: "RoamReportTests", dependencies: ["RoamReport", "PathMonitor"]),
-        .testTarget(name: "SimulatorTests", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "MultipathTests", dependencies: ["Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
+        .testTarget(name: "SimulatorTests", dependencies: ["RoamSystem", "ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "MultipathTests", dependencies: ["RoamSystem", "Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "RoamReport", "LinkEmulation", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
     ],
     swiftLanguageModes: [.v6]

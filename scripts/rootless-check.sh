@@ -36,9 +36,11 @@ echo "== rootless: roam exec into a run in progress"
 as_user "$roam" run "$root/scenarios/walk-out-of-home.yaml" --backend userspace --report "$work/exec-run" > "$work/exec-run.out" 2>&1 &
 runner=$!
 registry="/tmp/roam-$uid/runs"   # as_user clears XDG_RUNTIME_DIR
+run=
 for _ in $(seq 1 300); do
-  run=$(ls "$registry" 2>/dev/null | head -1 || true)
-  [ -n "$run" ] && break
+  # This run's id, from its own output (another run of the user's may be noted too).
+  run=$(grep -ao "run [0-9a-f]\{6\}" "$work/exec-run.out" | head -1 | cut -d' ' -f2 || true)
+  [ -n "$run" ] && [ -e "$registry/$run" ] && break
   kill -0 "$runner" 2>/dev/null || { cat "$work/exec-run.out"; fail "the run ended before it registered"; }
   sleep 0.1
 done
@@ -58,7 +60,20 @@ status=0; as_user "$roam" exec "$run" nosuchnode -- true 2> "$work/exec-node.err
 [ "$status" = 2 ] && grep -q "has no node 'nosuchnode'; its nodes: phone, server" "$work/exec-node.err" \
   || fail "exec into a missing node: exit $status, $(cat "$work/exec-node.err")"
 echo "   a missing run and a missing node are refused (exit 2)"
-kill -INT "$(cat "$registry/$run")"   # roam itself; $runner is the shell that switched user
+# roam itself ($runner is the shell that switched user), from its note, checked as roam checks one:
+# a regular file of the user's, holding PID STARTTIME of a live process of the user's. A planted
+# `-1` or `0` would otherwise make this `kill -INT -1` as root.
+note_pid() {
+  local note=$1 pid start
+  [ -f "$note" ] && [ ! -L "$note" ] && [ "$(stat -c %u "$note")" = "$uid" ] || return 1
+  read -r pid start < "$note" || return 1
+  [[ "$pid" =~ ^[1-9][0-9]*$ && "$start" =~ ^[0-9]+$ ]] || return 1
+  [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f20)" = "$start" ] || return 1
+  [ "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" = "$uid" ] || return 1
+  echo "$pid"
+}
+pid=$(note_pid "$registry/$run") || fail "the note $registry/$run does not name a live process of $user's: $(head -c 64 "$registry/$run" | od -c | head -2)"
+kill -INT "$pid"
 status=0; wait "$runner" || status=$?
 [ "$status" = 130 ] || { cat "$work/exec-run.out"; fail "the interrupted run exited $status"; }
 [ ! -e "$registry/$run" ] || fail "the run's note $registry/$run outlived it"

@@ -7,6 +7,7 @@
 //
 // Needs root. Its namespaces are named roam-RUNID-a and -b, removed at the end (and by
 // `roam cleanup` if it is killed).
+import RoamSystem
 import Foundation
 import Glibc
 import Netlink

@@ -200,7 +200,7 @@ do {
     let backend = try TokenBucketBackend(topology: topology, link: "link")
     let schedule = TimelineSchedule(scenario: precision)
     let stop = try EventSignal()
-    let log = try RunLog(start: .now + .milliseconds(50), path: nil)
+    let log = try RunLog(start: .now + .milliseconds(50), directory: nil)
     let player = TimelinePlayer(schedule: schedule, backend: backend, log: log, stop: stop)
     try player.start()
     player.join()

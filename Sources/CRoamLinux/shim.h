@@ -3,7 +3,8 @@
 
 // The Linux interfaces Roam uses beyond what Swift's Glibc module declares: event and inotify
 // descriptors, ppoll, namespaces and mounts, MPTCP and TCP socket options, posix_spawn, TUN.
-// No code lives here but constants Swift cannot import: see Sources/RoamSystem.
+// No code lives here but constants Swift cannot import and one-line system call wrappers: see
+// Sources/RoamSystem.
 // libnl (rtnetlink, generic netlink) is CNetlink's, and only Netlink imports it.
 
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <linux/sched.h>
@@ -33,6 +35,16 @@ extern int pthread_setname_np(pthread_t thread, const char *name);
 extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
 extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
 extern int pipe2(int fds[2], int flags);
+
+// Paths opened without following links, and processes pinned before they are trusted
+// (Sources/RoamSystem/SafePath). O_PATH is a GNU extension Glibc's module leaves out.
+static const int ROAM_O_PATH = 010000000;
+// From linux/nsfs.h: _IO(0xb7, 1) and _IO(0xb7, 4), function-like macros Swift does not import.
+static const unsigned long ROAM_NS_GET_USERNS = 0xb701UL;
+static const unsigned long ROAM_NS_GET_OWNER_UID = 0xb704UL;
+// pidfd_open(2) and pidfd_send_signal(2) by number: glibc 2.36 has wrappers, older ones do not.
+static inline int roam_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+static inline int roam_pidfd_send_signal(int pidfd, int signal) { return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0); }
 
 // From linux/if_tun.h, whose ioctl numbers are function-like macros Swift does not import.
 static const unsigned long ROAM_TUNSETIFF = 0x400454caUL;      // _IOW('T', 202, int)

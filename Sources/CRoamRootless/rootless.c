@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -76,6 +77,49 @@ int roam_rootless_is_inside(void) {
     return !(lines == 1 && initial);
 }
 
+int roam_rootless_can_run_as_root(void) {
+    if (geteuid() != 0) return 0;
+    if (!roam_rootless_is_inside()) return 1;
+    // Root of another user namespace builds named namespaces only where its mount namespace
+    // is its own (to bind them under /run/netns) and its /run is one it may write: a rootless
+    // container's, or a Roam rootless run's. Not after `unshare -Ur` (the host's mounts) or
+    // `unshare -Urm` (the host's /run, owned by a user it does not map).
+    int user = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+    int mounts = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    int owner = mounts >= 0 ? ioctl(mounts, 0xb701 /* NS_GET_USERNS */) : -1;
+    struct stat expected, actual;
+    int owned = user >= 0 && owner >= 0 && fstat(user, &expected) == 0 && fstat(owner, &actual) == 0
+        && expected.st_dev == actual.st_dev && expected.st_ino == actual.st_ino;
+    if (user >= 0) close(user);
+    if (mounts >= 0) close(mounts);
+    if (owner >= 0) close(owner);
+    return owned && faccessat(AT_FDCWD, "/run", W_OK, AT_EACCESS) == 0;
+}
+
+static unsigned long outer_id(const char *path, unsigned long id) {
+    FILE *file = fopen(path, "re");
+    if (!file) return (unsigned long)-1;
+    unsigned long inside = 0, outside = 0, count = 0, result = (unsigned long)-1;
+    while (fscanf(file, "%lu %lu %lu", &inside, &outside, &count) == 3) {
+        if (id >= inside && id - inside < count) {
+            result = outside + (id - inside);
+            break;
+        }
+    }
+    fclose(file);
+    return result;
+}
+
+static gid_t roam_rootless_outer_gid(gid_t gid) {
+    unsigned long outer = outer_id("/proc/self/gid_map", gid);
+    return outer == (unsigned long)-1 ? (gid_t)-1 : (gid_t)outer;
+}
+
+uid_t roam_rootless_outer_uid(uid_t uid) {
+    unsigned long outer = outer_id("/proc/self/uid_map", uid);
+    return outer == (unsigned long)-1 ? (uid_t)-1 : (uid_t)outer;
+}
+
 /// Binds `name` of the host's /run (open as `directory`) back into the new /run.
 static void bind_back(int directory, const char *name) {
     struct stat status;
@@ -102,8 +146,23 @@ static void bind_back(int directory, const char *name) {
     (void)mount(source, target, NULL, MS_BIND | MS_REC, NULL);
 }
 
-int roam_rootless_enter(char *message, size_t size) {
+int roam_rootless_preflight(char *message, size_t size) {
     int error = roam_rootless_check(message, size);
+    if (error) return error;
+    uid_t uid = geteuid();
+    // Inside a user namespace that maps no id to this process (`unshare -U` without
+    // --map-root-user), its uid shows as the overflow uid, which cannot be mapped again.
+    if (roam_rootless_is_inside() && (roam_rootless_outer_uid(uid) == (uid_t)-1 || roam_rootless_outer_gid(getegid()) == (gid_t)-1)) {
+        return fail(message, size, EPERM, "this process runs in a user namespace that maps no user or group id to it (its uid shows as %u, "
+                    "as after `unshare -U` without --map-root-user), so it cannot map one into a namespace of its own; "
+                    "start it with `unshare -U --map-root-user` (or with a mapping such as a rootless container's), or outside",
+                    (unsigned)uid);
+    }
+    return 0;
+}
+
+int roam_rootless_enter(char *message, size_t size) {
+    int error = roam_rootless_preflight(message, size);
     if (error) return error;
     uid_t uid = geteuid();
     gid_t gid = getegid();

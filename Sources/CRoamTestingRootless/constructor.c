@@ -9,7 +9,7 @@ static int status = -1;
 static char message[512];
 
 __attribute__((constructor)) static void roam_testing_enter_rootless(void) {
-    if (geteuid() == 0) return;
+    if (roam_rootless_can_run_as_root()) return;
     const char *setting = getenv("ROAM_ROOTLESS");
     if (setting && strcmp(setting, "0") == 0) return;
     status = roam_rootless_enter(message, sizeof message);

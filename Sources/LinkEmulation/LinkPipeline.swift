@@ -83,6 +83,7 @@ public struct LinkPipeline: Sendable {
         var data: [UInt8]
     }
     private var delayLine = MinHeap<Flying> { ($0.deliverAt, $0.sequence) < ($1.deliverAt, $1.sequence) }
+    private var flyingBytes = 0
     private var sequence: UInt64 = 0
     private var lastDeliverAt: Int64 = .min
     private var numbered: UInt64 = 0
@@ -105,6 +106,15 @@ public struct LinkPipeline: Sendable {
     /// The queue limit when a scenario sets none: 1000 packets (netem's default), and with a
     /// rate 100 ms of it in bytes (at least 64 KiB), like the netem backend's tbf.
     public static let defaultPacketLimit = 1000
+
+    /// The most one direction holds, queue and delay line together: 32 MiB. A long delay with a
+    /// flood behind it (`delay: 60s` under a UDP blast) would otherwise hold everything sent in
+    /// the last minute; beyond this, arriving packets are dropped as a full queue drops them
+    /// (counted as overflow). At 1 Gbit/s that is 268 ms of data.
+    public static let maximumBytesHeld = 32 << 20
+
+    /// Bytes held: waiting for the transmitter or on the delay line.
+    public var bytesHeld: Int { queuedBytes + flyingBytes }
 
     public init(conditions: LinkConditions, capacity: LinkCapacity, seed: UInt64, distribution: [Int16]? = nil, logsDecisions: Bool = false) {
         self.conditions = conditions
@@ -229,6 +239,11 @@ public struct LinkPipeline: Sendable {
     }
 
     private mutating func enqueue(_ number: UInt64, _ data: [UInt8], at now: Int64) {
+        if bytesHeld + data.count > Self.maximumBytesHeld {
+            statistics.overflowed += 1
+            record(number, data.count, .overflow)
+            return
+        }
         if case .unlimited = capacity {
             schedule(number, data, leavingAt: now)
             return
@@ -271,6 +286,7 @@ public struct LinkPipeline: Sendable {
         }
         lastDeliverAt = max(lastDeliverAt, deliverAt)
         sequence += 1
+        flyingBytes += data.count
         delayLine.insert(Flying(deliverAt: deliverAt, sequence: sequence, data: data))
         record(number, data.count, action, delay: delay)
     }
@@ -328,6 +344,7 @@ public struct LinkPipeline: Sendable {
             queueHead = 0
         }
         while let first = delayLine.peek, first.deliverAt <= now {
+            flyingBytes -= first.data.count
             output.append(delayLine.pop()!.data)
             if recordsDeliveryTimes { deliveryTimes.append(first.deliverAt) }
             statistics.delivered += 1

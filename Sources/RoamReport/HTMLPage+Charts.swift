@@ -57,7 +57,7 @@ extension Page {
             }
             if !current.isEmpty { segments.append(current.joined(separator: " ")) }
             for segment in segments {
-                svg.add("<polyline class=\"series \(direction)\" points=\"\(segment)\"><title>\(direction)</title></polyline>")
+                svg.add("<polyline class=\"series \(classToken(direction))\" points=\"\(segment)\"><title>\(escape(direction))</title></polyline>")
             }
         }
     }
@@ -139,7 +139,9 @@ extension Page {
             svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"53\" text-anchor=end>constrained</text>")
             svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"67\" text-anchor=end>satellite</text>")
             for span in node.spans {
-                let kind = span.satisfied ? (span.type ?? "other") : "unsatisfied"
+                // A class from the report's data: only a known token (an escaped one would still
+                // be markup of the data's choosing inside the attribute).
+                let kind = span.satisfied ? classToken(span.type ?? "other") : "unsatisfied"
                 let width = max(1, x(span.end) - x(span.start))
                 let quality = span.quality.flatMap { $0 == "unknown" ? nil : ", \($0)" } ?? ""
                 let label = span.satisfied ? "\(span.interface ?? "?") (\(span.type ?? "?")\(quality))" : "unsatisfied"

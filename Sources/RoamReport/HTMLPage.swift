@@ -72,6 +72,7 @@ struct Page {
         """
         <!DOCTYPE html>
         <html lang="en"><head><meta charset="utf-8"><meta name="generator" content="roam">
+        <meta http-equiv="Content-Security-Policy" content="\(Page.contentSecurityPolicy)">
         <title>\(escape(title))</title>
         <style>\(Page.style)</style></head>
         <body data-charts="\(chartCount)">
@@ -85,6 +86,22 @@ struct Page {
     }
 }
 
+
+extension Page {
+    /// What the page may load and run: nothing from anywhere, its own inline style, and its one
+    /// script by hash, so that markup a report's data could smuggle in (an inline script, an
+    /// event handler, a `javascript:` link) would not run even past the escaping.
+    static let contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        + "script-src 'sha256-\(SHA256.base64(SHA256.digest(script.utf8)))'; base-uri 'none'; form-action 'none'"
+}
+
+/// A value from a report made safe as one token of a `class` attribute: ASCII letters, digits,
+/// `-` and `_` kept, anything else dropped (`other` when nothing is left).
+func classToken(_ text: String) -> String {
+    let kept = String(text.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") }
+        .prefix(64).map(Character.init))
+    return kept.isEmpty ? "other" : kept
+}
 
 /// SVG content being built.
 struct SVG {
@@ -101,6 +118,7 @@ func escape(_ text: String) -> String {
         case "<": result += "&lt;"
         case ">": result += "&gt;"
         case "\"": result += "&quot;"
+        case "'": result += "&#39;"
         default: result.append(character)
         }
     }

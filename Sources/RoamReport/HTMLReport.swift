@@ -53,10 +53,20 @@ public enum HTMLReport {
     /// Renders `DIR/report.html` from the run's files and returns its path.
     @discardableResult
     public static func write(directory: String) throws(ReportError) -> String {
-        let run = try RecordedRun.load(directory: directory)
-        let path = directory + "/report.html"
-        try writeTextFile(render(run), to: path)
-        return path
+        try write(to: RecordedRun.openDirectory(directory))
+    }
+
+    /// Renders `report.html` in `directory` (held open) from the run's files there, and returns
+    /// its path.
+    @discardableResult
+    public static func write(to directory: SecureDirectory) throws(ReportError) -> String {
+        let run = try RecordedRun.load(from: directory)
+        do throws(SafePathError) {
+            try directory.replaceFile(named: "report.html", contents: render(run).utf8)
+        } catch {
+            throw ReportError(error.message)
+        }
+        return directory.child("report.html")
     }
 
     static func ordered(_ lists: [[String]]) -> [String] {
@@ -65,11 +75,13 @@ public enum HTMLReport {
     }
 }
 
-/// Writes `text` to `path`, replacing it; the error says which file and why.
+/// Writes `text` as the whole content of the file at `path` (its directory must exist),
+/// atomically and without following a link planted at it (``SecureDirectory``); the error says
+/// which file and why.
 package func writeTextFile(_ text: String, to path: String) throws(ReportError) {
-    do {
-        try writeFile(atPath: path, contents: text)
+    do throws(SafePathError) {
+        try replaceFile(atPath: path, contents: text.utf8)
     } catch {
-        throw ReportError("cannot write \(path): \(error)")
+        throw ReportError(error.message)
     }
 }

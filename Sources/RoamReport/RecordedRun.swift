@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 
 /// A run read back from its report directory: `summary.json` and `timeline.jsonl`, as
 /// `roam report` and the HTML report use them.
@@ -24,14 +25,31 @@ public struct RecordedRun: Sendable {
 
     /// Reads `DIR/summary.json` and `DIR/timeline.jsonl`; the error names the file and what is wrong.
     public static func load(directory: String) throws(ReportError) -> RecordedRun {
+        try load(from: openDirectory(directory))
+    }
+
+    /// Opens a report directory (``SecureDirectory``: no link another user could have planted
+    /// is followed on the way).
+    static func openDirectory(_ path: String) throws(ReportError) -> SecureDirectory {
+        do throws(SafePathError) {
+            return try SecureDirectory.open(path)
+        } catch {
+            throw ReportError("\(escapedForMessage(path, maximumLength: 256)) is not a run's report directory: \(error.message)")
+        }
+    }
+
+    /// Reads `summary.json` and `timeline.jsonl` in `directory` (held open; a link at either
+    /// name is refused, not followed).
+    public static func load(from directory: SecureDirectory) throws(ReportError) -> RecordedRun {
+        let shown = escapedForMessage(directory.path, maximumLength: 256)
         func read(_ name: String, _ limit: Int) throws(ReportError) -> String {
-            do throws(NetlinkError) {
-                return try readTextFile(atPath: directory + "/" + name, maximumBytes: limit)
+            do throws(SafePathError) {
+                return String(decoding: try directory.readFile(named: name, maximumBytes: limit), as: UTF8.self)
             } catch {
-                throw ReportError("\(directory) is not a run's report directory: cannot read \(name) (\(error.explanation))")
+                throw ReportError("\(shown) is not a run's report directory: cannot read \(name) (\(error.message))")
             }
         }
-        return try parse(directory: directory, summary: read("summary.json", maximumSummarySize),
+        return try parse(directory: shown, summary: read("summary.json", maximumSummarySize),
                          timeline: read("timeline.jsonl", maximumTimelineSize))
     }
 

@@ -1,3 +1,4 @@
+import CRoamLinux
 import CRoamRootless
 import Glibc
 import SystemPackage
@@ -26,6 +27,15 @@ public enum Rootless {
     /// Whether the process runs in a user namespace other than the host's.
     public static var isInsideUserNamespace: Bool { roam_rootless_is_inside() != 0 }
 
+    /// Checks what ``enter()`` needs, changing nothing: the kernel's settings, and a uid that can
+    /// be mapped (not the overflow uid of `unshare -U` without a mapping).
+    public static func preflight() throws(Failure) {
+        var message = [CChar](repeating: 0, count: 512)
+        let error = roam_rootless_preflight(&message, message.count)
+        guard error != 0 else { return }
+        throw Failure(errno: Errno(rawValue: error), description: text(of: message))
+    }
+
     /// Enters a user namespace of the process's own with the caller as root, and a private mount
     /// namespace with its own `/run/netns` and `/run/roam`.
     public static func enter() throws(Failure) {
@@ -47,18 +57,74 @@ public enum Rootless {
         return uid == uid_t.max ? getuid() : uid
     }
 
-    /// Where rootless runs of this user note their process, seen from the host, so that
-    /// `roam exec` finds a run's namespaces from another shell: `$XDG_RUNTIME_DIR/roam/runs` when
-    /// that directory is the user's, else `/tmp/roam-UID/runs`. The same inside the user
-    /// namespace as outside.
-    public static var registryDirectory: String {
-        if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
-            var status = stat()
-            // geteuid(): the user's own files show as root's inside its user namespace.
-            if stat(runtime, &status) == 0, status.st_uid == geteuid(), status.st_mode & S_IFMT == S_IFDIR {
-                return "\(runtime)/roam/runs"
-            }
+    /// Whether this process entered a user namespace of its own through ``enter()``.
+    public static var hasEntered: Bool { roam_rootless_host_uid() != uid_t.max }
+
+    /// Whether the process is root of the host: uid 0 in the initial user namespace.
+    public static var isHostRoot: Bool { geteuid() == 0 && !isInsideUserNamespace }
+
+    /// Whether the process can build named network namespaces as root does: root of the host,
+    /// or root of a user namespace that owns its mount namespace and whose `/run` it may write
+    /// (a rootless container, a Roam rootless run, a test process that entered one). Elsewhere
+    /// (an ordinary user, `unshare -Ur`, `unshare -Urm`) Roam runs rootless, in a user namespace
+    /// of its own nested in the current one.
+    public static var canRunAsRoot: Bool { roam_rootless_can_run_as_root() != 0 }
+
+    /// The caller's uid one user namespace up: on the host, its uid; inside a user namespace
+    /// (`unshare -Ur`), the uid its own maps to in the parent (`/proc/self/uid_map`), so that
+    /// paths named after it (`/tmp/roam-UID`) are the same seen from inside and from the parent.
+    public static var outerUID: uid_t {
+        if hasEntered { return hostUID }
+        let uid = geteuid()
+        guard isInsideUserNamespace else { return uid }
+        let outer = roam_rootless_outer_uid(uid)
+        return outer == uid_t.max ? uid : outer
+    }
+
+    /// Enters the user and mount namespaces `process` is in, after checking that they are the
+    /// caller's: the user namespace's owner is the caller (`NS_GET_OWNER_UID`), and the mount
+    /// namespace belongs to that user namespace (`NS_GET_USERNS`). Root therefore never enters a
+    /// user namespace it does not own, whatever a note or a pid said. Must be called while the
+    /// process has one thread.
+    public static func enterNamespaces(of process: PinnedProcess) throws(Failure) {
+        let user: FileDescriptor, mounts: FileDescriptor
+        do {
+            user = try process.openNamespace("user")
+        } catch {
+            throw Failure(errno: error, description: "cannot open the user namespace of process \(process.identity.pid): \(error)")
         }
-        return "/tmp/roam-\(hostUID)/runs"
+        defer { try? user.close() }
+        do {
+            mounts = try process.openNamespace("mnt")
+        } catch {
+            throw Failure(errno: error, description: "cannot open the mount namespace of process \(process.identity.pid): \(error)")
+        }
+        defer { try? mounts.close() }
+        var owner: uid_t = 0
+        guard ioctl(user.rawValue, ROAM_NS_GET_OWNER_UID, &owner) == 0 else {
+            throw Failure(errno: .current, description: "cannot read the owner of the user namespace of process \(process.identity.pid): \(Errno.current)")
+        }
+        guard owner == geteuid() else {
+            throw Failure(errno: .notPermitted, description: "the user namespace of process \(process.identity.pid) belongs to uid \(owner), "
+                + "not to this user (uid \(geteuid())); Roam enters only user namespaces of the user who runs it")
+        }
+        let mountsOwner = ioctl(mounts.rawValue, ROAM_NS_GET_USERNS)
+        guard mountsOwner >= 0 else {
+            throw Failure(errno: .current, description: "cannot read the owner of the mount namespace of process \(process.identity.pid): \(Errno.current)")
+        }
+        var expected = stat(), actual = stat()
+        let sameNamespace = fstat(user.rawValue, &expected) == 0 && fstat(mountsOwner, &actual) == 0
+            && expected.st_dev == actual.st_dev && expected.st_ino == actual.st_ino
+        close(mountsOwner)
+        guard sameNamespace else {
+            throw Failure(errno: .notPermitted, description: "the mount namespace of process \(process.identity.pid) does not belong to its "
+                + "user namespace; it is not a Roam run's")
+        }
+        guard setns(user.rawValue, CLONE_NEWUSER) == 0 else {
+            throw Failure(errno: .current, description: "cannot enter the user namespace of process \(process.identity.pid): \(Errno.current)")
+        }
+        guard setns(mounts.rawValue, CLONE_NEWNS) == 0 else {
+            throw Failure(errno: .current, description: "cannot enter the mount namespace of process \(process.identity.pid): \(Errno.current)")
+        }
     }
 }

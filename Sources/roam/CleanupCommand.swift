@@ -10,29 +10,42 @@ struct CleanupCommand: ParsableCommand {
         abstract: "Remove network namespaces and processes left by runs that were killed or crashed.",
         discussion: """
             Only leftovers whose owning process is gone are removed: a run in progress is never touched. \
-            Without root, only the notes of this user's rootless runs that ended are removed: a rootless run's \
-            namespaces end with its process, so it leaves nothing else behind.
+            Without root, only the notes of this user's rootless runs that ended are removed, from this user's own \
+            registry ($XDG_RUNTIME_DIR/roam/runs, else /tmp/roam-UID/runs, which must be this user's and private): a \
+            rootless run's namespaces end with its process, so it leaves nothing else behind.
             """
     )
 
     func run() throws {
-        if geteuid() != 0 {
-            let registry = Rootless.registryDirectory
-            var removed = 0
-            for run in RunRegistry.runs(in: registry) {
-                if let pid = RunRegistry.owner(of: run, in: registry), kill(pid, 0) == 0 || errno == EPERM { continue }
-                RunRegistry.unregister(run, in: registry)
-                removed += 1
-                writeLine("removed the note of ended rootless run \(run)")
-            }
-            if removed == 0 { writeLine("nothing to clean up (rootless runs leave nothing behind; as root, roam cleanup removes what root runs left)") }
-            return
+        var failed = false
+        var removedAny = false
+        if Rootless.canRunAsRoot {
+            let report = Leftovers.remove()
+            for name in report.namespaces { writeLine("removed namespace \(name)") }
+            for pid in report.processes { writeLine("killed process \(pid)") }
+            for run in report.notes { writeLine("removed the note of ended run \(run)") }
+            for failure in report.failures { printError("roam cleanup: \(failure)") }
+            removedAny = !(report.namespaces.isEmpty && report.processes.isEmpty && report.notes.isEmpty)
+            failed = !report.failures.isEmpty
         }
-        let report = Leftovers.remove()
-        for name in report.namespaces { writeLine("removed namespace \(name)") }
-        for pid in report.processes { writeLine("killed process \(pid)") }
-        for failure in report.failures { printError("roam cleanup: \(failure)") }
-        if report.namespaces.isEmpty && report.processes.isEmpty && report.failures.isEmpty { writeLine("nothing to clean up") }
-        if !report.failures.isEmpty { throw ExitCode.badInput }
+        // This user's rootless runs (root's too: `roam run --rootless`).
+        do throws(SafePathError) {
+            let registry = try RunRegistry.rootless(creating: false)
+            for run in registry.removeEnded() {
+                writeLine("removed the note of ended rootless run \(run)")
+                removedAny = true
+            }
+        } catch {
+            if !(error.code == .system && error.errno == .noSuchFileOrDirectory) {
+                printError("roam cleanup: left this user's registry of rootless runs alone: \(error.message)"
+                    + (error.code == .foreignOwner ? "; set XDG_RUNTIME_DIR to a directory of yours with mode 0700 to keep runs elsewhere" : ""))
+                failed = true
+            }
+        }
+        if !removedAny && !failed {
+            writeLine(Rootless.canRunAsRoot ? "nothing to clean up"
+                : "nothing to clean up (rootless runs leave nothing behind; as root, roam cleanup removes what root runs left)")
+        }
+        if failed { throw ExitCode.badInput }
     }
 }

@@ -33,18 +33,18 @@ struct ExecCommand: ParsableCommand {
     var command: [String] = []
 
     func validate() throws {
-        guard runID.count == 6, runID.allSatisfy(\.isHexDigit), runID == runID.lowercased() else {
-            throw ValidationError("'\(runID)' is not a run id: six lowercase hex digits, as in roam-reports/NAME-RUNID")
+        guard RunRegistry.isRunID(runID) else {
+            throw ValidationError("'\(escapedForMessage(runID))' is not a run id: six lowercase hex digits (0-9, a-f), as in roam-reports/NAME-RUNID")
         }
         guard ScenarioNode.isValidName(node) else {
-            throw ValidationError("'\(node.prefix(64))' is not a node name (a letter, then letters, digits, '-' and '_', at most \(Scenario.maximumNodeNameLength))")
+            throw ValidationError("'\(escapedForMessage(node, maximumLength: 64))' is not a node name (a letter, then letters, digits, '-' and '_', at most \(Scenario.maximumNodeNameLength))")
         }
         guard !command.isEmpty else { throw ValidationError("name a command after `--`, e.g. roam exec \(runID) \(node) -- ip addr") }
     }
 
     func run() throws {
         let namespacePath = "\(NetworkNamespace.runDirectory)/roam-\(runID)-\(node)"
-        if access("\(RunRegistry.directory)/\(runID)", F_OK) != 0 {
+        if !RootlessRun.isRootRun(runID) {
             do {
                 try RootlessRun.enter(runID)
             } catch {
@@ -68,7 +68,8 @@ struct ExecCommand: ParsableCommand {
         var arguments = command.map { strdup($0) }
         arguments.append(nil)
         execvp(command[0], &arguments)
-        fail("cannot run \(command[0]): \(Errno.current)")
+        let error = Errno.current
+        fail("cannot run \(escapedForMessage(command[0])): \(error)")
     }
 
     private func fail(_ message: String) -> Never {

@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamReport
+import RoamSystem
 import ScenarioModel
 import Simulator
 
@@ -15,7 +16,8 @@ struct ImportCommand: ParsableCommand {
             A mahimahi trace lists, one per line, the millisecond of each 1500-byte delivery opportunity, and \
             repeats. mahimahi records one per direction (NAME.up from the phone, NAME.down to it). The output is \
             a profiles: block to add to a scenario, with each trace's figures as comments; links then use \
-            profile: NAME. The trace paths in it are relative to the output file's directory (-o), or as given.
+            profile: NAME. The trace paths in it are relative to the output file's directory (-o), or to the current \
+            directory when it goes to standard output, as scenarios name traces relative to their own directory.
             """
     )
 
@@ -83,7 +85,10 @@ struct ImportCommand: ParsableCommand {
                 name: name, upPath: relative(up), downPath: relative(down), up: upSummary, down: downSummary, type: canonicalType,
                 delay: oneWay, loss: lossFraction, sources: (up, down))
             // What it writes must be what a scenario accepts: read it back as the reader would.
-            let directory = output.map { $0.contains("/") ? String($0[..<$0.lastIndex(of: "/")!]) : "." } ?? "."
+            let directory = output.map { output in
+            guard let slash = output.lastIndex(of: "/") else { return "." }
+            return slash == output.startIndex ? "/" : String(output[..<slash])
+        } ?? "."
             let problems = MahimahiImport.problems(ofProfile: yaml, named: name, baseDirectory: directory.isEmpty ? "/" : directory)
             guard problems.isEmpty else {
                 throw ScenarioError("the profile would not validate in a scenario: " + problems.joined(separator: "; "))
@@ -105,10 +110,13 @@ struct ImportCommand: ParsableCommand {
         }
     }
 
-    /// `path` as the output file's directory sees it.
+    /// `path` as the output file's directory (the current one, for standard output) sees it: a
+    /// scenario names its traces relative to its own directory.
     private func relative(_ path: String) -> String {
-        guard let output, !path.hasPrefix("/") else { return path }
-        let directory = output.contains("/") ? String(output[..<output.lastIndex(of: "/")!]) : "."
+        let directory = output.map { output in
+            guard let slash = output.lastIndex(of: "/") else { return "." }
+            return slash == output.startIndex ? "/" : String(output[..<slash])
+        } ?? "."
         let absolute = { (text: String) -> [Substring] in
             let base = text.hasPrefix("/") ? text : currentDirectory() + "/" + text
             var parts: [Substring] = []

@@ -1,8 +1,8 @@
 import ArgumentParser
-import RoamSystem
 import Glibc
 import Netlink
 import PathMonitor
+import RoamSystem
 
 /// `roam monitor`: print a namespace's network path, then every change.
 struct MonitorCommand: ParsableCommand {
@@ -52,8 +52,8 @@ struct MonitorCommand: ParsableCommand {
     func run() throws {
         // A node of a rootless run: reached through the run's user and mount namespaces, first
         // thing (while the process has one thread).
-        if let netns, geteuid() != 0, access("\(NetworkNamespace.runDirectory)/\(netns)", F_OK) != 0,
-           let run = RootlessRun.runID(ofNamespace: netns), access("\(Rootless.registryDirectory)/\(run)", F_OK) == 0 {
+        if let netns, !Rootless.canRunAsRoot, access("\(NetworkNamespace.runDirectory)/\(netns)", F_OK) != 0,
+           let run = RootlessRun.runID(ofNamespace: netns), (try? RootlessRun.process(of: run)) ?? nil != nil {
             do {
                 try RootlessRun.enter(run)
             } catch {

@@ -24,10 +24,8 @@ struct Roam: ParsableCommand {
         bootstrapLogging()
         do {
             var command = try parseAsRoot()
-            // Before anything starts a thread: a user namespace admits only a one-thread process.
-            if let run = command as? RunCommand, run.isRootless, !Rootless.isInsideUserNamespace {
-                try run.enterRootless()
-            }
+            // A rootless `roam run` enters its user namespace in `run()`, before anything starts
+            // a thread (a user namespace admits only a one-thread process).
             try command.run()
         } catch {
             let code = exitCode(for: error)
@@ -52,14 +50,15 @@ private func bootstrapLogging() {
     if let name = getenv("ROAM_LOG_LEVEL").map({ String(cString: $0) }), !name.isEmpty {
         guard let named = Logger.Level(rawValue: name.lowercased()) else {
             let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
-            printError("Error: ROAM_LOG_LEVEL is '\(name)', which is not a log level: use one of \(levels).")
+            printError("Error: ROAM_LOG_LEVEL is '\(escapedForMessage(name, maximumLength: 40))', which is not a log level: use one of \(levels).")
             Glibc.exit(ExitCode.badInput.rawValue)
         }
         level = named
     }
+    let chosen = level
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
+        handler.logLevel = chosen
         return handler
     }
 }

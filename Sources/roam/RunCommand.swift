@@ -47,27 +47,41 @@ struct RunCommand: ParsableCommand {
     @Flag(help: "Write each link direction's decision log to the report (userspace backend): decisions-LINK-DIRECTION.log.")
     var decisionLog = false
 
-    @Option(help: ArgumentHelp("Play the scenario this many times as fast, e.g. 0.5 for half its duration (for quick checks).", valueName: "factor"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Scale the scenario's time by this factor, in (0, 1]: 0.5 plays it in half its duration, twice as fast (for quick checks).", valueName: "factor"))
     var timeScale: Double = 1
 
-    @Flag(help: "Build the scenario in a user namespace of the run's own even as root (the default without root).")
+    @Flag(help: "Build the scenario in a user namespace of the run's own even as root (the default without root, and inside any user namespace).")
     var rootless = false
 
-    /// Whether this run enters a user namespace of its own before anything else.
-    var isRootless: Bool { rootless || geteuid() != 0 }
+    @Option(name: .customLong("max-file-size"), help: ArgumentHelp("The most one file of the run's own may hold: a command's output, a decision log, a capture (default 64MiB; the rest is left out and noted in the report).", valueName: "size"))
+    var maximumFileSize: String?
 
-    /// Enters the run's user namespace; called by `Roam.main` while the process has one thread.
-    func enterRootless() throws {
-        do {
-            try Rootless.enter()
-        } catch {
-            printError("roam run: cannot run without root here: \(error)")
-            throw ExitCode.badInput
-        }
-    }
+    @Option(name: .customLong("max-output-size"), help: ArgumentHelp("The most those files may hold together (default 1GiB).", valueName: "size"))
+    var maximumOutputSize: String?
+
+    /// Whether this run builds its network in a user namespace of its own: asked for, or where
+    /// the process cannot build named namespaces as root (an ordinary user, `unshare -Ur`).
+    var isRootless: Bool { rootless || !Rootless.canRunAsRoot }
 
     func validate() throws {
-        guard timeScale > 0, timeScale <= 1 else { throw ValidationError("--time-scale must be in (0, 1]") }
+        guard timeScale > 0, timeScale <= 1 else {
+            throw ValidationError("--time-scale \(timeScale) is not in (0, 1]: it scales the scenario's time, 0.5 plays it in half its duration")
+        }
+        _ = try outputLimits()
+    }
+
+    /// The output limits the flags ask for.
+    func outputLimits() throws -> OutputLimits {
+        var limits = OutputLimits()
+        for (flag, text, keyPath) in [("--max-file-size", maximumFileSize, \OutputLimits.perFile), ("--max-output-size", maximumOutputSize, \OutputLimits.total)] {
+            guard let text else { continue }
+            switch Units.size(text) {
+            case .success(let bytes) where bytes >= 0: limits[keyPath: keyPath] = bytes
+            case .success: throw ValidationError("\(flag) \(escapedForMessage(text)): a size cannot be negative")
+            case .failure(let error): throw ValidationError("\(flag): \(error.message)")
+            }
+        }
+        return limits
     }
 
     func run() throws {
@@ -82,7 +96,8 @@ struct RunCommand: ParsableCommand {
         options.timeScale = timeScale
         options.decisionLogs = decisionLog
         options.multipath = multipath
-        if Rootless.isInsideUserNamespace { options.hostRegistryDirectory = Rootless.registryDirectory }
+        options.outputLimits = try outputLimits()
+        if isRootless { try prepareRootless(&options, scenario: scenario) }
         let runner = ScenarioRunner(scenario: scenario, options: options)
 
         // SIGINT and SIGTERM go to one thread that stops the run; every other thread (and so
@@ -106,7 +121,7 @@ struct RunCommand: ParsableCommand {
         }
         signalThread?.detach()
 
-        let console = ProgressConsole(enabled: !quiet, rootless: Rootless.isInsideUserNamespace)
+        let console = ProgressConsole(enabled: !quiet, rootless: Rootless.hasEntered)
         let result: RunReport
         do {
             result = try runner.run { progress in console.show(progress) }
@@ -121,6 +136,43 @@ struct RunCommand: ParsableCommand {
         if signal != 0 { throw ExitCode(128 + signal) }
         if !result.failedChanges.isEmpty { throw ExitCode.badInput }
         if !result.passed { throw ExitCode.expectationFailed }
+    }
+}
+
+extension RunCommand {
+    /// What a rootless run does on the host before it enters a user namespace of its own (while
+    /// the process still has one thread): notes itself in this user's registry, so that
+    /// `roam exec` finds it (a registry another user made first is refused, and the run goes on
+    /// without it), chooses its run id, and opens its report directory, so that the report lands
+    /// where the host sees the path (the run's private `/run` would hide it). Then it enters.
+    func prepareRootless(_ options: inout RunOptions, scenario: Scenario) throws {
+        do {
+            try Rootless.preflight()
+        } catch {
+            printError("roam run: cannot run without root here: \(error)")
+            throw ExitCode.badInput
+        }
+        do throws(SafePathError) {
+            options.hostRegistry = try RunRegistry.rootless(creating: true)
+        } catch {
+            printError("roam run: warning: roam exec will not find this run: \(error.message)"
+                + (error.code == .foreignOwner || error.code == .writableByOthers
+                    ? "; set XDG_RUNTIME_DIR to a directory of yours with mode 0700 to keep the registry there" : ""))
+        }
+        let runID = RunRegistry.newRunID(avoiding: options.hostRegistry)
+        options.runID = runID
+        do throws(SimulatorError) {
+            options.openedReportDirectory = try ScenarioRunner.openReportDirectory(report, scenario: scenario.name, runID: runID)
+        } catch {
+            printError("roam run: error: \(error.message)")
+            throw ExitCode.badInput
+        }
+        do {
+            try Rootless.enter()
+        } catch {
+            printError("roam run: cannot run without root here: \(error)")
+            throw ExitCode.badInput
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+import RoamSystem
 import Foundation
 import Netlink
 import PathMonitor

@@ -61,7 +61,11 @@ struct ReportCommandTests {
 
         let missing = try RunningCommand.run(roam, ["report", directory + "/nothing-here"])
         #expect(missing.status == 2)
-        #expect(missing.error.contains("is not a run's report directory: cannot read summary.json"))
+        #expect(missing.error.contains("nothing-here is not a run's report directory: \(directory)/nothing-here: no such directory"))
+        #expect(mkdir(directory + "/empty", 0o755) == 0)
+        let empty = try RunningCommand.run(roam, ["report", directory + "/empty"])
+        #expect(empty.status == 2)
+        #expect(empty.error.contains("is not a run's report directory: cannot read summary.json"))
         try "{\"scenario\":".write(toFile: directory + "/summary.json", atomically: true, encoding: .utf8)
         let broken = try RunningCommand.run(roam, ["report", directory])
         #expect(broken.status == 2)

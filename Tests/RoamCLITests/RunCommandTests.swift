@@ -30,7 +30,11 @@ struct RunCommandTests {
     @Test func optionsAreChecked() throws {
         let result = try RunningCommand.run(roam, ["run", walk, "--time-scale", "2"])
         #expect(result.status == 2)
-        #expect(result.error.contains("--time-scale must be in (0, 1]"))
+        #expect(result.error.contains("--time-scale 2.0 is not in (0, 1]: it scales the scenario's time, 0.5 plays it in half its duration"))
+        // A negative factor is a value, not an option it would be mistaken for.
+        let negative = try RunningCommand.run(roam, ["run", walk, "--time-scale", "-1"])
+        #expect(negative.status == 2)
+        #expect(negative.error.contains("--time-scale -1.0 is not in (0, 1]"))
         let backend = try RunningCommand.run(roam, ["run", walk, "--backend", "ns3"])
         #expect(backend.status == 2)
         #expect(backend.error.contains("auto") && backend.error.contains("userspace"))

@@ -116,9 +116,17 @@ struct HTMLReportTests {
         #expect(html.contains("[A] workload video") && html.contains("[B] workload video"))
     }
 
-    @Test func aDirectoryWithoutARunSaysWhatIsMissing() {
+    @Test func aDirectoryWithoutARunSaysWhatIsMissing() throws {
         #expect {
             try RecordedRun.load(directory: "/nonexistent-roam-report")
+        } throws: { error in
+            (error as? ReportError)?.message == "/nonexistent-roam-report is not a run's report directory: /nonexistent-roam-report: no such directory"
+        }
+        let empty = FileManager.default.temporaryDirectory.appendingPathComponent("roam-empty-report-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        #expect {
+            try RecordedRun.load(directory: empty)
         } throws: { error in
             (error as? ReportError)?.message.contains("cannot read summary.json") == true
         }

@@ -88,19 +88,6 @@ import Testing
         #expect(throws: Errno.brokenPipe) { try writeAll([1, 2, 3], to: pipe.writeEnd) }
         try pipe.writeEnd.close()
     }
-
-    @Test func writeFileReplacesTheWholeContent() throws {
-        let path = "/tmp/roam-system-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        defer { unlink(path) }
-        try writeFile(atPath: path, contents: String(repeating: "long line\n", count: 100))
-        try writeFile(atPath: path, contents: "short\n")
-        let descriptor = try FileDescriptor.open(path, .readOnly)
-        defer { try? descriptor.close() }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = try buffer.withUnsafeMutableBytes { try descriptor.read(into: $0) }
-        #expect(String(decoding: buffer[0..<count], as: UTF8.self) == "short\n")
-        #expect(throws: Errno.noSuchFileOrDirectory) { try writeFile(atPath: "/nonexistent-roam-dir/x", contents: "") }
-    }
 }
 
 @Suite struct SpawnTests {

@@ -1,3 +1,4 @@
+import RoamSystem
 import Foundation
 import Glibc
 import Netlink
@@ -60,7 +61,7 @@ struct TopologyKernelTests {
         let topology = try Topology.build(plan)
         defer { topology.teardown() }
         #expect(NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.count == 2)
-        #expect(RunRegistry.owner(of: runID) == getpid())
+        #expect(try RunRegistry.root(creating: false).note(of: runID).process?.identity == ProcessIdentity.current)
 
         let phone = try #require(topology.socket(of: "phone"))
         let links = try phone.links()
@@ -122,7 +123,7 @@ struct TopologyKernelTests {
 
         topology.teardown()
         #expect(NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.isEmpty)
-        #expect(RunRegistry.owner(of: runID) == nil)
+        #expect(try RunRegistry.root(creating: false).note(of: runID).process == nil)
         #expect(try HostNetworkState.capture() == before)
     }
 
@@ -150,8 +151,10 @@ struct TopologyKernelTests {
         dead.executableURL = URL(fileURLWithPath: "/bin/true")
         try dead.run()
         dead.waitUntilExit()
-        RunRegistry.unregister(runID)
-        try "\(dead.processIdentifier)\n".write(toFile: "\(RunRegistry.directory)/\(runID)", atomically: false, encoding: .utf8)
+        // A note of the dead process, with a start time it never had: pid and time must both match.
+        let registry = try RunRegistry.root(creating: false)
+        registry.unregister(runID)
+        try registry.register(runID, as: ProcessIdentity(pid: dead.processIdentifier, startTime: 1))
 
         let report = Leftovers.remove()
         #expect(Set(report.namespaces).isSuperset(of: ["roam-\(runID)-phone", "roam-\(runID)-server"]))
@@ -159,6 +162,6 @@ struct TopologyKernelTests {
         sleeper.waitUntilExit()
         #expect(sleeper.terminationReason == .uncaughtSignal)
         #expect(NetworkNamespace.list().filter { $0.hasPrefix("roam-\(runID)-") }.isEmpty)
-        #expect(RunRegistry.owner(of: runID) == nil)
+        #expect(try RunRegistry.root(creating: false).note(of: runID).process == nil)
     }
 }

@@ -20,6 +20,10 @@
 // `message` saying what failed and what to do (a disabled setting is named).
 int roam_rootless_enter(char *message, size_t size);
 
+// What roam_rootless_enter checks before it changes anything: the kernel's settings (below) and
+// a uid that can be mapped. 0, or an errno with `message` saying what to do.
+int roam_rootless_preflight(char *message, size_t size);
+
 // Why an unprivileged user namespace cannot be made here, from the kernel's settings
 // (user.max_user_namespaces, kernel.unprivileged_userns_clone,
 // kernel.apparmor_restrict_unprivileged_userns); 0 when nothing forbids it.
@@ -27,6 +31,16 @@ int roam_rootless_check(char *message, size_t size);
 
 // The caller's uid on the host, once roam_rootless_enter succeeded; (uid_t)-1 before.
 uid_t roam_rootless_host_uid(void);
+
+// The uid that `uid` of this process's user namespace maps to in the parent namespace
+// (/proc/self/uid_map); (uid_t)-1 when it maps to none.
+uid_t roam_rootless_outer_uid(uid_t uid);
+
+// 1 when the process can build named network namespaces as root does: uid 0 of the host, or
+// uid 0 of a user namespace that owns the process's mount namespace and whose /run it may write
+// (a rootless container, a Roam rootless run). 0 otherwise: Roam then runs rootless, in a user
+// namespace of its own (nested in the current one).
+int roam_rootless_can_run_as_root(void);
 
 // 1 when the process is in a user namespace other than the initial one.
 int roam_rootless_is_inside(void);

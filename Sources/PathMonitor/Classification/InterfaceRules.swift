@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamSystem
 
 /// Rules that give interfaces attributes by name: the contents of an interfaces file.
 ///
@@ -72,7 +73,7 @@ public struct InterfaceRules: Sendable, Hashable {
         do throws(PathMonitorError) {
             text = try readTextFile(path, maximumBytes: InterfaceRules.maximumFileSize)
         } catch {
-            throw PathMonitorError(.invalidInterfacesFile, "cannot read interfaces file \(path): \(error.message)")
+            throw PathMonitorError(.invalidInterfacesFile, "cannot read interfaces file \(escapedForMessage(path, maximumLength: 256)): \(error.message)")
         }
         try self.init(parsing: text, source: path)
     }
@@ -89,9 +90,9 @@ public struct InterfaceRules: Sendable, Hashable {
 
 /// Reads a whole text file, with an error naming the cause.
 func readTextFile(_ path: String, maximumBytes: Int) throws(PathMonitorError) -> String {
-    do throws(NetlinkError) {
-        return try Netlink.readTextFile(atPath: path, maximumBytes: maximumBytes)
+    do throws(SafePathError) {
+        return try RoamSystem.readTextFile(atPath: path, maximumBytes: maximumBytes)
     } catch {
-        throw PathMonitorError(.io, error.explanation, underlying: error)
+        throw PathMonitorError(.io, error.reason)
     }
 }

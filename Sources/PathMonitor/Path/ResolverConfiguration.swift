@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamSystem
 
 /// The DNS resolvers of a namespace, from a `resolv.conf` file.
 public struct ResolverConfiguration: Sendable, Hashable {

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 
 /// `roam import mahimahi`: mahimahi delivery traces (one file per direction, as mahimahi's own
 /// `*.up` / `*.down` pairs) made into a link profile for a scenario's `profiles:`, with what
@@ -43,15 +44,16 @@ public enum MahimahiImport {
 
     /// Reads a trace file; the error names the file and the line.
     public static func read(_ path: String) throws(ScenarioError) -> DeliveryTrace {
-        let text: String
-        do throws(NetlinkError) {
-            text = try readTextFile(atPath: path, maximumBytes: ScenarioLimits.maximumTraceFileSize)
+        let bytes: [UInt8]
+        do throws(SafePathError) {
+            bytes = try readRegularFile(atPath: path, maximumBytes: ScenarioLimits.maximumTraceFileSize)
         } catch {
-            throw ScenarioError("cannot read the trace \(path): \(error.explanation)")
+            throw ScenarioError("cannot read the trace: \(error.message)")
         }
-        switch DeliveryTrace.parse(text) {
+        switch DeliveryTrace.parse(bytes) {
         case .success(let trace): return trace
-        case .failure(let problem): throw ScenarioError("\(path):\(problem.line): \(problem.message) (a mahimahi trace has one millisecond per line)")
+        case .failure(let problem):
+            throw ScenarioError("\(escapedForMessage(path, maximumLength: 256)):\(problem.line): \(problem.message) (a mahimahi trace has one millisecond per line)")
         }
     }
 
@@ -60,7 +62,9 @@ public enum MahimahiImport {
     public static func profileYAML(name: String, upPath: String, downPath: String, up: Summary, down: Summary, type: String?,
                                    delay: Duration?, loss: Double?, sources: (String, String)) -> String {
         var lines = [
-            "# Imported by roam import mahimahi from \(sources.0) (up) and \(sources.1) (down).",
+            // Escaped: a line break in a file name would end the comment and start YAML of its own.
+            "# Imported by roam import mahimahi from \(escapedForMessage(sources.0, maximumLength: 256)) (up) and "
+                + "\(escapedForMessage(sources.1, maximumLength: 256)) (down).",
             "# up:   \(up)",
             "# down: \(down)",
             "# Trace-driven capacity needs the userspace backend (roam run --backend userspace).",

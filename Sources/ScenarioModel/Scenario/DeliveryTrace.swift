@@ -1,4 +1,6 @@
+import Glibc
 import Netlink
+import RoamSystem
 
 /// A link's capacity as a mahimahi trace: each line is a millisecond at which one delivery
 /// opportunity of 1500 bytes occurs (a millisecond may repeat, for several opportunities); the
@@ -14,33 +16,61 @@ public struct DeliveryTrace: Sendable, Hashable {
     /// The last millisecond a trace may hold (``ScenarioLimits/maximumTracePeriod``).
     public static let maximumMillisecond = Int64(ScenarioLimits.maximumTracePeriod.components.seconds) * 1000
 
-    /// Parses the text of a trace (LF or CR LF lines); nil with a reason when it is not one.
+    /// Parses the text of a trace (LF, CR LF or CR lines); the reason when it is not one.
     public static func parse(_ text: String) -> Result<DeliveryTrace, TraceError> {
+        parse(Array(text.utf8))
+    }
+
+    /// Parses a trace's bytes in one pass. A problem names its line and what is wrong, and
+    /// quotes nothing of the file: a path that names some other file (a secret, say) must not
+    /// have its content shown back in the error.
+    public static func parse(_ bytes: [UInt8]) -> Result<DeliveryTrace, TraceError> {
         var values: [Int64] = []
-        for (number, line) in textLines(text).enumerated() {
-            let trimmed = String(line.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
-            if trimmed.isEmpty { continue }
-            guard let value = Int64(trimmed), value >= 0 else {
-                let digits = trimmed.first == "-" || trimmed.first == "+" ? trimmed.dropFirst() : Substring(trimmed)
-                if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), trimmed.first != "-" {
-                    return .failure(TraceError(line: number + 1, message: "millisecond \(escapedForMessage(trimmed)) is past the longest trace, "
-                        + "\(maximumMillisecond) ms (\(ScenarioLimits.maximumTracePeriod.roamDescription))"))
+        var line = 1
+        var index = 0
+        let count = bytes.count
+        while index < count {
+            var end = index
+            while end < count, bytes[end] != 0x0A, bytes[end] != 0x0D { end += 1 }
+            var first = index, last = end
+            while first < last, bytes[first] == 0x20 || bytes[first] == 0x09 { first += 1 }
+            while last > first, bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09 { last -= 1 }
+            if first < last {
+                var value: Int64 = 0
+                var tooLarge = false
+                for position in first..<last {
+                    let byte = bytes[position]
+                    guard byte >= 0x30, byte <= 0x39 else {
+                        return .failure(TraceError(line: line, message: "expected a millisecond (a whole number from 0 to \(maximumMillisecond))"))
+                    }
+                    if !tooLarge {
+                        value = value * 10 + Int64(byte - 0x30)
+                        if value > maximumMillisecond { tooLarge = true }
+                    }
                 }
-                return .failure(TraceError(line: number + 1, message: "expected a millisecond (a whole number), not '\(escapedForMessage(trimmed))'"))
+                if tooLarge {
+                    return .failure(TraceError(line: line, message: "a millisecond past the longest trace, \(maximumMillisecond) ms "
+                        + "(\(ScenarioLimits.maximumTracePeriod.roamDescription))"))
+                }
+                if let previous = values.last, value < previous {
+                    return .failure(TraceError(line: line, message: "milliseconds must not decrease (this line's is smaller than the line before's)"))
+                }
+                values.append(value)
             }
-            guard value <= maximumMillisecond else {
-                return .failure(TraceError(line: number + 1, message: "millisecond \(value) is past the longest trace, \(maximumMillisecond) ms "
-                    + "(\(ScenarioLimits.maximumTracePeriod.roamDescription))"))
-            }
-            if let last = values.last, value < last {
-                return .failure(TraceError(line: number + 1, message: "milliseconds must not decrease (\(value) after \(last))"))
-            }
-            values.append(value)
+            // One line break: LF, CR LF or CR.
+            if end < count, bytes[end] == 0x0D, end + 1 < count, bytes[end + 1] == 0x0A { end += 1 }
+            index = end + 1
+            line += 1
         }
         guard let last = values.last, last > 0 else {
             return .failure(TraceError(line: 1, message: "a trace needs at least one opportunity after millisecond 0"))
         }
-        return .success(DeliveryTrace(opportunities: values, period: last))
+        let trace = DeliveryTrace(opportunities: values, period: last)
+        guard trace.meanRate >= ScenarioLimits.minimumRate.bitsPerSecond else {
+            return .failure(TraceError(line: line - 1, message: "the trace's mean rate, \(Rate(bitsPerSecond: trace.meanRate)), is below "
+                + "\(ScenarioLimits.minimumRate), the slowest rate Roam plays (\(values.count) opportunities of 1500 bytes in \(last) ms)"))
+        }
+        return .success(trace)
     }
 
     public init(opportunities: [Int64], period: Int64) {
@@ -84,4 +114,48 @@ public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
     public var line: Int
     public var message: String
     public var description: String { "line \(line): \(message)" }
+}
+
+/// Why a scenario's `trace:` could not be used; the message quotes nothing from the file.
+struct TraceReadError: Error, Sendable, Hashable {
+    var message: String
+
+    /// Reads the trace at `path`, relative to `baseDirectory` (absolute paths are refused), the
+    /// way ``SecureDirectory`` resolves paths. When the scenario's owner is not the caller (root
+    /// running a scenario another user wrote), only a trace that user owns is read, and a trace
+    /// that is missing and one that is not theirs get the same answer: the scenario cannot make
+    /// Roam read, or tell apart, files its author could not.
+    static func load(_ path: String, baseDirectory: String, scenarioOwner: uid_t?) -> Result<DeliveryTrace, TraceReadError> {
+        let shown = escapedForMessage(path)
+        guard !path.hasPrefix("/") else {
+            return .failure(TraceReadError(message: "trace '\(shown)' is an absolute path; a trace is named relative to the scenario file's "
+                + "directory (for example ../traces/lte-steady.trace)"))
+        }
+        let bytes: [UInt8]
+        do throws(SafePathError) {
+            let (directory, name) = try SecureDirectory.resolveFile(baseDirectory + "/" + path)
+            if let scenarioOwner, scenarioOwner != geteuid() {
+                guard let status = directory.status(of: name), status.owner == scenarioOwner else {
+                    return .failure(TraceReadError(message: "cannot read trace '\(shown)': no such file of uid \(scenarioOwner), who owns the "
+                        + "scenario (a scenario may name only traces its owner owns)"))
+                }
+            }
+            bytes = try directory.readFile(named: name, maximumBytes: ScenarioLimits.maximumTraceFileSize)
+        } catch {
+            let reason: String
+            switch error.code {
+            case .system where error.errno == .noSuchFileOrDirectory: reason = "no such file"
+            case .system: reason = error.errno.map { "\($0)" } ?? "cannot be read"
+            case .notRegularFile: reason = "not a regular file"
+            case .tooLarge: reason = "larger than \(byteCountDescription(ScenarioLimits.maximumTraceFileSize)), the most Roam reads"
+            case .untrustedLink: reason = "a symbolic link on the way belongs to another user, in a directory other users can write"
+            default: reason = error.message
+            }
+            return .failure(TraceReadError(message: "cannot read trace '\(shown)': \(reason)"))
+        }
+        switch DeliveryTrace.parse(bytes) {
+        case .success(let trace): return .success(trace)
+        case .failure(let problem): return .failure(TraceReadError(message: "trace '\(shown)' line \(problem.line): \(problem.message)"))
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 
 // Scenarios built in Swift, as in a test: the same values `ScenarioReader` makes from YAML.
 // ``Scenario/problems`` checks what the reader checks about references and ranges.

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 import Yams
 
 // Expectations: what a run must show, each checked against what the scenario can produce.

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 import Yams
 
 // Impairments: the keys shared by a link, a profile and a timeline step, and their checks.
@@ -25,21 +26,21 @@ extension ScenarioDecoder {
     }
 
     /// `trace: traces/lte-steady.trace`: a mahimahi trace, relative to the scenario's directory.
+    /// Each file is read once however many links name it.
     func trace(_ node: Node) -> LinkTrace? {
         guard let path = string(node, "trace"), !path.isEmpty else { return nil }
-        let resolved = path.hasPrefix("/") ? path : baseDirectory + "/" + path
-        let text: String
-        do throws(NetlinkError) {
-            text = try readTextFile(atPath: resolved, maximumBytes: ScenarioLimits.maximumTraceFileSize)
-        } catch {
-            self.error("cannot read trace \(escapedForMessage(path)): \(error.explanation)", at: node)
-            return nil
+        let outcome: Result<DeliveryTrace, TraceReadError>
+        if let cached = traces[path] {
+            outcome = cached
+        } else {
+            outcome = TraceReadError.load(path, baseDirectory: baseDirectory, scenarioOwner: scenarioOwner)
+            traces[path] = outcome
         }
-        switch DeliveryTrace.parse(text) {
+        switch outcome {
         case .success(let trace):
             return LinkTrace(path: path, trace: trace)
         case .failure(let problem):
-            self.error("trace \(escapedForMessage(path)): \(problem)", at: node)
+            self.error(problem.message, at: node)
             return nil
         }
     }

@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 import Yams
 
 // Nodes and links: `nodes`, `profiles` and `links`, with their attributes and conditions.

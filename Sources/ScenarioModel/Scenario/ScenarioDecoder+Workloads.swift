@@ -1,5 +1,6 @@
 import Netlink
 import PathMonitor
+import RoamSystem
 import Yams
 
 // Workloads: clients, servers and commands, and what each may name.

@@ -1,5 +1,7 @@
+import Glibc
 import Netlink
 import PathMonitor
+import RoamSystem
 import Yams
 
 /// The fields of one YAML mapping being read: remembers which keys were used, so that the rest
@@ -100,10 +102,16 @@ final class ScenarioDecoder {
 
     /// Where relative paths in the scenario (traces) start.
     let baseDirectory: String
+    /// The owner of the scenario file, when it was read from one: a trace it names is read
+    /// only if that user owns it too, unless it is the caller's own scenario.
+    let scenarioOwner: uid_t?
+    /// Traces read so far, by the path the scenario gives.
+    var traces: [String: Result<DeliveryTrace, TraceReadError>] = [:]
 
-    init(_ diagnostics: DiagnosticCollector, baseDirectory: String = ".") {
+    init(_ diagnostics: DiagnosticCollector, baseDirectory: String = ".", scenarioOwner: uid_t? = nil) {
         self.diagnostics = diagnostics
         self.baseDirectory = baseDirectory
+        self.scenarioOwner = scenarioOwner
     }
 
     func error(_ message: String, at node: Node) {
@@ -136,6 +144,11 @@ final class ScenarioDecoder {
     /// Reports the keys of `fields` that were not read, suggesting the closest known one.
     func finish(_ fields: Fields, known: [String]) {
         for (key, keyNode, _) in fields.untaken {
+            // Past the diagnostics kept, only the count matters: no suggestion is worked out.
+            if diagnostics.isFull {
+                error("", at: keyNode)
+                continue
+            }
             var message = "unknown key '\(escapedForMessage(key))' in \(fields.context)"
             if let guess = suggestion(for: key, among: known) {
                 message += " (did you mean '\(guess)'?)"

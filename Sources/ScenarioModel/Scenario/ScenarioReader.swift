@@ -1,4 +1,5 @@
 import Netlink
+import RoamSystem
 import Yams
 
 /// Reads scenario files: YAML syntax, keys, types, units, ranges and references, every problem
@@ -15,13 +16,13 @@ public enum ScenarioReader {
     /// a regular file of at most ``ScenarioLimits/maximumFileSize`` bytes is read.
     public static func read(contentsOf path: String, displayName: String? = nil) -> Outcome {
         let name = displayName ?? path
-        do throws(NetlinkError) {
+        do throws(SafePathError) {
             let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
             let text = try readTextFile(atPath: path, maximumBytes: ScenarioLimits.maximumFileSize)
             return parse(text, file: name, baseDirectory: directory.isEmpty ? "/" : directory)
         } catch {
             return Outcome(scenario: nil, diagnostics: [ScenarioDiagnostic(.error, file: name, line: 0, column: 0,
-                                                                           message: "cannot read the file: \(error.explanation)")])
+                                                                           message: "cannot read the file: \(error.reason)")])
         }
     }
 
@@ -51,11 +52,49 @@ public enum ScenarioReader {
             collector.error("the file is empty; a scenario needs at least name, duration and nodes", line: 1, column: 1)
             return Outcome(scenario: nil, diagnostics: collector.diagnostics)
         }
+        // Aliases share what they name, so a small file can stand for a huge tree (an anchored
+        // mapping aliased a thousand times, aliases of aliases): refused before it is walked.
+        let budget = maximumValues(forBytes: source.utf8.count)
+        guard valueCount(root, upTo: budget) <= budget else {
+            collector.error("the file's aliases (*name) expand to more than \(budget) values; Roam reads at most 4 per byte of the file "
+                + "(plus 1024): write the repeated parts out, or alias less", line: 1, column: 1)
+            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+        }
         let scenario = ScenarioDecoder(collector, baseDirectory: baseDirectory).scenario(root)
-        let sorted = collector.diagnostics.enumerated().sorted { lhs, rhs in
+        var sorted = collector.diagnostics.enumerated().sorted { lhs, rhs in
             (lhs.element.line, lhs.element.column, lhs.offset) < (rhs.element.line, rhs.element.column, rhs.offset)
         }.map(\.element)
+        if let note = collector.omissionNote { sorted.append(note) }
         return Outcome(scenario: collector.hasErrors ? nil : scenario, diagnostics: sorted)
+    }
+
+    /// The most values (scalars, mappings, lists, with aliases expanded) a file of `bytes` may
+    /// stand for: a file without aliases has fewer than one per byte.
+    static func maximumValues(forBytes bytes: Int) -> Int { 4 * bytes + 1024 }
+
+    /// The values in the tree at `root`, aliases expanded, counted up to just past `limit`.
+    static func valueCount(_ root: Node, upTo limit: Int) -> Int {
+        // Counted as they are found, so that what waits to be walked never exceeds the limit.
+        var count = 1
+        var pending = [root]
+        while let node = pending.popLast() {
+            switch node {
+            case .mapping(let mapping):
+                count += 2 * mapping.count
+                if count > limit { return count }
+                for (key, value) in mapping {
+                    pending.append(key)
+                    pending.append(value)
+                }
+            case .sequence(let sequence):
+                count += sequence.count
+                if count > limit { return count }
+                pending.append(contentsOf: sequence)
+            case .scalar, .alias:
+                break
+            }
+        }
+        return count
     }
 
     private static func report(_ error: YamlError, to collector: DiagnosticCollector) {

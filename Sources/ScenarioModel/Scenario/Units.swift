@@ -1,4 +1,5 @@
 import Netlink
+import RoamSystem
 
 /// Parsers for the units scenario files use: durations (`250ms`, `30s`), rates (`10mbit`,
 /// `512kbit`) and percentages (`0.5%`). Each returns nil with a message when the text is not valid.
@@ -30,9 +31,10 @@ public enum Units {
         return .success(Rate(bitsPerSecond: number * scale))
     }
 
-    /// A percentage, `0.5%`, as a fraction (0.005).
+    /// A percentage, `0.5%`, as a fraction (0.005). The number is written in decimal, as every
+    /// number in a scenario is (`0x10%` and `1e1%` are refused, as rates and durations refuse them).
     public static func percentage(_ text: String) -> Result<Double, UnitError> {
-        guard text.hasSuffix("%"), let number = Double(text.dropLast().trimmingCharacters(in: " ")) else {
+        guard text.hasSuffix("%"), let number = decimal(text.dropLast().trimmingCharacters(in: " ")) else {
             return .failure(UnitError("'\(escapedForMessage(text))' is not a percentage; write it with a % sign: 0.5%, 40%"))
         }
         return .success(number / 100)
@@ -62,8 +64,27 @@ public enum Units {
     private static func split(_ text: String) -> (Double, String)? {
         let trimmed = text.trimmingCharacters(in: " ")
         guard let unitStart = trimmed.firstIndex(where: { $0.isLetter || $0 == "µ" }) else { return nil }
-        guard let number = Double(trimmed[..<unitStart].trimmingCharacters(in: " ")), number.isFinite else { return nil }
+        guard let number = decimal(trimmed[..<unitStart].trimmingCharacters(in: " ")), number.isFinite else { return nil }
         return (number, String(trimmed[unitStart...]))
+    }
+
+    /// A number written in plain decimal: an optional sign, digits, and an optional fraction
+    /// (`12`, `-5`, `0.5`, `.5`); not hexadecimal, not an exponent, not `inf` or `nan`.
+    static func decimal(_ text: String) -> Double? {
+        var scalars = Substring(text).unicodeScalars[...]
+        if let first = scalars.first, first == "+" || first == "-" { scalars = scalars.dropFirst() }
+        var digits = 0, points = 0
+        for scalar in scalars {
+            if ("0"..."9").contains(scalar) {
+                digits += 1
+            } else if scalar == ".", points == 0 {
+                points += 1
+            } else {
+                return nil
+            }
+        }
+        guard digits > 0 else { return nil }
+        return Double(text)
     }
 }
 

@@ -1,6 +1,7 @@
 import CRoamLinux
 import Glibc
 import Netlink
+import RoamSystem
 import ScenarioModel
 
 /// The kernel backend: each link is a veth pair; each direction is shaped on its sending side by
@@ -175,8 +176,8 @@ public enum DelayDistributionTable {
         for directory in directories {
             let path = "\(directory)/\(distribution.rawValue).dist"
             guard access(path, R_OK) == 0 else { continue }
-            do throws(NetlinkError) {
-                return try parse(readTextFile(atPath: path, maximumBytes: 1 << 20))
+            do throws(SafePathError) {
+                return try parse(RoamSystem.readTextFile(atPath: path, maximumBytes: 1 << 20))
             } catch {
                 throw SimulatorError(.environment, "read the \(distribution.rawValue) delay distribution: \(error)")
             }

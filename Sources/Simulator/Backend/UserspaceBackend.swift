@@ -15,14 +15,17 @@ public final class UserspaceBackend: LinkBackend {
 
     /// Where decision logs and captures go, and which to write.
     public struct Recording: Sendable {
-        public var directory: String
+        public var directory: SecureDirectory
         public var decisionLogs: Bool
         public var capturedLinks: Set<String>
+        /// How much the logs and captures may hold.
+        public var budget: OutputBudget
 
-        public init(directory: String, decisionLogs: Bool, capturedLinks: Set<String>) {
+        public init(directory: SecureDirectory, decisionLogs: Bool, capturedLinks: Set<String>, budget: OutputBudget = OutputBudget()) {
             self.directory = directory
             self.decisionLogs = decisionLogs
             self.capturedLinks = capturedLinks
+            self.budget = budget
         }
     }
 
@@ -81,8 +84,12 @@ public final class UserspaceBackend: LinkBackend {
                 var decisions: BufferedFile?
                 var capture: PcapWriter?
                 if let recording {
-                    if recording.decisionLogs { decisions = try BufferedFile(path: "\(recording.directory)/decisions-\(name).log") }
-                    if recording.capturedLinks.contains(link.name) { capture = try PcapWriter(path: "\(recording.directory)/capture-\(name).pcap") }
+                    if recording.decisionLogs {
+                        decisions = try BufferedFile(directory: recording.directory, name: "decisions-\(name).log", budget: recording.budget)
+                    }
+                    if recording.capturedLinks.contains(link.name) {
+                        capture = try PcapWriter(directory: recording.directory, name: "capture-\(name).pcap", budget: recording.budget)
+                    }
                 }
                 directions.append(LinkEmulator.Direction(
                     link: index,

@@ -27,7 +27,15 @@ final class RunSession {
     let seed: UInt64
     let runID: String
     let plan: TopologyPlan
+    /// The report directory as the user named it (or `roam-reports/NAME-RUNID`), for messages.
     let directory: String
+    /// The report directory, held open: every file of the report is written through it.
+    let report: SecureDirectory
+    /// What the run's own files (command output, decision logs, captures) may hold.
+    let outputBudget: OutputBudget
+    /// Kills the commands' process groups if the run dies without stopping them (started by
+    /// the first command).
+    let watchdog = ProcessGroupWatchdog()
     let schedule: TimelineSchedule
     /// Ends waits at once: the runner signals it on cancel and finish.
     let stop: EventSignal
@@ -51,7 +59,7 @@ final class RunSession {
     private var threads: [PinnedThread] = []
     private var player: TimelinePlayer?
     /// Where a rootless run noted its process for the host, until torn down.
-    private var hostRegistration: String?
+    private var hostRegistration: RunRegistry?
 
     /// Checks what can be checked before anything is built: root, the scenario's own
     /// consistency, descriptors, programs, the backend; then plans the topology and makes the
@@ -79,11 +87,16 @@ final class RunSession {
         self.options = options
         self.stop = stop
         seed = options.seed ?? scenario.seed
-        runID = RunRegistry.newRunID()
+        runID = options.runID ?? RunRegistry.newRunID(avoiding: options.hostRegistry)
         plan = try TopologyPlan(scenario: scenario, runID: runID)
-        directory = options.reportDirectory ?? "roam-reports/\(ScenarioRunner.pathComponent(scenario.name))-\(runID)"
+        directory = options.reportDirectory ?? ScenarioRunner.defaultReportDirectory(scenario: scenario.name, runID: runID)
         schedule = TimelineSchedule(scenario: scenario)
-        try ScenarioRunner.makeDirectory(directory)
+        if let opened = options.openedReportDirectory {
+            report = opened
+        } else {
+            report = try ScenarioRunner.openReportDirectory(options.reportDirectory, scenario: scenario.name, runID: runID)
+        }
+        outputBudget = OutputBudget(perFile: options.outputLimits.perFile, total: options.outputLimits.total)
     }
 
     /// Releases what the phases made, the last made first: the timeline player, the workloads
@@ -98,6 +111,7 @@ final class RunSession {
         threads = []
         for (driver, _) in drivers { driver.finish() }
         drivers = []
+        watchdog.stop()
         // Stop following first, so that no late path update adds endpoints back.
         for subscription in following { subscription.cancel() }
         following = []
@@ -112,8 +126,8 @@ final class RunSession {
         backend = nil
         topology?.teardown()
         topology = nil
-        if let directory = hostRegistration {
-            RunRegistry.unregister(runID, in: directory)
+        if let registry = hostRegistration {
+            registry.unregister(runID)
             hostRegistration = nil
         }
     }
@@ -128,14 +142,19 @@ final class RunSession {
             backend = NetemBackend(plan: plan, seed: seed)
         case .userspace:
             backend = UserspaceBackend(plan: plan, seed: seed, recording: UserspaceBackend.Recording(
-                directory: directory, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name))))
+                directory: report, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name)),
+                budget: outputBudget))
         }
         let topology = try Topology.build(plan, backend: backend)
         self.topology = topology
         self.backend = backend
-        if let directory = options.hostRegistryDirectory {
-            try RunRegistry.register(runID, in: directory)
-            hostRegistration = directory
+        if let registry = options.hostRegistry {
+            do throws(SafePathError) {
+                try registry.register(runID)
+            } catch {
+                throw SimulatorError(.environment, "cannot note run \(runID) for roam exec: \(error.message)")
+            }
+            hostRegistration = registry
         }
         try backend.start(topology)
         let captured = scenario.links.filter(\.capture).map(\.name)
@@ -192,7 +211,7 @@ final class RunSession {
     /// Sets time zero (``ScenarioRunner/lead`` from now) and writes the timeline's first events:
     /// the run, the links' initial conditions, and the paths the monitors published so far.
     func startLog() throws(SimulatorError) -> RunLog {
-        let log = try RunLog(start: .now + ScenarioRunner.lead, path: directory + "/timeline.jsonl")
+        let log = try RunLog(start: .now + ScenarioRunner.lead, directory: report)
         self.log = log
         wallStart = RFC3339.now()
         log.record(.run(.started(scenario: scenario.name, runID: runID, seed: seed, backend: selection.kind.rawValue, duration: scenario.duration)),
@@ -284,7 +303,7 @@ final class RunSession {
                 workload: workload, index: index, runID: runID, serverNamespace: serverNamespace,
                 clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddresses: workload.family.families.map { $0 == .ipv4 ? server.serviceIPv4 : server.serviceIPv6 }, log: log,
                 stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
-                reportDirectory: directory, environment: environment)
+                reportDirectory: directory, report: report, outputBudget: outputBudget, watchdog: watchdog, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
             if let client = workload.connectingNode, let monitor = monitorOf[client] {
                 if case .command = workload.kind {} else {
@@ -419,10 +438,18 @@ final class RunSession {
             endedAt: endedAt)
         report.multipath = transport
         log.record(.run(cancelled ? .cancelled(passed: report.passed) : .ended(passed: report.passed)))
-        try ScenarioRunner.write(report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount),
-                                 to: directory + "/summary.json")
+        for file in outputBudget.filesCut {
+            report.notes.append("\(file) was cut short: the run's files may hold \(byteCountDescription(Int(outputBudget.perFile))) each and "
+                + "\(byteCountDescription(Int(outputBudget.total))) together (roam run --max-file-size, --max-output-size)")
+        }
+        do throws(SafePathError) {
+            try self.report.replaceFile(named: "summary.json",
+                                        contents: (report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount).serialized + "\n").utf8)
+        } catch {
+            throw SimulatorError(error)
+        }
         do {
-            try HTMLReport.write(directory: directory)
+            try HTMLReport.write(to: self.report)
         } catch {
             throw SimulatorError(.environment, "cannot write the run's HTML report: \(error.message)")
         }

@@ -42,9 +42,28 @@ public struct RunOptions: Sendable {
     public var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.
     public var multipath: MultipathTransport = .auto
-    /// For a rootless run (``Rootless``): the directory, seen from the host, where the run also
+    /// What the run's own files may hold: each command's output, decision log and capture, and
+    /// all of them together. What does not fit is left out and noted in the report.
+    public var outputLimits = OutputLimits()
+
+    /// For a rootless run (``Rootless``): the registry, opened on the host, where the run also
     /// notes its process, so that `roam exec RUN NODE` finds its namespaces from another shell.
-    public var hostRegistryDirectory: String?
+    package var hostRegistry: RunRegistry?
+    /// The run id, when chosen before the run (a rootless `roam run` chooses it on the host).
+    package var runID: String?
+    /// The report directory, when opened before the run (a rootless `roam run` opens it on the
+    /// host, before its private mount namespace hides the host's `/run`).
+    package var openedReportDirectory: SecureDirectory?
+
+    public init() {}
+}
+
+/// The bounds of a run's own files (see ``RunOptions/outputLimits``).
+public struct OutputLimits: Sendable, Hashable {
+    /// The most one file may hold (default 64 MiB).
+    public var perFile: Int64 = OutputBudget.defaultPerFile
+    /// The most all of them together may hold (default 1 GiB).
+    public var total: Int64 = OutputBudget.defaultTotal
 
     public init() {}
 }
@@ -289,30 +308,32 @@ public final class ScenarioRunner: Sendable {
         return values
     }
 
-    static func makeDirectory(_ path: String) throws(SimulatorError) {
-        var prefix = path.hasPrefix("/") ? "/" : ""
-        for component in path.split(separator: "/") {
-            prefix += component
-            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
-                throw SimulatorError(.environment, "cannot create the report directory \(path): \(Errno.current.description)")
+    /// `roam-reports/NAME-RUNID`, where a run's report goes unless told otherwise.
+    package static func defaultReportDirectory(scenario: String, runID: String) -> String {
+        "roam-reports/\(pathComponent(scenario))-\(runID)"
+    }
+
+    /// Opens the report directory of a run, made if missing: `path`, or
+    /// ``defaultReportDirectory(scenario:runID:)`` (whose last directory must be the caller's).
+    /// Every component is opened without following a link another user could have planted
+    /// (``SecureDirectory``), and every file of the report is then written through it.
+    package static func openReportDirectory(_ path: String?, scenario: String, runID: String) throws(SimulatorError) -> SecureDirectory {
+        let directory: SecureDirectory
+        do throws(SafePathError) {
+            if let path {
+                directory = try SecureDirectory.open(path, creating: 0o755)
+            } else {
+                let reports = try SecureDirectory.open("roam-reports", creating: 0o755)
+                directory = try reports.directory(named: "\(pathComponent(scenario))-\(runID)", creating: 0o755, requirement: .ownedByCaller)
             }
-            prefix += "/"
-        }
-        guard access(path, W_OK) == 0 else {
-            throw SimulatorError(.environment, "cannot write to the report directory \(path): \(Errno.current.description)")
-        }
-    }
-
-    static func write(_ value: JSONValue, to path: String) throws(SimulatorError) {
-        try write(text: value.serialized + "\n", to: path)
-    }
-
-    static func write(text: String, to path: String) throws(SimulatorError) {
-        do {
-            try writeFile(atPath: path, contents: text)
         } catch {
-            throw SimulatorError("cannot write \(path)", error)
+            throw SimulatorError(.environment, "cannot use the report directory: \(error.message)")
         }
+        guard directory.isWritable else {
+            throw SimulatorError(.environment, "cannot write to the report directory \(escapedForMessage(directory.path, maximumLength: 256)): "
+                + "\(Errno.current.description)")
+        }
+        return directory
     }
 }
 

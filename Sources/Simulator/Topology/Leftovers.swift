@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamSystem
 
 /// Finds and removes what runs, demos, benchmarks and tests left behind when they were killed:
 /// namespaces whose owner is gone, and the processes still inside them.
@@ -8,34 +9,34 @@ public enum Leftovers {
         public var namespaces: [String] = []
         public var processes: [pid_t] = []
         public var failures: [String] = []
+        /// Notes of ended runs removed from root's registry.
+        public var notes: [String] = []
     }
 
-    /// The owner of a Roam namespace, from its name: a registered run, or the process id
-    /// embedded in the names of demo, benchmark and test namespaces.
-    static func owner(ofNamespace name: String) -> (known: Bool, pid: pid_t?) {
+    /// Whether the owner of a Roam namespace still runs, from its name: a run noted in root's
+    /// registry (checked as ``RunRegistry`` checks notes), or the process id embedded in the
+    /// names of demo, benchmark and test namespaces. Nil for a name that is not Roam's.
+    static func ownerIsAlive(ofNamespace name: String, registry: RunRegistry?) -> Bool? {
         let parts = name.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count >= 3, parts[0] == "roam" else { return (false, nil) }
+        guard parts.count >= 3, parts[0] == "roam" else { return nil }
         switch parts[1] {
         case "test", "bench", "demo":
-            return (true, pid_t(parts[2]))
+            guard let pid = pid_t(parts[2]), pid > 0 else { return false }
+            return pid == getpid() || kill(pid, 0) == 0 || errno == EPERM
         default:
-            guard parts[1].count == 6, parts[1].allSatisfy(\.isHexDigit) else { return (false, nil) }
-            return (true, RunRegistry.owner(of: parts[1]))
+            guard RunRegistry.isRunID(parts[1]) else { return nil }
+            return registry?.note(of: parts[1]).process != nil
         }
     }
 
     /// The Roam namespaces whose owner is no longer running.
     public static func find() -> [String] {
-        NetworkNamespace.list().filter { name in
-            let owner = owner(ofNamespace: name)
-            guard owner.known else { return false }
-            guard let pid = owner.pid else { return true }
-            return pid != getpid() && !RunRegistry.isAlive(pid)
-        }
+        let registry = try? RunRegistry.root(creating: false)
+        return NetworkNamespace.list().filter { ownerIsAlive(ofNamespace: $0, registry: registry) == false }
     }
 
     /// Removes leftovers: kills processes inside leftover namespaces, deletes the namespaces,
-    /// and drops registrations of runs that are gone.
+    /// and drops the notes of runs that are gone.
     public static func remove() -> Report {
         var report = Report()
         for name in find() {
@@ -50,15 +51,8 @@ public enum Leftovers {
                 report.failures.append("\(name): \(error)")
             }
         }
-        if let directory = opendir(RunRegistry.directory) {
-            defer { closedir(directory) }
-            var stale: [String] = []
-            while let entry = readdir(directory) {
-                let id = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-                guard id.count == 6, let pid = RunRegistry.owner(of: id), !RunRegistry.isAlive(pid) else { continue }
-                stale.append(id)
-            }
-            for id in stale { RunRegistry.unregister(id) }
+        if let registry = try? RunRegistry.root(creating: false) {
+            report.notes = registry.removeEnded()
         }
         return report
     }

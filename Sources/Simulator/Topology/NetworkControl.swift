@@ -1,4 +1,5 @@
 import Netlink
+import RoamSystem
 
 /// What a topology and the netem backend do through one node's route socket: the seam that
 /// lets their plans be checked without root (``Topology/build(_:backend:control:)`` with a
@@ -54,10 +55,14 @@ package struct KernelNetworkControl: NetworkControl {
     }
 
     package func register(run runID: String) throws(SimulatorError) {
-        try RunRegistry.register(runID)
+        do throws(SafePathError) {
+            try RunRegistry.root(creating: true).register(runID)
+        } catch {
+            throw SimulatorError(.environment, "cannot note run \(runID) for roam cleanup: \(error.message)")
+        }
     }
 
     package func unregister(run runID: String) {
-        RunRegistry.unregister(runID)
+        (try? RunRegistry.root(creating: false))?.unregister(runID)
     }
 }

@@ -41,15 +41,15 @@ public final class RunLog: Sendable {
     }
     private let state: Mutex<State>
 
-    /// Logs to `path` (created or truncated); nil logs to memory only.
-    public init(start: MonotonicInstant, path: String?) throws(SimulatorError) {
+    /// Logs to `timeline.jsonl` in `directory` (a new file); nil logs to memory only.
+    public init(start: MonotonicInstant, directory: SecureDirectory?) throws(SimulatorError) {
         self.start = start
         var file: FileDescriptor?
-        if let path {
+        if let directory {
             do {
-                file = try createFile(atPath: path)
+                file = try directory.createFile(named: "timeline.jsonl")
             } catch {
-                throw SimulatorError("cannot write \(path)", error)
+                throw SimulatorError(error)
             }
         }
         state = Mutex(State(file: file))

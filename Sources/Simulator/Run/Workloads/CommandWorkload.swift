@@ -28,7 +28,7 @@ final class CommandWorkload: WorkloadDriver {
         // mptcpize preloads a library that turns the program's TCP sockets into MPTCP.
         self.arguments = context.workload.mptcpize ? ["mptcpize", "run"] + arguments : arguments
         extraEnvironment = environment
-        let base = context.reportDirectory + "/" + context.workload.name
+        let base = context.report.child(context.workload.name)
         outcome = Mutex(CommandStatistics(arguments: arguments, stdoutPath: base + ".stdout", stderrPath: base + ".stderr"))
     }
 
@@ -42,40 +42,69 @@ final class CommandWorkload: WorkloadDriver {
         return values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
     }
 
-    private func spawn() -> pid_t? {
-        let output: FileDescriptor, errors: FileDescriptor
-        do {
-            output = try createFile(atPath: outcome.withLock { $0.stdoutPath })
-            do {
-                errors = try createFile(atPath: outcome.withLock { $0.stderrPath })
-            } catch {
-                try? output.close()
-                throw error
+    /// Starts the command with its output going, through pipes, into `NAME.stdout` and
+    /// `NAME.stderr` in the report (a new file each, under the run's output budget), and its
+    /// process group watched by the run's watchdog.
+    private func spawn() -> (pid: pid_t, output: CommandOutput)? {
+        let name = context.workload.name
+        var streams: [CommandOutput.Stream] = []
+        var writeEnds: [FileDescriptor] = []
+        func closeAll() {
+            for stream in streams {
+                try? stream.pipe.close()
+                try? stream.file.close()
             }
-        } catch {
-            spawnError.withLock { $0 = "cannot write the command's output to \(context.reportDirectory): \(error)" }
-            return nil
+            for end in writeEnds { try? end.close() }
         }
-        defer {
-            try? output.close()
-            try? errors.close()
+        for suffix in ["stdout", "stderr"] {
+            do throws(SafePathError) {
+                let file = try context.report.createFile(named: "\(name).\(suffix)")
+                do {
+                    let pipe = try makePipe()
+                    streams.append(CommandOutput.Stream(pipe: pipe.readEnd, file: file, name: "\(name).\(suffix)"))
+                    writeEnds.append(pipe.writeEnd)
+                } catch {
+                    try? file.close()
+                    closeAll()
+                    spawnError.withLock { $0 = "cannot make a pipe for the command's output: \(error)" }
+                    return nil
+                }
+            } catch {
+                closeAll()
+                spawnError.withLock { $0 = "cannot write the command's output: \(error.message)" }
+                return nil
+            }
         }
         let result: Result<pid_t, Errno>
         do {
             // Its own process group, so that its children are signalled with it.
             result = try context.serverNamespace.perform {
                 Result { () throws(Errno) in
-                    try spawnProcess(arguments, environment: environment, standardOutput: output, standardError: errors, newProcessGroup: true)
+                    try spawnProcess(arguments, environment: environment, standardOutput: writeEnds[0], standardError: writeEnds[1], newProcessGroup: true)
                 }
             }
         } catch {
+            closeAll()
             spawnError.withLock { $0 = "cannot enter node '\(context.workload.from)': \(error)" }
             return nil
         }
+        for end in writeEnds { try? end.close() }
+        writeEnds = []
         switch result {
         case .success(let pid):
-            return pid
+            context.watchdog.watch(pid)
+            do {
+                let output = try CommandOutput(streams, budget: context.outputBudget)
+                return (pid, output)
+            } catch {
+                kill(-pid, SIGKILL)
+                _ = try? waitForExit(pid)
+                context.watchdog.forget(pid)
+                spawnError.withLock { $0 = error.message }
+                return nil
+            }
         case .failure(let error):
+            closeAll()
             let reason = error == .noSuchFileOrDirectory ? "no such program (looked in PATH)" : error.description
             spawnError.withLock { $0 = "cannot run \(arguments[0]): \(reason)" }
             return nil
@@ -125,9 +154,13 @@ final class CommandWorkload: WorkloadDriver {
         let started = MonotonicInstant.now
         let countersBefore = nodeCounters()
         let events = mptcpEvents()
-        guard let pid = spawn() else {
+        guard let (pid, output) = spawn() else {
             context.log.record(.command(RunEvent.Command(workload: name, phase: .failed(error: spawnError.withLock { $0 ?? "" }))))
             return
+        }
+        defer {
+            output.finish()
+            context.watchdog.forget(pid)
         }
         context.log.record(.command(RunEvent.Command(workload: name, phase: .started(pid: pid, node: context.workload.from))))
         let exited: EventSignal

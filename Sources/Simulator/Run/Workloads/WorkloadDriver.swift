@@ -27,7 +27,13 @@ struct WorkloadContext: Sendable {
     var stop: EventSignal
     var startAt: MonotonicInstant
     var stopAt: MonotonicInstant
+    /// The report directory as named, and held open (command output is written through it).
     var reportDirectory: String
+    var report: SecureDirectory
+    /// What command output may hold.
+    var outputBudget: OutputBudget
+    /// Kills the commands' process groups if the run dies without stopping them.
+    var watchdog: ProcessGroupWatchdog
     /// Environment variables describing the topology, for commands.
     var environment: [String: String]
     /// The client node's path as its monitor last published it (for multipath modes).

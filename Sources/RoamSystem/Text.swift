@@ -1,7 +1,7 @@
 // Helpers for text that comes from outside (files, flags) and goes back out in messages.
 
 /// `32 MiB`, `64 KiB` or `100 bytes`.
-public func byteCountDescription(_ count: Int) -> String {
+package func byteCountDescription(_ count: Int) -> String {
     if count >= 1 << 20, count % (1 << 20) == 0 { return "\(count >> 20) MiB" }
     if count >= 1 << 10, count % (1 << 10) == 0 { return "\(count >> 10) KiB" }
     return "\(count) bytes"
@@ -9,7 +9,7 @@ public func byteCountDescription(_ count: Int) -> String {
 
 /// The lines of `text`: split at LF, CR LF or CR (and NEL, LS, PS), as YAML counts lines, so
 /// that a file written on Windows has the same lines, and line numbers, as on Linux.
-public func textLines(_ text: String) -> [Substring] {
+package func textLines(_ text: String) -> [Substring] {
     // By UTF-8 bytes: splitting by Characters (grapheme clusters) is several times slower, and
     // a CR LF pair is one Character, which a split at "\n" would miss.
     var lines: [Substring] = []
@@ -45,7 +45,7 @@ public func textLines(_ text: String) -> [Substring] {
 /// `text` made safe to quote in a one-line message: control characters (a newline of a block
 /// scalar, a tab, a NUL) written as escapes, and anything longer than `maximumLength`
 /// characters cut with `…`, so that a message about a value stays one readable line.
-public func escapedForMessage(_ text: some StringProtocol, maximumLength: Int = 80) -> String {
+package func escapedForMessage(_ text: some StringProtocol, maximumLength: Int = 80) -> String {
     var result = ""
     var count = 0
     for scalar in text.unicodeScalars {
