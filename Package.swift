@@ -61,7 +61,8 @@ let package = Package(
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
         .target(name: "Simulator", dependencies: ["ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "PathMonitor", "Netlink"]),
+        .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "PathMonitor", "Netlink", "RoamSystem",
+                                                       .product(name: "Yams", package: "Yams")]),
         .executableTarget(
             name: "roam",
             dependencies: [

@@ -4,6 +4,7 @@ import RoamReport
 import RoamSystem
 import ScenarioModel
 import Simulator
+import Yams
 
 /// The fuzz targets of Roam's input readers: each takes arbitrary bytes, runs them through a
 /// reader as `roam` would, and checks what must hold whatever the input. A violation stops the
@@ -23,6 +24,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A run's `summary.json` and `timeline.jsonl` (`roam report`), rendered to HTML. The input
     /// holds both, split at the first NUL byte.
     case report
+    /// A scenario exported to Chaos Mesh (`roam export`): the YAML reads back, its notes are
+    /// bounded, and its size is bounded by the timeline's changes, not by the input's tricks.
+    case export
+    /// `roam import mahimahi`: a trace's file name and its text, split at the first NUL byte,
+    /// made into a profile that reads back as exactly one profile (no YAML of the name's making).
+    case `import`
+    /// Two runs compared in one page (`roam report A B`): summary, timeline, summary, timeline,
+    /// split at NUL bytes; one script, the page's own, and a size bounded by the input's.
+    case compare
+    /// The scenario reader's diagnostics: however many problems and however long the lines,
+    /// at most 100 are kept (and a count of the rest), and what they print is bounded by a
+    /// constant, whatever the input.
+    case diagnostics
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -33,6 +47,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .interfaces: Self.interfaces(text)
         case .json: Self.json(text)
         case .report: Self.report(bytes)
+        case .export: Self.export(text)
+        case .import: Self.importProfile(bytes)
+        case .compare: Self.compare(bytes)
+        case .diagnostics: Self.diagnostics(text)
         }
     }
 
@@ -101,5 +119,65 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let html = HTMLReport.render(run)
         precondition(html.hasPrefix("<!DOCTYPE html>") || html.hasPrefix("<!doctype html>"), "the report is not a page")
         _ = HTMLReport.render(comparing: run, run)
+    }
+
+    /// `bytes` split at NUL bytes into at most `count` texts.
+    static func parts(_ bytes: UnsafeRawBufferPointer, _ count: Int) -> [String] {
+        bytes.split(separator: 0, maxSplits: count - 1, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func export(_ text: String) {
+        guard let scenario = ScenarioReader.parse(text, file: "fuzz.yaml", baseDirectory: "/nonexistent-roam-fuzz").scenario,
+              let result = try? ChaosMeshExport.export(scenario) else { return }
+        let changes = TimelineSchedule(scenario: scenario).changes.count
+        // A step is a few hundred bytes; a link's objects a few kilobytes.
+        let bound = 4096 * (changes + 2 * scenario.links.count + 4)
+        precondition(result.yaml.utf8.count <= bound, "the export is \(result.yaml.utf8.count) bytes for \(changes) changes")
+        precondition(result.notes.count <= 101, "\(result.notes.count) notes")
+        for line in result.yaml.split(separator: "\n") where line.hasPrefix("#") {
+            precondition(!line.contains("\r") && !line.unicodeScalars.contains { $0.value == 0x85 || $0.value == 0x2028 || $0.value == 0x2029 },
+                         "a comment line breaks: \(line.prefix(200))")
+        }
+        // What it writes, YAML reads back: as many documents as it says.
+        guard let documents = try? Yams.load_all(yaml: result.yaml) else {
+            preconditionFailure("the export is not YAML: \(result.yaml.prefix(300))")
+        }
+        precondition(documents.reduce(0) { count, _ in count + 1 } == result.manifests, "the export's documents differ from its count")
+    }
+
+    static func importProfile(_ bytes: UnsafeRawBufferPointer) {
+        let split = parts(bytes, 2)
+        let name = split[0], traceText = split.count > 1 ? split[1] : ""
+        guard case .success(let trace) = DeliveryTrace.parse(Array(traceText.utf8)) else { return }
+        let summary = MahimahiImport.summarize(trace)
+        let yaml = MahimahiImport.profileYAML(name: "lab", upPath: "up.trace", downPath: "down.trace", up: summary, down: summary, type: "cellular",
+                                              delay: .milliseconds(20), loss: 0.01, sources: (name, name))
+        guard let document = try? Yams.load(yaml: yaml) as? [String: Any] else {
+            preconditionFailure("the profile is not a YAML mapping: \(yaml.prefix(300))")
+        }
+        precondition(Array(document.keys) == ["profiles"], "the profile holds keys of the file name's making: \(document.keys.sorted())")
+        precondition((document["profiles"] as? [String: Any])?.keys.sorted() == ["lab"], "more than one profile")
+    }
+
+    static func compare(_ bytes: UnsafeRawBufferPointer) {
+        let split = parts(bytes, 4)
+        guard split.count == 4,
+              let a = try? RecordedRun.parse(directory: "a", summary: split[0], timeline: split[1]),
+              let b = try? RecordedRun.parse(directory: "b", summary: split[2], timeline: split[3]) else { return }
+        let html = HTMLReport.render(comparing: a, b)
+        precondition(html.components(separatedBy: "<script").count == 2, "a script of the data's making")
+        // Escaping at most multiplies by six (`&quot;`); charts and tables add a bounded amount per value.
+        precondition(html.utf8.count <= 64 * bytes.count + 256 * 1024, "the page is \(html.utf8.count) bytes for \(bytes.count) of input")
+    }
+
+    static func diagnostics(_ text: String) {
+        let outcome = ScenarioReader.parse(text, file: "fuzz.yaml", baseDirectory: "/nonexistent-roam-fuzz")
+        precondition(outcome.diagnostics.count <= 101, "\(outcome.diagnostics.count) diagnostics kept")
+        let printed = outcome.diagnostics.reduce(0) { $0 + $1.description.utf8.count }
+        // 101 diagnostics of at most a 4 KiB message, a 120-character window and a caret each.
+        precondition(printed <= 101 * (4096 * 4 + 1024), "the diagnostics print \(printed) bytes")
+        for diagnostic in outcome.diagnostics {
+            precondition((diagnostic.sourceLine?.unicodeScalars.count ?? 0) <= 200, "a diagnostic holds \(diagnostic.sourceLine?.count ?? 0) characters of its line")
+        }
     }
 }

@@ -193,9 +193,18 @@ extension Page {
         rows.append(("result", value(a) { ($0["passed"]?.boolValue ?? false) ? "pass" : "FAIL" }, value(b) { ($0["passed"]?.boolValue ?? false) ? "pass" : "FAIL" }))
         rows.append(("backend, seed", value(a) { "\($0["backend"]?.stringValue ?? "?"), \($0["seed"]?.intValue ?? 0)" },
                      value(b) { "\($0["backend"]?.stringValue ?? "?"), \($0["seed"]?.intValue ?? 0)" }))
+        // Each run's workloads by name, looked up once each: linear in the workloads.
+        func byName(_ model: ReportModel) -> [String: JSONValue] {
+            var result: [String: JSONValue] = [:]
+            for workload in model.run.summary["workloads"]?.arrayValue ?? [] {
+                if let name = workload["name"]?.stringValue, result[name] == nil { result[name] = workload }
+            }
+            return result
+        }
+        let (summariesA, summariesB) = (byName(a), byName(b))
         for name in HTMLReport.ordered([a.workloads.map(\.name), b.workloads.map(\.name)]) {
-            func figure(_ model: ReportModel, _ pick: (JSONValue) -> String?) -> String {
-                guard let workload = model.run.summary["workloads"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else { return "–" }
+            func figure(_ summaries: [String: JSONValue], _ pick: (JSONValue) -> String?) -> String {
+                guard let workload = summaries[name] else { return "–" }
                 return pick(workload) ?? "–"
             }
             let picks: [(String, (JSONValue) -> String?)] = [
@@ -210,7 +219,7 @@ extension Page {
                 ("exit code", { w in w["command"].flatMap { $0["exitCode"]?.intValue.map(String.init) } }),
             ]
             for (label, pick) in picks {
-                let left = figure(a, pick), right = figure(b, pick)
+                let left = figure(summariesA, pick), right = figure(summariesB, pick)
                 if left == "–" && right == "–" { continue }
                 rows.append(("\(name): \(label)", left, right))
             }

@@ -34,17 +34,24 @@ public enum HTMLReport {
         for (model, tag) in zip(models, tags) { page.header(model, tag: tag) }
         page.raw("</div>")
         page.comparison(models[0], models[1])
+        // Looked up by name, not searched: linear in the links, workloads and nodes.
+        func index<T>(_ items: [T], _ name: (T) -> String) -> [String: T] {
+            Dictionary(items.map { (name($0), $0) }, uniquingKeysWith: { first, _ in first })
+        }
         page.section("Links")
+        let links = models.map { index($0.links, \.name) }
         for name in ordered(models.map { $0.links.map(\.name) }) {
-            for (model, tag) in zip(models, tags) { if let link = model.links.first(where: { $0.name == name }) { page.link(link, tag: tag) } }
+            for (byName, tag) in zip(links, tags) { if let link = byName[name] { page.link(link, tag: tag) } }
         }
         page.section("Workloads")
+        let workloads = models.map { index($0.workloads, \.name) }
         for name in ordered(models.map { $0.workloads.map(\.name) }) {
-            for (model, tag) in zip(models, tags) { if let workload = model.workloads.first(where: { $0.name == name }) { page.workload(workload, tag: tag) } }
+            for (byName, tag) in zip(workloads, tags) { if let workload = byName[name] { page.workload(workload, tag: tag) } }
         }
         page.section("Paths")
+        let nodes = models.map { index($0.nodes, \.name) }
         for name in ordered(models.map { $0.nodes.map(\.name) }) {
-            for (model, tag) in zip(models, tags) { if let node = model.nodes.first(where: { $0.name == name }) { page.node(node, tag: tag) } }
+            for (byName, tag) in zip(nodes, tags) { if let node = byName[name] { page.node(node, tag: tag) } }
         }
         for (model, tag) in zip(models, tags) { page.expectations(model, tag: tag) }
         return page.finish()

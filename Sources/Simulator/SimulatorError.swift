@@ -17,11 +17,14 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
     /// A message a user can act on.
     public var message: String
     public var underlying: NetlinkError?
+    /// The line of the scenario file the problem is at, when it is at one.
+    public var line: Int?
 
-    public init(_ code: Code, _ message: String, underlying: NetlinkError? = nil) {
+    public init(_ code: Code, _ message: String, underlying: NetlinkError? = nil, line: Int? = nil) {
         self.code = code
         self.message = message
         self.underlying = underlying
+        self.line = line.flatMap { $0 > 0 ? $0 : nil }
     }
 
     /// Wraps a netlink failure of `what`, classifying missing privileges as an environment problem.

@@ -85,12 +85,14 @@ struct ExportCommand: ParsableCommand {
         for selector in selectors {
             let parts = selector.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2, nodes.contains(parts[0]) else {
-                throw ValidationError("--select \(selector): expected NODE=KEY=VALUE with one of the nodes \(nodes.sorted().joined(separator: ", "))")
+                throw ValidationError("--select \(escapedForMessage(selector)): expected NODE=KEY=VALUE with one of the nodes \(nodes.sorted().joined(separator: ", "))")
             }
             var labels: [String: String] = [:]
             for pair in parts[1].split(separator: ",") {
                 let keyValue = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                guard keyValue.count == 2, !keyValue[0].isEmpty else { throw ValidationError("--select \(selector): '\(pair)' is not KEY=VALUE") }
+                guard keyValue.count == 2, !keyValue[0].isEmpty else {
+                    throw ValidationError("--select \(escapedForMessage(selector)): '\(escapedForMessage(pair))' is not KEY=VALUE")
+                }
                 guard Self.isLabelKey(keyValue[0]), Self.isLabelValue(keyValue[1]) else {
                     throw ValidationError("--select \(escapedForMessage(selector)): '\(escapedForMessage(pair))' is not a Kubernetes label: keys and values are "
                         + "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit (a key may have a DNS prefix and '/')")
@@ -102,7 +104,7 @@ struct ExportCommand: ParsableCommand {
         for device in devices {
             let parts = device.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2, links.contains(parts[0]), !parts[1].isEmpty else {
-                throw ValidationError("--device \(device): expected LINK=DEVICE with one of the links \(links.sorted().joined(separator: ", "))")
+                throw ValidationError("--device \(escapedForMessage(device)): expected LINK=DEVICE with one of the links \(links.sorted().joined(separator: ", "))")
             }
             // An interface name: 1 to 15 bytes, no '/', ':' or white space (as the kernel's dev_valid_name).
             guard parts[1].utf8.count <= 15, parts[1] != ".", parts[1] != "..",
@@ -112,7 +114,7 @@ struct ExportCommand: ParsableCommand {
             options.devices[parts[0]] = parts[1]
         }
         guard case .success(let step) = Units.duration(resolution), step > .zero, step <= ScenarioLimits.maximumDuration else {
-            throw ValidationError("--resolution \(resolution): expected a duration such as 500ms or 1s")
+            throw ValidationError("--resolution \(escapedForMessage(resolution)): expected a duration from 1ns to \(ScenarioLimits.maximumDuration.roamDescription), such as 500ms or 1s")
         }
         options.resolution = step
         let result: ChaosMeshExport.Result

@@ -41,11 +41,19 @@ struct MonitorCommand: ParsableCommand {
     var interfaces: String?
 
     func validate() throws {
+        // A name under /run/netns, as `ip netns` makes them: no path, no control characters.
+        if let netns, netns.isEmpty || netns == "." || netns == ".." || netns.utf8.count > 255
+            || netns.unicodeScalars.contains(where: { $0 == "/" || $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) {
+            throw ValidationError("--netns '\(escapedForMessage(netns))' is not a network namespace name (a file name under /run/netns, as `ip netns list` shows)")
+        }
         if let require, InterfaceType(name: require) == nil {
-            throw ValidationError("unknown interface type '\(require)' for --require; use wifi, cellular, wiredEthernet, loopback or other")
+            throw ValidationError("unknown interface type '\(escapedForMessage(require))' for --require; use wifi, cellular, wiredEthernet, loopback or other")
         }
         for type in prohibit where InterfaceType(name: type) == nil {
-            throw ValidationError("unknown interface type '\(type)' for --prohibit; use wifi, cellular, wiredEthernet, loopback or other")
+            throw ValidationError("unknown interface type '\(escapedForMessage(type))' for --prohibit; use wifi, cellular, wiredEthernet, loopback or other")
+        }
+        if let require, let required = InterfaceType(name: require), prohibit.contains(where: { InterfaceType(name: $0) == required }) {
+            throw ValidationError("--require \(required.rawValue) and --prohibit \(required.rawValue) contradict: no path could satisfy both; drop one")
         }
     }
 

@@ -36,7 +36,11 @@ struct Roam: ParsableCommand {
             if let explicit = error as? ExitCode {
                 Glibc.exit(explicit.rawValue)
             }
-            let message = fullMessage(for: error)
+            // ArgumentParser quotes what it was given (an unknown option, a bad value) as it came:
+            // its control characters are escaped here, line by line, so that no argument can
+            // rewrite the terminal or forge a line of output.
+            let message = fullMessage(for: error).split(separator: "\n", omittingEmptySubsequences: false)
+                .map { escapedForMessage($0, maximumLength: 4096) }.joined(separator: "\n")
             if !message.isEmpty { printError(message) }
             Glibc.exit(ExitCode.badInput.rawValue)
         }

@@ -127,7 +127,13 @@ struct RunCommand: ParsableCommand {
             result = try runner.run { progress in console.show(progress) }
         } catch {
             console.clear()
-            printError("roam run: error: \(error.message)")
+            // A refusal of the scenario itself is placed in the file, as the reader's are.
+            if error.code == .invalidScenario {
+                let place = escapedForMessage(file, maximumLength: 256).replacingOccurrences(of: ":", with: "\\:") + (error.line.map { ":\($0)" } ?? "")
+                printError("\(place): error: \(error.message)")
+            } else {
+                printError("roam run: error: \(error.message)")
+            }
             throw ExitCode.badInput
         }
         console.clear()

@@ -200,4 +200,20 @@ import Testing
             #expect(flipped.reduce(0, +) == 1 && flipped.prefix(20).allSatisfy { $0 == 0 })
         }
     }
+
+    /// A minute's delay under a flood holds at most ``LinkPipeline/maximumBytesHeld``; the rest
+    /// is dropped as a full queue drops it, and counted (issue 30, item 13).
+    @Test func aLongDelayUnderAFloodHoldsABoundedAmount() {
+        var pipeline = LinkPipeline(conditions: LinkConditions(impairment: Impairment(delay: .seconds(60))), capacity: .unlimited, seed: 1)
+        let packet = [UInt8](repeating: 0x45, count: 1500)
+        let sent = 2 * LinkPipeline.maximumBytesHeld / packet.count
+        for index in 0..<sent { pipeline.arrive(packet, at: Int64(index) * 1000) }
+        #expect(pipeline.bytesHeld <= LinkPipeline.maximumBytesHeld)
+        #expect(pipeline.bytesHeld > LinkPipeline.maximumBytesHeld - packet.count)
+        #expect(pipeline.statistics.overflowed == sent - pipeline.inFlight)
+        var out: [[UInt8]] = []
+        pipeline.release(upTo: 61_000_000_000 + Int64(sent) * 1000, into: &out)
+        #expect(out.count == pipeline.statistics.delivered && out.count == sent - pipeline.statistics.overflowed)
+        #expect(pipeline.bytesHeld == 0)
+    }
 }

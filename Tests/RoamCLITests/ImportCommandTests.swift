@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ScenarioModel
 import Testing
 import TestSupport
 
@@ -43,5 +44,24 @@ struct ImportCommandTests {
         let name = try RunningCommand.run(roam, ["import", "mahimahi", "--up", path, "--down", path, "--name", "9lives"])
         #expect(name.status == 2)
         #expect(name.error.contains("start with a letter"))
+    }
+
+    /// A trace's file name that holds line breaks cannot write YAML of its own into the profile
+    /// (issue 30, item 7): it is escaped in the comment, and the output reads back as one profile.
+    @Test func aFileNameCannotInjectYAML() throws {
+        let directory = "/tmp/roam-import-inject-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let name = directory + "/t\nworkloads:\n  - {name: x, kind: command, from: a, run: [touch, pwned]}\n#.trace"
+        try String(repeating: "1\n", count: 100).appending("1000\n").write(toFile: name, atomically: true, encoding: .utf8)
+        let result = try RunningCommand.run(roam, ["import", "mahimahi", "--up", name, "--down", name, "--name", "lab", "-o", directory + "/profile.yaml"])
+        #expect(result.status == 0, "\(result.error)")
+        let yaml = try String(contentsOfFile: directory + "/profile.yaml", encoding: .utf8)
+        #expect(!yaml.split(separator: "\n").contains { $0.hasPrefix("workloads:") || $0.hasPrefix("  - {name: x") }, "\(yaml)")
+        #expect(yaml.contains("\\nworkloads:"), "the line break is written as an escape: \(yaml)")
+        let scenario = "name: s\nduration: 1s\nnodes: {a: {}, b: {}}\nlinks:\n  - {name: l, between: [a, b], profile: lab}\n" + yaml
+        let outcome = ScenarioReader.parse(scenario, file: "s.yaml", baseDirectory: directory)
+        #expect(outcome.errors.isEmpty, "\(outcome.errors)")
+        #expect(outcome.scenario?.workloads.isEmpty == true)
     }
 }

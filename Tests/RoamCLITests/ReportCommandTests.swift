@@ -92,6 +92,33 @@ struct ReportCommandTests {
         #expect(png.count > 30_000, "\(png.count) bytes")
     }
 
+    /// A report whose timeline was written by someone else: a path's interface type and a
+    /// workload's name carry markup. Nothing of it runs: the values are escaped for where they
+    /// stand, classes take only known tokens, and the page's policy allows its own script only.
+    @Test(.enabled(if: Browser.path != nil, "needs chromium (scripts/setup.sh --browser)"))
+    func markupInAReportsDataNeverRuns() throws {
+        let directory = try fixtureCopy()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let payload = #"x\"><script>document.documentElement.setAttribute('data-pwned','1')</script><img src=x onerror=\"document.documentElement.setAttribute('data-pwned','2')\">"#
+        let path = #"{"t":1.5,"type":"path","node":"phone","summary":"satisfied via wifi","path":{"status":"satisfied","isExpensive":false,"isConstrained":false,"primaryInterface":"wifi","interfaces":[{"name":"wifi","type":"PAYLOAD"},{"name":"cell","type":"cellular"}]}}"#
+            .replacingOccurrences(of: "PAYLOAD", with: payload)
+        let mark = #"{"t":2.0,"type":"mark","text":"it's <b onmouseover='x'>a mark</b>"}"#
+        let timeline = try String(contentsOfFile: directory + "/timeline.jsonl", encoding: .utf8)
+        try (timeline + path + "\n" + mark + "\n").write(toFile: directory + "/timeline.jsonl", atomically: true, encoding: .utf8)
+        let result = try RunningCommand.run(roam, ["report", directory])
+        #expect(result.status == 0, "\(result.error)")
+        let html = try String(contentsOfFile: directory + "/report.html", encoding: .utf8)
+        #expect(html.contains("class=\"path xscriptdocumentdocumentElementsetAttributedata-pwned1script"), "the type became a plain token")
+        #expect(html.components(separatedBy: "<script").count - 1 == 1, "one script, the page's own")
+        #expect(!html.contains("onerror=") && !html.contains("onmouseover='"), "no attribute of the data's making")
+        #expect(html.contains("it&#39;s &lt;b onmouseover=&#39;x&#39;&gt;"))
+        #expect(html.contains("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-"))
+        let dom = try Browser.dom(of: directory + "/report.html")
+        // The payload stays text (its words appear, escaped); an attribute it set would read data-pwned="1".
+        #expect(!dom.contains("data-pwned=\""), "markup from the report's data ran")
+        #expect(dom.contains("data-roam=\"ready "), "the page's own script still runs under its policy: \(dom.prefix(300))")
+    }
+
     /// Two real runs of one scenario, `mode: none` and `mode: handover`, compared in one page.
     @Test(.enabled(if: TestEnvironment.isRoot && Browser.path != nil, "needs root and chromium"))
     func twoRealRunsComparedSideBySide() throws {

@@ -246,7 +246,7 @@ struct ChaosMeshExportTests {
               - { name: cell, between: [phone, server], profile: lte }
               - { name: cell-2, between: [phone, server], profile: lte }
               - { name: entry, between: [phone, server], profile: wifi }
-              - { name: Cell_2, between: [phone, server], profile: 3g, loss: 0.0000001% }
+              - { name: Cell_3, between: [phone, server], profile: 3g, loss: 0.0000001% }
             timeline:
               - { at: 2s, link: cell, down: true }
               - { at: 3s, link: cell, ramp: { to: { loss: 20% }, over: 2s } }

@@ -109,6 +109,76 @@ import Testing
 
     // MARK: - Unbounded work
 
+    /// Thousands of problems on one long line (issue 30, item 11): the first 100 are kept, each
+    /// quoting a window of its line, then a count of the rest; what is printed is bounded by a
+    /// constant, not by problems × line length.
+    @Test func manyProblemsOnOneLongLineCostAConstant() {
+        let keys = (0..<30_000).map { "k\($0): 1" }.joined(separator: ",")
+        let text = "name: x\nduration: 1s\nnodes: {a: {}, b: {}}\nlinks: [{name: l, between: [a,b], \(keys)}]\n"
+        let clock = ContinuousClock()
+        var outcome: ScenarioReader.Outcome?
+        let elapsed = clock.measure { outcome = ScenarioReader.parse(text, file: "t.yaml") }
+        let diagnostics = outcome?.diagnostics ?? []
+        #expect(diagnostics.count == 101)
+        #expect(diagnostics.last?.message == "29900 more problems not shown (Roam shows the first 100); fix these and read the file again")
+        #expect(diagnostics.last?.severity == .error)
+        let printed = diagnostics.reduce(0) { $0 + $1.description.utf8.count }
+        #expect(printed < 100 * 1024, "\(printed) bytes printed for a \(text.utf8.count)-byte file")
+        #expect(diagnostics.allSatisfy { ($0.sourceLine?.unicodeScalars.count ?? 0) <= 200 })
+        #expect(outcome?.scenario == nil)
+        #expect(elapsed < .seconds(10), "\(elapsed)")
+    }
+
+    /// Aliases that stand for far more than the file (issue 30, item 12): an anchored mapping of
+    /// a thousand unknown keys aliased a thousand times, and aliases of aliases, are refused
+    /// before anything walks them.
+    @Test func aliasesThatExpandPastTheFileAreRefused() {
+        let keys = (0..<1000).map { "  u\($0): 1" }.joined(separator: "\n")
+        let links = String(repeating: "  - *m\n", count: 1000)
+        let wide = "name: x\nduration: 1s\nnodes: {a: {}, b: {}}\nbase: &m\n\(keys)\nlinks:\n\(links)"
+        let deep = "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+            + "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+        for text in [wide, deep] {
+            let clock = ContinuousClock()
+            var errors: [String] = []
+            let elapsed = clock.measure { errors = ScenarioReader.parse(text, file: "t.yaml").errors.map(\.message) }
+            #expect(errors.count == 1)
+            #expect(errors.first?.hasPrefix("the file's aliases (*name) expand to more than \(ScenarioReader.maximumValues(forBytes: text.utf8.count)) values") == true,
+                    "\(errors)")
+            #expect(elapsed < .seconds(10), "\(elapsed)")
+        }
+        // A file that uses aliases as people do is read.
+        let modest = "name: x\nduration: 5s\nnodes: {a: {}, b: {}}\nlinks:\n  - &l {name: l, between: [a, b], delay: 5ms}\n"
+            + "timeline:\n  - {at: 1s, link: l, set: &s {delay: 9ms}}\n  - {at: 2s, link: l, set: *s}\n"
+        #expect(ScenarioReader.parse(modest, file: "t.yaml").errors.isEmpty)
+    }
+
+    /// What an export, a comparison and an import cost grows with what they hold (issue 30,
+    /// item 14): 20,000 link changes export to a size in proportion, with the notes bounded;
+    /// two runs of 2,000 workloads compare in one pass.
+    @Test func exportsAndComparisonsGrowWithWhatTheyHold() throws {
+        let events = (0..<20_000).map { "  - {at: \($0 * 10)ms, link: wifi, set: {delay: \($0 % 97 + 1)ms}}" }.joined(separator: "\n")
+        let text = "name: many\nduration: 5m\nnodes: {phone: {}, server: {}}\nlinks:\n  - {name: wifi, between: [phone, server], rate: 1gbit}\ntimeline:\n\(events)\n"
+        let scenario = try #require(ScenarioReader.parse(text, file: "t.yaml").scenario)
+        let clock = ContinuousClock()
+        var result: ChaosMeshExport.Result?
+        let elapsed = try clock.measure { result = try ChaosMeshExport.export(scenario) }
+        let export = try #require(result)
+        #expect(export.yaml.utf8.count < 1024 * (export.steps + 16), "\(export.yaml.utf8.count) bytes for \(export.steps) steps")
+        #expect(export.notes.count <= 101)
+        #expect(export.notes.filter { $0.contains("packets in flight") }.count <= 1, "one note per link for packets in flight")
+        #expect(elapsed < .seconds(60), "\(elapsed)")
+
+        let workloads = (0..<2000).map { #"{"name":"w\#($0)","kind":"bulk","mode":"none","bytesReceived":1,"connections":1}"# }.joined(separator: ",")
+        let summary = #"{"scenario":"s","durationSeconds":10,"workloads":["# + workloads + "]}"
+        let timeline = (0..<2000).map { #"{"t":1,"type":"sample","workload":"w\#($0)","bytes":1,"throughputBps":8}"# }.joined(separator: "\n")
+        let run = try RecordedRun.parse(directory: "d", summary: summary, timeline: timeline)
+        var page = ""
+        let comparing = clock.measure { page = HTMLReport.render(comparing: run, run) }
+        #expect(page.contains("w1999: connections, handovers"))
+        #expect(comparing < .seconds(30), "\(comparing)")
+    }
+
     @Test func onlyRegularFilesUnderTheCapAreRead() throws {
         for path in ["/dev/zero", "/dev/urandom", "/"] {
             #expect(throws: SafePathError.self) { _ = try readTextFile(atPath: path, maximumBytes: 1 << 20) }
@@ -195,6 +265,52 @@ import Testing
     ])
     func nonsenseIsRefused(_ extra: String, _ expected: String) {
         #expect(errors(extra) == [expected])
+    }
+
+    /// What used to validate and then fail at run time, lose a value silently or mean nothing
+    /// (issue 30, item 17): each is refused with its place.
+    @Test(arguments: [
+        ("name: t\nduration: 20s\nnodes: {phone: {}, server: {}}\nlinks:\n  - {name: lo, between: [phone, server]}",
+         "5:6: link name 'lo' is Linux's own (lo is every node's loopback; all and default name the interface settings of every interface); choose another"),
+        ("name: t\nduration: 20s\nnodes: {phone: {}, server: {}}\nlinks:\n  - {name: default, between: [phone, server]}",
+         "5:6: link name 'default' is Linux's own (lo is every node's loopback; all and default name the interface settings of every interface); choose another"),
+        ("name: t\nduration: 20s\nnodes: {phone: {}, Phone: {}}\nlinks:\n  - {name: wifi, between: [phone, Phone]}",
+         "3:20: node 'Phone' and node 'phone' both give commands ROAM_PHONE_ADDR, one address would be lost; rename one"),
+        ("name: t\nduration: 20s\nnodes: {a-b: {}, a_b: {}}\nlinks:\n  - {name: wifi, between: [a-b, a_b]}",
+         "3:18: node 'a_b' and node 'a-b' both give commands ROAM_A_B_ADDR, one address would be lost; rename one"),
+        ("name: t\nduration: 20s\nnodes: {phone: {}, server: {}}\nlinks:\n  - {name: wifi, between: [phone, server]}\n  - {name: WiFi, between: [phone, server]}",
+         "6:5: link 'WiFi' of node 'phone' and link 'wifi' of node 'phone' both give commands ROAM_PHONE_WIFI_ADDR, one address would be lost; rename one"),
+        ("name: t\nduration: 20s\nnodes: {phone: {}, server: {}}\nlinks:\n  - {name: wifi, between: [phone, server], rate: 10mbit, up: {trace: ../traces/lte-steady.trace}}",
+         "5:5: link 'wifi' (up) gets both a rate and a trace (from the link, its profile or its up block); a trace is the capacity: keep one"),
+    ])
+    func whatCouldNeverRunIsRefused(_ text: String, _ expected: String) {
+        let errors = ScenarioReader.parse(text, file: "t.yaml", baseDirectory: Self.scenarios).errors.map { "\($0.line):\($0.column): \($0.message)" }
+        #expect(errors == [expected])
+    }
+
+    static let scenarios = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("scenarios").path
+
+    @Test(arguments: [
+        ("timeline:\n  - {at: 1s, link: wifi, flap: {period: 1s, until: 10s}}\n  - {at: 2s, link: wifi, flap: {period: 500ms, until: 5s}}",
+         "11:5: link 'wifi' is flapping already, until 10s; a flap starts after the one before ends"),
+        ("timeline:\n  - {at: 1s, link: wifi, set: {}}", "10:31: set changes nothing here: name what it sets (delay, jitter, delayCorrelation, distribution, rate, loss, duplicate, reorder, corrupt, limit, trace)"),
+        ("timeline:\n  - {at: 1s, link: wifi, set: {loss: 0x10%}}", "10:38: loss: '0x10%' is not a percentage; write it with a % sign: 0.5%, 40%"),
+        ("timeline:\n  - {at: 1s, link: wifi, set: {loss: 1e1%}}", "10:38: loss: '1e1%' is not a percentage; write it with a % sign: 0.5%, 40%"),
+        ("timeline:\n  - {at: 1s, link: wifi, set: {delay: !secret 5ms}}", "10:39: YAML tag '!secret' is not one Roam reads (a scenario's values are plain text, numbers with units and lists); remove it"),
+        ("workloads:\n  - {name: w, kind: bulk, from: server, to: phone, size: 1mb}\nexpect:\n  - {workload: w, completes: true}\n  - {workload: w, completes: false}",
+         "13:19: this contradicts the expectation at line 12 for workload 'w' (completes: true); keep one"),
+    ])
+    func nonsenseInATimelineOrExpectationsIsRefused(_ extra: String, _ expected: String) {
+        #expect(errors(extra) == [expected])
+    }
+
+    @Test func aTraceMayStartWithAByteOrderMark() throws {
+        guard case .success(let trace) = DeliveryTrace.parse([0xEF, 0xBB, 0xBF] + Array("5\n10\n".utf8)) else {
+            Issue.record("a trace with a byte-order mark was refused, as scenarios are not")
+            return
+        }
+        #expect(trace.opportunities == [5, 10])
     }
 
     @Test func whatMightMeanSomethingIsAcceptedOrWarnedAbout() {

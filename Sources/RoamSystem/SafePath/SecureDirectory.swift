@@ -479,6 +479,11 @@ package func readTextFile(atPath path: String, maximumBytes: Int) throws(SafePat
 
 /// The bytes of the regular file at `path`, as ``readTextFile(atPath:maximumBytes:)`` reads them.
 package func readRegularFile(atPath path: String, maximumBytes: Int) throws(SafePathError) -> [UInt8] {
+    try readRegularFileAndOwner(atPath: path, maximumBytes: maximumBytes).bytes
+}
+
+/// The bytes of the regular file at `path` and its owner, from the one descriptor read.
+package func readRegularFileAndOwner(atPath path: String, maximumBytes: Int) throws(SafePathError) -> (bytes: [UInt8], owner: uid_t) {
     let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
     guard fd >= 0 else {
         let error = Errno.current
@@ -487,7 +492,10 @@ package func readRegularFile(atPath path: String, maximumBytes: Int) throws(Safe
         throw SafePathError(.system, path: path, errno: error, message: "cannot read \(shown): \(reason)")
     }
     defer { close(fd) }
-    return try readRegularFile(fd, display: path, maximumBytes: maximumBytes)
+    let bytes = try readRegularFile(fd, display: path, maximumBytes: maximumBytes)
+    var status = stat()
+    fstat(fd, &status)
+    return (bytes, status.st_uid)
 }
 
 /// Writes `bytes` as the whole content of the file at `path` (its directory must exist),

@@ -1,3 +1,4 @@
+import RoamSystem
 import PathMonitor
 
 /// A scenario's links and timeline as Chaos Mesh manifests (`chaos-mesh.org/v1alpha1`), for
@@ -127,7 +128,8 @@ public enum ChaosMeshExport {
             notes.add("each track's steps start when the previous one ends, so controller latency adds up along a track; Roam plays changes on the clock")
         }
         var yaml = "# Chaos Mesh manifests for the Roam scenario '\(scenario.name)' (roam export --format chaos-mesh).\n"
-        for note in notes.items { yaml += "# note: \(note)\n" }
+        // Escaped: a line break in a note (a trace's path, say) would end the comment.
+        for note in notes.items { yaml += "# note: \(escapedForMessage(note, maximumLength: 4096))\n" }
         yaml += documents.map { "---\n" + YAMLEmitter.document($0) }.joined()
         return Result(yaml: yaml, notes: notes.items, manifests: documents.count, steps: steps)
     }
@@ -215,10 +217,49 @@ public enum ChaosMeshExport {
     }
 }
 
-/// Notes, each once, in order.
+/// Notes, each once, in order; at most ``maximum``, and the rest counted, so that a timeline
+/// of 100,000 distinct values cannot make as many notes.
 struct Notes {
-    private(set) var items: [String] = []
-    mutating func add(_ note: String) { if !items.contains(note) { items.append(note) } }
+    private var list: [String] = []
+    private var seen: Set<String> = []
+    private var omitted = 0
+    /// For notes that carry a figure per link: the largest so far, and where its note stands.
+    private var packetsInFlight: [String: (count: UInt32, index: Int)] = [:]
+    static let maximum = 100
+
+    var items: [String] {
+        omitted == 0 ? list : list + ["\(omitted) more note\(omitted == 1 ? "" : "s") of the kinds above not shown"]
+    }
+
+    mutating func add(_ note: String) {
+        guard !seen.contains(note) else { return }
+        guard list.count < Self.maximum else {
+            omitted += 1
+            return
+        }
+        seen.insert(note)
+        list.append(note)
+    }
+
+    /// The note that `link` holds more packets in flight than netem's default limit: one per
+    /// link, with the most it holds anywhere in the timeline.
+    mutating func addPacketsInFlight(_ count: UInt32, link: String) {
+        let text = { (count: UInt32) in
+            "\(link) holds more than netem's default 1000 packets in flight (up to \(count) at its delay and rate); Chaos Mesh cannot raise netem's limit, so it drops the excess"
+        }
+        if let (largest, index) = packetsInFlight[link] {
+            guard count > largest else { return }
+            list[index] = text(count)
+            packetsInFlight[link] = (count, index)
+            return
+        }
+        guard list.count < Self.maximum else {
+            omitted += 1
+            return
+        }
+        packetsInFlight[link] = (count, list.count)
+        list.append(text(count))
+    }
 }
 
 /// One kind of chaos (netem or bandwidth) on one side of a link (its `up` or `down` sender)
@@ -334,7 +375,7 @@ struct Track {
         // Chaos Mesh leaves netem's default of 1000 packets.
         let (configuration, _) = conditions.qdiscConfiguration(seed: 0)
         if configuration.limit > 1000 {
-            notes.add("\(link) holds more than netem's default 1000 packets in flight (\(configuration.limit) at its delay and rate); Chaos Mesh cannot raise netem's limit, so it drops the excess")
+            notes.addPacketsInFlight(configuration.limit, link: link)
         }
         return fields.isEmpty ? nil : fields
     }
@@ -397,7 +438,7 @@ struct Track {
                         case .rate:
                             if let trace = point.conditions.impairment.trace, point.conditions.impairment.rate == nil {
                                 let mean = ChaosMeshExport.rate(Rate(bitsPerSecond: trace.trace.meanRate))
-                                notes.add("trace-driven capacity (\(link.name): \(trace.path)) has no Chaos Mesh form; exported as its mean rate, \(mean)")
+                                notes.add("trace-driven capacity (\(link.name): \(escapedForMessage(trace.path))) has no Chaos Mesh form; exported as its mean rate, \(mean)")
                             }
                             state = ChaosMeshExport.bandwidth(point.conditions).map { State.bandwidth(rate: $0.rate, limit: $0.limit, buffer: $0.buffer) } ?? .none
                         }

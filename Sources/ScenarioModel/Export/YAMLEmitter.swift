@@ -1,38 +1,103 @@
 import PathMonitor
-import Yams
 
-/// Block-style YAML for a JSON value, as Kubernetes manifests are written, emitted by Yams
-/// (libyaml): keys in their order; every string value double-quoted, so that `"5"`, `"true"`
-/// or `"null"` stay strings; numbers and booleans plain; infinities as `.inf`.
+/// Block-style YAML for a JSON value, as Kubernetes manifests are written (and as Yams writes
+/// them: lists in a mapping at the key's indent): keys in their order; every string value
+/// double-quoted, so that `"5"`, `"true"` or `"null"` stay strings; numbers and booleans plain;
+/// infinities as `.inf`. Written in one pass into one buffer, so that a Workflow of 200,000
+/// steps costs its size and no more (libyaml through Yams' node tree took tens of kilobytes a
+/// step); the tests read it back with Yams.
 ///
 /// A key is written plain only when it reads back as the same string (letters, digits and
 /// `_ . / -`, not starting with a digit or sign, and not a word YAML reads as a boolean or
 /// null); any other key (a label key with `: ` or `#`, a key of digits) is double-quoted.
 enum YAMLEmitter {
     static func document(_ value: JSONValue) -> String {
-        do {
-            return try Yams.serialize(node: node(value), indent: 2, width: -1, allowUnicode: true)
-        } catch {
-            // libyaml refuses only malformed event streams, which a JSON value cannot make.
-            preconditionFailure("YAML emitter failed on a JSON value: \(error)")
+        var writer = Writer()
+        switch value {
+        case .object(let members) where !members.isEmpty: writer.mapping(members, indent: 0, continuing: false)
+        case .array(let items) where !items.isEmpty: writer.sequence(items, indent: 0, continuing: false)
+        default:
+            writer.scalar(value)
+            writer.bytes.append(0x0A)
         }
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    private static func node(_ value: JSONValue) -> Node {
-        switch value {
-        case .null: return Node("null", Tag(.null))
-        case .bool(let flag): return Node(flag ? "true" : "false", Tag(.bool))
-        case .int(let number): return Node(String(number), Tag(.int))
-        case .double(let number):
-            let text = number.isNaN ? ".nan" : number.isInfinite ? (number < 0 ? "-.inf" : ".inf") : "\(number)"
-            return Node(text, Tag(.float))
-        case .string(let text): return Node(text, Tag(.str), .doubleQuoted)
-        case .array(let items): return Node(items.map(node), Tag(.seq), items.isEmpty ? .flow : .block)
-        case .object(let members):
-            let pairs = members.map { (key, member) in
-                (Node(key, Tag(.str), isPlainSafe(key) ? .plain : .doubleQuoted), node(member))
+    private struct Writer {
+        var bytes: [UInt8] = []
+
+        mutating func text(_ text: String) { bytes.append(contentsOf: text.utf8) }
+
+        mutating func spaces(_ count: Int) { bytes.append(contentsOf: repeatElement(0x20, count: count)) }
+
+        /// `continuing`: the first member goes on the line already begun (after `- `).
+        mutating func mapping(_ members: [(String, JSONValue)], indent: Int, continuing: Bool) {
+            for (index, (key, member)) in members.enumerated() {
+                if index > 0 || !continuing { spaces(indent) }
+                if isPlainSafe(key) { text(key) } else { quoted(key) }
+                bytes.append(UInt8(ascii: ":"))
+                switch member {
+                case .object(let nested) where !nested.isEmpty:
+                    bytes.append(0x0A)
+                    mapping(nested, indent: indent + 2, continuing: false)
+                case .array(let items) where !items.isEmpty:
+                    bytes.append(0x0A)
+                    sequence(items, indent: indent, continuing: false)
+                default:
+                    bytes.append(0x20)
+                    scalar(member)
+                    bytes.append(0x0A)
+                }
             }
-            return Node(pairs, Tag(.map), members.isEmpty ? .flow : .block)
+        }
+
+        mutating func sequence(_ items: [JSONValue], indent: Int, continuing: Bool) {
+            for (index, item) in items.enumerated() {
+                if index > 0 || !continuing { spaces(indent) }
+                text("- ")
+                switch item {
+                case .object(let members) where !members.isEmpty: mapping(members, indent: indent + 2, continuing: true)
+                case .array(let nested) where !nested.isEmpty: sequence(nested, indent: indent + 2, continuing: true)
+                default:
+                    scalar(item)
+                    bytes.append(0x0A)
+                }
+            }
+        }
+
+        /// A scalar, or an empty mapping or list (`{}`, `[]`).
+        mutating func scalar(_ value: JSONValue) {
+            switch value {
+            case .null: text("null")
+            case .bool(let flag): text(flag ? "true" : "false")
+            case .int(let number): text(String(number))
+            case .double(let number): text(number.isNaN ? ".nan" : number.isInfinite ? (number < 0 ? "-.inf" : ".inf") : "\(number)")
+            case .string(let string): quoted(string)
+            case .array: text("[]")
+            case .object: text("{}")
+            }
+        }
+
+        /// A double-quoted scalar: `"` and the backslash escaped, line breaks, controls, C1 controls, the
+        /// Unicode line and paragraph separators and a byte-order mark as escapes; the rest as is.
+        mutating func quoted(_ string: String) {
+            bytes.append(UInt8(ascii: "\""))
+            for scalar in string.unicodeScalars {
+                switch scalar {
+                case "\"": text("\\\"")
+                case "\\": text("\\\\")
+                case "\n": text("\\n")
+                case "\t": text("\\t")
+                case "\r": text("\\r")
+                case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value)
+                    || scalar.value == 0x2028 || scalar.value == 0x2029 || scalar.value == 0xFEFF:
+                    let hex = String(scalar.value, radix: 16, uppercase: true)
+                    text("\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex)
+                default:
+                    bytes.append(contentsOf: String(scalar).utf8)
+                }
+            }
+            bytes.append(UInt8(ascii: "\""))
         }
     }
 

@@ -27,7 +27,8 @@ public struct DeliveryTrace: Sendable, Hashable {
     public static func parse(_ bytes: [UInt8]) -> Result<DeliveryTrace, TraceError> {
         var values: [Int64] = []
         var line = 1
-        var index = 0
+        // A byte-order mark, as an editor on Windows writes it, is read past (as in scenarios).
+        var index = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
         let count = bytes.count
         while index < count {
             var end = index

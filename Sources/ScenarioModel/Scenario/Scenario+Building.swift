@@ -35,6 +35,10 @@ extension Scenario {
                 problems.append("link '\(link.name)' is between unknown node '\(node)'")
             }
             if link.endpoints.0 == link.endpoints.1 { problems.append("link '\(link.name)' needs two different nodes") }
+            if Self.reservedLinkNames.contains(link.name) { problems.append("link name '\(link.name)' is Linux's own (lo, all, default); choose another") }
+        }
+        for (first, second, variable) in Self.environmentCollisions(nodes: nodes.map(\.name), links: links.map { ($0.name, $0.endpoints) }) {
+            problems.append("\(second) and \(first) both give commands \(variable); rename one")
         }
         for event in timeline {
             if !linkNames.contains(event.link) { problems.append("timeline event at \(event.at.roamDescription) names unknown link '\(event.link)'") }
@@ -153,5 +157,55 @@ extension Expectation {
         self.subject = subject
         self.check = check
         self.line = 0
+    }
+}
+
+extension Scenario {
+    /// Link names Linux keeps for itself: `lo` is every namespace's loopback, and `all` and
+    /// `default` are the per-interface sysctl directories (`net.ipv4.conf.all`), which an
+    /// interface of that name could not be configured through.
+    public static let reservedLinkNames: Set<String> = ["lo", "all", "default"]
+
+    /// `name` as part of an environment variable a command gets (`ROAM_<KEY>_ADDR`): upper case,
+    /// with anything but ASCII letters and digits as `_`.
+    public static func environmentKey(_ name: String) -> String {
+        String(name.uppercased().unicodeScalars.map { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) ? Character($0) : "_" })
+    }
+
+    /// Every environment variable the nodes and links give commands (`ROAM_NODE_ADDR`,
+    /// `ROAM_NODE_LINK_ADDR`, and their `ADDR6`), with what each stands for; two names that give
+    /// one variable (`phone` and `Phone`, `a-b` and `a_b`, node `a` with link `b` and node `a_b`)
+    /// would lose one address silently, so the second is reported with the first.
+    static func environmentCollisions(nodes: [String], links: [(name: String, endpoints: (String, String))])
+        -> [(first: EnvironmentOwner, second: EnvironmentOwner, variable: String)] {
+        var owners: [String: EnvironmentOwner] = [:]
+        var collisions: [(EnvironmentOwner, EnvironmentOwner, String)] = []
+        func claim(_ variable: String, _ owner: EnvironmentOwner) {
+            if let first = owners[variable] {
+                if first != owner { collisions.append((first, owner, variable)) }
+            } else {
+                owners[variable] = owner
+            }
+        }
+        for node in nodes { claim("ROAM_\(environmentKey(node))_ADDR", .node(node)) }
+        for link in links {
+            for node in [link.endpoints.0, link.endpoints.1] {
+                claim("ROAM_\(environmentKey(node))_\(environmentKey(link.name))_ADDR", .link(link.name, node: node))
+            }
+        }
+        return collisions
+    }
+
+    /// What gives a command an environment variable.
+    enum EnvironmentOwner: Hashable, CustomStringConvertible {
+        case node(String)
+        case link(String, node: String)
+
+        var description: String {
+            switch self {
+            case .node(let name): "node '\(name)'"
+            case let .link(name, node): "link '\(name)' of node '\(node)'"
+            }
+        }
     }
 }

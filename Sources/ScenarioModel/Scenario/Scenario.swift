@@ -155,6 +155,8 @@ public struct LinkSpec: Sendable, Hashable {
     /// The address families the link carries (`families:`; both by default): an IPv4-only home
     /// Wi-Fi, an IPv6-only cellular network.
     public var families: Set<IPFamily> = [.ipv4, .ipv6]
+    /// The line of the scenario file that defines it (0: not read from a file), for messages.
+    public var line = 0
 
     public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
         lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive

@@ -25,6 +25,8 @@ extension ScenarioDecoder {
             happening.insert(event.link + "\u{0}" + name)
         }
         let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode", "maxBytesOver"]
+        // What each workload is expected to do, where a second answer could contradict the first.
+        var outcomes: [String: (check: Expectation.Check, line: Int)] = [:]
         for item in items {
             guard var expectation = fields(item, "an expectation") else { continue }
             if expectation.has("node") {
@@ -60,14 +62,26 @@ extension ScenarioDecoder {
                 if let workload, let check {
                     if let problem = Self.mismatch(check, workload.kind) {
                         error("\(metric) does not apply to workload '\(workload.name)': \(problem)", at: expectation.keyNode(metric)!)
+                    } else if let earlier = contradiction(check, outcomes["\(workload.name)\u{0}\(metric)"]) {
+                        error("this contradicts the expectation at line \(earlier.line) for workload '\(workload.name)' "
+                            + "(\(metric): \(earlier.check.value)); keep one", at: expectation.keyNode(metric)!)
                     } else {
                         expectations.append(Expectation(subject: workload.name, check: check, line: item.line))
+                        if case .completes = check { outcomes["\(workload.name)\u{0}\(metric)"] = (check, item.line) }
+                        if case .exitCode = check { outcomes["\(workload.name)\u{0}\(metric)"] = (check, item.line) }
                     }
                 }
             }
             finish(expectation, known: ["workload"] + metrics)
         }
         return expectations
+    }
+
+    /// The earlier expectation `check` contradicts: `completes: true` after `completes: false`,
+    /// an exit code after another.
+    private func contradiction(_ check: Expectation.Check, _ earlier: (check: Expectation.Check, line: Int)?) -> (check: Expectation.Check, line: Int)? {
+        guard let earlier, earlier.check != check else { return nil }
+        return earlier
     }
 
     static func mismatch(_ check: Expectation.Check, _ kind: Workload.Kind) -> String? {
@@ -149,5 +163,16 @@ extension ScenarioDecoder {
         }
         guard let node, let condition, let within, let after else { return nil }
         return Expectation(subject: node, check: .path(condition: condition, within: within, afterLink: after.0, afterEvent: after.1), line: item.line)
+    }
+}
+
+extension Expectation.Check {
+    /// The value an outcome expectation holds, as written (`true`, `0`).
+    fileprivate var value: String {
+        switch self {
+        case .completes(let flag): "\(flag)"
+        case .exitCode(let code): "\(code)"
+        default: "\(self)"
+        }
     }
 }

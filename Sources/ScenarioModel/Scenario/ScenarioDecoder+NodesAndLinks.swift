@@ -10,6 +10,7 @@ extension ScenarioDecoder {
         var nodes: [ScenarioNode] = []
         for (key, keyNode, value) in all.pairs {
             guard let name = identifier(keyNode, "node name", maxLength: Scenario.maximumNodeNameLength) else { continue }
+            nodePlaces[name] = keyNode
             guard var attributes = fields(value, "node '\(name)'") else { continue }
             let description = take(&attributes, "description") { self.string($0, "description") }
             finish(attributes, known: ["description"])
@@ -30,6 +31,11 @@ extension ScenarioDecoder {
             let name = take(&link, "name", required: true, { self.identifier($0, "link name", maxLength: 15) })
             link = Fields(link, context: name.map { "link '\($0)'" } ?? "this link")
             if let name, !names.insert(name).inserted { error("a link named '\(name)' is defined already", at: link.keyNode("name")!) }
+            if let name, Scenario.reservedLinkNames.contains(name) {
+                error("link name '\(name)' is Linux's own (lo is every node's loopback; all and default name the interface settings of "
+                    + "every interface); choose another", at: link.keyNode("name")!)
+            }
+            if let name { linkPlaces[name] = item }
             let between = take(&link, "between", required: true) { self.endpoints($0, nodes: nodes) }
             let type = take(&link, "type") { self.interfaceType($0) }
             let expensive = take(&link, "expensive") { self.bool($0, "expensive") }
@@ -55,7 +61,14 @@ extension ScenarioDecoder {
                 down: (profile?.down ?? Impairment()).overridden(by: both).overridden(by: down),
                 capture: capture ?? false))
             if let families { links[links.count - 1].families = families }
+            links[links.count - 1].line = item.line
             let added = links.last!
+            // Capacity comes from one place: a rate and a trace that meet after the link's keys,
+            // its profile and its direction blocks are merged would leave one unused.
+            for (impairment, which) in [(added.up, "up"), (added.down, "down")] where impairment.rate != nil && impairment.trace != nil {
+                error("link '\(name)' (\(which)) gets both a rate and a trace (from the link, its profile or its \(which) block); "
+                    + "a trace is the capacity: keep one", at: item)
+            }
             if added.up == added.down {
                 checkConsistency(added.up, at: item, "link '\(name)'")
             } else {

@@ -16,6 +16,24 @@ extension ScenarioDecoder {
         definedProfiles = take(&top, "profiles") { self.profileDefinitions($0) } ?? []
         definedProfileIndex = Dictionary(definedProfiles.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
+        // Each colliding pair once: links of two colliding nodes collide too, which says nothing
+        // more, and a pair of links between the same two nodes collides on both.
+        var reported: Set<[String]> = []
+        for (first, second, variable) in Scenario.environmentCollisions(nodes: nodes.map(\.name), links: links.map { ($0.name, $0.endpoints) }) {
+            let place: Node?
+            switch (first, second) {
+            case (.node, .node(let name)):
+                place = nodePlaces[name]
+            case let (.link(firstLink, firstNode), .link(secondLink, secondNode)):
+                guard firstNode == secondNode, reported.insert([firstLink, secondLink]).inserted else { continue }
+                place = linkPlaces[secondLink]
+            case (_, .link(let name, _)):
+                place = linkPlaces[name]
+            case (_, .node(let name)):
+                place = nodePlaces[name]
+            }
+            if let place { error("\(second) and \(first) both give commands \(variable), one address would be lost; rename one", at: place) }
+        }
         let timeline = take(&top, "timeline") { self.timeline($0, links: links, duration: duration) } ?? []
         let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, links: links, duration: duration) } ?? []
         let expectations = take(&top, "expect") {

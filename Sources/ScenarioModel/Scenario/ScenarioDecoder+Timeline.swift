@@ -25,6 +25,10 @@ extension ScenarioDecoder {
                 switch name {
                 case "set":
                     action = impairmentBlock(value, "set").map { .set($0) }
+                    if fields(value, "set")?.pairs.isEmpty == true {
+                        error("set changes nothing here: name what it sets (\(Self.impairmentKeys.joined(separator: ", ")))", at: value)
+                        action = nil
+                    }
                 case "ramp":
                     action = ramp(value)
                 case "down", "up":
@@ -112,6 +116,10 @@ extension ScenarioDecoder {
                 }
                 downSince[link] = nil
             case .flap(_, _, let until):
+                if let current = flapping[link] {
+                    error("link '\(link)' is flapping already, until \(current.roamDescription); a flap starts after the one before ends",
+                          at: node)
+                }
                 flapping[link] = until
             case .blackhole(true):
                 blackholed[link, default: []].formUnion(directions)

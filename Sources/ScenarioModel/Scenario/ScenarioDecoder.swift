@@ -105,6 +105,9 @@ final class ScenarioDecoder {
     /// The owner of the scenario file, when it was read from one: a trace it names is read
     /// only if that user owns it too, unless it is the caller's own scenario.
     let scenarioOwner: uid_t?
+    /// Where each node and link is defined, for problems found once all are read.
+    var nodePlaces: [String: Node] = [:]
+    var linkPlaces: [String: Node] = [:]
     /// Traces read so far, by the path the scenario gives.
     var traces: [String: Result<DeliveryTrace, TraceReadError>] = [:]
 

@@ -1,3 +1,4 @@
+import Glibc
 import Netlink
 import RoamSystem
 import Yams
@@ -18,8 +19,9 @@ public enum ScenarioReader {
         let name = displayName ?? path
         do throws(SafePathError) {
             let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
-            let text = try readTextFile(atPath: path, maximumBytes: ScenarioLimits.maximumFileSize)
-            return parse(text, file: name, baseDirectory: directory.isEmpty ? "/" : directory)
+            // The file's owner, from the descriptor read: the traces it names are read as theirs.
+            let (bytes, owner) = try readRegularFileAndOwner(atPath: path, maximumBytes: ScenarioLimits.maximumFileSize)
+            return parse(String(decoding: bytes, as: UTF8.self), file: name, baseDirectory: directory.isEmpty ? "/" : directory, scenarioOwner: owner)
         } catch {
             return Outcome(scenario: nil, diagnostics: [ScenarioDiagnostic(.error, file: name, line: 0, column: 0,
                                                                            message: "cannot read the file: \(error.reason)")])
@@ -29,6 +31,12 @@ public enum ScenarioReader {
     /// Reads scenario text; `file` names it in diagnostics, and relative paths in it (traces)
     /// start at `baseDirectory`.
     public static func parse(_ text: String, file: String, baseDirectory: String = ".") -> Outcome {
+        parse(text, file: file, baseDirectory: baseDirectory, scenarioOwner: nil)
+    }
+
+    /// Reads scenario text whose file `scenarioOwner` owns (nil: the caller's own text): a trace
+    /// it names is read only if that user owns it too, unless it is the caller.
+    static func parse(_ text: String, file: String, baseDirectory: String, scenarioOwner: uid_t?) -> Outcome {
         // A byte-order mark starts many files saved on Windows; YAML readers ignore it.
         let source = text.hasPrefix("\u{FEFF}") ? String(text.unicodeScalars.dropFirst()) : text
         let collector = DiagnosticCollector(file: file, source: source)
@@ -55,12 +63,19 @@ public enum ScenarioReader {
         // Aliases share what they name, so a small file can stand for a huge tree (an anchored
         // mapping aliased a thousand times, aliases of aliases): refused before it is walked.
         let budget = maximumValues(forBytes: source.utf8.count)
-        guard valueCount(root, upTo: budget) <= budget else {
+        let (count, tagged) = walk(root, upTo: budget)
+        guard count <= budget else {
             collector.error("the file's aliases (*name) expand to more than \(budget) values; Roam reads at most 4 per byte of the file "
                 + "(plus 1024): write the repeated parts out, or alias less", line: 1, column: 1)
             return Outcome(scenario: nil, diagnostics: collector.diagnostics)
         }
-        let scenario = ScenarioDecoder(collector, baseDirectory: baseDirectory).scenario(root)
+        // A tag (`!secret 5`) would be ignored by a reader that reads every value as text: say so.
+        if let tagged {
+            collector.error("YAML tag '\(escapedForMessage(tagged.tag.rawValue))' is not one Roam reads (a scenario's values are plain "
+                + "text, numbers with units and lists); remove it", line: tagged.line, column: tagged.column)
+            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+        }
+        let scenario = ScenarioDecoder(collector, baseDirectory: baseDirectory, scenarioOwner: scenarioOwner).scenario(root)
         var sorted = collector.diagnostics.enumerated().sorted { lhs, rhs in
             (lhs.element.line, lhs.element.column, lhs.offset) < (rhs.element.line, rhs.element.column, rhs.offset)
         }.map(\.element)
@@ -73,28 +88,37 @@ public enum ScenarioReader {
     static func maximumValues(forBytes bytes: Int) -> Int { 4 * bytes + 1024 }
 
     /// The values in the tree at `root`, aliases expanded, counted up to just past `limit`.
-    static func valueCount(_ root: Node, upTo limit: Int) -> Int {
+    static func valueCount(_ root: Node, upTo limit: Int) -> Int { walk(root, upTo: limit).count }
+
+    /// The values in the tree at `root` (aliases expanded, counted up to just past `limit`),
+    /// and the first value with a tag of its own (`!name`; YAML's standard tags are left alone).
+    static func walk(_ root: Node, upTo limit: Int) -> (count: Int, tagged: Node?) {
         // Counted as they are found, so that what waits to be walked never exceeds the limit.
         var count = 1
         var pending = [root]
+        var tagged: Node?
         while let node = pending.popLast() {
+            if tagged == nil {
+                let tag = node.tag.rawValue
+                if !(tag.isEmpty || tag == "!" || tag == "?" || tag.hasPrefix("tag:yaml.org,2002:")) { tagged = node }
+            }
             switch node {
             case .mapping(let mapping):
                 count += 2 * mapping.count
-                if count > limit { return count }
+                if count > limit { return (count, tagged) }
                 for (key, value) in mapping {
                     pending.append(key)
                     pending.append(value)
                 }
             case .sequence(let sequence):
                 count += sequence.count
-                if count > limit { return count }
+                if count > limit { return (count, tagged) }
                 pending.append(contentsOf: sequence)
             case .scalar, .alias:
                 break
             }
         }
-        return count
+        return (count, tagged)
     }
 
     private static func report(_ error: YamlError, to collector: DiagnosticCollector) {

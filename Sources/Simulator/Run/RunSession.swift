@@ -81,7 +81,7 @@ final class RunSession {
         selection = try options.backend.resolve(netemProbe: options.netemProbe)
         if selection.kind == .netem, let traced = scenario.tracedLinks.first {
             throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
-                + "plays; run with --backend userspace")
+                + "plays; run with --backend userspace", line: scenario.links.first { $0.name == traced }?.line)
         }
         self.scenario = scenario
         self.options = options

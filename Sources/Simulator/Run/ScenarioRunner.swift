@@ -293,9 +293,7 @@ public final class ScenarioRunner: Sendable {
     }
 
     static func environment(plan: TopologyPlan, runID: String, reportDirectory: String) -> [String: String] {
-        func key(_ name: String) -> String {
-            String(name.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" })
-        }
+        func key(_ name: String) -> String { Scenario.environmentKey(name) }
         var values = ["ROAM_RUN_ID": runID, "ROAM_NODES": plan.nodes.map(\.name).joined(separator: " "), "ROAM_REPORT_DIR": reportDirectory]
         for node in plan.nodes {
             values["ROAM_\(key(node.name))_ADDR"] = node.serviceIPv4.description
