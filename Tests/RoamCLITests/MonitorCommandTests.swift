@@ -12,7 +12,8 @@ struct MonitorCommandInputTests {
         (["monitor", "--require", "satellite"], "unknown interface type 'satellite' for --require"),
         (["monitor", "--prohibit", "wifi", "--prohibit", "fiber"], "unknown interface type 'fiber' for --prohibit"),
         (["monitor", "--interfaces", "/nonexistent/ifaces"], "cannot read interfaces file /nonexistent/ifaces: No such file or directory"),
-        (["monitor", "--netns", "a/b"], "network namespace name 'a/b'"),
+        (["monitor", "--netns", "a/b"], "--netns 'a/b' is not a network namespace name"),
+        (["monitor", "--require", "wifi", "--prohibit", "wifi"], "--require wifi and --prohibit wifi contradict"),
         (["monitor", "--bogus"], "Unknown option '--bogus'"),
     ])
     func rejectsBadInputWithExitCode2(_ arguments: [String], _ message: String) throws {
