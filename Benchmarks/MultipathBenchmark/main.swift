@@ -261,7 +261,7 @@ func playLibrary(_ name: String, _ body: String, until end: Duration) async -> L
                             outcome.events.append(String(format: "%.2f s", seconds(now)) + " left \(interface): \(reason)")
                         case .heldDown(let interface, let hold):
                             outcome.events.append(String(format: "%.2f s", seconds(now)) + " held \(interface) down for \(hold)")
-                        case .probe: break
+                        case .probe, .switchedSubflows: break
                         }
                     }
                 }) { descriptor, _ in

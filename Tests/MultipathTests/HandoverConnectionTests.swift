@@ -119,6 +119,7 @@ final class HandoverConnectionTests {
                 case .heldDown(let interface, _): events.append("held down \(interface)")
                 case .probe(let interface, let connected?): events.append("probe \(interface): \(connected ? "connected" : "failed")")
                 case .probe: break
+                case .switchedSubflows(let interface, _): events.append("switched to \(interface)")
                 }
             }
             let resume: HandoverConnection.ResumeHook = { [unowned self] descriptor, _ in
@@ -208,7 +209,7 @@ final class HandoverConnectionTests {
                 switch event {
                 case .connected(let metrics, _): seen.append("connected \(metrics.winner?.candidate.route.interface ?? "?")")
                 case .left(let interface, let reason): seen.append("left \(interface): \(reason)")
-                case .heldDown, .probe: break
+                case .heldDown, .probe, .switchedSubflows: break
                 }
             }
             return seen

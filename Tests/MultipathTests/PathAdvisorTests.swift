@@ -11,13 +11,14 @@ import Testing
     static let cell = HandoverStateMachineTests.cell
     static let both = HandoverStateMachineTests.both
     static let cellOnly = HandoverStateMachineTests.cellOnly
+    static let peer = IPAddress("198.19.255.2")!
 
     func ms(_ value: Int64) -> Duration { .milliseconds(value) }
 
     /// An advisor that saw both interfaces and connected over `interface` at time zero.
     func connected(over interface: String = "wifi", transport: HandoverStateMachine.Transport = .tcp, path: NetworkPath = Self.both,
                    policy: ConnectionPolicy = ConnectionPolicy()) -> Advisor {
-        var advisor = Advisor(policy: policy)
+        var advisor = Advisor(policy: policy, peer: [Self.peer], port: 9000)
         #expect(advisor.handle(.pathUpdated(path, at: .zero)) == [.advise(.pathChanged(path))])
         #expect(advisor.handle(.connected(interface: interface, transport: transport, family: .inet, at: .zero)) == [])
         return advisor

@@ -105,7 +105,10 @@ struct HTMLReportTests {
         let a = try reportFixture()
         var b = a
         b.directory = "/elsewhere"
-        guard case .object(var members) = b.summary else { return }
+        guard case .object(var members) = b.summary else {
+            Issue.record("the fixture's summary is not an object")
+            return
+        }
         members = members.map { $0.0 == "durationSeconds" || $0.0 == "endedAtSeconds" ? ($0.0, .double(20)) : $0 }
         b.summary = .object(members)
         let html = HTMLReport.render(comparing: a, b)

@@ -34,7 +34,10 @@ let twoLinks = """
         #expect(up.count == 10)
         #expect(up.first?.at == .milliseconds(5100) && up.last?.at == .seconds(6))
         #expect(zip(up, up.dropFirst()).allSatisfy { $1.at - $0.at <= TimelineSchedule.maximumRampStep })
-        guard case .conditions(_, let first) = up[0].change, case .conditions(_, let last) = up[9].change else { return }
+        guard up.count == 10, case .conditions(_, let first) = up[0].change, case .conditions(_, let last) = up[9].change else {
+            Issue.record("the ramp's steps are not the ten conditions expected: \(up.map(\.change))")
+            return
+        }
         #expect(first.impairment.delay == .milliseconds(20))
         #expect(abs(first.impairment.rate!.bitsPerSecond - 9.1e6) < 1)
         #expect(last.impairment.delay == .milliseconds(110) && last.impairment.rate == .mbit(1))

@@ -48,14 +48,34 @@ public final class HandoverConnection {
         public var movesBack = true
         /// For a stream: its bitrate and buffer, for the rule that leaves a path too poor for it.
         public var stream: HandoverStateMachine.StreamRequirement?
+        /// The port probes connect to (nil: the connection's). A probe is a TCP connection
+        /// attempt, reset as soon as it is decided: the server sees a connection open and reset.
+        public var probePort: UInt16?
+        /// What counts as a stall: silence while the app waits for data (the default), or only
+        /// data of its own left unacknowledged (for request and response with a server that may
+        /// take its time).
+        public var stallEvidence: HandoverSession.StallEvidence = .silence
+        /// After a failed race: how long to wait before the next, and when to give up (nil:
+        /// ``connectTimeout`` after the first failure).
+        public var retry = HandoverSession.RetryPolicy()
+        /// Over MPTCP on a node whose path manager is the kernel's userspace one: open a subflow
+        /// from every interface and switch which carries the data instead of reconnecting
+        /// (``MPTCPSubflowController``). The racer must make MPTCP sockets.
+        public var controlsSubflows = false
         public init() {}
 
-        var stateMachine: HandoverStateMachine.Configuration {
-            var configuration = HandoverStateMachine.Configuration()
-            configuration.minimumStall = minimumStall
-            configuration.maximumStall = maximumStall
-            configuration.movesBack = movesBack
-            configuration.stream = stream
+        var session: HandoverSession.Configuration {
+            var configuration = HandoverSession.Configuration()
+            configuration.rules.minimumStall = minimumStall
+            configuration.rules.maximumStall = maximumStall
+            configuration.rules.movesBack = movesBack
+            configuration.rules.stream = stream
+            configuration.rules.controlsSubflows = controlsSubflows
+            configuration.rules.usesPathManager = controlsSubflows
+            configuration.probePort = probePort
+            configuration.stallEvidence = stallEvidence
+            configuration.retry = retry
+            if configuration.retry.giveUpAfter == nil { configuration.retry.giveUpAfter = connectTimeout }
             return configuration
         }
     }
@@ -72,6 +92,9 @@ public final class HandoverConnection {
         case heldDown(interface: String, holdDown: Duration)
         /// A probe of `interface` (to move back to it) started, or was decided.
         case probe(interface: String, connected: Bool?)
+        /// Over MPTCP with ``Configuration/controlsSubflows``: the data now goes over
+        /// `interface`'s subflow, without a new connection.
+        case switchedSubflows(to: String, reason: Reason)
     }
 
     /// Called on every new connection with its (blocking) socket and whether it replaces one.
@@ -92,18 +115,20 @@ public final class HandoverConnection {
     private let resume: ResumeHook
     private let onEvent: ((Event) -> Void)?
     private var descriptor: Int32 = -1
-    private var machine: HandoverStateMachine
+    private var session: HandoverSession
     private var probe: PathProbe?
+    private let subflows: MPTCPSubflowController
     /// Every connection's race, in order.
     public private(set) var connections: [ConnectionMetrics] = []
 
     /// Interfaces held down after a stall.
-    public var stalledPaths: StalledPaths { machine.stalledPaths }
-    /// Times a new connection went over another interface than the one before.
-    public var handovers: Int { machine.handovers }
+    public var stalledPaths: StalledPaths { session.machine.stalledPaths }
+    /// Times a new connection went over another interface than the one before (or, switching
+    /// MPTCP subflows, the data moved to another interface).
+    public var handovers: Int { session.machine.handovers }
     /// Bytes received per interface, and over interfaces the path called expensive.
-    public var bytesByInterface: [String: Int64] { machine.bytesByInterface }
-    public var expensiveBytes: Int64 { machine.expensiveBytes }
+    public var bytesByInterface: [String: Int64] { session.machine.bytesByInterface }
+    public var expensiveBytes: Int64 { session.machine.expensiveBytes }
 
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, path: @escaping @Sendable () -> NetworkPath?,
                 configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) {
@@ -114,7 +139,8 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
-        machine = HandoverStateMachine(configuration: configuration.stateMachine)
+        session = HandoverSession(to: addresses, port: port, configuration: configuration.session)
+        subflows = MPTCPSubflowController(namespace: racer.namespace)
         pathChanged = nil
         subscription = nil
         interruption = try? EventSignal()
@@ -139,7 +165,8 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
-        machine = HandoverStateMachine(configuration: configuration.stateMachine)
+        session = HandoverSession(to: addresses, port: port, configuration: configuration.session)
+        subflows = MPTCPSubflowController(namespace: racer.namespace)
         pathChanged = wakeup
         subscription = monitor.onUpdate { _ in wakeup.signal() }
     }
@@ -163,7 +190,7 @@ public final class HandoverConnection {
     }
 
     /// The interface the current connection uses, if connected.
-    public var currentInterface: String? { descriptor >= 0 ? machine.currentInterface : nil }
+    public var currentInterface: String? { descriptor >= 0 ? session.currentInterface : nil }
 
     public func close() {
         probe?.abandon()
@@ -182,7 +209,7 @@ public final class HandoverConnection {
             try connectIfNeeded()
             let fd = descriptor
             let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-            if count > 0 { _ = machine.handle(.received(bytes: count, at: Self.now())) }
+            if count > 0 { perform(session.handle(.received(bytes: count, at: Self.now()))) }
             if count >= 0 { return count }
             guard errno == EAGAIN || errno == EINTR else {
                 move(.failed(errno: errno))
@@ -225,114 +252,147 @@ public final class HandoverConnection {
     /// ``Configuration/stream`` set): a path that delivers less than the bitrate while the buffer
     /// runs low is left at the next call that waits.
     public func reportPlayout(buffered: Duration) {
-        perform(machine.handle(.playout(buffered: buffered, at: Self.now())))
+        perform(session.handle(.playout(buffered: buffered, at: Self.now())))
     }
 
     /// The move the last actions asked for, until the connection is given up.
     private var pendingMove: Reason?
 
-    /// Runs the state machine's actions; a move is kept for the caller to make.
-    private func perform(_ actions: [HandoverStateMachine.Action]) {
-        for action in actions {
-            switch action {
-            case let .markStalled(interface, holdDown):
+    /// Performs the session's requests; a move is kept for the caller to make.
+    private func perform(_ requests: [HandoverSession.Request]) {
+        for request in requests {
+            switch request {
+            case let .holdDown(interface, holdDown):
                 onEvent?(.heldDown(interface: interface, holdDown: holdDown))
-            case .move(let reason):
+            case .leave(let reason):
                 pendingMove = reason
-            case .startProbe(let interface):
+            case let .probe(interface, destination, port):
                 probe?.abandon()
                 probe = nil
-                if let target = machine.path?.availableInterfaces.first(where: { $0.name == interface }), let address = addresses.first,
-                   let started = PathProbe(target, to: address, port: port, in: racer.namespace) {
+                if let started = PathProbe(interface, to: destination, port: port, in: racer.namespace) {
                     probe = started
-                    onEvent?(.probe(interface: interface, connected: nil))
+                    onEvent?(.probe(interface: interface.name, connected: nil))
                 } else {
-                    perform(machine.handle(.probeFinished(interface: interface, connected: false, at: Self.now())))
+                    perform(session.handle(.probeFinished(interface: interface.name, connected: false, at: Self.now())))
                 }
             case .abandonProbe:
                 probe?.abandon()
                 probe = nil
-            case .restore, .switchSubflows:
-                // This connection controls no MPTCP subflows (configuration.controlsSubflows is off).
+            case .subflow(let plan):
+                do throws(MultipathError) {
+                    try subflows.perform(plan)
+                } catch {
+                    // The kernel refuses a subflow until the connection is established: the
+                    // session asks again. Anything else shows as a stall the rules handle.
+                }
+            case .switchedSubflows(let interface, let reason):
+                onEvent?(.switchedSubflows(to: interface, reason: reason))
+            case .restore, .subflowOpened, .subflowClosed, .advise:
                 break
             }
         }
     }
 
-    /// Feeds the machine a path the monitor published since it last looked.
+    /// Feeds the session a path the monitor published since it last looked, and, over MPTCP,
+    /// the connection's subflows.
     private func observePath() {
-        if let current = path(), current != machine.path { perform(machine.handle(.pathUpdated(current, at: Self.now()))) }
+        let now = Self.now()
+        if let current = path(), current != session.path { perform(session.handle(.pathUpdated(current, at: now))) }
+        if descriptor >= 0, session.machine.connection?.transport == .mptcp {
+            perform(session.handle(.subflowsSampled(MPTCP.subflows(of: descriptor), at: now)))
+        }
     }
 
     /// Waits until the socket is ready for `events`; or says why the connection must move.
     private func wait(for events: Int16, awaitingDataSince since: Duration) throws(MultipathError) -> Reason? {
         while true {
             observePath()
-            let rtt = StalledPaths.smoothedRTT(of: descriptor)
-            perform(machine.handle(.tick(at: Self.now(), smoothedRTT: rtt, awaitingDataSince: since)))
+            let sample = HandoverSession.TransportSample.of(descriptor)
+            perform(session.handle(.tick(at: Self.now(), transport: sample, awaitingDataSince: since)))
             if let reason = pendingMove { return reason }
-            // Until the socket is ready, a timer of the machine is due, the path changes, or the
+            // Until the socket is ready, a timer of the session is due, the path changes, or the
             // probe is decided (without a monitor, look at the path every 20 ms).
             let now = Self.now()
-            var limit = (machine.nextDeadline(smoothedRTT: rtt, awaitingDataSince: since) ?? now + configuration.maximumStall) - now
+            var limit = (session.nextDeadline(transport: sample, awaitingDataSince: since, at: now) ?? now + configuration.maximumStall) - now
+            // Over MPTCP the subflows are looked at while waiting (they come and go).
+            if session.machine.connection?.transport == .mptcp { limit = min(limit, Self.subflowSampleInterval) }
             if pathChanged == nil { limit = min(limit, Self.pollInterval) }
             if try waitReady(events, for: limit) { return nil }
             if let probe, let connected = probe.poll() {
                 self.probe = nil
                 onEvent?(.probe(interface: probe.interface, connected: connected))
-                perform(machine.handle(.probeFinished(interface: probe.interface, connected: connected, at: Self.now())))
+                perform(session.handle(.probeFinished(interface: probe.interface, connected: connected, at: Self.now())))
                 if let reason = pendingMove { return reason }
             }
         }
     }
 
     private func move(_ reason: Reason) {
-        if let interface = machine.currentInterface ?? connections.last?.winner?.candidate.route.interface {
+        if let interface = session.currentInterface ?? lastInterface ?? connections.last?.winner?.candidate.route.interface {
             onEvent?(.left(interface: interface, reason: reason))
         }
         pendingMove = nil
-        if machine.connection != nil { _ = machine.handle(.connectionEnded(at: Self.now())) }
+        if session.machine.connection != nil { _ = session.handle(.connectionEnded(at: Self.now())) }
         // The connection is given up, maybe over a dead link: reset it rather than leave the
         // kernel retrying its FIN for minutes.
         if descriptor >= 0 { ConnectionRacer.abandon(descriptor) }
         descriptor = -1
     }
 
+    /// The interface of the connection just left (the session forgets it when it asks to leave).
+    private var lastInterface: String?
+
+    /// Connects as the session plans: races over the path without the interfaces held down,
+    /// waits for a path, or backs off after a failed race (and races at once if the path
+    /// changes), until the session's retry policy gives up.
     private func connectIfNeeded() throws(MultipathError) {
         guard descriptor < 0 else { return }
-        let start = Self.now()
+        var lastError: MultipathError?
         while true {
             observePath()
-            guard let current = machine.racePath(at: Self.now()), current.status == .satisfied else {
-                // No path at all yet: wait for one, up to the connect timeout.
-                let waited = Self.now() - start
-                if waited >= configuration.connectTimeout {
-                    throw .noPermittedPath(PathRefusal(reasons: [], refused: []))
+            switch session.connectPlan(at: Self.now()) {
+            case .giveUp:
+                throw lastError ?? .noPermittedPath(PathRefusal(reasons: [], refused: []))
+            case .wait(let until):
+                let limit = (until ?? Self.now() + configuration.connectTimeout) - Self.now()
+                _ = try waitReady(nil, for: pathChanged == nil ? min(Self.pollInterval, limit) : limit)
+            case .race(let current):
+                let connection: RacedConnection
+                do throws(MultipathError) {
+                    connection = try racer.connect(to: addresses, port: port, over: current, timeout: configuration.connectTimeout)
+                } catch {
+                    lastError = error
+                    _ = session.handle(.raceFailed(at: Self.now()))
+                    continue
                 }
-                let remaining = configuration.connectTimeout - waited
-                _ = try waitReady(nil, for: pathChanged == nil ? min(Self.pollInterval, remaining) : remaining)
-                continue
+                let isReconnect = !connections.isEmpty
+                connections.append(connection.metrics)
+                let winner = connection.metrics.winner?.candidate
+                let multipath = connection.metrics.mode == .multipath
+                pendingMove = nil
+                descriptor = connection.descriptor
+                perform(session.handle(.connected(.init(interface: winner?.route.interface, transport: multipath ? .mptcp : .tcp,
+                                                        local: winner?.source, remote: winner?.destination,
+                                                        token: multipath ? MPTCP.info(of: connection.descriptor)?.mptcpi_token : nil),
+                                                  at: Self.now())))
+                lastInterface = winner?.route.interface
+                onEvent?(.connected(connection.metrics, isReconnect: isReconnect))
+                do {
+                    try resume(connection.descriptor, isReconnect)
+                } catch {
+                    ConnectionRacer.abandon(connection.descriptor)
+                    descriptor = -1
+                    _ = session.handle(.connectionEnded(at: Self.now()))
+                    throw .resume(error)
+                }
+                ConnectionRacer.reapWhenDead(connection.descriptor, patience: configuration.connectTimeout)
+                return
             }
-            let connection: RacedConnection
-            connection = try racer.connect(to: addresses, port: port, over: current, timeout: configuration.connectTimeout)
-            let isReconnect = !connections.isEmpty
-            connections.append(connection.metrics)
-            perform(machine.handle(.connected(interface: connection.metrics.winner?.candidate.route.interface,
-                                              transport: connection.metrics.mode == .multipath ? .mptcp : .tcp, at: Self.now())))
-            pendingMove = nil
-            onEvent?(.connected(connection.metrics, isReconnect: isReconnect))
-            do {
-                try resume(connection.descriptor, isReconnect)
-            } catch {
-                ConnectionRacer.abandon(connection.descriptor)
-                _ = machine.handle(.connectionEnded(at: Self.now()))
-                throw .resume(error)
-            }
-            ConnectionRacer.reapWhenDead(connection.descriptor, patience: configuration.connectTimeout)
-            descriptor = connection.descriptor
-            return
         }
     }
+
+    /// How often an MPTCP connection's subflows are looked at while waiting.
+    static let subflowSampleInterval = Duration.milliseconds(20)
 
     /// Waits up to `limit` for the socket to be ready for `events` (true) or for a path update,
     /// a probe's decision or the limit (false). With no `events`, waits for a path update only.

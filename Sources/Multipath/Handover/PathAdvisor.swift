@@ -23,7 +23,9 @@ import PathMonitor
 /// judged (nothing says more is due) unless the app writes again.
 ///
 /// Events in, actions out, the caller's clock passed with every event, so every rule is tested
-/// with a manual clock; RoamNIO's channel handler drives it.
+/// with a manual clock; RoamNIO's channel handler drives it. It is a view of a
+/// ``HandoverSession`` in its advising role: the plans (probes, hold-downs, stall evidence) are
+/// the session's, as for ``HandoverConnection``.
 public struct PathAdvisor: Sendable {
     /// What the app is told.
     public enum Advice: Sendable, Hashable {
@@ -49,6 +51,12 @@ public struct PathAdvisor: Sendable {
         case received(bytes: Int, at: Duration)
         /// Time passed; `smoothedRTT` is the connection's (TCP_INFO).
         case tick(at: Duration, smoothedRTT: Duration?)
+        /// Time passed, with what the transport says of the connection (`TCP_INFO`): the round
+        /// trip, and whether data of the app's own is unacknowledged (the evidence a stall needs
+        /// with ``HandoverSession/StallEvidence/unacknowledgedData``).
+        case sample(at: Duration, transport: HandoverSession.TransportSample?)
+        /// Another connection of the app held `interface` down until `until`.
+        case heldDownElsewhere(interface: String, until: Duration)
         /// A probe the advisor asked for connected, or failed.
         case probeFinished(interface: String, connected: Bool, at: Duration)
     }
@@ -66,156 +74,83 @@ public struct PathAdvisor: Sendable {
     }
 
     public let policy: ConnectionPolicy
-    private var machine: HandoverStateMachine
-    private var interface: String?
-    private var transport: HandoverStateMachine.Transport = .tcp
-    private var awaitingSince: Duration?
-    /// Why the connection is not viable, while it is not.
-    public private(set) var unviable: HandoverStateMachine.Reason?
-    /// The better interface the app was told of, while it stands.
-    public private(set) var betterInterface: String?
-    /// A free interface that answered the machine's probes, while the app stays where it is.
-    private var provenFree: String?
+    /// The session behind the advice, in its advising role: the same plans a
+    /// ``HandoverConnection`` carries out, with its moves turned into advice.
+    public private(set) var session: HandoverSession
 
-    public init(policy: ConnectionPolicy = ConnectionPolicy(), configuration: HandoverStateMachine.Configuration = HandoverStateMachine.Configuration()) {
+    /// Advice for a connection to `peer` (its addresses) on `port`: probes go there (or to
+    /// `configuration`'s ``HandoverSession/Configuration/probePort``). With no peer given,
+    /// probes cannot be planned and fail.
+    public init(policy: ConnectionPolicy = ConnectionPolicy(), configuration: HandoverStateMachine.Configuration = HandoverStateMachine.Configuration(),
+                peer: [IPAddress] = [], port: UInt16 = 0, probePort: UInt16? = nil, stallEvidence: HandoverSession.StallEvidence = .silence) {
         self.policy = policy
-        var configuration = configuration
-        configuration.usesPathManager = false
-        configuration.controlsSubflows = false
-        configuration.stream = nil
-        machine = HandoverStateMachine(configuration: configuration)
+        var sessionConfiguration = HandoverSession.Configuration()
+        sessionConfiguration.rules = configuration
+        sessionConfiguration.policy = policy
+        sessionConfiguration.probePort = probePort
+        sessionConfiguration.stallEvidence = stallEvidence
+        session = HandoverSession(to: peer, port: port, configuration: sessionConfiguration, role: .advises)
     }
 
-    public var isViable: Bool { unviable == nil }
+    public var isViable: Bool { session.isViable }
+    /// Why the connection is not viable, while it is not.
+    public var unviable: HandoverStateMachine.Reason? { session.unviableReason }
+    /// The better interface the app was told of, while it stands.
+    public var betterInterface: String? { session.announcedBetterInterface }
     /// The latest path.
-    public var path: NetworkPath? { machine.path }
+    public var path: NetworkPath? { session.path }
     /// Interfaces held down after stalls.
-    public var stalledPaths: StalledPaths { machine.stalledPaths }
+    public var stalledPaths: StalledPaths { session.machine.stalledPaths }
 
     /// When the caller must next send a tick, at the latest (nil: nothing is timed).
     public func nextDeadline(smoothedRTT: Duration?) -> Duration? {
-        machine.nextDeadline(smoothedRTT: smoothedRTT, awaitingDataSince: awaitingSince)
+        session.nextDeadline(transport: smoothedRTT.map { .init(smoothedRTT: $0, unacknowledged: 1) }, awaitingDataSince: nil, at: .zero)
+    }
+
+    /// When the caller must next send a tick, at the latest, from what the transport says now.
+    public func nextDeadline(transport: HandoverSession.TransportSample?, at now: Duration) -> Duration? {
+        session.nextDeadline(transport: transport, awaitingDataSince: nil, at: now)
     }
 
     public mutating func handle(_ event: Event) -> [Action] {
-        var actions: [Action] = []
-        let now: Duration
+        let requests: [HandoverSession.Request]
         switch event {
         case let .connected(interface, transport, family, at):
-            now = at
-            self.interface = interface
-            self.transport = transport
-            awaitingSince = nil
-            unviable = nil
-            provenFree = nil
-            actions += carryOut(machine.handle(.connected(interface: interface, transport: transport, family: family, at: at)), at: at)
+            let remote = session.addresses.first { $0.family == family } ?? session.addresses.first
+            requests = session.handle(.connected(.init(interface: interface, transport: transport, remote: family == nil ? remote : remote), at: at))
         case let .pathUpdated(path, at):
-            now = at
-            actions.append(.advise(.pathChanged(path)))
-            actions += carryOut(machine.handle(.pathUpdated(path, at: at)), at: at)
-            let anyInterface = path.availableInterfaces.contains { $0.type != .loopback }
-            if transport == .mptcp, !anyInterface, unviable == nil {
-                // The kernel moves an MPTCP connection's subflows: it is lost only with every path.
-                unviable = .pathLost(interface: interface ?? "every interface")
-                actions.append(.advise(.viability(isViable: false, reason: unviable)))
-            }
-            // Lost with its interface (over MPTCP, with all of them), viable again once it is back.
-            if case .pathLost(let lost)? = unviable,
-               transport == .mptcp ? anyInterface : path.availableInterfaces.contains(where: { $0.name == lost }) {
-                actions += becomeViable(at: at)
-            }
+            requests = session.handle(.pathUpdated(path, at: at))
         case let .sent(bytes, at):
-            now = at
-            if bytes > 0, awaitingSince == nil { awaitingSince = at }
+            requests = session.handle(.sent(bytes: bytes, at: at))
         case let .received(bytes, at):
-            now = at
-            guard bytes > 0 else { return [] }
-            awaitingSince = nil
-            actions += carryOut(machine.handle(.received(bytes: bytes, at: at)), at: at)
-            if case .stalled? = unviable { actions += becomeViable(at: at) }
+            requests = session.handle(.received(bytes: bytes, at: at))
         case let .tick(at, rtt):
-            now = at
-            actions += carryOut(machine.handle(.tick(at: at, smoothedRTT: rtt, awaitingDataSince: awaitingSince)), at: at)
+            // Without a transport sample, silence is the evidence (unacknowledged: unknown).
+            requests = session.handle(.tick(at: at, transport: rtt.map { .init(smoothedRTT: $0, unacknowledged: 1) }, awaitingDataSince: nil))
+        case let .sample(at, transport):
+            requests = session.handle(.tick(at: at, transport: transport, awaitingDataSince: nil))
         case let .probeFinished(interface, connected, at):
-            now = at
-            actions += carryOut(machine.handle(.probeFinished(interface: interface, connected: connected, at: at)), at: at)
+            requests = session.handle(.probeFinished(interface: interface, connected: connected, at: at))
+        case let .heldDownElsewhere(interface, until):
+            requests = session.handle(.heldDownElsewhere(interface: interface, until: until))
         }
-        return actions + reviewBetterPath(at: now)
-    }
-
-    /// The machine's actions, as advice: a move becomes "not viable" or "a better path", and the
-    /// connection stays (the app decides).
-    private mutating func carryOut(_ machineActions: [HandoverStateMachine.Action], at now: Duration) -> [Action] {
-        var actions: [Action] = []
-        for action in machineActions {
-            switch action {
-            case let .markStalled(interface, hold):
-                actions.append(.heldDown(interface: interface, holdDown: hold))
-            case .startProbe(let interface):
-                actions.append(.startProbe(interface: interface))
-            case .abandonProbe(let interface):
-                actions.append(.abandonProbe(interface: interface))
-            case .move(let reason):
-                switch reason {
-                case .betterPath(let target, _):
-                    provenFree = target
-                    // Staying keeps the probes going, so the evidence stays fresh.
-                    _ = machine.handle(.stayed(at: now))
-                case .stalled, .pathLost, .tooPoor, .failed:
-                    // Judged again once viable: not before, or a stall would be found again at
-                    // every tick, its hold-down doubling each time.
-                    if unviable == nil {
-                        unviable = reason
-                        actions.append(.advise(.viability(isViable: false, reason: reason)))
-                    }
-                }
-            case .restore, .switchSubflows:
-                break  // Path manager and subflow control: not configured.
+        return requests.compactMap { request -> Action? in
+            switch request {
+            case .advise(let advice): .advise(advice)
+            case let .probe(interface, _, _): .startProbe(interface: interface.name)
+            case .abandonProbe(let interface): .abandonProbe(interface: interface)
+            case let .holdDown(interface, hold): .heldDown(interface: interface, holdDown: hold)
+            case .leave, .restore, .switchedSubflows, .subflow, .subflowOpened, .subflowClosed: nil
             }
         }
-        return actions
     }
 
-    private mutating func becomeViable(at now: Duration) -> [Action] {
-        unviable = nil
-        awaitingSince = nil
-        _ = machine.handle(.stayed(at: now))
-        return [.advise(.viability(isViable: true, reason: nil))]
-    }
-
-    /// The interface a new connection should take instead of this one, if there is one.
-    private mutating func betterChoice(at now: Duration) -> (String, HandoverStateMachine.Reason)? {
-        guard let path = machine.path else { return nil }
-        if let reason = unviable {
-            guard let racePath = machine.racePath(at: now), case .success(let permitted) = policy.permittedInterfaces(of: racePath) else { return nil }
-            let other = permitted.first { $0.type != .loopback && $0.name != interface && !machine.stalledPaths.isHeldDown($0.name, at: now) }
-            return other.map { ($0.name, reason) }
-        }
-        guard let free = provenFree, let interface else { return nil }
-        let available = path.availableInterfaces
-        guard let target = available.first(where: { $0.name == free }), !target.isExpensive, policy.refusal(of: target) == nil,
-              !machine.stalledPaths.isHeldDown(free, at: now),
-              available.first(where: { $0.name == interface })?.isExpensive ?? false else {
-            provenFree = nil
-            return nil
-        }
-        return (free, .betterPath(interface: free, probes: machine.probesRequired(for: free)))
-    }
-
-    private mutating func reviewBetterPath(at now: Duration) -> [Action] {
-        let choice = betterChoice(at: now)
-        switch (betterInterface, choice) {
-        case (nil, let (target, reason)?):
-            betterInterface = target
-            return [.advise(.betterPathAvailable(interface: target, reason: reason))]
-        case (_?, nil):
-            betterInterface = nil
-            return [.advise(.betterPathUnavailable)]
-        case (_?, let (target, _)?):
-            betterInterface = target
-            return []
-        case (nil, nil):
-            return []
-        }
+    /// The probe the session plans for `interface` now: the peer's address of a family the
+    /// interface has, and the port.
+    public func probeTarget(for interface: String) -> (destination: IPAddress, port: UInt16)? {
+        guard let target = session.path?.availableInterfaces.first(where: { $0.name == interface }) else { return nil }
+        let families = Set(target.addresses.filter { !$0.address.isLinkLocal }.map(\.address.family))
+        guard let destination = session.addresses.first(where: { families.contains($0.family) }) else { return nil }
+        return (destination, session.configuration.probePort ?? session.port)
     }
 }
