@@ -40,6 +40,17 @@ final class PathSource: Sendable {
         stalled.withLock { _ = $0.markStalled(interface, at: now) }
     }
 
+    /// The interfaces held down at `now`, and until when: what every channel's advice must know,
+    /// so that none points to an interface the next race would leave out.
+    func holdDowns(of interfaces: [String], at now: Duration) -> [(interface: String, until: Duration)] {
+        stalled.withLock { stalled in
+            interfaces.compactMap { name in
+                guard stalled.isHeldDown(name, at: now), let end = stalled.holdDownEnd(name) else { return nil }
+                return (name, end)
+            }
+        }
+    }
+
     /// The path to race over now (the monitor's, without interfaces held down, unless that
     /// leaves none), and the monitor's own.
     func racePath() -> (race: NetworkPath, published: NetworkPath)? {

@@ -41,6 +41,9 @@ public struct RoamClientBootstrap: Sendable {
     private var policy = ConnectionPolicy()
     private var raceConfiguration = ConnectionRace.Configuration()
     private var advisorConfiguration = HandoverStateMachine.Configuration()
+    private var probePort: UInt16?
+    private var stallEvidence = HandoverSession.StallEvidence.unacknowledgedData
+    private var retry = HandoverSession.RetryPolicy()
     private var timeout: TimeAmount = .seconds(10)
     private var waits = true
     private var options = ChannelOptions.Storage()
@@ -92,6 +95,37 @@ public struct RoamClientBootstrap: Sendable {
     public func pathAdvice(_ configuration: HandoverStateMachine.Configuration) -> Self {
         var copy = self
         copy.advisorConfiguration = configuration
+        return copy
+    }
+
+    /// Where probes go: a port of the peer of the app's choosing (a health endpoint, say)
+    /// instead of the channel's own. A probe is a TCP connection attempt over the interface to
+    /// probe, reset as soon as it is decided, nothing sent: the server sees a connection opened
+    /// and reset (about one a second while a better interface is being tested, five a second
+    /// within a streak of three).
+    public func probePort(_ port: UInt16?) -> Self {
+        var copy = self
+        copy.probePort = port
+        return copy
+    }
+
+    /// What makes a channel unviable for a stall: by default, data the app wrote that the peer
+    /// has not acknowledged for the stall threshold (`TCP_INFO`), so that a server taking its
+    /// time over a request it received (acknowledged) is not taken for a dead path until the
+    /// configured ``HandoverStateMachine/Configuration/maximumStall`` (10 s). `.silence` judges
+    /// silence alone, for a peer that streams continuously.
+    public func stallEvidence(_ evidence: HandoverSession.StallEvidence) -> Self {
+        var copy = self
+        copy.stallEvidence = evidence
+        return copy
+    }
+
+    /// When a connect races again after a race failed for a reason a change of the network may
+    /// cure (no route, unreachable, timed out): after 100 ms, doubling to 1 s, or at once when
+    /// the path changes; within the connect timeout.
+    public func retryPolicy(_ policy: HandoverSession.RetryPolicy) -> Self {
+        var copy = self
+        copy.retry = policy
         return copy
     }
 
@@ -221,7 +255,7 @@ public struct RoamClientBootstrap: Sendable {
     /// app's initializer.
     private func channelBootstrap(on eventLoop: any EventLoop, raced: RacedConnection, port: UInt16) -> ClientBootstrap {
         let handler = RoamPathHandler.Setup(source: source, policy: policy, configuration: advisorConfiguration, raced: raced,
-                                            port: port)
+                                            port: port, probePort: probePort, stallEvidence: stallEvidence)
         let initializer = self.initializer
         let options = self.options
         return ClientBootstrap(group: eventLoop).channelInitializer { channel in
@@ -243,33 +277,59 @@ public struct RoamClientBootstrap: Sendable {
         let racer = ConnectionRacer(namespace: source.namespace, policy: policy, configuration: raceConfiguration, transport: transport)
         let waits = waits
         let waitingHandler = waitingHandler
+        // The session's plan decides when to race again (the same rule as HandoverConnection's
+        // and the simulator's); the path it is given is the bootstrap's race path, without the
+        // interfaces its channels held down.
+        var configuration = HandoverSession.Configuration()
+        configuration.policy = policy
+        configuration.retry = retry
+        configuration.retry.giveUpAfter = Duration(timeout)
         return threadPool.runIfActive(eventLoop: eventLoop) { () throws -> RacedConnection in
-            var path = source.racePath()
+            var session = HandoverSession(to: [], port: port, configuration: configuration)
+            var lastError: MultipathError?
+            var published: NetworkPath?
             while true {
+                let now = PathSource.now()
+                if let current = source.racePath(), current.published != published {
+                    published = current.published
+                    _ = session.handle(.pathUpdated(current.race, at: now))
+                }
                 let remaining = deadline - NIODeadline.now()
-                guard remaining > .zero else { throw RoamNIOError.timedOut }
-                guard let current = path else {
-                    // No path yet: the monitor has not published one.
-                    _ = source.waitForChange(from: nil, until: deadline)
-                    path = source.racePath()
-                    continue
-                }
-                let error: MultipathError
-                do throws(MultipathError) {
-                    let timeout = Duration.nanoseconds(remaining.nanoseconds)
-                    switch target {
-                    case .host(let host): return try racer.connect(toHost: host, port: port, over: current.race, timeout: timeout)
-                    case .addresses(let addresses): return try racer.connect(to: addresses, port: port, over: current.race, timeout: timeout)
+                switch session.connectPlan(at: now) {
+                case .giveUp:
+                    throw lastError.map { RoamNIOError.connect($0) } ?? RoamNIOError.timedOut
+                case .wait(let until):
+                    guard remaining > .zero else { throw lastError.map { RoamNIOError.connect($0) } ?? RoamNIOError.timedOut }
+                    if lastError == nil, session.path != nil, let error = Self.refusal(of: session.path!, by: racer) {
+                        // A path the policy permits nothing of: as a race would have found.
+                        guard waits, let waiting = Self.waiting(for: error) else { throw RoamNIOError.connect(error) }
+                        lastError = error
+                        waitingHandler?(waiting)
                     }
-                } catch let failure {
-                    error = failure
+                    let wake = until.map { min(deadline, PathSource.deadline(at: $0)) } ?? deadline
+                    _ = source.waitForChange(from: published, until: wake)
+                case .race(let path):
+                    do throws(MultipathError) {
+                        let timeout = Duration.nanoseconds(max(1, remaining.nanoseconds))
+                        switch target {
+                        case .host(let host): return try racer.connect(toHost: host, port: port, over: path, timeout: timeout)
+                        case .addresses(let addresses): return try racer.connect(to: addresses, port: port, over: path, timeout: timeout)
+                        }
+                    } catch let error {
+                        guard waits, let waiting = Self.waiting(for: error) else { throw RoamNIOError.connect(error) }
+                        lastError = error
+                        waitingHandler?(waiting)
+                        _ = session.handle(.raceFailed(at: PathSource.now()))
+                    }
                 }
-                guard waits, let waiting = Self.waiting(for: error) else { throw RoamNIOError.connect(error) }
-                waitingHandler?(waiting)
-                guard source.waitForChange(from: current.published, until: deadline) else { throw RoamNIOError.connect(error) }
-                path = source.racePath()
             }
         }
+    }
+
+    /// What the racer would refuse over `path` before trying (no permitted interface), if anything.
+    static func refusal(of path: NetworkPath, by racer: ConnectionRacer) -> MultipathError? {
+        if case .failure(let refusal) = racer.policy.permittedInterfaces(of: path) { return .noPermittedPath(refusal) }
+        return nil
     }
 
     /// The failures a change of the network may cure, as the event that says so.

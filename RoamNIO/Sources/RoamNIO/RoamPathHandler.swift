@@ -28,6 +28,8 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         var configuration: HandoverStateMachine.Configuration
         var raced: RacedConnection
         var port: UInt16
+        var probePort: UInt16?
+        var stallEvidence: HandoverSession.StallEvidence
     }
 
     private let setup: Setup
@@ -50,7 +52,14 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     init(_ setup: Setup) {
         self.setup = setup
-        advisor = PathAdvisor(policy: setup.policy, configuration: setup.configuration)
+        // The peer's addresses the race tried, the winner's first: probes go to one of a family
+        // the probed interface has.
+        var peers: [IPAddress] = setup.raced.metrics.winner.map { [$0.candidate.destination] } ?? []
+        for attempt in setup.raced.metrics.attempts where !peers.contains(attempt.candidate.destination) {
+            peers.append(attempt.candidate.destination)
+        }
+        advisor = PathAdvisor(policy: setup.policy, configuration: setup.configuration, peer: peers, port: setup.port,
+                              probePort: setup.probePort, stallEvidence: setup.stallEvidence)
     }
 
     private var peer: IPAddress? { setup.raced.metrics.winner?.candidate.destination }
@@ -118,6 +127,7 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     private func pathUpdated(_ path: NetworkPath) {
         guard let context, subscription != nil, path != advisor.path else { return }
+        shareHoldDowns(at: PathSource.now())
         carryOut(advisor.handle(.pathUpdated(path, at: PathSource.now())), context: context)
         rescheduleTimer(context: context)
     }
@@ -126,26 +136,38 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         guard let context, subscription != nil else { return }
         timer = nil
         timerDeadline = nil
-        carryOut(advisor.handle(.tick(at: PathSource.now(), smoothedRTT: smoothedRTT)), context: context)
+        let now = PathSource.now()
+        shareHoldDowns(at: now)
+        carryOut(advisor.handle(.sample(at: now, transport: transport(fresh: true))), context: context)
         rescheduleTimer(context: context)
     }
 
-    /// The kernel's smoothed RTT of the connection (`TCP_INFO`), read at most every 100 ms: reads
+    /// Tells the advisor the interfaces the bootstrap holds down (another channel stalled on
+    /// them): no better path points to one of them while the next race would leave it out.
+    private func shareHoldDowns(at now: Duration) {
+        let names = advisor.path?.availableInterfaces.map(\.name) ?? []
+        for (interface, until) in setup.source.holdDowns(of: names, at: now) {
+            _ = advisor.handle(.heldDownElsewhere(interface: interface, until: until))
+        }
+    }
+
+    /// What the kernel says of the connection (`TCP_INFO`: the smoothed round trip, and whether
+    /// data the app wrote is unacknowledged), read at most every 100 ms unless `fresh`: reads
     /// and writes come far more often than the estimate moves.
-    private var smoothedRTT: Duration? {
+    private func transport(fresh: Bool = false) -> HandoverSession.TransportSample? {
         let now = PathSource.now()
-        if let cached = rtt, now - cached.at < .milliseconds(100) { return cached.value }
+        if !fresh, let cached = sample, now - cached.at < .milliseconds(100) { return cached.value }
         guard context?.channel.isActive ?? false else { return nil }
-        let value = StalledPaths.smoothedRTT(of: setup.raced.descriptor)
-        rtt = (value, now)
+        let value = HandoverSession.TransportSample.of(setup.raced.descriptor)
+        sample = (value, now)
         return value
     }
-    private var rtt: (value: Duration?, at: Duration)?
+    private var sample: (value: HandoverSession.TransportSample?, at: Duration)?
 
     /// One timer, at the advisor's next deadline.
     private func rescheduleTimer(context: ChannelHandlerContext) {
         guard subscription != nil else { return }
-        let deadline = advisor.nextDeadline(smoothedRTT: smoothedRTT)
+        let deadline = advisor.nextDeadline(transport: transport(), at: PathSource.now())
         guard deadline != timerDeadline else { return }
         timer?.cancel()
         timer = nil
@@ -183,14 +205,15 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// connected within the probe interval. The source's ``ProbeWaiter`` runs it.
     private func startProbe(_ interface: String, context: ChannelHandlerContext) {
         abandonProbe()
-        guard let peer, let target = advisor.path?.availableInterfaces.first(where: { $0.name == interface }) else {
+        guard let target = advisor.path?.availableInterfaces.first(where: { $0.name == interface }),
+              let (destination, port) = advisor.probeTarget(for: interface) else {
             carryOut(advisor.handle(.probeFinished(interface: interface, connected: false, at: PathSource.now())), context: context)
             return
         }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
         let deadline = NIODeadline.now() + TimeAmount(setup.configuration.probeInterval)
-        probe = setup.source.probes.probe(target, to: peer, port: setup.port, deadline: deadline) { id, connected in
+        probe = setup.source.probes.probe(target, to: destination, port: port, deadline: deadline) { id, connected in
             eventLoop.execute { handler.value.probeFinished(interface, id: id, connected: connected) }
         }
     }

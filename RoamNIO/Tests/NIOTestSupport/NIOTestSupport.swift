@@ -58,22 +58,36 @@ public final class HTTPServer: Sendable {
         typealias OutboundOut = HTTPServerResponsePart
         let counter: Box
         var size = 0
+        /// The server's think time before it answers (`/SIZE?delay=MS`).
+        var delay = 0
         init(counter: Box) { self.counter = counter }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
             case .head(let head):
-                size = Int(head.uri.dropFirst()) ?? 0
+                let parts = head.uri.dropFirst().split(separator: "?", maxSplits: 1)
+                size = parts.first.flatMap { Int($0) } ?? 0
+                delay = parts.count > 1 && parts[1].hasPrefix("delay=") ? Int(parts[1].dropFirst(6)) ?? 0 : 0
             case .body:
                 break
             case .end:
                 counter.count.withLock { $0 += 1 }
-                var headers = HTTPHeaders()
-                headers.add(name: "content-length", value: "\(size)")
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
-                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(repeating: UInt8(ascii: "x"), count: size)))), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                let size = size
+                guard delay > 0 else {
+                    respond(size, context: context)
+                    return
+                }
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .milliseconds(Int64(delay))) { bound.value.0.respond(size, context: bound.value.1) }
             }
+        }
+
+        private func respond(_ size: Int, context: ChannelHandlerContext) {
+            var headers = HTTPHeaders()
+            headers.add(name: "content-length", value: "\(size)")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(repeating: UInt8(ascii: "x"), count: size)))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
     }
 }
@@ -177,9 +191,11 @@ public struct HTTPExchange: ~Copyable {
 
     public struct Failure: Error, CustomStringConvertible { public let description: String }
 
-    /// `GET /size`: the status and the body's length.
-    public mutating func get(_ size: Int) async throws -> (status: HTTPResponseStatus, bytes: Int) {
-        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/\(size)")
+    /// `GET /size`: the status and the body's length; with `serverDelay`, the server thinks
+    /// that long before it answers.
+    public mutating func get(_ size: Int, serverDelay: Duration = .zero) async throws -> (status: HTTPResponseStatus, bytes: Int) {
+        let delay = serverDelay.components.seconds * 1000 + serverDelay.components.attoseconds / 1_000_000_000_000_000
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: delay > 0 ? "/\(size)?delay=\(delay)" : "/\(size)")
         head.headers.add(name: "host", value: host)
         try await outbound.write(contentsOf: [.head(head), .end(nil)])
         var status: HTTPResponseStatus?

@@ -320,7 +320,8 @@ public struct HandoverSession: Sendable {
             unviable = nil
             provenFree = nil
             subflowBytes = [:]
-            backupOf = [:]
+            // The connection's first subflow carries the data.
+            backupOf = made.local.map { [$0: false] } ?? [:]
             lastSubflowRequest = [:]
             localID = made.local.map { [$0: 0] } ?? [:]
             nextLocalID = 1
@@ -370,13 +371,18 @@ public struct HandoverSession: Sendable {
     /// When the driver must next send a tick, at the latest (nil: nothing is timed).
     public func nextDeadline(transport: TransportSample?, awaitingDataSince since: Duration?, at now: Duration) -> Duration? {
         let awaiting = since ?? awaitingSince
-        var deadline = machine.nextDeadline(smoothedRTT: transport?.smoothedRTT, awaitingDataSince: judgedAwaitingSince(awaiting, transport: transport, at: now))
-        // Acknowledged and unanswered: judged at the ceiling.
-        if configuration.stallEvidence == .unacknowledgedData, let awaiting, connection != nil {
-            let ceiling = max(awaiting, machine.lastData ?? awaiting) + configuration.rules.maximumStall
-            deadline = min(deadline ?? ceiling, ceiling)
+        let rtt = transport?.smoothedRTT
+        guard configuration.stallEvidence == .unacknowledgedData, let awaiting, connection != nil, let transport, transport.unacknowledged == 0 else {
+            return machine.nextDeadline(smoothedRTT: rtt, awaitingDataSince: awaiting)
         }
-        return deadline
+        // Everything sent is acknowledged for now: look again at the stall threshold (data may
+        // be unacknowledged by then), and, past it, every threshold until the ceiling, where the
+        // server's time is up.
+        let ceiling = max(awaiting, machine.lastData ?? awaiting) + configuration.rules.maximumStall
+        let timers = machine.nextDeadline(smoothedRTT: rtt, awaitingDataSince: nil)
+        var look = machine.nextDeadline(smoothedRTT: rtt, awaitingDataSince: awaiting) ?? ceiling
+        if look <= now { look = now + stallThreshold(smoothedRTT: rtt) }
+        return [timers, min(look, ceiling)].compactMap { $0 }.min()
     }
 
     /// When the app is judged to be waiting for data: as it says, unless the evidence asked for

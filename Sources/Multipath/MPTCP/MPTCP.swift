@@ -102,6 +102,17 @@ public enum MPTCP {
         public var smoothedRTT: Duration
 
         public var description: String { "\(local):\(localPort) → \(remote):\(remotePort)" }
+
+        public init(local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16, bytesAcked: UInt64, bytesReceived: UInt64,
+                    smoothedRTT: Duration) {
+            self.local = local
+            self.localPort = localPort
+            self.remote = remote
+            self.remotePort = remotePort
+            self.bytesAcked = bytesAcked
+            self.bytesReceived = bytesReceived
+            self.smoothedRTT = smoothedRTT
+        }
     }
 
     /// The subflows of a multipath connection now (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`);
