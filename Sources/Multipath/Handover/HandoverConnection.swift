@@ -373,7 +373,7 @@ public final class HandoverConnection {
                 descriptor = connection.descriptor
                 perform(session.handle(.connected(.init(interface: winner?.route.interface, transport: multipath ? .mptcp : .tcp,
                                                         local: winner?.source, remote: winner?.destination,
-                                                        token: multipath ? MPTCP.info(of: connection.descriptor)?.mptcpi_token : nil),
+                                                        token: multipath ? MPTCP.token(of: connection.descriptor) : nil),
                                                   at: Self.now())))
                 lastInterface = winner?.route.interface
                 onEvent?(.connected(connection.metrics, isReconnect: isReconnect))

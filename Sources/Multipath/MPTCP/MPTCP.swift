@@ -81,8 +81,15 @@ public enum MPTCP {
         return info.mptcpi_flags & fallbackFlag != 0 ? .fallback : .multipath
     }
 
-    /// The kernel's `mptcp_info` for a multipath connection; nil for anything else.
-    public static func info(of descriptor: Int32) -> mptcp_info? {
+    /// The connection's token, which the path manager's requests name it by (`mptcpi_token`);
+    /// nil for anything but a multipath connection.
+    public static func token(of descriptor: Int32) -> UInt32? {
+        info(of: descriptor)?.mptcpi_token
+    }
+
+    /// The kernel's `mptcp_info` for a multipath connection; nil for anything else. A C struct:
+    /// kept out of the public API (``token(of:)``, ``mode(of:)`` and ``subflows(of:)`` say what it holds).
+    package static func info(of descriptor: Int32) -> mptcp_info? {
         var info = mptcp_info()
         var length = socklen_t(MemoryLayout<mptcp_info>.size)
         guard getsockopt(descriptor, socketLevel, MPTCP_INFO, &info, &length) == 0, length > 0 else { return nil }

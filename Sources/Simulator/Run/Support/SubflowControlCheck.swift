@@ -57,7 +57,7 @@ enum SubflowControlCheck {
                 return "exchange data over the loopback"
             }
         }
-        guard MPTCP.mode(of: client.descriptor) == .multipath, let token = MPTCP.info(of: client.descriptor)?.mptcpi_token else {
+        guard MPTCP.mode(of: client.descriptor) == .multipath, let token = MPTCP.token(of: client.descriptor) else {
             return "the loopback connection fell back to TCP"
         }
         let netlink: NetlinkSocket

@@ -3,15 +3,17 @@ import Glibc
 import Multipath
 import Netlink
 import RoamSystem
+import Synchronization
 import SystemPackage
 
 /// A TCP socket of a workload, made inside a node's namespace (a socket belongs to the
 /// namespace it was created in, whichever thread uses it afterwards). Every blocking call polls
 /// the socket together with a ``EventSignal`` and an optional deadline, so a workload can always
 /// be stopped at once.
-final class TCPSocket: @unchecked Sendable {
+final class TCPSocket: Sendable {
     let descriptor: Int32
-    private var isClosed = false
+    /// Closed once, by whichever thread gets there first (a workload's, or the run's tear-down).
+    private let isClosed = Atomic<Bool>(false)
 
     enum Outcome: Error, Equatable {
         case done
@@ -34,16 +36,14 @@ final class TCPSocket: @unchecked Sendable {
     deinit { close() }
 
     func close() {
-        guard !isClosed else { return }
-        isClosed = true
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Glibc.close(descriptor)
     }
 
     /// Closes at once and for good, as an app does with a connection it gave up (see
     /// ``ConnectionRacer/abandon(_:)``).
     func abort() {
-        guard !isClosed else { return }
-        isClosed = true
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         ConnectionRacer.abandon(descriptor)
     }
 

@@ -279,7 +279,7 @@ final class ClientConnection: Sendable {
                 let multipath = connection.metrics.mode == .multipath
                 let made = HandoverSession.Connection(interface: interface, transport: multipath ? .mptcp : .tcp, local: winner?.source,
                                                       remote: winner?.destination,
-                                                      token: multipath ? MPTCP.info(of: connection.descriptor)?.mptcpi_token : nil)
+                                                      token: multipath ? MPTCP.token(of: connection.descriptor) : nil)
                 let requests = state.withLock { state in
                     state.socket = socket
                     state.raced = true
