@@ -58,7 +58,8 @@ package func escapedForMessage(_ text: some StringProtocol, maximumLength: Int =
         case "\r": result += "\\r"
         case "\t": result += "\\t"
         case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value)
-            || scalar.value == 0x2028 || scalar.value == 0x2029 || scalar.value == 0xFEFF:
+            || scalar.value == 0x2028 || scalar.value == 0x2029 || scalar.value == 0xFEFF
+            || scalar.value == 0xFFFE || scalar.value == 0xFFFF:
             result += "\\u{\(String(scalar.value, radix: 16))}"
         default: result.unicodeScalars.append(scalar)
         }

@@ -90,7 +90,8 @@ enum YAMLEmitter {
                 case "\t": text("\\t")
                 case "\r": text("\\r")
                 case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value)
-                    || scalar.value == 0x2028 || scalar.value == 0x2029 || scalar.value == 0xFEFF:
+                    || scalar.value == 0x2028 || scalar.value == 0x2029 || scalar.value == 0xFEFF
+            || scalar.value == 0xFFFE || scalar.value == 0xFFFF:
                     let hex = String(scalar.value, radix: 16, uppercase: true)
                     text("\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex)
                 default:

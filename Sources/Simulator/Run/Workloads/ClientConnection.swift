@@ -34,7 +34,7 @@ final class ClientConnection: Sendable {
     }
     private let state: Mutex<State>
     let context: WorkloadContext
-    /// Signalled on the client node's path updates (multipath modes).
+    /// Signalled on the client node's path updates.
     private let pathChanged: EventSignal?
     private let subscription: PathUpdateSubscription?
     /// Carries out the session's subflow plans (subflow control).
@@ -56,7 +56,8 @@ final class ClientConnection: Sendable {
                                                 serviceType: configuration.rules.serviceType)
         state = Mutex(State(session: HandoverSession(to: context.serverAddresses, port: context.port, configuration: configuration)))
         subflows = context.controlsSubflows ? context.clientNamespace.map { MPTCPSubflowController(namespace: $0) } : nil
-        if context.workload.mode != .none, let monitor = context.clientMonitor, let wakeup = try? EventSignal() {
+        // Woken by path updates whenever it races (a policy that prohibits paths races too).
+        if let monitor = context.clientMonitor, let wakeup = try? EventSignal() {
             pathChanged = wakeup
             subscription = monitor.onUpdate { _ in wakeup.signal() }
         } else {
@@ -261,8 +262,18 @@ final class ClientConnection: Sendable {
             case .giveUp:
                 return nil
             case .wait(let until):
+                // Waiting because the policy permits nothing of the path (only a satellite left,
+                // say): logged once, as a failed connect, so that the report says why.
+                if failedSince == nil, let current = state.withLock({ $0.session.path }),
+                   case .failure(let refusal) = racer.policy.permittedInterfaces(of: current) {
+                    failedSince = context.log.elapsed
+                    state.withLock { $0.connectFailures += 1 }
+                    context.log.record(.connectFailed(workload: context.workload.name, reason: MultipathError.noPermittedPath(refusal).description))
+                }
                 var wake = min(limit ?? context.stopAt, context.stopAt)
                 if let until { wake = min(wake, context.log.start + until) }
+                // Without path updates to wake it, it looks at the path every 50 ms.
+                if pathChanged == nil { wake = min(wake, MonotonicInstant.now + .milliseconds(50)) }
                 _ = context.stop.wait(until: wake, wakingOn: pathChanged.map { [$0.pollEntry] } ?? [])
                 continue
             case .race(let over):
