@@ -298,12 +298,15 @@ public final class SecureDirectory: Sendable {
         }
         guard fd >= 0 else { throw .system("create a file in", path, .current) }
         let file = FileDescriptor(rawValue: fd)
+        // Closed exactly once: a second close could close a descriptor another thread just got.
+        var isOpen = true
         do throws(SafePathError) {
             do {
                 try writeAll(bytes, to: file)
             } catch {
                 throw SafePathError.system("write", child(name), error)
             }
+            isOpen = false
             try? file.close()
             // Checked again just before the rename: something planted meanwhile is refused too.
             try checkReplaceable(name)
@@ -313,7 +316,7 @@ public final class SecureDirectory: Sendable {
                 throw SafePathError.system("write", child(name), error)
             }
         } catch {
-            try? file.close()
+            if isOpen { try? file.close() }
             unlinkat(descriptor, temporary, 0)
             throw error
         }
