@@ -117,7 +117,7 @@ public struct PathAdvisor: Sendable {
         switch event {
         case let .connected(interface, transport, family, at):
             let remote = session.addresses.first { $0.family == family } ?? session.addresses.first
-            requests = session.handle(.connected(.init(interface: interface, transport: transport, remote: family == nil ? remote : remote), at: at))
+            requests = session.handle(.connected(.init(interface: interface, transport: transport, remote: remote), at: at))
         case let .pathUpdated(path, at):
             requests = session.handle(.pathUpdated(path, at: at))
         case let .sent(bytes, at):
