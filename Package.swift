@@ -5,6 +5,12 @@ let package = Package(
     name: "roam",
     platforms: [.macOS(.v15)],
     products: [
+        // The leaf every other module shares: interface types, link quality, the ordered JSON
+        // value, text helpers. No C library, no system calls.
+        .library(name: "RoamCore", targets: ["RoamCore"]),
+        // The OS layer over swift-system (descriptors, polling, spawning, safe paths, the run
+        // registry), for RoamNIO and other packages' tools.
+        .library(name: "RoamSystem", targets: ["RoamSystem"]),
         .library(name: "Netlink", targets: ["Netlink"]),
         .library(name: "PathMonitor", targets: ["PathMonitor"]),
         .library(name: "ScenarioModel", targets: ["ScenarioModel"]),
@@ -43,13 +49,15 @@ let package = Package(
         // without warning; in C because it runs between fork and _exit.
         .target(name: "CRoamProcess"),
         .target(name: "CRoamTestingRootless", dependencies: ["CRoamRootless"]),
-        .target(name: "RoamSystem", dependencies: ["CRoamLinux", "CRoamRootless", "CRoamProcess", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "RoamCore"),
+        .target(name: "RoamSystem", dependencies: ["RoamCore", "CRoamLinux", "CRoamRootless", "CRoamProcess", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "PathMonitor", dependencies: ["Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "PathMonitor", dependencies: ["RoamCore", "Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "Multipath", dependencies: ["PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
-        // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root.
-        .target(name: "ScenarioModel", dependencies: ["PathMonitor", "RoamSystem", .product(name: "Yams", package: "Yams")]),
+        // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root, and
+        // never links libnl (nor does RoamReport, nor the fuzz targets).
+        .target(name: "ScenarioModel", dependencies: ["RoamCore", "RoamSystem", .product(name: "Yams", package: "Yams")]),
         // Roam's userspace link emulator: TUN interfaces, the per-direction pipeline (delay,
         // loss, rate, traces) and the one-thread event loop that moves packets between them.
         .target(name: "LinkEmulation", dependencies: ["ScenarioModel", "Netlink", "RoamSystem", "CRoamLinux",
@@ -57,15 +65,16 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log")]),
         // A run's record read back: the typed timeline events, `RecordedRun`, the HTML report.
         // Pure: never needs root.
-        .target(name: "RoamReport", dependencies: ["ScenarioModel", "PathMonitor", "Netlink", "RoamSystem"]),
+        .target(name: "RoamReport", dependencies: ["RoamCore", "ScenarioModel", "RoamSystem"]),
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
-        .target(name: "Simulator", dependencies: ["ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
+        .target(name: "Simulator", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "RoamFuzzTargets", dependencies: ["ScenarioModel", "RoamReport", "Simulator", "PathMonitor", "Netlink", "RoamSystem",
+        .target(name: "RoamFuzzTargets", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "RoamSystem",
                                                        .product(name: "Yams", package: "Yams")]),
         .executableTarget(
             name: "roam",
             dependencies: [
+                "RoamCore",
                 "PathMonitor",
                 "ScenarioModel",
                 "RoamReport",

@@ -28,6 +28,7 @@ let package = Package(
             .product(name: "Multipath", package: "roam"),
             .product(name: "PathMonitor", package: "roam"),
             .product(name: "Netlink", package: "roam"),
+            .product(name: "RoamSystem", package: "roam"),
         ]),
         // An HTTP/1 server and client on swift-nio's codec, and the scenario, for the tests and the benchmark.
         .target(name: "NIOTestSupport", dependencies: ["RoamNIO"] + httpAndScenarios, path: "Tests/NIOTestSupport"),

@@ -1,9 +1,7 @@
-import Netlink
-import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
-import Simulator
 import Yams
 
 /// The fuzz targets of Roam's input readers: each takes arbitrary bytes, runs them through a

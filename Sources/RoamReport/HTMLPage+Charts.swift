@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 import RoamSystem
 import ScenarioModel
 

@@ -1,4 +1,3 @@
-import PathMonitor
 import RoamSystem
 import ScenarioModel
 

@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 
 /// Why text is not JSON: what was expected, and where.
 public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {

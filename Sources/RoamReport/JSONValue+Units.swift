@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 import RoamSystem
 
 extension JSONValue {

@@ -1,5 +1,4 @@
-import Netlink
-import PathMonitor
+import RoamCore
 import RoamSystem
 
 /// A run read back from its report directory: `summary.json` and `timeline.jsonl`, as

@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 import ScenarioModel
 
 /// What the HTML report draws, taken from a recorded run: series on the run's time axis.

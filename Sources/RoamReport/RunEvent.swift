@@ -1,5 +1,4 @@
-import Netlink
-import PathMonitor
+import RoamCore
 import RoamSystem
 
 /// One line of a run's `timeline.jsonl`: what happened, and when (since the scenario's time

@@ -7,7 +7,7 @@ import SystemPackage
 /// it takes nanoseconds (`ppoll`), and after `EINTR` it waits again for what remains rather
 /// than for the whole timeout.
 @discardableResult
-package func waitForEvents(_ entries: inout [pollfd], until deadline: MonotonicInstant?) throws(Errno) -> Int {
+public func waitForEvents(_ entries: inout [pollfd], until deadline: MonotonicInstant?) throws(Errno) -> Int {
     while true {
         var result: Int32
         if let deadline {
@@ -26,6 +26,6 @@ package func waitForEvents(_ entries: inout [pollfd], until deadline: MonotonicI
 
 /// Waits up to `timeout` (`nil`: without end) for `entries`; see ``waitForEvents(_:until:)``.
 @discardableResult
-package func waitForEvents(_ entries: inout [pollfd], timeout: Duration?) throws(Errno) -> Int {
+public func waitForEvents(_ entries: inout [pollfd], timeout: Duration?) throws(Errno) -> Int {
     try waitForEvents(&entries, until: timeout.map { .now + max($0, .zero) })
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CRoamLinux
 import Glibc
 import Netlink
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Simulator

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Netlink
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Simulator

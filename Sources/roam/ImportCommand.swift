@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Simulator

@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Netlink
 import PathMonitor
+import RoamCore
 import RoamSystem
 
 /// `roam monitor`: print a namespace's network path, then every change.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Logging
+import RoamCore
 import RoamSystem
 import SystemPackage
 

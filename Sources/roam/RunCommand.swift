@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Netlink
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Simulator

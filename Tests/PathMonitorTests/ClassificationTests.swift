@@ -1,3 +1,4 @@
+import Glibc
 import Netlink
 import Testing
 @testable import PathMonitor
@@ -68,12 +69,25 @@ import Testing
     }
 
     @Test func reportsEveryBadLineWithItsNumber() {
-        let error = #expect(throws: PathMonitorError.self) {
+        let error = #expect(throws: InterfaceRules.ParseError.self) {
             try InterfaceRules(parsing: "wl* type=wifi\nbad0\neth* type=fiber\n", source: "ifaces.conf")
         }
+        #expect(error?.description.contains("ifaces.conf:2: error: no attributes for 'bad0'") == true)
+        #expect(error?.description.contains("ifaces.conf:3: error: 'type=fiber'") == true)
+    }
+
+    @Test func aBadFileIsAnInvalidInterfacesFileWithEveryLine() throws {
+        var template = Array("/tmp/roam-ifaces-XXXXXX".utf8CString)
+        let directory = try #require(mkdtemp(&template).map { String(cString: $0) })
+        defer { rmdir(directory) }
+        let path = directory + "/ifaces.conf"
+        let file = try #require(fopen(path, "wx"))
+        fputs("wl* type=wifi\nbad0\n", file)
+        fclose(file)
+        defer { unlink(path) }
+        let error = #expect(throws: PathMonitorError.self) { try InterfaceRules(contentsOfFile: path) }
         #expect(error?.code == .invalidInterfacesFile)
-        #expect(error?.message.contains("ifaces.conf:2: error: no attributes for 'bad0'") == true)
-        #expect(error?.message.contains("ifaces.conf:3: error: 'type=fiber'") == true)
+        #expect(error?.message.contains("\(path):2: error: no attributes for 'bad0'") == true)
     }
 
     @Test func reportsAnUnreadableFile() {

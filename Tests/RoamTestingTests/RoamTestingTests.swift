@@ -4,6 +4,7 @@ import LinkEmulation
 import Netlink
 import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import RoamTesting
 import ScenarioModel

@@ -217,7 +217,7 @@ struct ChaosMeshExportTests {
         let up = ChaosMeshSemantics.egress(at: .milliseconds(500), activations, labels: ["phone": ["app": "phone"], "server": ["app": "server"]])
         let link = try #require(scenario.links.first { $0.profile == "airplane-wifi" })
         let side = try #require(up[ChaosMeshSemantics.Side(node: "phone", device: link.name)])
-        let roam = try #require(LinkConditions(impairment: link.up).qdiscConfiguration(seed: 0).1)
+        let roam = try #require(LinkConditions(impairment: link.up).queuePlan.tokenBucket)
         #expect(side.rate == 512_000 && side.limit == roam.limit && side.buffer == roam.bucket)
         #expect(side.netemRate == nil)
     }

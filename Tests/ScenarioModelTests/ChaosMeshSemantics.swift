@@ -203,7 +203,7 @@ enum ChaosMeshSemantics {
         if let rate = impairment.rate ?? impairment.trace.map({ Rate(bitsPerSecond: $0.trace.meanRate) }) {
             var shaped = conditions
             shaped.impairment.rate = rate
-            if let bucket = shaped.qdiscConfiguration(seed: 0).1 {
+            if let bucket = shaped.queuePlan.tokenBucket {
                 egress.rate = bits(ChaosMeshExport.rate(rate))
                 egress.limit = bucket.limit
                 egress.buffer = bucket.bucket

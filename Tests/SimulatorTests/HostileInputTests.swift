@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamFuzzTargets
+import RoamCore
 import RoamSystem
 @testable import RoamReport
 @testable import ScenarioModel

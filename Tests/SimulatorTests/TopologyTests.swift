@@ -1,3 +1,4 @@
+import RoamCore
 import RoamSystem
 import Foundation
 import Glibc

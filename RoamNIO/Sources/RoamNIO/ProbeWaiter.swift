@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Netlink
 import PathMonitor
+import RoamSystem
 import Synchronization
 
 /// Runs the probes of a bootstrap's channels: one thread opens each probe (a connection attempt
@@ -16,7 +17,7 @@ final class ProbeWaiter: Sendable {
         var interface: NetworkInterface
         var peer: IPAddress
         var port: UInt16
-        var deadline: NIODeadline
+        var deadline: MonotonicInstant
         var completion: @Sendable (_ id: Int, _ connected: Bool) -> Void
     }
 
@@ -28,19 +29,12 @@ final class ProbeWaiter: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Written to wake the thread; read end, write end.
-    private let wake: (Int32, Int32)
+    /// Signalled to wake the thread; nil when no eventfd could be made (every probe then fails).
+    private let wake: EventSignal?
     private let pool: NIOThreadPool
 
     init(namespace: NetworkNamespace) {
-        var ends: [Int32] = [-1, -1]
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            }
-        }
-        wake = (ends[0], ends[1])
+        wake = try? EventSignal()
         pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         // The thread holds the waiter until stop() ends it.
@@ -52,9 +46,12 @@ final class ProbeWaiter: Sendable {
     func probe(_ interface: NetworkInterface, to peer: IPAddress, port: UInt16, deadline: NIODeadline,
                completion: @escaping @Sendable (_ id: Int, _ connected: Bool) -> Void) -> Int {
         let id = state.withLock { state -> Int? in
-            guard !state.stopped else { return nil }
+            guard !state.stopped, wake != nil else { return nil }
             state.nextID += 1
-            state.requests.append(Request(id: state.nextID, interface: interface, peer: peer, port: port, deadline: deadline, completion: completion))
+            // In the waiter's clock: what remains of NIO's deadline, from now.
+            let remaining = Duration.nanoseconds(max(0, (deadline - .now()).nanoseconds))
+            state.requests.append(Request(id: state.nextID, interface: interface, peer: peer, port: port, deadline: .now + remaining,
+                                          completion: completion))
             return state.nextID
         }
         guard let id else {
@@ -71,25 +68,20 @@ final class ProbeWaiter: Sendable {
         signal()
     }
 
-    /// Ends the thread (abandoning every probe) and closes the wake-up pipe once it has.
+    /// Ends the thread, abandoning every probe (the signal closes with the waiter).
     func stop() {
         state.withLock { $0.stopped = true }
         signal()
-        let wake = self.wake
-        pool.shutdownGracefully { _ in
-            close(wake.0)
-            close(wake.1)
-        }
+        pool.shutdownGracefully { _ in }
     }
 
     private func signal() {
-        var byte: UInt8 = 1
-        _ = write(wake.1, &byte, 1)
+        wake?.signal()
     }
 
     private func run(namespace: NetworkNamespace) {
-        let wake = self.wake.0
-        var active: [Int: (probe: PathProbe, deadline: NIODeadline, completion: @Sendable (Int, Bool) -> Void)] = [:]
+        guard let wake else { return }
+        var active: [Int: (probe: PathProbe, deadline: MonotonicInstant, completion: @Sendable (Int, Bool) -> Void)] = [:]
         while true {
             let (requests, abandoned, stopped) = state.withLock { state in
                 defer {
@@ -113,18 +105,12 @@ final class ProbeWaiter: Sendable {
             for id in abandoned { active.removeValue(forKey: id)?.probe.abandon() }
 
             let ids = Array(active.keys)
-            var entries = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            var entries = [wake.pollEntry]
             entries += ids.map { pollfd(fd: active[$0]!.probe.descriptor, events: Int16(POLLOUT), revents: 0) }
-            let now = NIODeadline.now()
-            let timeout = active.values.map(\.deadline).min().map { deadline -> Int32 in
-                deadline <= now ? 0 : Int32(clamping: ((deadline - now).nanoseconds + 999_999) / 1_000_000)
-            } ?? -1
-            _ = poll(&entries, nfds_t(entries.count), timeout)
-            if entries[0].revents != 0 {
-                var buffer = [UInt8](repeating: 0, count: 64)
-                while read(wake, &buffer, buffer.count) > 0 {}
-            }
-            let after = NIODeadline.now()
+            // To the nanosecond (ppoll), waking on the earliest deadline or a new request.
+            _ = try? waitForEvents(&entries, until: active.values.map(\.deadline).min())
+            if entries[0].revents != 0 { _ = wake.reset() }
+            let after = MonotonicInstant.now
             for (slot, id) in ids.enumerated() {
                 guard let entry = active[id] else { continue }
                 if entries[slot + 1].revents != 0 {

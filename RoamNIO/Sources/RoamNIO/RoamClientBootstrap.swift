@@ -284,8 +284,9 @@ public struct RoamClientBootstrap: Sendable {
         configuration.policy = policy
         configuration.retry = retry
         configuration.retry.giveUpAfter = Duration(timeout)
+        let sessionConfiguration = configuration
         return threadPool.runIfActive(eventLoop: eventLoop) { () throws -> RacedConnection in
-            var session = HandoverSession(to: [], port: port, configuration: configuration)
+            var session = HandoverSession(to: [], port: port, configuration: sessionConfiguration)
             var lastError: MultipathError?
             var published: NetworkPath?
             while true {

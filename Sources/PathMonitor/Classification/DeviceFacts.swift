@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamCore
 import RoamSystem
 
 /// What the kernel says about an interface's hardware beyond netlink: read from sysfs.

@@ -1,6 +1,7 @@
 import Glibc
 import Logging
 import Netlink
+import RoamCore
 import RoamSystem
 
 /// The work of a monitor's thread: follow rtnetlink, keep the snapshot, publish paths.

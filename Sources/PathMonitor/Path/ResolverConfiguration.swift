@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import RoamCore
 import RoamSystem
 
 /// The DNS resolvers of a namespace, from a `resolv.conf` file.

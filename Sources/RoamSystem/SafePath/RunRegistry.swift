@@ -1,3 +1,4 @@
+import RoamCore
 import Glibc
 import SystemPackage
 

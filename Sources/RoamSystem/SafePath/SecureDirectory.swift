@@ -1,3 +1,4 @@
+import RoamCore
 import CRoamLinux
 import Glibc
 import SystemPackage

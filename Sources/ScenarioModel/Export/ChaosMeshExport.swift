@@ -1,5 +1,5 @@
 import RoamSystem
-import PathMonitor
+import RoamCore
 
 /// A scenario's links and timeline as Chaos Mesh manifests (`chaos-mesh.org/v1alpha1`), for
 /// teams that take mobility tests to Kubernetes. Each node is a set of pods (a label selector);
@@ -72,7 +72,7 @@ public enum ChaosMeshExport {
         guard let rate = impairment.rate ?? impairment.trace.map({ Rate(bitsPerSecond: $0.trace.meanRate) }) else { return nil }
         var shaped = conditions
         shaped.impairment.rate = rate
-        guard let bucket = shaped.qdiscConfiguration(seed: 0).1 else { return nil }
+        guard let bucket = shaped.queuePlan.tokenBucket else { return nil }
         return (rate, bucket.limit, bucket.bucket)
     }
 
@@ -373,9 +373,9 @@ struct Track {
         }
         // netem holds every packet on its delay line; Roam sizes that queue for the flight,
         // Chaos Mesh leaves netem's default of 1000 packets.
-        let (configuration, _) = conditions.qdiscConfiguration(seed: 0)
-        if configuration.limit > 1000 {
-            notes.addPacketsInFlight(configuration.limit, link: link)
+        let delayLine = conditions.queuePlan.delayLinePackets
+        if delayLine > 1000 {
+            notes.addPacketsInFlight(delayLine, link: link)
         }
         return fields.isEmpty ? nil : fields
     }

@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 
 /// Block-style YAML for a JSON value, as Kubernetes manifests are written (and as Yams writes
 /// them: lists in a mapping at the key's indent): keys in their order; every string value

@@ -1,5 +1,4 @@
-import Netlink
-import PathMonitor
+import RoamCore
 import RoamSystem
 
 /// `roam import mahimahi`: mahimahi delivery traces (one file per direction, as mahimahi's own

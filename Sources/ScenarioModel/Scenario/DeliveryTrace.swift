@@ -1,5 +1,5 @@
 import Glibc
-import Netlink
+import RoamCore
 import RoamSystem
 
 /// A link's capacity as a mahimahi trace: each line is a millisecond at which one delivery

@@ -1,4 +1,4 @@
-import Netlink
+import RoamCore
 import RoamSystem
 
 /// A problem in a scenario file, with the place it stands.

@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 
 /// A named set of link settings, usable as `profile:` on a link or in the timeline.
 ///

@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 
 extension LinkQuality {
     /// The bounds below which a direction of a link grades `moderate`, and `minimal`.

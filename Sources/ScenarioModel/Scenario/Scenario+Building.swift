@@ -1,5 +1,4 @@
-import Netlink
-import PathMonitor
+import RoamCore
 import RoamSystem
 
 // Scenarios built in Swift, as in a test: the same values `ScenarioReader` makes from YAML.

@@ -1,4 +1,4 @@
-import PathMonitor
+import RoamCore
 
 /// A mobility scenario: nodes, the links between them, what happens to the links over time,
 /// the traffic that runs, and what must hold. Read from YAML by ``ScenarioReader``; the format is

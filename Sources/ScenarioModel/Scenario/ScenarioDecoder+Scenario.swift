@@ -1,5 +1,3 @@
-import Netlink
-import PathMonitor
 import Yams
 
 extension ScenarioDecoder {

@@ -1,5 +1,3 @@
-import Netlink
-import PathMonitor
 import Yams
 
 // The timeline: its events, their order, carrier and blackhole pairs, and the expansion of flaps and traces.

@@ -1,5 +1,4 @@
-import Netlink
-import PathMonitor
+import RoamCore
 import RoamSystem
 import Yams
 

@@ -1,6 +1,5 @@
 import Glibc
-import Netlink
-import PathMonitor
+import RoamCore
 import RoamSystem
 import Yams
 

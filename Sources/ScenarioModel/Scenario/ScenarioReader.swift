@@ -1,5 +1,5 @@
 import Glibc
-import Netlink
+import RoamCore
 import RoamSystem
 import Yams
 

@@ -1,4 +1,4 @@
-import Netlink
+import RoamCore
 import RoamSystem
 
 /// Parsers for the units scenario files use: durations (`250ms`, `30s`), rates (`10mbit`,

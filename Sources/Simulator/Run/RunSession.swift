@@ -3,6 +3,7 @@ import Multipath
 import Netlink
 import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
 

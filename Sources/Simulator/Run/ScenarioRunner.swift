@@ -4,6 +4,7 @@ import Multipath
 import Netlink
 import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Synchronization

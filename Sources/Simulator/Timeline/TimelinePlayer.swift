@@ -1,6 +1,7 @@
 import Netlink
 import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Synchronization

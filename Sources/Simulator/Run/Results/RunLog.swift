@@ -1,6 +1,7 @@
 import Glibc
 import PathMonitor
 import RoamReport
+import RoamCore
 import RoamSystem
 import ScenarioModel
 import Synchronization

@@ -26,7 +26,7 @@ public enum InterfaceType: String, Sendable, Hashable, CaseIterable, Codable, Cu
     }
 
     /// The order in which interfaces of equal cost are preferred: wired, Wi-Fi, cellular, other, loopback.
-    var preferenceRank: Int {
+    package var preferenceRank: Int {
         switch self {
         case .wiredEthernet: 0
         case .wifi: 1
