@@ -281,7 +281,7 @@ func playLibrary(_ name: String, _ body: String, until end: Duration) async -> L
                     let count: Int
                     do {
                         count = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
-                    } catch MultipathError.interrupted {
+                    } catch let error as MultipathError where error.code == .interrupted {
                         break
                     } catch {
                         let now = network.elapsed

@@ -4,13 +4,20 @@ import SystemPackage
 
 /// The one error type of the Simulator module.
 public struct SimulatorError: Error, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable, Hashable {
+    /// What kind of failure it was. A struct of constants rather than an enum, so that a new kind
+    /// is not a breaking change for code that switches over them (as in SwiftNIO's errors).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
         /// The scenario cannot be played as written.
-        case invalidScenario
+        public static let invalidScenario = Code("invalidScenario")
         /// The machine cannot run it: no privileges, a missing kernel feature.
-        case environment
+        public static let environment = Code("environment")
         /// A kernel operation failed while building or changing the network.
-        case netlink
+        public static let netlink = Code("netlink")
+
+        public var description: String { name }
     }
 
     public var code: Code
@@ -28,7 +35,7 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Wraps a netlink failure of `what`, classifying missing privileges as an environment problem.
-    public init(_ what: String, _ error: NetlinkError) {
+    package init(_ what: String, _ error: NetlinkError) {
         if error.isPermissionDenied {
             self.init(.environment, "\(what): \(error); building a scenario's network needs root", underlying: error)
         } else {
@@ -37,12 +44,12 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The machine refused a system call while `what` (for example "cannot write summary.json").
-    public init(_ what: String, _ error: Errno) {
+    package init(_ what: String, _ error: Errno) {
         self.init(.environment, "\(what): \(error)")
     }
 
     /// The link emulator could not do what the run needed.
-    public init(_ error: LinkEmulationError) {
+    package init(_ error: LinkEmulationError) {
         self.init(.environment, error.message)
     }
 

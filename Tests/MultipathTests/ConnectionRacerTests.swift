@@ -97,7 +97,7 @@ final class ConnectionRacerTests {
             _ = try racer.connect(toHost: "nowhere.roam.test", port: port, over: path) { _, _ in [] }
             Issue.record("connected to a name without addresses")
         } catch {
-            guard case .connectFailed(.resolutionFailed, _) = error else { Issue.record("\(error)"); return }
+            #expect(error.code == .connectFailed && error.raceFailure == .resolutionFailed, "\(error)")
         }
     }
 
@@ -115,7 +115,8 @@ final class ConnectionRacerTests {
         var strict = racer
         strict.policy = ConnectionPolicy(allowsExpensive: false)
         let error = #expect(throws: MultipathError.self) { try strict.connect(to: destinations, port: port, over: path) }
-        guard case .noPermittedPath(let refusal)? = error else { Issue.record("expected a refusal, got \(String(describing: error))"); return }
+        #expect(error?.code == .noPermittedPath)
+        let refusal = try #require(error?.refusal, "expected a refusal, got \(String(describing: error))")
         #expect(refusal.onlyExpensive)
     }
 }

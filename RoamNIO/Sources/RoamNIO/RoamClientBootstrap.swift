@@ -335,10 +335,10 @@ public struct RoamClientBootstrap: Sendable {
 
     /// The failures a change of the network may cure, as the event that says so.
     static func waiting(for error: MultipathError) -> RoamNetworkEvents.WaitingForConnectivity? {
-        switch error {
-        case .noPermittedPath(let refusal):
+        if error.code == .noPermittedPath, let refusal = error.refusal {
             return .init(transientError: "\(refusal)", refusal: refusal)
-        case .connectFailed(let failure, _):
+        }
+        if error.code == .connectFailed, let failure = error.raceFailure {
             switch failure {
             case .noRoute, .noUsableAddress, .resolutionFailed:
                 return .init(transientError: "\(failure)")
@@ -347,32 +347,65 @@ public struct RoamClientBootstrap: Sendable {
             case .allAttemptsFailed, .timedOut:
                 return nil
             }
-        case .resume, .interrupted, .system:
-            return nil
         }
+        return nil
     }
 }
 
-/// Why ``RoamClientBootstrap`` could not connect.
-public enum RoamNIOError: Error, CustomStringConvertible {
-    /// The race made no connection: the racer's error (a refusal by the policy, every attempt
-    /// failed, the connect timeout).
-    case connect(MultipathError)
-    /// Not a TCP port (0 to 65535).
-    case invalidPort(Int)
-    /// The connect timeout passed before a race could start (no path, waiting for connectivity).
-    case timedOut
+/// Why ``RoamClientBootstrap`` could not connect. A struct with a code rather than an enum (as
+/// SwiftNIO's errors are), so that a new kind of failure does not break code that switches.
+public struct RoamNIOError: Error, CustomStringConvertible {
+    /// What kind of failure it was.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// The race made no connection: ``RoamNIOError/racerError`` is the racer's error (a
+        /// refusal by the policy, every attempt failed, the connect timeout).
+        public static let connect = Code("connect")
+        /// Not a TCP port (0 to 65535).
+        public static let invalidPort = Code("invalidPort")
+        /// The connect timeout passed before a race could start (no path, waiting for connectivity).
+        public static let timedOut = Code("timedOut")
+
+        public var description: String { name }
+    }
+
+    /// What kind of failure it was.
+    public var code: Code
+    /// The racer's error (``Code/connect``).
+    public var racerError: MultipathError?
+    /// The port asked for (``Code/invalidPort``).
+    public var port: Int?
+
+    private init(_ code: Code) { self.code = code }
+
+    /// The race made no connection.
+    public static func connect(_ error: MultipathError) -> RoamNIOError {
+        var result = RoamNIOError(.connect)
+        result.racerError = error
+        return result
+    }
+
+    /// Not a TCP port.
+    public static func invalidPort(_ port: Int) -> RoamNIOError {
+        var result = RoamNIOError(.invalidPort)
+        result.port = port
+        return result
+    }
+
+    /// No race could start within the connect timeout.
+    public static var timedOut: RoamNIOError { RoamNIOError(.timedOut) }
 
     public var description: String {
-        switch self {
-        case .connect(let error): "connect: \(error)"
-        case .invalidPort(let port): "\(port) is not a TCP port (0 to 65535)"
+        switch code {
+        case .connect: "connect: \(racerError.map { "\($0)" } ?? "failed")"
+        case .invalidPort: "\(port ?? -1) is not a TCP port (0 to 65535)"
         case .timedOut: "connect: no connection within the connect timeout"
+        default: code.description
         }
     }
 
     /// The racer's metrics of the last race, when there was one.
-    public var metrics: ConnectionMetrics? {
-        if case .connect(.connectFailed(_, let metrics)) = self { metrics } else { nil }
-    }
+    public var metrics: ConnectionMetrics? { racerError?.metrics }
 }

@@ -10,12 +10,31 @@ import SystemPackage
 /// ``errno`` to compare either against a POSIX error, for example to tell
 /// "does not exist" from "not permitted".
 public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Where the code came from.
-    public enum Code: Sendable, Hashable {
+    /// The code, and where it came from: libnl or the kernel's `errno`. A struct rather than an
+    /// enum, so that another origin would not break code that switches over codes (as in
+    /// SwiftNIO's errors); compare with ``NetlinkError/errno`` or the `is…` properties.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let fromLibnl: Bool
+        /// The number: an `NLE_*` code or an `errno` value.
+        public let value: Int32
+
+        private init(fromLibnl: Bool, value: Int32) {
+            self.fromLibnl = fromLibnl
+            self.value = value
+        }
+
         /// A libnl error code, positive (`NLE_PERM` is 28). The corresponding C constants are `NLE_*`.
-        case libnl(Int32)
+        public static func libnl(_ value: Int32) -> Code { Code(fromLibnl: true, value: value) }
         /// A POSIX `errno` value from a system call.
-        case errno(Int32)
+        public static func errno(_ value: Int32) -> Code { Code(fromLibnl: false, value: value) }
+
+        /// The libnl code, when the code is one.
+        public var libnlCode: Int32? { fromLibnl ? value : nil }
+        /// The `errno` value, when the code is one (``NetlinkError/errno`` also maps libnl's).
+        public var errnoCode: Int32? { fromLibnl ? nil : value }
+
+        /// `libnl 28` or `errno 1`.
+        public var description: String { fromLibnl ? "libnl \(value)" : "errno \(value)" }
     }
 
     /// The code reported by libnl or the kernel.
@@ -46,10 +65,9 @@ public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
     /// libnl folds several errno values into one code (`ENOMEM` and `ENOBUFS` both become
     /// `NLE_NOMEM`); the mapping returns the most common of them.
     public var errno: Int32? {
-        switch code {
-        case .errno(let value): return value
-        case .libnl(let value):
-            switch value {
+        if let value = code.errnoCode { return value }
+        do {
+            switch code.value {
             case NLE_INTR: return EINTR
             case NLE_AGAIN: return EAGAIN
             case NLE_NOMEM: return ENOMEM
@@ -79,22 +97,15 @@ public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The text of the code, as libnl or `strerror` (through swift-system's `Errno`) gives it.
     public var reason: String {
-        switch code {
-        case .errno(let value): return Errno(rawValue: value).description
-        case .libnl(let value): return String(cString: nl_geterror(value))
-        }
+        if let value = code.libnlCode { return String(cString: nl_geterror(value)) }
+        return Errno(rawValue: code.value).description
     }
 
     /// The hint when there is one (it says what went wrong in the user's terms), else ``reason``.
     public var explanation: String { hint ?? reason }
 
     public var description: String {
-        let origin: String
-        switch code {
-        case .errno(let value): origin = "errno \(value)"
-        case .libnl(let value): origin = "libnl \(value)"
-        }
-        var text = "\(operation): \(reason) (\(origin))"
+        var text = "\(operation): \(reason) (\(code))"
         if let hint { text += "; \(hint)" }
         return text
     }

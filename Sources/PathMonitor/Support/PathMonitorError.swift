@@ -3,20 +3,26 @@ import Netlink
 
 /// The one error type of the PathMonitor module.
 public struct PathMonitorError: Error, Sendable, CustomStringConvertible {
-    /// What kind of failure this is.
-    public enum Code: String, Sendable, Hashable {
+    /// What kind of failure it was. A struct of constants rather than an enum, so that a new kind
+    /// is not a breaking change for code that switches over them (as in SwiftNIO's errors).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
         /// The namespace to watch does not exist or is not a network namespace.
-        case namespaceUnavailable
+        public static let namespaceUnavailable = Code("namespaceUnavailable")
         /// Watching needs privileges the process does not have.
-        case permissionDenied
+        public static let permissionDenied = Code("permissionDenied")
         /// The interfaces file cannot be read or parsed.
-        case invalidInterfacesFile
+        public static let invalidInterfacesFile = Code("invalidInterfacesFile")
         /// A file could not be read.
-        case io
+        public static let io = Code("io")
         /// A netlink operation failed.
-        case netlink
+        public static let netlink = Code("netlink")
         /// The monitor was used in a way its state does not allow (started twice, started after cancel).
-        case invalidState
+        public static let invalidState = Code("invalidState")
+
+        public var description: String { name }
     }
 
     public var code: Code

@@ -21,7 +21,7 @@ public enum BackendChoice: String, Sendable, Hashable, CaseIterable {
 /// the carrier.
 ///
 /// Calls come from one thread at a time: the runner's, then its timeline thread.
-public protocol LinkBackend: AnyObject {
+package protocol LinkBackend: AnyObject {
     var kind: BackendKind { get }
 
     /// Creates `link`'s interfaces: one named `link.name` in each node's namespace, left down
@@ -46,7 +46,7 @@ public protocol LinkBackend: AnyObject {
 }
 
 extension LinkBackend {
-    public var linkStatistics: [LinkStatistics] { [] }
+    package var linkStatistics: [LinkStatistics] { [] }
 }
 
 /// The backend chosen for a run, and why.
@@ -58,7 +58,7 @@ public struct BackendSelection: Sendable {
 extension BackendChoice {
     /// Resolves the choice on this machine: `auto` is netem where the kernel has sch_netem.
     /// Throws an environment error, naming the alternative, when the choice cannot run here.
-    public func resolve(netemProbe: () -> NetemAvailability = NetemBackend.probe,
+    package func resolve(netemProbe: () -> NetemAvailability = NetemBackend.probe,
                         userspaceProbe: () -> String? = UserspaceBackend.probe) throws(SimulatorError) -> BackendSelection {
         switch self {
         case .netem:
@@ -94,7 +94,7 @@ extension BackendChoice {
 }
 
 /// Whether the kernel can run netem.
-public enum NetemAvailability: Sendable, Equatable {
+package enum NetemAvailability: Sendable, Equatable {
     case available
     case missing(String)
     case notPermitted(String)

@@ -11,13 +11,13 @@ import ScenarioModel
 /// as a phone sees Wi-Fi go out of range.
 ///
 /// Everything goes through libnl-route; nothing shells out to `tc`.
-public final class NetemBackend: LinkBackend {
-    public let kind = BackendKind.netem
+package final class NetemBackend: LinkBackend {
+    package let kind = BackendKind.netem
 
     /// The root netem qdisc of each sending interface.
-    public static let netemHandle = QdiscHandle(major: 1, minor: 0)
+    package static let netemHandle = QdiscHandle(major: 1, minor: 0)
     /// The tbf qdisc under netem's one class, present while a rate is set.
-    public static let tokenBucketHandle = QdiscHandle(major: 2, minor: 0)
+    package static let tokenBucketHandle = QdiscHandle(major: 2, minor: 0)
     static let tokenBucketParent = QdiscHandle(major: 1, minor: 1)
 
     private let seed: UInt64
@@ -27,12 +27,12 @@ public final class NetemBackend: LinkBackend {
     private var tokenBuckets: Set<String> = []
     private var distributions: [DelayDistribution: [Int16]] = [:]
 
-    public init(plan: TopologyPlan, seed: UInt64) {
+    package init(plan: TopologyPlan, seed: UInt64) {
         self.seed = seed
         self.links = Dictionary(uniqueKeysWithValues: plan.links.enumerated().map { ($0.element.name, ($0.offset, $0.element)) })
     }
 
-    public func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
+    package func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
         guard let socket = topology.routeSocket(of: link.first), let peer = topology.namespace(of: link.second) else {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
@@ -43,11 +43,11 @@ public final class NetemBackend: LinkBackend {
         }
     }
 
-    public func start(_ topology: Topology) throws(SimulatorError) {
+    package func start(_ topology: Topology) throws(SimulatorError) {
         self.topology = topology
     }
 
-    public func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
+    package func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
         guard let (index, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
         let node = direction == .up ? link.first : link.second
         let (socket, interface) = try interfaceOf(link: name, node: node)
@@ -75,7 +75,7 @@ public final class NetemBackend: LinkBackend {
         }
     }
 
-    public func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
+    package func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
         guard let (_, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
         let (socket, interface) = try interfaceOf(link: name, node: link.second)
         do throws(NetlinkError) {
@@ -85,7 +85,7 @@ public final class NetemBackend: LinkBackend {
         }
     }
 
-    public func stop() {}
+    package func stop() {}
 
     private func interfaceOf(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32) {
         guard let topology, let socket = topology.routeSocket(of: node) else {
@@ -116,7 +116,7 @@ public final class NetemBackend: LinkBackend {
 
     /// The seed of one direction of one link: the scenario's seed mixed with both (splitmix64's
     /// finalizer), so that each direction draws its own sequence.
-    public static func seed(_ scenarioSeed: UInt64, link: Int, direction: TrafficDirection) -> UInt64 {
+    package static func seed(_ scenarioSeed: UInt64, link: Int, direction: TrafficDirection) -> UInt64 {
         func mix(_ input: UInt64) -> UInt64 {
             var value = input &+ 0x9E37_79B9_7F4A_7C15
             value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -130,7 +130,7 @@ public final class NetemBackend: LinkBackend {
 
     /// Whether this kernel runs netem: a netem qdisc is set on the loopback of a private,
     /// throwaway namespace (the kernel loads `sch_netem` on demand where it is a module).
-    public static func probe() -> NetemAvailability {
+    package static func probe() -> NetemAvailability {
         let outcome = UncheckedResultBox()
         do {
             let thread = try PinnedThread(name: "roam-probe") {
@@ -168,11 +168,11 @@ private final class UncheckedResultBox: @unchecked Sendable {
 
 
 /// netem's delay distribution tables, read from iproute2's `*.dist` files.
-public enum DelayDistributionTable {
+package enum DelayDistributionTable {
     static let directories = ["/usr/lib/x86_64-linux-gnu/tc", "/usr/lib/aarch64-linux-gnu/tc", "/usr/lib/tc", "/usr/lib64/tc",
                               "/usr/local/lib/tc", "/usr/share/tc"]
 
-    public static func load(_ distribution: DelayDistribution) throws(SimulatorError) -> [Int16] {
+    package static func load(_ distribution: DelayDistribution) throws(SimulatorError) -> [Int16] {
         for directory in directories {
             let path = "\(directory)/\(distribution.rawValue).dist"
             guard access(path, R_OK) == 0 else { continue }
@@ -187,7 +187,7 @@ public enum DelayDistributionTable {
     }
 
     /// The numbers of a `.dist` file; `#` starts a comment.
-    public static func parse(_ text: String) -> [Int16] {
+    package static func parse(_ text: String) -> [Int16] {
         text.split(separator: "\n").flatMap { line in
             line.prefix { $0 != "#" }.split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { Int16($0) }
         }

@@ -10,18 +10,18 @@ import ScenarioModel
 /// random decision drawn from a generator seeded per direction from the scenario's seed.
 /// Carrier loss is the TUN interfaces' own carrier (`TUNSETCARRIER`), so a path monitor sees
 /// `NO-CARRIER` exactly as with a veth pair.
-public final class UserspaceBackend: LinkBackend {
-    public let kind = BackendKind.userspace
+package final class UserspaceBackend: LinkBackend {
+    package let kind = BackendKind.userspace
 
     /// Where decision logs and captures go, and which to write.
-    public struct Recording: Sendable {
-        public var directory: SecureDirectory
-        public var decisionLogs: Bool
-        public var capturedLinks: Set<String>
+    package struct Recording: Sendable {
+        package var directory: SecureDirectory
+        package var decisionLogs: Bool
+        package var capturedLinks: Set<String>
         /// How much the logs and captures may hold.
-        public var budget: OutputBudget
+        package var budget: OutputBudget
 
-        public init(directory: SecureDirectory, decisionLogs: Bool, capturedLinks: Set<String>, budget: OutputBudget = OutputBudget()) {
+        package init(directory: SecureDirectory, decisionLogs: Bool, capturedLinks: Set<String>, budget: OutputBudget = OutputBudget()) {
             self.directory = directory
             self.decisionLogs = decisionLogs
             self.capturedLinks = capturedLinks
@@ -37,26 +37,26 @@ public final class UserspaceBackend: LinkBackend {
     private var origin: Int64 = 0
     private var distributions: [DelayDistribution: [Int16]] = [:]
     /// Record how late each packet left the emulator against its due time (benchmarks).
-    public var measuresLateness = false
+    package var measuresLateness = false
     /// Once stopped: each delivered packet's lateness, when measured.
-    public private(set) var deliveryLateness: [Duration] = []
+    package private(set) var deliveryLateness: [Duration] = []
     /// Once stopped: the CPU time of the emulator's thread.
-    public private(set) var emulatorCPUTime: Duration = .zero
+    package private(set) var emulatorCPUTime: Duration = .zero
     /// What the emulator did with each direction's packets once stopped, in link order (up, down).
-    public private(set) var linkStatistics: [LinkStatistics] = []
+    package private(set) var linkStatistics: [LinkStatistics] = []
 
-    public init(plan: TopologyPlan, seed: UInt64, recording: Recording? = nil) {
+    package init(plan: TopologyPlan, seed: UInt64, recording: Recording? = nil) {
         self.plan = plan
         self.seed = seed
         self.recording = recording
     }
 
     /// Whether this machine can run the emulator: it needs `/dev/net/tun`.
-    public static func probe() -> String? {
+    package static func probe() -> String? {
         access("/dev/net/tun", R_OK | W_OK) == 0 ? nil : "/dev/net/tun is missing (modprobe tun)"
     }
 
-    public func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
+    package func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
         guard let first = topology.namespace(of: link.first), let second = topology.namespace(of: link.second) else {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
@@ -67,7 +67,7 @@ public final class UserspaceBackend: LinkBackend {
         }
     }
 
-    public func start(_ topology: Topology) throws(SimulatorError) {
+    package func start(_ topology: Topology) throws(SimulatorError) {
         do {
             try startEmulator()
         } catch {
@@ -106,7 +106,7 @@ public final class UserspaceBackend: LinkBackend {
         self.emulator = emulator
     }
 
-    public func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
+    package func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
         guard let index = plan.links.firstIndex(where: { $0.name == name }), let emulator else {
             throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
         }
@@ -125,7 +125,7 @@ public final class UserspaceBackend: LinkBackend {
         emulator.post(.conditions(direction: index * 2 + (direction == .up ? 0 : 1), conditions, capacity, distribution: distribution))
     }
 
-    public func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
+    package func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
         guard let index = plan.links.firstIndex(where: { $0.name == name }), let pair = interfaces[name], let emulator else {
             throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
         }
@@ -138,7 +138,7 @@ public final class UserspaceBackend: LinkBackend {
         }
     }
 
-    public func stop() {
+    package func stop() {
         if let emulator {
             let counters = emulator.finish()
             deliveryLateness = emulator.lateness.map { .nanoseconds($0) }

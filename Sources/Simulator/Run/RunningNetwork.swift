@@ -13,7 +13,7 @@ public struct RunningNetwork: Sendable {
     public let reportDirectory: String
     /// Time zero of the scenario.
     public let start: MonotonicInstant
-    public let plan: TopologyPlan
+    package let plan: TopologyPlan
     let namespaces: [String: NetworkNamespace]
     let monitors: [String: NetworkPathMonitor]
     let log: RunLog

@@ -40,7 +40,7 @@ public struct RunOptions: Sendable {
     /// Write each link direction's decision log (userspace backend): `decisions-LINK-DIR.log`.
     public var decisionLogs = false
     /// Finds out whether the kernel has netem (replaced in tests).
-    public var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
+    package var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.
     public var multipath: MultipathTransport = .auto
     /// What the run's own files may hold: each command's output, decision log and capture, and

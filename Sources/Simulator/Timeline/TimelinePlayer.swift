@@ -11,7 +11,7 @@ import Synchronization
 /// wake-up latency), applies it through the backend, and logs planned and actual time. When a
 /// change moves a link to another ``LinkQuality`` grade, it retags the link's interfaces through
 /// the tagger, so that path monitors publish the new quality.
-public final class TimelinePlayer: Sendable {
+package final class TimelinePlayer: Sendable {
     private let schedule: TimelineSchedule
     private let log: RunLog
     private let stop: EventSignal
@@ -21,15 +21,15 @@ public final class TimelinePlayer: Sendable {
     private nonisolated(unsafe) let tagger: LinkTagger?
 
     /// What a link is doing now, for progress lines.
-    public struct LinkState: Sendable {
-        public var carrier = true
-        public var up = LinkConditions()
-        public var down = LinkConditions()
+    package struct LinkState: Sendable {
+        package var carrier = true
+        package var up = LinkConditions()
+        package var down = LinkConditions()
 
         /// The grade of the link's conditions (see ``LinkQuality/init(grading:_:)``).
-        public var quality: LinkQuality { LinkQuality(grading: up, down) }
+        package var quality: LinkQuality { LinkQuality(grading: up, down) }
 
-        public var summary: String {
+        package var summary: String {
             guard carrier else { return "down" }
             if up == down { return up.summary }
             return "↑\(up.summary) ↓\(down.summary)"
@@ -38,7 +38,7 @@ public final class TimelinePlayer: Sendable {
 
     /// A player of `schedule` through `backend`, timed from `log`'s start; `stop` ends it early.
     /// `tagger` retags links whose quality changes (none: tags stay as the topology set them).
-    public init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, log: RunLog, stop: EventSignal) {
+    package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, log: RunLog, stop: EventSignal) {
         self.schedule = schedule
         self.backend = backend
         self.tagger = tagger
@@ -48,7 +48,7 @@ public final class TimelinePlayer: Sendable {
     }
 
     /// What each link is doing at the start of `schedule`.
-    public static func initialStates(of schedule: TimelineSchedule) -> [String: LinkState] {
+    package static func initialStates(of schedule: TimelineSchedule) -> [String: LinkState] {
         var states: [String: LinkState] = [:]
         for initial in schedule.initial {
             if initial.direction == .up { states[initial.link, default: LinkState()].up = initial.conditions }
@@ -58,10 +58,10 @@ public final class TimelinePlayer: Sendable {
     }
 
     /// The current state of each link.
-    public var linkStates: [String: LinkState] { states.withLock { $0 } }
+    package var linkStates: [String: LinkState] { states.withLock { $0 } }
 
     /// Starts the player's thread.
-    public func start() throws(SimulatorError) {
+    package func start() throws(SimulatorError) {
         do throws(NetlinkError) {
             let player = try PinnedThread(name: "roam-timeline") { [self] in play() }
             thread.withLock { $0 = player }
@@ -71,7 +71,7 @@ public final class TimelinePlayer: Sendable {
     }
 
     /// Waits for the thread to end (after the last change, or once the stop signal fires).
-    public func join() {
+    package func join() {
         let player = thread.withLock { thread -> PinnedThread? in
             defer { thread = nil }
             return thread

@@ -4,13 +4,13 @@ import RoamSystem
 
 /// Finds and removes what runs, demos, benchmarks and tests left behind when they were killed:
 /// namespaces whose owner is gone, and the processes still inside them.
-public enum Leftovers {
-    public struct Report: Sendable, Hashable {
-        public var namespaces: [String] = []
-        public var processes: [pid_t] = []
-        public var failures: [String] = []
+package enum Leftovers {
+    package struct Report: Sendable, Hashable {
+        package var namespaces: [String] = []
+        package var processes: [pid_t] = []
+        package var failures: [String] = []
         /// Notes of ended runs removed from root's registry.
-        public var notes: [String] = []
+        package var notes: [String] = []
     }
 
     /// Whether the owner of a Roam namespace still runs, from its name: a run noted in root's
@@ -30,14 +30,14 @@ public enum Leftovers {
     }
 
     /// The Roam namespaces whose owner is no longer running.
-    public static func find() -> [String] {
+    package static func find() -> [String] {
         let registry = try? RunRegistry.root(creating: false)
         return NetworkNamespace.list().filter { ownerIsAlive(ofNamespace: $0, registry: registry) == false }
     }
 
     /// Removes leftovers: kills processes inside leftover namespaces, deletes the namespaces,
     /// and drops the notes of runs that are gone.
-    public static func remove() -> Report {
+    package static func remove() -> Report {
         var report = Report()
         for name in find() {
             guard let namespace = try? NetworkNamespace.named(name), let path = namespace.path else { continue }

@@ -7,7 +7,7 @@ import PathMonitor
 ///
 /// It owns a netlink socket in each node's namespace, opened by ``Topology/makeTagger()``, and is
 /// used from one thread at a time (the timeline's).
-public final class LinkTagger {
+package final class LinkTagger {
     private let plan: TopologyPlan
     private let sockets: [String: any RouteSocket]
 
@@ -17,7 +17,7 @@ public final class LinkTagger {
     }
 
     /// Tags both interfaces of `link` with `quality`.
-    public func tag(_ link: String, quality: LinkQuality) throws(SimulatorError) {
+    package func tag(_ link: String, quality: LinkQuality) throws(SimulatorError) {
         guard let planned = plan.link(link) else {
             throw SimulatorError(.invalidScenario, "no link named '\(link)' in this run")
         }
@@ -38,7 +38,7 @@ public final class LinkTagger {
 
 extension Topology {
     /// A tagger with netlink sockets of its own in every node, for the timeline's thread.
-    public func makeTagger() throws(SimulatorError) -> LinkTagger {
+    package func makeTagger() throws(SimulatorError) -> LinkTagger {
         var sockets: [String: any RouteSocket] = [:]
         for node in plan.nodes {
             guard let namespace = namespace(of: node.name) else { continue }

@@ -5,7 +5,7 @@ import RoamSystem
 extension RunRegistry {
     /// A new run id: six hex digits not used by any namespace here, nor noted in root's
     /// registry or in `registry`.
-    public static func newRunID(avoiding registry: RunRegistry? = nil) -> String {
+    package static func newRunID(avoiding registry: RunRegistry? = nil) -> String {
         let taken = Set(NetworkNamespace.list())
         let root = try? RunRegistry.root(creating: false)
         while true {
@@ -21,7 +21,7 @@ extension RunRegistry {
 
 extension SimulatorError {
     /// A path Roam would not use as it stands, or a system call on one that failed.
-    public init(_ error: SafePathError) {
+    package init(_ error: SafePathError) {
         self.init(.environment, error.message)
     }
 }

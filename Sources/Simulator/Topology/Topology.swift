@@ -4,8 +4,8 @@ import Netlink
 /// A scenario's network, built in the kernel from a ``TopologyPlan``: namespaces, veth pairs,
 /// addresses, routes, rules and alias tags. ``teardown()`` removes all of it; nothing is ever
 /// created in the caller's own namespace.
-public final class Topology {
-    public let plan: TopologyPlan
+package final class Topology {
+    package let plan: TopologyPlan
     package let control: any NetworkControl
     private var namespaces: [String: NetworkNamespace] = [:]
     private var sockets: [String: any RouteSocket] = [:]
@@ -15,7 +15,7 @@ public final class Topology {
     /// routes over interfaces without carrier ignored (as a connection manager would drop them,
     /// so traffic moves to the next link at once), and no duplicate address detection (addresses
     /// are Roam's own and usable at once).
-    public static let nodeSysctls: KeyValuePairs<String, String> = [
+    package static let nodeSysctls: KeyValuePairs<String, String> = [
         "net.ipv4.ip_forward": "1",
         "net.ipv6.conf.all.forwarding": "1",
         "net.ipv4.conf.all.ignore_routes_with_linkdown": "1",
@@ -33,7 +33,7 @@ public final class Topology {
 
     /// Builds `plan`, with each link's interfaces made by `backend` (veth pairs for netem, when
     /// none is given). On failure, whatever was built is removed before the error is thrown.
-    public static func build(_ plan: TopologyPlan, backend: (any LinkBackend)? = nil) throws(SimulatorError) -> Topology {
+    package static func build(_ plan: TopologyPlan, backend: (any LinkBackend)? = nil) throws(SimulatorError) -> Topology {
         try build(plan, backend: backend, control: KernelNetworkControl())
     }
 
@@ -56,17 +56,17 @@ public final class Topology {
     }
 
     /// The namespace of `node`.
-    public func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }
+    package func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }
 
     /// A netlink socket inside `node`'s namespace.
-    public func socket(of node: String) -> NetlinkSocket? { sockets[node] as? NetlinkSocket }
+    package func socket(of node: String) -> NetlinkSocket? { sockets[node] as? NetlinkSocket }
 
     /// The route socket inside `node`'s namespace, real or recording.
     package func routeSocket(of node: String) -> (any RouteSocket)? { sockets[node] }
 
     /// Removes every namespace of the run (and with them their interfaces) and its registration.
     /// Safe to call more than once.
-    public func teardown() {
+    package func teardown() {
         guard !isTornDown else { return }
         isTornDown = true
         sockets = [:]
@@ -165,7 +165,7 @@ public final class Topology {
 
 extension IPAddress {
     /// The address with every bit past `length` cleared: the network of a prefix.
-    public func masked(to length: Int) -> IPAddress {
+    package func masked(to length: Int) -> IPAddress {
         var bytes = self.bytes
         for index in bytes.indices {
             let bitsHere = max(0, min(8, length - index * 8))

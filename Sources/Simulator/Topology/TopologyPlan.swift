@@ -27,53 +27,53 @@ import ScenarioModel
 /// - A link's own addresses live only on that link, as an access network's addresses do behind
 ///   its router: the link's policy table ends in an `unreachable` default, so that traffic from
 ///   a Wi-Fi address does not leak out of the cellular interface when the Wi-Fi has no carrier.
-public struct TopologyPlan: Sendable, Hashable {
-    public struct Interface: Sendable, Hashable {
+package struct TopologyPlan: Sendable, Hashable {
+    package struct Interface: Sendable, Hashable {
         /// The interface name: the link's name.
-        public var name: String
-        public var link: String
+        package var name: String
+        package var link: String
         /// The node at the other end.
-        public var peer: String
-        public var ipv4: IPPrefix
-        public var ipv6: IPPrefix
-        public var peerIPv4: IPAddress
-        public var peerIPv6: IPAddress
+        package var peer: String
+        package var ipv4: IPPrefix
+        package var ipv6: IPPrefix
+        package var peerIPv4: IPAddress
+        package var peerIPv6: IPAddress
         /// The alias, with PathMonitor tags.
-        public var alias: String
+        package var alias: String
         /// Metric of this interface's default route in the main table.
-        public var metric: UInt32
+        package var metric: UInt32
         /// The table and rule priority of this interface's policy routing.
-        public var table: RouteTable
-        public var rulePriority: UInt32
+        package var table: RouteTable
+        package var rulePriority: UInt32
         /// The families the link carries: the interface gets addresses and routes only for
         /// these (an IPv4-only Wi-Fi has only its link-local IPv6 address).
-        public var families: Set<IPFamily> = [.ipv4, .ipv6]
+        package var families: Set<IPFamily> = [.ipv4, .ipv6]
 
         /// The interface's address of `family`, if the link carries it.
-        public func address(_ family: IPFamily) -> IPPrefix? {
+        package func address(_ family: IPFamily) -> IPPrefix? {
             families.contains(family) ? (family == .ipv4 ? ipv4 : ipv6) : nil
         }
     }
 
-    public struct Node: Sendable, Hashable {
-        public var name: String
-        public var namespaceName: String
-        public var interfaces: [Interface]
+    package struct Node: Sendable, Hashable {
+        package var name: String
+        package var namespaceName: String
+        package var interfaces: [Interface]
         /// The addresses on the node's loopback.
-        public var serviceIPv4: IPAddress
-        public var serviceIPv6: IPAddress
+        package var serviceIPv4: IPAddress
+        package var serviceIPv6: IPAddress
     }
 
-    public struct Link: Sendable, Hashable {
-        public var name: String
+    package struct Link: Sendable, Hashable {
+        package var name: String
         /// The nodes in `between` order.
-        public var first: String
-        public var second: String
+        package var first: String
+        package var second: String
         /// What both interfaces' tags say of the link, but for its quality.
-        public var attributes: InterfaceAttributes
+        package var attributes: InterfaceAttributes
 
         /// The alias both interfaces carry while the link's conditions grade `quality`.
-        public func alias(quality: LinkQuality) -> String {
+        package func alias(quality: LinkQuality) -> String {
             var attributes = attributes
             attributes.linkQuality = quality
             return InterfaceTag.alias(for: attributes)
@@ -81,16 +81,16 @@ public struct TopologyPlan: Sendable, Hashable {
     }
 
     /// 198.18.0.0/15 holds 512 /24s; the last one holds the nodes' service addresses.
-    public static let maximumLinks = 511
-    public static let maximumNodes = 254
-    public static let ipv6Prefix = "fd72:6f61:6d00"
+    package static let maximumLinks = 511
+    package static let maximumNodes = 254
+    package static let ipv6Prefix = "fd72:6f61:6d00"
 
-    public var runID: String
-    public var nodes: [Node]
-    public var links: [Link]
+    package var runID: String
+    package var nodes: [Node]
+    package var links: [Link]
 
     /// The plan for `scenario` in run `runID`.
-    public init(scenario: Scenario, runID: String) throws(SimulatorError) {
+    package init(scenario: Scenario, runID: String) throws(SimulatorError) {
         guard scenario.links.count <= Self.maximumLinks else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumLinks) links (198.18.0.0/15 in /24s); this one has \(scenario.links.count)")
         }
@@ -131,9 +131,9 @@ public struct TopologyPlan: Sendable, Hashable {
     }
 
     /// `roam-RUN-NODE`.
-    public static func namespaceName(runID: String, node: String) -> String { "roam-\(runID)-\(node)" }
+    package static func namespaceName(runID: String, node: String) -> String { "roam-\(runID)-\(node)" }
 
-    public func node(_ name: String) -> Node? { nodes.first { $0.name == name } }
+    package func node(_ name: String) -> Node? { nodes.first { $0.name == name } }
 
-    public func link(_ name: String) -> Link? { links.first { $0.name == name } }
+    package func link(_ name: String) -> Link? { links.first { $0.name == name } }
 }

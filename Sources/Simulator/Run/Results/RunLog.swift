@@ -26,9 +26,9 @@ public struct PathRecord: Sendable, Hashable {
 /// The record of a run as it happens: every event is written at once as one line of
 /// `timeline.jsonl` (so that a run that is killed still leaves its timeline) and what the
 /// expectations need is kept in memory. Safe to call from any thread.
-public final class RunLog: Sendable {
+package final class RunLog: Sendable {
     /// The instant the scenario's time zero corresponds to.
-    public let start: MonotonicInstant
+    package let start: MonotonicInstant
 
     private struct State {
         var file: FileDescriptor?
@@ -43,7 +43,7 @@ public final class RunLog: Sendable {
     private let state: Mutex<State>
 
     /// Logs to `timeline.jsonl` in `directory` (a new file); nil logs to memory only.
-    public init(start: MonotonicInstant, directory: SecureDirectory?) throws(SimulatorError) {
+    package init(start: MonotonicInstant, directory: SecureDirectory?) throws(SimulatorError) {
         self.start = start
         var file: FileDescriptor?
         if let directory {
@@ -61,10 +61,10 @@ public final class RunLog: Sendable {
     }
 
     /// Time since ``start`` (negative before it).
-    public var elapsed: Duration { MonotonicInstant.now - start }
+    package var elapsed: Duration { MonotonicInstant.now - start }
 
     /// Writes one event at `time` since time zero (now when nil).
-    public func record(_ event: RunEvent, at time: Duration? = nil) {
+    package func record(_ event: RunEvent, at time: Duration? = nil) {
         let line = RecordedEvent(time: time ?? elapsed, event: event).json.serialized + "\n"
         state.withLock { state in
             state.lines += 1
@@ -74,7 +74,7 @@ public final class RunLog: Sendable {
     }
 
     /// Records a link change that was applied (or failed) at `actual`.
-    public func applied(_ change: ScheduledChange, actual: Duration, failure: String?) {
+    package func applied(_ change: ScheduledChange, actual: Duration, failure: String?) {
         let applied = AppliedChange(change: change, actual: actual, failure: failure)
         state.withLock { $0.changes.append(applied) }
         let kind: RunEvent.LinkChange.Kind = switch change.change {
@@ -87,7 +87,7 @@ public final class RunLog: Sendable {
     }
 
     /// Records a path a node's monitor published at `instant` (now when nil).
-    public func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
+    package func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
         let at = instant.map { $0 - start } ?? elapsed
         state.withLock { state in
             let shared = state.distinctPaths.firstIndex(of: path).map { state.distinctPaths[$0] } ?? state.distinctPaths.insert(path).memberAfterInsert
@@ -96,10 +96,10 @@ public final class RunLog: Sendable {
         record(.path(node: node, summary: path.summary, path: path.json), at: at)
     }
 
-    public var appliedChanges: [AppliedChange] { state.withLock { $0.changes } }
-    public var paths: [PathRecord] { state.withLock { $0.paths } }
+    package var appliedChanges: [AppliedChange] { state.withLock { $0.changes } }
+    package var paths: [PathRecord] { state.withLock { $0.paths } }
     /// How many events were recorded.
-    public var eventCount: Int { state.withLock { $0.lines } }
+    package var eventCount: Int { state.withLock { $0.lines } }
 }
 
 /// Takes the paths monitors publish while the run is being set up, before its ``RunLog``
@@ -128,7 +128,7 @@ final class PathRecorder: Sendable {
 
 extension NetworkPath {
     /// The path as a JSON object, without a time.
-    public var json: JSONValue {
+    package var json: JSONValue {
         guard case .object(let members) = json(time: "") else { return .null }
         return .object(members.filter { $0.0 != "time" })
     }
@@ -136,14 +136,14 @@ extension NetworkPath {
 
 extension LinkConditions {
     /// The conditions as a JSON object: only what is set.
-    public var json: JSONValue {
+    package var json: JSONValue {
         var members = impairment.jsonMembers
         if isBlackholed { members.append(("blackhole", true)) }
         return .object(members)
     }
 
     /// `60ms ±2ms 1mbit loss 40%`, `blackhole`, or `clear`.
-    public var summary: String {
+    package var summary: String {
         if isBlackholed { return "blackhole" }
         return impairment.summary
     }
@@ -175,7 +175,7 @@ extension Impairment {
     }
 
     /// A short human form for progress lines: `8ms ±2ms 50mbit loss 0.1%`.
-    public var summary: String {
+    package var summary: String {
         var words: [String] = []
         func percent(_ value: Double) -> String {
             let scaled = value * 100

@@ -268,7 +268,7 @@ final class CommandWorkload: WorkloadDriver {
 }
 
 /// This process's environment variables.
-public func processEnvironment() -> [String: String] {
+package func processEnvironment() -> [String: String] {
     var values: [String: String] = [:]
     var index = 0
     while let entry = environ[index] {
