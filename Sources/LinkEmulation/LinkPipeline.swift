@@ -46,7 +46,7 @@ public struct PacketDecision: Sendable, Hashable, CustomStringConvertible {
 /// on any monotonic scale): packets arrive, go through loss, corruption, duplication, a
 /// drop-tail queue, serialization at the rate (or a trace's delivery opportunities) and the delay
 /// line with jitter, and come out at their delivery time. No threads, no timers: the event loop
-/// asks ``nextEvent`` when to come back and calls ``release(upTo:into:)`` then.
+/// asks `nextEvent` when to come back and calls ``release(upTo:into:)`` then.
 ///
 /// Order of the stages, as in netem: loss first (a lost packet costs no queue space), then
 /// corruption and duplication, then the bottleneck queue and its serialization, then

@@ -5,7 +5,7 @@ import RoamSystem
 /// zero).
 ///
 /// The one definition of the timeline's format: the runner and the workloads write these
-/// (``RunLog/record(_:at:)``), and the report, `roam report` and Roam's own tests read them
+/// (`RunLog/record(_:at:)`), and the report, `roam report` and Roam's own tests read them
 /// back (``RecordedRun/events``). On disk each is a JSON object, `t` (seconds) and `type`
 /// first, then the event's fields; an event type this version does not know (from a newer
 /// Roam) reads back as ``RunEvent/unknown(type:fields:)``.

@@ -4,7 +4,7 @@ import Simulator
 
 /// Something a run's report must show: a workload's stalls, throughput or completion, a
 /// node's path updates. Checked with ``ScenarioRun/expect(_:sourceLocation:)`` (Swift
-/// Testing), ``ScenarioRun/assert(_:file:line:)`` (XCTest) or ``RunReport/check(_:)``.
+/// Testing), ``ScenarioRun/assert(_:file:line:)`` (XCTest) or `RunReport/check(_:)`.
 public struct RunCheck: Sendable, CustomStringConvertible {
     /// What must hold, as a failure message says it.
     public let description: String

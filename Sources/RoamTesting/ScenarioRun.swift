@@ -6,7 +6,7 @@ import ScenarioModel
 import Simulator
 import Synchronization
 
-/// How ``Scenario/run(_:_:)`` plays a scenario for a test.
+/// How `Scenario/run(_:_:)` plays a scenario for a test.
 public struct TestRunOptions: Sendable {
     /// When the run ends.
     public enum End: Sendable, Hashable {
@@ -132,7 +132,7 @@ extension Scenario {
     /// and the links set; then returns what `body` returned and the run's report.
     ///
     /// The scenario's own workloads and expectations run as with `roam run`; the report's
-    /// ``RunReport/passed`` covers them. When `body` throws, the run still ends cleanly and a
+    /// `RunReport/passed` covers them. When `body` throws, the run still ends cleanly and a
     /// ``ScenarioRunFailure`` carrying the seed and the report is thrown. Cancelling the task
     /// cancels the run. Needs root (see ``RoamTesting/unavailableReason``).
     public func run<Value: Sendable>(_ options: TestRunOptions = TestRunOptions(),

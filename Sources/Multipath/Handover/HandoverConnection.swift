@@ -25,7 +25,7 @@ import RoamSystem
 /// let count = try connection.receive(into: buffer)    // follows the phone from path to path
 /// ```
 ///
-/// Given a ``NetworkPathMonitor``, the connection wakes on its path updates: an interface that
+/// Given a `NetworkPathMonitor`, the connection wakes on its path updates: an interface that
 /// leaves the path is left at once, and a connection waiting for a path starts as soon as one is
 /// there. Given only a closure for the path, it looks every 20 ms. Either way it also wakes for
 /// the state machine's timers (the stall threshold, probes) and when a probe is decided.
@@ -148,7 +148,7 @@ public final class HandoverConnection {
 
     /// A connection that follows `monitor` (started, watching the racer's namespace): it wakes
     /// on every path update instead of looking at the path from time to time.
-    /// - Throws: ``MultipathError/connect(_:)`` if no wake-up descriptor can be made.
+    /// - Throws: `MultipathError/connect(_:)` if no wake-up descriptor can be made.
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
                 configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) throws(MultipathError) {
         let wakeup: EventSignal

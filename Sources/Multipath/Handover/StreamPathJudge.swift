@@ -78,6 +78,8 @@ public struct StreamPathJudge: Sendable {
     /// measured instead of going back to a worse one.
     /// - Parameters:
     ///   - buffered: seconds of media buffered now, while playing.
+    ///   - connection: the flow's current connection, nil while it has none.
+    ///   - now: the time of the judgement, on the clock the flow's samples use.
     public mutating func verdict(buffered: Double, connection: Connection?, now: Duration) -> String? {
         guard let connection, connection.age >= Self.settleTime, let rate = deliveryRate, rate < bytesPerSecond else { return nil }
         let share = rate / bytesPerSecond

@@ -24,7 +24,7 @@ public struct ConnectionPolicy: Sendable, Hashable {
     /// Whether paths in Low Data Mode may be used.
     public var allowsConstrained = true
     /// Whether a carrier's satellite network (ultra-constrained) may be used. Apple's URLSession
-    /// forbids it unless asked; Roam permits it unless told not to, as ``PathPolicy`` does, and
+    /// forbids it unless asked; Roam permits it unless told not to, as `PathPolicy` does, and
     /// an app that would rather wait for a better network sets this to false.
     public var allowsUltraConstrained = true
     public var allowsCellular = true

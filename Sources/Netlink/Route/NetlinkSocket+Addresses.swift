@@ -10,7 +10,10 @@ extension NetlinkSocket {
 
     /// Adds `prefix` (address and prefix length) to interface `interfaceIndex`.
     ///
-    /// - Parameter skipDAD: for IPv6, mark the address `nodad` so that it is usable at once.
+    /// - Parameters:
+    ///   - prefix: the address and its prefix length.
+    ///   - interfaceIndex: the interface it goes on.
+    ///   - skipDAD: for IPv6, mark the address `nodad` so that it is usable at once.
     public func addAddress(_ prefix: IPPrefix, interfaceIndex: Int32, skipDAD: Bool = true) throws(NetlinkError) {
         try changeAddress(prefix, interfaceIndex: interfaceIndex, add: true, skipDAD: skipDAD)
     }

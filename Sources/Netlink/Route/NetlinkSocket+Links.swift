@@ -74,9 +74,11 @@ extension NetlinkSocket {
     /// Changes attributes of an interface. Each argument left nil stays as it is.
     ///
     /// - Parameters:
+    ///   - index: the interface's index.
     ///   - up: sets (`true`) or clears (`false`) `IFF_UP`.
     ///   - alias: the new alias; an empty string removes it.
     ///   - mtu: the new MTU.
+    ///   - name: the new name (the interface must be down).
     public func setLink(index: Int32, up: Bool? = nil, alias: String? = nil, mtu: UInt32? = nil, name: String? = nil) throws(NetlinkError) {
         let original = rtnl_link_alloc()!
         let change = rtnl_link_alloc()!

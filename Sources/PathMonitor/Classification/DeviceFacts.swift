@@ -69,9 +69,9 @@ public struct SysfsDeviceFacts: DeviceFactsSource {
 /// 1. the kernel: loopback flag; `wireless`/`phy80211` in sysfs or `DEVTYPE=wlan` → Wi-Fi;
 ///    `DEVTYPE=wwan`, a cellular modem driver, an `rmnet`/`wwan` link or raw-IP framing → cellular;
 ///    Ethernet framing → wired Ethernet; anything else → other. The link quality of an
-///    associated Wi-Fi interface, from nl80211 (``LinkQuality/init(grading:)``).
-/// 2. tags in the interface alias (``InterfaceTag``).
-/// 3. the interfaces file (``InterfaceRules``).
+///    associated Wi-Fi interface, from nl80211 (`LinkQuality/init(grading:)`).
+/// 2. tags in the interface alias (`InterfaceTag`).
+/// 3. the interfaces file (`InterfaceRules`).
 ///
 /// Cellular interfaces are expensive unless a tag or rule says otherwise. Nothing is
 /// constrained or ultra-constrained unless a tag or rule says so: constrained is Low Data Mode,

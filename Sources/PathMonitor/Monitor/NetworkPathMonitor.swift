@@ -181,6 +181,7 @@ public final class NetworkPathMonitor: Sendable {
     ///     others and the monitor's reading of the kernel (should the socket's buffer overflow
     ///     meanwhile, the monitor dumps the kernel's state again: the final path is never lost,
     ///     intermediate ones may be); give a queue to handlers that may block.
+    ///   - handler: called with each path.
     /// - Returns: a subscription; cancel it, or let it go, to stop the calls.
     public func onUpdate(queue: DispatchQueue? = nil, _ handler: @escaping @Sendable (NetworkPath) -> Void) -> PathUpdateSubscription {
         core.subscribe(queue: queue, handler)

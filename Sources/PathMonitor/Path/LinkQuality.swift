@@ -22,7 +22,7 @@ extension LinkQuality {
         public static let moderateFromBitrate: UInt64 = 6_000_000
     }
 
-    /// The grade of a Wi-Fi link from its access point's station entry; ``unknown`` when the
+    /// The grade of a Wi-Fi link from its access point's station entry; `unknown` when the
     /// driver reports neither signal nor bitrate.
     public init(grading station: WirelessStation) {
         var grades: [LinkQuality] = []

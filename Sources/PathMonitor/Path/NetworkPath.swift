@@ -14,7 +14,7 @@ public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
     public var isConstrained: Bool
     /// A carrier's satellite network: send small, infrequent messages, defer the rest.
     public var isUltraConstrained: Bool
-    /// How good the link is; ``LinkQuality/unknown`` unless a tag, a rule or the simulator says.
+    /// How good the link is; `LinkQuality/unknown` unless a tag, a rule or the simulator says.
     public var linkQuality: LinkQuality
     /// The RFC 2863 operational state.
     public var state: OperationalState
@@ -94,7 +94,7 @@ public struct NetworkPath: Sendable, Hashable {
     /// The primary interface is ultra-constrained: a carrier's satellite network, where an app
     /// should defer what can wait and send small, infrequent messages (`NWPath.isUltraConstrained`).
     public var isUltraConstrained: Bool
-    /// The link quality of the primary interface; ``LinkQuality/unknown`` without one
+    /// The link quality of the primary interface; `LinkQuality/unknown` without one
     /// (`NWPath.linkQuality`). Tune initial values with it; never gate connection attempts on it.
     public var linkQuality: LinkQuality
     /// A permitted interface has an IPv4 address and an IPv4 default route.

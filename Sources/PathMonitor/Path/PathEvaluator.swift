@@ -34,6 +34,7 @@ public struct PathEvaluator: Sendable {
     /// The path of `snapshot`.
     ///
     /// - Parameters:
+    ///   - snapshot: the namespace's interfaces, addresses and routes.
     ///   - facts: sysfs facts per interface index; missing entries count as none.
     ///   - resolvers: the namespace's resolvers, for ``NetworkPath/supportsDNS``.
     public func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts] = [:], resolvers: ResolverConfiguration = .init()) -> NetworkPath {

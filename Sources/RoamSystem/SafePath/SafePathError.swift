@@ -10,7 +10,7 @@ public struct SafePathError: Error, Sendable, Hashable, CustomStringConvertible 
         private init(_ name: String) { self.name = name }
         public var description: String { name }
 
-        /// A symbolic link that another user could have planted (see ``SafePath``).
+        /// A symbolic link that another user could have planted (see `SafePath`).
         public static let untrustedLink = Code("untrustedLink")
         /// More links than Linux follows in one path (40).
         public static let tooManyLinks = Code("tooManyLinks")

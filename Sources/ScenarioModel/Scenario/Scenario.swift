@@ -321,7 +321,7 @@ public enum PathCondition: String, Sendable, Hashable, CaseIterable {
     case satisfied, unsatisfied, expensive, notExpensive, constrained, notConstrained, wifi, cellular, wiredEthernet
     /// The path is satisfied over a carrier's satellite network, or over anything else.
     case ultraConstrained, notUltraConstrained
-    /// The path is satisfied and its ``LinkQuality`` is this grade.
+    /// The path is satisfied and its `LinkQuality` is this grade.
     case qualityMinimal, qualityModerate, qualityGood
     /// The path is satisfied over one address family only (NWPath's `supportsIPv4` and
     /// `supportsIPv6`): an IPv6-only cellular network, an IPv4-only Wi-Fi.

@@ -33,7 +33,7 @@ public struct RunOptions: Sendable {
     public var seed: UInt64?
     /// Where the report goes; nil: `roam-reports/NAME-RUNID` in the working directory.
     public var reportDirectory: String?
-    /// Plays the scenario this many times as fast (see ``Scenario/timeScaled(by:)``).
+    /// Plays the scenario this many times as fast (see `Scenario/timeScaled(by:)`).
     public var timeScale: Double = 1
     /// How often workloads are sampled (and progress reported).
     public var sampleInterval: Duration = .seconds(1)
@@ -192,7 +192,7 @@ public struct RunReport: Sendable {
 /// Plays a scenario on real Linux networking: builds its topology, applies its links'
 /// conditions on a timeline, runs its workloads and a path monitor in every node, checks its
 /// expectations, writes the report and tears everything down (also when it fails or is
-/// cancelled). ``run(progress:)`` blocks; ``cancel()`` may be called from any thread, including
+/// cancelled). `run(progress:)` blocks; ``cancel()`` may be called from any thread, including
 /// a signal-handling one.
 public final class ScenarioRunner: Sendable {
     public let scenario: Scenario

@@ -28,7 +28,7 @@ public struct WorkloadResult: Sendable {
     public var subflowsOpened = 0
     /// The longest time without data while the workload ran, and when it began.
     public var longestGap: (start: Duration, length: Duration)?
-    /// Whether the workload did all it set out to (see ``Expectation/Check/completes(_:)``).
+    /// Whether the workload did all it set out to (see `Expectation/Check/completes(_:)`).
     public var completed = false
     /// Why it did not, if it did not.
     public var incompleteReason: String?
