@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients bench bench-quick soak fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients samples docs api-check bench bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -54,6 +54,20 @@ nio: setup
 # Wi-Fi (RoamTesting, RoamNIO). AsyncHTTPClient and Hummingbird take minutes to build the first time.
 real-clients: setup
 	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) $(SHARED_BUILD) --skip-build --no-parallel
+
+# The code samples of the README, docs/ and every DocC catalog and doc comment, type-checked
+# against the built modules with warnings as errors (RoamNIO's samples too: it is built first).
+samples: setup
+	$(SWIFT) build $(BUILD_FLAGS)
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD)
+	@scripts/check-samples.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
+
+# Every library's DocC documentation, with warnings as errors (a broken symbol link fails), in
+# .build/plugins/Swift-DocC/outputs.
+DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor ScenarioModel Simulator RoamReport LinkEmulation Multipath RoamTesting
+docs: setup
+	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
+	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

@@ -20,6 +20,8 @@ let package = Package(
     dependencies: [
         .package(name: "roam", path: ".."),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        // `swift package generate-documentation` (make docs): a plugin, never linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         .target(name: "RoamNIO", dependencies: [

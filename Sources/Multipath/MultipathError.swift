@@ -10,8 +10,9 @@ import Netlink
 /// ```swift
 /// do {
 ///     let connection = try racer.connect(to: [server], port: 443, over: path)
+///     print("connected in", connection.metrics.duration)
 /// } catch where error.code == .noPermittedPath && error.refusal?.onlyUltraConstrained == true {
-///     deferUntilABetterNetwork()          // only a satellite link: wait
+///     print("only a satellite link: wait for a better network")
 /// } catch {
 ///     print(error)                        // "every attempt failed (last: Connection refused)"
 /// }

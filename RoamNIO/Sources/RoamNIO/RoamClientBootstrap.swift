@@ -9,10 +9,10 @@ import PathMonitor
 /// connected socket to NIO, so every existing handler works unchanged:
 ///
 /// - **Racing** over the interfaces and address families the path offers and the policy
-///   permits (RFC 8305: AAAA and A looked up at once, attempts ``ConnectionRace/Configuration/attemptDelay``
+///   permits (RFC 8305: AAAA and A looked up at once, attempts `ConnectionRace/Configuration/attemptDelay`
 ///   apart, each bound to its interface), so that a Wi-Fi that passes nothing costs one attempt
 ///   delay, not a connect timeout (Wi-Fi Assist).
-/// - **Policy**: ``ConnectionPolicy``'s required and prohibited interface types, expensive,
+/// - **Policy**: `ConnectionPolicy`'s required and prohibited interface types, expensive,
 ///   constrained and ultra-constrained paths, and the multipath service type: other than
 ///   `.none`, the attempts are MPTCP sockets where the kernel has MPTCP (falling back to TCP
 ///   with a peer that does not speak it; ``RoamPathHandler/metrics`` says which it became).
@@ -21,14 +21,14 @@ import PathMonitor
 ///   (``onWaitingForConnectivity(_:)``), waits for the path to change and races again, until
 ///   the connect timeout.
 /// - **Path events** in the channel's pipeline: ``RoamNetworkEvents``, from the namespace's
-///   ``NetworkPathMonitor`` and Roam's handover rules (``PathAdvisor``), with the meaning of
+///   `NetworkPathMonitor` and Roam's handover rules (`PathAdvisor`), with the meaning of
 ///   `NIOTSNetworkEvents`.
 ///
 /// ```swift
 /// let bootstrap = try RoamClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
 ///     .policy(ConnectionPolicy(allowsExpensive: true))
 ///     .channelInitializer { channel in
-///         channel.pipeline.addHTTPClientHandlers().flatMap { channel.pipeline.addHandler(MyClient()) }
+///         channel.pipeline.addHTTPClientHandlers().flatMap { channel.pipeline.addHandler(MyHTTPHandler()) }
 ///     }
 /// let channel = try await bootstrap.connect(host: "api.example.com", port: 80).get()
 /// ```
@@ -112,7 +112,7 @@ public struct RoamClientBootstrap: Sendable {
     /// What makes a channel unviable for a stall: by default, data the app wrote that the peer
     /// has not acknowledged for the stall threshold (`TCP_INFO`), so that a server taking its
     /// time over a request it received (acknowledged) is not taken for a dead path until the
-    /// configured ``HandoverStateMachine/Configuration/maximumStall`` (10 s). `.silence` judges
+    /// configured `HandoverStateMachine/Configuration/maximumStall` (10 s). `.silence` judges
     /// silence alone, for a peer that streams continuously.
     public func stallEvidence(_ evidence: HandoverSession.StallEvidence) -> Self {
         var copy = self
@@ -190,7 +190,7 @@ public struct RoamClientBootstrap: Sendable {
     /// (after the bootstrap's own initializer): an `NIOAsyncChannel`, typically.
     ///
     /// ```swift
-    /// let client = try await bootstrap.connect(host: server, port: 8080) { channel in
+    /// let client = try await bootstrap.connect(host: "api.example.com", port: 80) { channel in
     ///     channel.eventLoop.makeCompletedFuture {
     ///         let events = try channel.pipeline.syncOperations.roamPathEvents()
     ///         return (try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel), events)

@@ -8,9 +8,9 @@ public protocol RoamNetworkEvent: Hashable, Sendable {}
 /// swift-nio-transport-services' `NIOTSNetworkEvents` (Network.framework's better-path,
 /// viability and path handlers), on Linux: fired into the pipeline with
 /// `fireUserInboundEventTriggered`, so a handler sees them in `userInboundEventTriggered`; an
-/// `NIOAsyncChannel` user reads them from ``RoamPathEvents``.
+/// `NIOAsyncChannel` user reads them from `RoamPathEvents`.
 ///
-/// The rules behind them are Roam's handover rules (``PathAdvisor``): the events are advice, and
+/// The rules behind them are Roam's handover rules (`PathAdvisor`): the events are advice, and
 /// the channel stays as it is until the app acts.
 public enum RoamNetworkEvents: Sendable {
     /// A better path than the channel's is available: a new connection made now would take
@@ -24,7 +24,7 @@ public enum RoamNetworkEvents: Sendable {
         /// The interface a new connection would take.
         public var interface: String
         /// Why it is better: the channel's interface stalled or left the path, or a free
-        /// interface proved itself (``HandoverStateMachine/Reason/betterPath(interface:probes:)``).
+        /// interface proved itself (`HandoverStateMachine/Reason/betterPath(interface:probes:)`).
         public var reason: HandoverStateMachine.Reason
 
         public init(interface: String, reason: HandoverStateMachine.Reason) {

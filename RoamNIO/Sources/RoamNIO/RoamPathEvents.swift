@@ -10,7 +10,7 @@ extension ChannelPipeline.SynchronousOperations {
     /// Call it in the channel initializer, before wrapping the channel:
     ///
     /// ```swift
-    /// let (client, events) = try await bootstrap.connect(host: server, port: 8080) { channel in
+    /// let (client, events) = try await bootstrap.connect(host: "api.example.com", port: 80) { channel in
     ///     channel.eventLoop.makeCompletedFuture {
     ///         let events = try channel.pipeline.syncOperations.roamPathEvents()
     ///         return (try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel), events)

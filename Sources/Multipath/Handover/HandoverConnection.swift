@@ -20,7 +20,7 @@ import RoamSystem
 /// let connection = try HandoverConnection(racer: ConnectionRacer(namespace: phone), to: [server], port: 9000,
 ///                                         monitor: monitor) { descriptor, _ in
 ///     var offset = received.bigEndian
-///     guard write(descriptor, &offset, 8) == 8 else { throw MyError.resume }
+///     guard write(descriptor, &offset, 8) == 8 else { throw ResumeFailed() }
 /// }
 /// let count = try connection.receive(into: buffer)    // follows the phone from path to path
 /// ```
