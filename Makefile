@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients samples docs api-check bench bench-quick soak fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients samples docs api-check api-baseline bench bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -68,6 +68,18 @@ DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor ScenarioModel Simulator Ro
 docs: setup
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
+
+# The public API of every library against the release it must stay compatible with
+# (API_BASELINE, a tag): a removed or changed public declaration fails. The baseline's API is
+# kept in api/ (swift-api-digester's dumps, made once from the tag), so no old tree is built
+# here; a deliberate break tags a new release and regenerates them (make api-baseline).
+API_BASELINE ?= 0.1.0
+API_PRODUCTS = RoamCore RoamSystem Netlink PathMonitor Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
+api-check: setup
+	$(SWIFT) package diagnose-api-breaking-changes $(API_BASELINE) --baseline-dir $(CURDIR)/api --products $(API_PRODUCTS)
+
+api-baseline: setup
+	$(SWIFT) package diagnose-api-breaking-changes $(API_BASELINE) --baseline-dir $(CURDIR)/api --regenerate-baseline --products $(API_PRODUCTS)
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

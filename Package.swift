@@ -105,7 +105,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "MultipathBenchmark",
-            dependencies: ["ScenarioModel", "RoamReport", "Simulator", "Multipath", "RoamTesting"],
+            dependencies: ["ScenarioModel", "Multipath", "PathMonitor", "Netlink", "RoamTesting"],
             path: "Benchmarks/MultipathBenchmark"
         ),
         .executableTarget(

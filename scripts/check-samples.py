@@ -22,7 +22,7 @@ if not os.path.isdir(modules):
     print(f"check-samples: no built modules in {modules}: run swift build first", file=sys.stderr)
     sys.exit(2)
 
-ROAM = ["RoamCore", "RoamSystem", "Netlink", "PathMonitor", "Multipath", "ScenarioModel", "Simulator", "RoamReport", "RoamTesting"]
+ROAM = ["SystemPackage", "RoamCore", "RoamSystem", "Netlink", "PathMonitor", "Multipath", "ScenarioModel", "Simulator", "RoamReport", "RoamTesting"]
 NIO = ["NIOCore", "NIOPosix", "NIOHTTP1", "RoamNIO"]
 
 # Placeholders: name -> (declaration, the modules it needs). A sample that declares the name
@@ -50,7 +50,7 @@ PLACEHOLDERS = {
     "received": ('nonisolated(unsafe) var received: UInt64 = 0', []),
     "session": ('nonisolated(unsafe) var session = HandoverSession(to: [], port: 443)', ["Multipath"]),
     "controller": ('let controller = MPTCPSubflowController(namespace: .current)', ["Multipath"]),
-    "descriptor": ('let descriptor: Int32 = -1', []),
+    "socket": ('let socket = FileDescriptor(rawValue: -1)', []),
     "now": ('let now = Duration.zero', []),
     "reconnect": ('let reconnect: @Sendable () -> Void = {}', []),
 }

@@ -1,20 +1,22 @@
-// Multipath benchmark: each acceptance case of the multipath module played with `mode: none`
-// (plain single-path TCP, the kernel's routes) and with `mode: handover` (application-level,
-// what `--multipath auto` uses where the kernel's userspace MPTCP path manager cannot hand over;
-// over MPTCP with the kernel's path manager; over MPTCP through the userspace path manager,
-// what `auto` uses where it can), side by side in one
-// run, on the backend `auto` picks (netem where the kernel has it, the userspace emulator
-// otherwise). Wi-Fi: 5 ms each way, 50 Mbit/s; cellular (expensive): 30 ms each way, 20 Mbit/s.
-// Then `mode: aggregate` (MPTCP) against `none` over two 10 Mbit/s links.
+// Multipath benchmark: each acceptance case of the multipath module, with the connection under
+// test made by Multipath's public API in a scenario's phone node, beside a plain TCP client
+// (the kernel's routes, reconnecting after 5 s without data, as an app without Roam would), in
+// one run. The scenario only hosts the nodes and links (RoamTesting, on the backend `auto`
+// picks: netem where the kernel has it, the userspace emulator otherwise); the server is this
+// program's own, in the server node.
 //
-// Every multipath figure comes from public API: the simulator's workloads drive Multipath's
-// HandoverStateMachine, and the `HandoverConnection` rows are an app's own client written
-// against the library (a resumable stream from a server in the scenario's server node, played
-// with RoamTesting), as a user of the library would write it.
+// - `HandoverConnection`: application-level handover over TCP (a resumable byte offset);
+// - `HandoverConnection, MPTCP`: the same over an MPTCP socket, the kernel's path manager kept in
+//   step with the phone's path by `MPTCPPathManager` (backup subflows), stalls demoted through it;
+// - `HandoverConnection, MPTCP userspace`: the kernel's userspace path manager, the connection's
+//   subflows opened and switched by `MPTCPSubflowController` (`controlsSubflows`);
+// - aggregate and interactive: `ConnectionRacer` with MPTCP sockets and `MPTCPPathManager`.
+//
+// Wi-Fi: 5 ms each way, 50 Mbit/s; cellular (expensive): 30 ms each way, 20 Mbit/s. Aggregate:
+// two 10 Mbit/s links.
 //
 //   swift build -c release --product MultipathBenchmark && .build/release/MultipathBenchmark
-//   options: --quick (the first case only, to check that it runs), --library (the
-//   HandoverConnection rows only)
+//   options: --quick (the first case only, to check that it runs)
 //
 // Needs root.
 import Foundation
@@ -22,10 +24,8 @@ import Glibc
 import Multipath
 import Netlink
 import PathMonitor
-import RoamReport
 import RoamTesting
 import ScenarioModel
-import Simulator
 import Synchronization
 
 func fail(_ message: String) -> Never {
@@ -34,7 +34,6 @@ func fail(_ message: String) -> Never {
 }
 guard geteuid() == 0 else { fail("needs root (it creates network namespaces)") }
 let quick = CommandLine.arguments.contains("--quick")
-let libraryOnly = CommandLine.arguments.contains("--library")
 
 let links = """
     nodes: { phone: {}, server: {} }
@@ -43,154 +42,79 @@ let links = """
       - { name: cell, between: [phone, server], type: cellular, expensive: true, delay: 30ms, rate: 20mbit }
 
     """
-
-struct Outcome {
-    var report: RunReport
-    var events: [RecordedEvent]
-    var workload: WorkloadResult { report.workloads[0] }
-
-    /// When the first planned change of `link` that `matches` was applied, in seconds.
-    func linkChange(_ link: String, _ matches: (RunEvent.LinkChange.Kind) -> Bool) -> Double? {
-        events.compactMap { record -> Double? in
-            guard case .link(let change) = record.event, change.link == link, change.planned != nil, matches(change.kind) else { return nil }
-            return change.actual?.seconds
-        }.first
-    }
-}
-
-/// A mode as the table shows it: `handover` is application-level, `handover (MPTCP)` the
-/// kernel's backup subflows.
-func play(_ name: String, mode label: String, _ body: String, links: String = links) -> Outcome {
-    let mode = String(label.prefix { $0 != " " })
-    let yaml = "name: \(name)\nseed: 1\n" + links + body.replacingOccurrences(of: "MODE", with: mode)
-    let parsed = ScenarioReader.parse(yaml, file: "\(name).yaml")
-    guard let scenario = parsed.scenario else { fail(parsed.diagnostics.map(\.description).joined(separator: "\n")) }
-    var options = RunOptions()
-    options.multipath = label.contains("MPTCP userspace") ? .mptcpUserspace : label.contains("MPTCP") ? .mptcp : mode == "handover" ? .application : .auto
-    options.reportDirectory = "/tmp/roam-multipath-bench-\(getpid())/\(name)-\(label.replacingOccurrences(of: " ", with: "-"))"
-    do {
-        let report = try ScenarioRunner(scenario: scenario, options: options).run()
-        return Outcome(report: report, events: try RecordedRun.load(directory: report.reportDirectory).events)
-    } catch {
-        fail("\(name) (\(label)): \(error)")
-    }
-}
-
-func ms(_ duration: Duration?) -> String {
-    guard let duration else { return "-" }
-    let value = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
-    return String(format: "%.0f ms", value)
-}
-
-var rows: [[String]] = []
-var backend = ""
-let mptcp = MPTCP.availability() == .available
-/// The handover variants this kernel can run.
-let handovers = mptcp ? ["handover", "handover (MPTCP)", "handover (MPTCP userspace)"] : ["handover"]
-
-// 1. Wi-Fi carrier lost mid-stream.
-let stream = """
-    workloads:
-      - { name: video, kind: stream, from: server, to: phone, bitrate: 4mbit, mode: MODE }
+let twoLinks = """
+    nodes: { phone: {}, server: {} }
+    links:
+      - { name: wifi, between: [phone, server], type: wifi, delay: 10ms, rate: 10mbit }
+      - { name: cell, between: [phone, server], type: cellular, delay: 20ms, rate: 10mbit }
 
     """
-for mode in ["none"] + (quick ? ["handover"] : handovers) where !libraryOnly {
-    let outcome = play("carrier-lost", mode: mode, "duration: 10s\ntimeline:\n  - { at: 4s, link: wifi, down: true }\n" + stream)
-    backend = outcome.report.backend.kind.rawValue
-    let gap = outcome.workload.longestGap
-    rows.append(["Wi-Fi carrier lost mid-stream", mode, "longest gap in data \(ms(gap?.length))",
-                 "playout stalls \(outcome.workload.stream?.stalls.count ?? 0), longest \(ms(outcome.workload.stream?.longestStall))",
-                 mode.hasPrefix("handover") ? "≤ 100 ms + cellular RTT (60 ms) = 160 ms" : ""])
-}
-
-// 2. Wi-Fi blackholed mid-stream (up, passing nothing) from 4 s to 9 s.
-for mode in ["none"] + handovers where !quick && !libraryOnly {
-    let outcome = play("blackholed", mode: mode,
-                       "duration: 12s\ntimeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n" + stream)
-    rows.append(["Wi-Fi blackholed mid-stream (5 s)", mode, "longest gap in data \(ms(outcome.workload.longestGap?.length))",
-                 "playout stalls \(outcome.workload.stream?.stalls.count ?? 0), longest \(ms(outcome.workload.stream?.longestStall))",
-                 mode.hasPrefix("handover") ? "≤ 1.5 s" : ""])
-}
-
-// 3. Connecting while Wi-Fi is blackholed.
-for mode in ["none", "handover"] where !quick && !libraryOnly {
-    let outcome = play("connect-blackholed", mode: mode, """
-        duration: 8s
-        timeline:
-          - { at: 0s, link: wifi, blackhole: true }
-        workloads:
-          - { name: api, kind: requests, from: server, to: phone, size: 10kb, interval: 3s, count: 2, start: 1s, mode: MODE }
-
-        """)
-    let requests = outcome.workload.requests
-    let first = outcome.events.compactMap { record -> RunEvent.Request? in
-        if case .request(let request) = record.event { request } else { nil }
-    }.first
-    let measured: String
-    switch first?.outcome {
-    case .completed(let ttfb, _)?: measured = String(format: "first request: first byte after %.0f ms", ttfb.seconds * 1000)
-    case .failed(let reason)?: measured = "first request failed: \(reason)"
-    case nil: measured = "no request was made"
-    }
-    rows.append(["Connecting while Wi-Fi is blackholed", mode, measured,
-                 "\(requests?.succeeded ?? 0) of \(requests?.sent ?? 0) answered",
-                 mode == "handover" ? "≤ 250 ms + cellular connect (60 ms) + the answer (60 ms)" : ""])
-}
-
-// 4. Wi-Fi back after an outage (down 3 s to 6 s).
-for mode in ["none"] + handovers where !quick && !libraryOnly {
-    let outcome = play("wifi-back", mode: mode, "duration: 12s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n" + stream)
-    let up = outcome.linkChange("wifi") { if case .carrier(up: true) = $0 { true } else { false } } ?? 6
-    // Back on Wi-Fi: a new connection over it, (MPTCP) a new subflow over it, or (userspace
-    // path manager, where a standby subflow opens at once) the data switched to it.
-    let back = outcome.events.first { record in
-        guard record.time.seconds > up else { return false }
-        switch record.event {
-        case .subflowSwitch(_, let to, _): return mode.contains("userspace") && to == "wifi"
-        case .connect(let connect): return !mode.contains("userspace") && connect.interface == "wifi"
-        case .subflow(let subflow): return !mode.contains("userspace") && subflow.interface == "wifi"
-        default: return false
-        }
-    }?.time.seconds
-    let cellular = outcome.workload.bytesByInterface["cell"].map { String(format: "%.1f MB over cellular", Double($0) / 1e6) }
-        ?? (mode == "none" ? "local addresses \(outcome.workload.localAddresses.joined(separator: ", "))" : "-")
-    let measured = mode == "none" ? "the flow died with Wi-Fi: longest gap in data \(ms(outcome.workload.longestGap?.length))"
-        : back.map { String(format: "back on Wi-Fi %.2f s after it returned", $0 - up) } ?? "stayed on cellular"
-    rows.append(["Wi-Fi back after an outage (3 s)", mode, measured,
-                 "playout stalls \(outcome.workload.stream?.stalls.count ?? 0); \(cellular)", mode.hasPrefix("handover") ? "within a few seconds, no stall" : ""])
-}
 
 @Sendable func seconds(_ duration: Duration) -> Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
 
-/// `interrupt()` is the one method of a HandoverConnection safe from another thread.
-struct Interrupter: @unchecked Sendable {
-    let connection: HandoverConnection
-    func interrupt() { connection.interrupt() }
+func ms(_ duration: Duration?) -> String {
+    guard let duration else { return "-" }
+    return String(format: "%.0f ms", seconds(duration) * 1000)
 }
 
-/// What an app's own client saw: `HandoverConnection` receiving a 4 Mbit/s live stream (a
-/// resumable byte offset) in the phone node while the scenario plays.
-struct LibraryOutcome {
-    /// The longest time without data after the first byte, and when it began (run time).
+/// Who makes the connection under test.
+enum Client: Sendable, Hashable {
+    /// A plain TCP socket over the kernel's routes; after 5 s without data (or a failed
+    /// connect) it connects again.
+    case plain
+    /// `HandoverConnection` over TCP.
+    case application
+    /// `HandoverConnection` over MPTCP, with `MPTCPPathManager` (the kernel's path manager).
+    case mptcp
+    /// `HandoverConnection` over MPTCP with the userspace path manager (`controlsSubflows`).
+    case mptcpUserspace
+    /// `ConnectionRacer` with MPTCP sockets and `MPTCPPathManager` of this service type.
+    case multipath(MultipathServiceType)
+
+    var label: String {
+        switch self {
+        case .plain: "plain TCP"
+        case .application: "HandoverConnection"
+        case .mptcp: "HandoverConnection, MPTCP"
+        case .mptcpUserspace: "HandoverConnection, MPTCP userspace"
+        case .multipath(let type): "ConnectionRacer, MPTCP \(type.rawValue)"
+        }
+    }
+
+    var usesMPTCP: Bool { if case .plain = self { false } else { self != .application } }
+}
+
+/// What the client saw, in scenario time.
+struct Outcome: Sendable {
+    /// The longest time without data after the first byte, and when it began.
     var longestGap: (start: Duration, length: Duration)?
+    var firstByte: Duration?
     var bytes: Int64 = 0
-    var handovers = 0
-    /// Each connection's interface and when it was made (run time).
+    /// Each connection's interface and when it was made.
     var connections: [(interface: String, at: Duration)] = []
+    /// MPTCP userspace: each switch of the data to another interface's subflow.
+    var switches: [(interface: String, at: Duration)] = []
+    /// The interface the data went over (`HandoverConnection.currentInterface`), at each change.
+    var carriers: [(interface: String, at: Duration)] = []
     var events: [String] = []
+    var transport = "tcp"
+    var subflows = 0
     /// Why the client stopped early, if it did.
     var error: String?
 }
 
-/// The server: a live source 4 Mbit/s with 2 s behind it, from the offset each connection asks
-/// for, as fast as the link takes it (so a client that reconnects catches up).
-final class LiveSource: @unchecked Sendable {
+/// The server: `live`, a 4 Mbit/s source with 2 s behind it from the offset each connection
+/// asks for (8 bytes, big-endian), as fast as the link takes it so that a client that
+/// reconnects catches up; or a bulk source, as fast as the link takes it, from the accept.
+final class Source: Sendable {
     let listener: Int32
+    let live: Bool
     let start = ContinuousClock.now
     static let bytesPerSecond = 500_000.0
 
-    init(listener: Int32) {
+    init(listener: Int32, live: Bool) {
         self.listener = listener
+        self.live = live
         Thread.detachNewThread { [self] in
             while true {
                 let connection = accept(listener, nil, nil)
@@ -202,15 +126,17 @@ final class LiveSource: @unchecked Sendable {
 
     func serve(_ connection: Int32) {
         defer { close(connection) }
-        var raw: UInt64 = 0
-        guard recv(connection, &raw, 8, Int32(MSG_WAITALL)) == 8 else { return }
-        var position = Int64(UInt64(bigEndian: raw))
+        var position: Int64 = 0
+        if live {
+            var raw: UInt64 = 0
+            guard recv(connection, &raw, 8, Int32(MSG_WAITALL)) == 8 else { return }
+            position = Int64(UInt64(bigEndian: raw))
+        }
         let chunk = [UInt8](repeating: 0x5a, count: 64 * 1024)
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         while true {
-            let elapsed = ContinuousClock.now - start
-            let available = Int64((2 + Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * Self.bytesPerSecond)
+            let available = live ? Int64((2 + seconds(ContinuousClock.now - start)) * Self.bytesPerSecond) : .max
             while position < available {
                 let sent = send(connection, chunk, Int(min(Int64(chunk.count), available - position)), Int32(MSG_NOSIGNAL))
                 guard sent > 0 else { return }
@@ -226,9 +152,32 @@ final class LiveSource: @unchecked Sendable {
     }
 }
 
-func playLibrary(_ name: String, _ body: String, until end: Duration) async -> LibraryOutcome {
+/// A plain TCP connection to `address`, over whatever the kernel's routes pick, within `timeout`.
+@Sendable func plainConnect(_ address: IPAddress, port: UInt16, timeout: Duration) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    let started = address.withSocketAddress(port: port) { connect(fd, $0, $1) }
+    if started != 0 && errno != EINPROGRESS {
+        close(fd)
+        return nil
+    }
+    var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+    var error: Int32 = 0
+    var length = socklen_t(4)
+    guard poll(&entry, 1, Int32(seconds(timeout) * 1000)) == 1, getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0, error == 0 else {
+        ConnectionRacer.abandon(fd)
+        return nil
+    }
+    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+    return fd
+}
+
+/// Plays `body` (the timeline) on `topology` with `client` reading from the server in the
+/// phone node from `start` until `end` (scenario time); `live` chooses the server.
+func play(_ name: String, _ client: Client, _ body: String, topology: String = links, live: Bool = true,
+          start: Duration = .zero, end: Duration) async -> Outcome {
     do {
-        let scenario = try Scenario.parse(yaml: "name: \(name)\nseed: 1\n" + links + body, name: "\(name).yaml")
+        let scenario = try Scenario.parse(yaml: "name: \(name)\nseed: 1\nduration: \(Int(seconds(end)) + 1)s\n" + topology + body, name: "\(name).yaml")
         var options = TestRunOptions(backend: .auto)
         options.reportsDirectory = "/tmp/roam-multipath-bench-\(getpid())"
         let run = try await scenario.run(options) { network in
@@ -237,126 +186,222 @@ func playLibrary(_ name: String, _ body: String, until end: Duration) async -> L
             guard let monitor = phone.monitor else { throw RoamTestingError("the phone has no monitor") }
             let port: UInt16 = 9100
             let address = IPAddress(server.address)!
+            let usesMPTCP = client.usesMPTCP
+            if usesMPTCP {
+                try MPTCPPathManager.acceptSubflows(in: server.namespace)
+                try MPTCPPathManager.acceptSubflows(in: phone.namespace)
+            }
             let listener = try await server.run { () -> Int32 in
-                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), usesMPTCP ? Int32(IPPROTO_MPTCP) : 0)
                 var one: Int32 = 1
                 setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, 4)
-                guard address.withSocketAddress(port: port, { bind(fd, $0, $1) }) == 0, listen(fd, 8) == 0 else {
+                guard fd >= 0, address.withSocketAddress(port: port, { bind(fd, $0, $1) }) == 0, listen(fd, 8) == 0 else {
                     throw RoamTestingError("the server cannot listen: errno \(errno)")
                 }
                 return fd
             }
-            let source = LiveSource(listener: listener)
+            let source = Source(listener: listener, live: live)
             defer { source.stop() }
-            return try await phone.run { () -> LibraryOutcome in
-                let outcome = Mutex(LibraryOutcome())
-                let received = Mutex<Int64>(0)
-                let connection = try HandoverConnection(racer: ConnectionRacer(), to: [address], port: port, monitor: monitor, onEvent: { event in
+            var manager: MPTCPPathManager?
+            var following: PathUpdateSubscription?
+            switch client {
+            case .mptcp:
+                manager = try MPTCPPathManager(namespace: phone.namespace, serviceType: .handover)
+            case .multipath(let type):
+                manager = try MPTCPPathManager(namespace: phone.namespace, serviceType: type)
+            case .mptcpUserspace:
+                try phone.namespace.setSysctls(["net.mptcp.pm_type": "1"])
+            case .plain, .application:
+                break
+            }
+            if let manager { following = manager.follow(monitor) }
+            defer { following?.cancel() }
+            try await network.wait(until: start)
+            let pathManager = manager
+            return try await phone.run { () -> Outcome in
+                let outcome = Mutex(Outcome())
+                let began = network.elapsed
+                func received(_ count: Int, last: inout Duration?) {
                     let now = network.elapsed
                     outcome.withLock { outcome in
-                        switch event {
-                        case .connected(let metrics, _):
-                            outcome.connections.append((metrics.winner?.candidate.route.interface ?? "?", now))
-                        case .left(let interface, let reason):
-                            outcome.events.append(String(format: "%.2f s", seconds(now)) + " left \(interface): \(reason)")
-                        case .heldDown(let interface, let hold):
-                            outcome.events.append(String(format: "%.2f s", seconds(now)) + " held \(interface) down for \(hold)")
-                        case .probe, .switchedSubflows: break
-                        }
-                    }
-                }) { descriptor, _ in
-                    var offset = UInt64(received.withLock { $0 }).bigEndian
-                    guard write(descriptor, &offset, 8) == 8 else { throw RoamTestingError("could not send the offset") }
-                }
-                // The app stops reading at the end of the case.
-                let interrupter = Interrupter(connection: connection)
-                let stopper = Thread {
-                    while network.elapsed < end { usleep(20_000) }
-                    interrupter.interrupt()
-                }
-                stopper.start()
-                var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-                var last: Duration?
-                while network.elapsed < end {
-                    let count: Int
-                    do {
-                        count = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
-                    } catch let error as MultipathError where error.code == .interrupted {
-                        break
-                    } catch {
-                        let now = network.elapsed
-                        outcome.withLock { $0.error = String(format: "%.2f s: ", seconds(now)) + "\(error)" }
-                        break
-                    }
-                    guard count > 0 else { break }
-                    let now = network.elapsed
-                    received.withLock { $0 += Int64(count) }
-                    outcome.withLock { outcome in
+                        if outcome.firstByte == nil { outcome.firstByte = now - began }
+                        outcome.bytes += Int64(count)
                         if let last, now - last > (outcome.longestGap?.length ?? .zero) { outcome.longestGap = (last, now - last) }
                     }
                     last = now
                 }
-                connection.close()
-                return outcome.withLock { outcome in
-                    var result = outcome
-                    result.bytes = received.withLock { $0 }
-                    result.handovers = connection.handovers
-                    return result
+                var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+                var last: Duration?
+                switch client {
+                case .plain:
+                    while network.elapsed < end {
+                        guard let fd = plainConnect(address, port: port, timeout: .seconds(5)) else { continue }
+                        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+                        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                        var offset = UInt64(outcome.withLock { $0.bytes }).bigEndian
+                        if live { _ = write(fd, &offset, 8) }
+                        outcome.withLock { $0.connections.append(("routes", network.elapsed)) }
+                        var quiet = network.elapsed
+                        while network.elapsed < end {
+                            let count = recv(fd, &buffer, buffer.count, 0)
+                            if count > 0 {
+                                received(count, last: &last)
+                                quiet = network.elapsed
+                            } else if count == 0 || (errno != EAGAIN && errno != EINTR) || network.elapsed - quiet > .seconds(5) {
+                                break
+                            }
+                        }
+                        ConnectionRacer.abandon(fd)
+                    }
+                case .multipath:
+                    let racer = ConnectionRacer(namespace: phone.namespace, transport: .mptcp)
+                    guard let path = monitor.currentPath else { throw RoamTestingError("the phone has no path") }
+                    let connection = try racer.connect(to: [address], port: port, over: path)
+                    defer { close(connection.descriptor) }
+                    var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+                    setsockopt(connection.descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    while network.elapsed < end {
+                        let count = recv(connection.descriptor, &buffer, buffer.count, 0)
+                        if count > 0 { received(count, last: &last) } else if count == 0 || (errno != EAGAIN && errno != EINTR) { break }
+                    }
+                    let subflows = MPTCP.subflows(of: connection.descriptor).count
+                    let mode = MPTCP.mode(of: connection.descriptor)
+                    outcome.withLock {
+                        $0.transport = mode.rawValue
+                        $0.subflows = subflows
+                    }
+                case .application, .mptcp, .mptcpUserspace:
+                    var configuration = HandoverConnection.Configuration()
+                    configuration.pathManager = pathManager
+                    configuration.controlsSubflows = client == .mptcpUserspace
+                    let racer = ConnectionRacer(namespace: phone.namespace, transport: client == .application ? .tcp : .mptcp)
+                    let connection = try HandoverConnection(racer: racer, to: [address], port: port, monitor: monitor,
+                                                            configuration: configuration, onEvent: { event in
+                        let now = network.elapsed
+                        outcome.withLock { outcome in
+                            switch event {
+                            case .connected(let metrics, _):
+                                outcome.connections.append((metrics.winner?.candidate.route.interface ?? "?", now))
+                                outcome.transport = metrics.mode.rawValue
+                            case .left(let interface, let reason):
+                                outcome.events.append(String(format: "%.2f s", seconds(now)) + " left \(interface): \(reason)")
+                            case .heldDown(let interface, let hold):
+                                outcome.events.append(String(format: "%.2f s", seconds(now)) + " held \(interface) down for \(hold)")
+                            case .switchedSubflows(let interface, _):
+                                outcome.switches.append((interface, now))
+                            case .probe:
+                                break
+                            }
+                        }
+                    }) { descriptor, _ in
+                        var offset = UInt64(outcome.withLock { $0.bytes }).bigEndian
+                        guard write(descriptor.rawValue, &offset, 8) == 8 else { throw RoamTestingError("could not send the offset") }
+                    }
+                    // The app stops reading at the end of the case: interrupt() is the one method
+                    // that is safe from another thread.
+                    nonisolated(unsafe) let interruptible = connection
+                    let stopper = Thread {
+                        while network.elapsed < end { usleep(20_000) }
+                        interruptible.interrupt()
+                    }
+                    stopper.start()
+                    while network.elapsed < end {
+                        let count: Int
+                        do {
+                            count = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
+                        } catch let error as MultipathError where error.code == .interrupted {
+                            break
+                        } catch {
+                            let now = network.elapsed
+                            outcome.withLock { $0.error = String(format: "%.2f s: ", seconds(now)) + "\(error)" }
+                            break
+                        }
+                        guard count > 0 else { break }
+                        received(count, last: &last)
+                        // Where the data goes now (over MPTCP, the subflow the path manager or
+                        // the session prefers): each change, when the reader saw it.
+                        if let interface = connection.currentInterface {
+                            let now = network.elapsed
+                            outcome.withLock { outcome in
+                                if outcome.carriers.last?.interface != interface { outcome.carriers.append((interface, now)) }
+                            }
+                        }
+                    }
+                    connection.close()
                 }
+                return outcome.withLock { $0 }
             }
         }
         return run.value
     } catch {
-        fail("\(name) (HandoverConnection): \(error)")
+        fail("\(name) (\(client.label)): \(error)")
     }
 }
 
-if !quick {
-    // Each scenario lasts a second longer than the client reads, so that the network is still
-    // there while the client stops.
-    let lost = await playLibrary("carrier-lost-library", "duration: 11s\ntimeline:\n  - { at: 4s, link: wifi, down: true }\n", until: .seconds(10))
-    rows.append(["Wi-Fi carrier lost mid-stream", "HandoverConnection", "longest gap in data \(ms(lost.longestGap?.length))",
-                 "\(lost.handovers) handover(s): \(lost.events.joined(separator: "; "))" + (lost.error.map { "; stopped at \($0)" } ?? ""),
-                 "≤ 100 ms + cellular RTT (60 ms) = 160 ms"])
-    let blackholed = await playLibrary("blackholed-library",
-                                       "duration: 13s\ntimeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n",
-                                       until: .seconds(12))
-    rows.append(["Wi-Fi blackholed mid-stream (5 s)", "HandoverConnection", "longest gap in data \(ms(blackholed.longestGap?.length))",
-                 "\(blackholed.handovers) handover(s): \(blackholed.events.joined(separator: "; "))" + (blackholed.error.map { "; stopped at \($0)" } ?? ""),
-                 "≤ 1.5 s"])
-    let back = await playLibrary("wifi-back-library", "duration: 13s\ntimeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n",
-                                 until: .seconds(12))
-    let returned = back.connections.dropFirst().first { $0.interface == "wifi" && $0.at > .seconds(6) }
-    rows.append(["Wi-Fi back after an outage (3 s)", "HandoverConnection",
-                 returned.map { String(format: "back on Wi-Fi %.2f s after it returned", seconds($0.at) - 6) } ?? "stayed on cellular",
-                 "longest gap in data \(ms(back.longestGap?.length)); connections " + back.connections.map(\.interface).joined(separator: ", ")
-                    + (back.error.map { "; stopped at \($0)" } ?? ""),
-                 "within a few seconds, no stall"])
+var rows: [[String]] = []
+let mptcp = MPTCP.availability() == .available
+/// The clients that hand over on this kernel, beside plain TCP.
+let handovers: [Client] = [.application] + (mptcp ? [.mptcp, .mptcpUserspace] : [])
+
+func detail(_ outcome: Outcome) -> String {
+    var parts = ["connections: " + (outcome.connections.isEmpty ? "none" : outcome.connections.map(\.interface).joined(separator: ", "))]
+    if outcome.carriers.count > 1 { parts.append("data over " + outcome.carriers.map(\.interface).joined(separator: ", ")) }
+    if !outcome.switches.isEmpty { parts.append("subflow switches: " + outcome.switches.map(\.interface).joined(separator: ", ")) }
+    if outcome.transport != "tcp" { parts.append(outcome.transport) }
+    if let error = outcome.error { parts.append("stopped at \(error)") }
+    return parts.joined(separator: "; ")
 }
 
-// 5. Aggregate: one bulk transfer over two 10 Mbit/s links, against one link's worth.
-let twoLinks = """
-    nodes: { phone: {}, server: {} }
-    links:
-      - { name: wifi, between: [phone, server], type: wifi, delay: 10ms, rate: 10mbit }
-      - { name: cell, between: [phone, server], type: cellular, delay: 20ms, rate: 10mbit }
+// 1. Wi-Fi carrier lost mid-stream (at 4 s).
+for client in [.plain] + (quick ? [.application] : handovers) {
+    let outcome = await play("carrier-lost", client, "timeline:\n  - { at: 4s, link: wifi, down: true }\n", end: .seconds(10))
+    rows.append(["Wi-Fi carrier lost mid-stream", client.label, "longest gap in data \(ms(outcome.longestGap?.length))", detail(outcome),
+                 client == .plain ? "" : "≤ 100 ms + cellular RTT (60 ms) = 160 ms"])
+}
 
-    """
+// 2. Wi-Fi blackholed mid-stream (up, passing nothing) from 4 s to 9 s.
+for client in [.plain] + handovers where !quick {
+    let outcome = await play("blackholed", client, "timeline:\n  - { at: 4s, link: wifi, blackhole: true }\n  - { at: 9s, link: wifi, blackhole: false }\n",
+                             end: .seconds(12))
+    rows.append(["Wi-Fi blackholed mid-stream (5 s)", client.label, "longest gap in data \(ms(outcome.longestGap?.length))", detail(outcome),
+                 client == .plain ? "" : "≤ 1.5 s"])
+}
+
+// 3. Connecting while Wi-Fi is blackholed: the first byte of a new connection made at 1 s.
+for client in [Client.plain, .application] where !quick {
+    let outcome = await play("connect-blackholed", client, "timeline:\n  - { at: 0s, link: wifi, blackhole: true }\n", start: .seconds(1), end: .seconds(8))
+    rows.append(["Connecting while Wi-Fi is blackholed", client.label,
+                 outcome.firstByte.map { "first byte after \(ms($0))" } ?? "no data in 7 s", detail(outcome),
+                 client == .plain ? "" : "≤ 250 ms + cellular connect (60 ms) + the answer (60 ms)"])
+}
+
+// 4. Wi-Fi back after an outage (down 3 s to 6 s): when the data goes over Wi-Fi again.
+for client in [.plain] + handovers where !quick {
+    let outcome = await play("wifi-back", client, "timeline:\n  - { at: 3s, link: wifi, down: true }\n  - { at: 6s, link: wifi, up: true }\n",
+                             end: .seconds(12))
+    let back = outcome.carriers.first { $0.interface == "wifi" && $0.at > .seconds(6) }?.at
+    let measured = client == .plain ? "the flow died with Wi-Fi: longest gap in data \(ms(outcome.longestGap?.length))"
+        : back.map { String(format: "back on Wi-Fi %.2f s after it returned", seconds($0) - 6) } ?? "stayed on cellular"
+    rows.append(["Wi-Fi back after an outage (3 s)", client.label, measured, "longest gap \(ms(outcome.longestGap?.length)); " + detail(outcome),
+                 client == .plain ? "" : "within a few seconds, no stall"])
+}
+
+// 5. One bulk transfer for 10 s over two 10 Mbit/s links, against one link's worth.
 var single: Double?
-for mode in ["none"] + (mptcp ? ["aggregate", "interactive"] : []) where !quick && !libraryOnly {
-    let outcome = play("aggregate", mode: mode, "duration: 10s\nworkloads:\n  - { name: download, kind: bulk, from: server, to: phone, mode: MODE }\n", links: twoLinks)
-    let bits = outcome.workload.throughput?.bitsPerSecond ?? 0
-    if mode == "none" { single = bits }
+for client in [Client.plain] + (mptcp ? [.multipath(.aggregate), .multipath(.interactive)] : []) where !quick {
+    let outcome = await play("aggregate", client, "", topology: twoLinks, live: false, end: .seconds(10))
+    let bits = Double(outcome.bytes) * 8 / 10
+    if client == .plain { single = bits }
     let ratio = single.map { String(format: "%.2f× one link", bits / $0) } ?? "-"
-    let split = outcome.workload.bytesByInterface.sorted { $0.key > $1.key }.map { String(format: "%@ %.1f MB", $0.key, Double($0.value) / 1e6) }
-    rows.append(["Bulk over two 10 Mbit/s links (10 s)", mode, String(format: "%.1f Mbit/s, %@", bits / 1e6, ratio),
-                 "\(outcome.workload.transport); " + (split.isEmpty ? "one path" : split.joined(separator: ", ")),
-                 mode == "aggregate" ? "≥ 1.6× one link" : ""])
+    rows.append(["Bulk over two 10 Mbit/s links (10 s)", client.label, String(format: "%.1f Mbit/s, %@", bits / 1e6, ratio),
+                 "\(outcome.transport), \(outcome.subflows) subflow(s)" + (outcome.error.map { "; stopped at \($0)" } ?? ""),
+                 client == .multipath(.aggregate) ? "≥ 1.6× one link" : ""])
 }
 
-print("Multipath acceptance, backend \(backend), MPTCP \(mptcp ? "available" : "unavailable"): each case with mode none and the multipath modes in one run")
+print("Multipath acceptance, MPTCP \(mptcp ? "available" : "unavailable"): "
+      + "each case with a plain TCP client and the library's, in one run")
 print("")
-print("| case | mode | measured | also | target |")
+print("| case | client | measured | also | target |")
 print("|---|---|---|---|---|")
 for row in rows { print("| " + row.joined(separator: " | ") + " |") }
-if !mptcp { print("\naggregate over two links: not measured, this kernel has no MPTCP") }
+if !mptcp { print("\nMPTCP rows: not measured, this kernel has no MPTCP") }

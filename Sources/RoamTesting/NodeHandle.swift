@@ -10,7 +10,9 @@ import SystemPackage
 /// ways to run code inside its network namespace.
 public struct NodeHandle: Sendable {
     public let name: String
-    let namespace: NetworkNamespace
+    /// The node's network namespace, for APIs that take one (a `ConnectionRacer`, an
+    /// `MPTCPPathManager`, `NetworkPathMonitor(namespace:)`); valid while the scenario runs.
+    public let namespace: NetworkNamespace
     let plan: TopologyPlan.Node
     let network: RunningNetwork
 

@@ -125,7 +125,7 @@ final class HandoverConnectionTests {
             let resume: HandoverConnection.ResumeHook = { [unowned self] descriptor, _ in
                 resumedAt.append(received)
                 var offset = received.bigEndian
-                guard write(descriptor, &offset, 8) == 8 else { throw ClientError(message: "could not send the offset") }
+                guard write(descriptor.rawValue, &offset, 8) == 8 else { throw ClientError(message: "could not send the offset") }
             }
             if polling {
                 connection = HandoverConnection(racer: racer, to: [server], port: port, path: { monitor.currentPath }, onEvent: onEvent, resume: resume)
@@ -201,7 +201,7 @@ final class HandoverConnectionTests {
         let connection = try AsyncHandoverConnection(racer: ConnectionRacer(namespace: net.phone), to: [server.serviceIPv4],
                                                      port: port, monitor: monitor) { descriptor, _ in
             var offset = received.withLock { $0 }.bigEndian
-            guard write(descriptor, &offset, 8) == 8 else { throw ClientError(message: "could not send the offset") }
+            guard write(descriptor.rawValue, &offset, 8) == 8 else { throw ClientError(message: "could not send the offset") }
         }
         let events = Task {
             var seen: [String] = []

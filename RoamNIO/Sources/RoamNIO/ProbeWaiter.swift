@@ -106,7 +106,7 @@ final class ProbeWaiter: Sendable {
 
             let ids = Array(active.keys)
             var entries = [wake.pollEntry]
-            entries += ids.map { pollfd(fd: active[$0]!.probe.descriptor, events: Int16(POLLOUT), revents: 0) }
+            entries += ids.map { pollfd(fd: active[$0]!.probe.connectingSocket?.rawValue ?? -1, events: Int16(POLLOUT), revents: 0) }
             // To the nanosecond (ppoll), waking on the earliest deadline or a new request.
             _ = try? waitForEvents(&entries, until: active.values.map(\.deadline).min())
             if entries[0].revents != 0 { _ = wake.reset() }

@@ -222,7 +222,7 @@ public struct RoamClientBootstrap: Sendable {
         let eventLoop = group.next()
         guard let port = UInt16(exactly: port) else { throw RoamNIOError.invalidPort(port) }
         let raced = try await race(.host(host), port: port, on: eventLoop).get()
-        ConnectionRacer.abandon(raced.descriptor)
+        ConnectionRacer.abandon(raced.socket)
         guard let winner = raced.metrics.winner else { throw RoamNIOError.connect(.system(operation: "the race has no winner", nil)) }
         return winner.candidate.source.description
     }
@@ -238,7 +238,7 @@ public struct RoamClientBootstrap: Sendable {
             return eventLoop.makeFailedFuture(RoamNIOError.invalidPort(port))
         }
         return race(target, port: port, on: eventLoop).flatMap { raced in
-            self.channelBootstrap(on: eventLoop, raced: raced, port: port).withConnectedSocket(raced.descriptor)
+            self.channelBootstrap(on: eventLoop, raced: raced, port: port).withConnectedSocket(raced.socket.rawValue)
         }
     }
 
@@ -248,7 +248,7 @@ public struct RoamClientBootstrap: Sendable {
         guard let port = UInt16(exactly: port) else { throw RoamNIOError.invalidPort(port) }
         let raced = try await race(target, port: port, on: eventLoop).get()
         return try await channelBootstrap(on: eventLoop, raced: raced, port: port)
-            .withConnectedSocket(raced.descriptor, channelInitializer: channelInitializer)
+            .withConnectedSocket(raced.socket.rawValue, channelInitializer: channelInitializer)
     }
 
     /// A `ClientBootstrap` on `eventLoop` whose channels get the path handler first, then the

@@ -158,7 +158,7 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
         let now = PathSource.now()
         if !fresh, let cached = sample, now - cached.at < .milliseconds(100) { return cached.value }
         guard context?.channel.isActive ?? false else { return nil }
-        let value = HandoverSession.TransportSample.of(setup.raced.descriptor)
+        let value = HandoverSession.TransportSample.of(setup.raced.socket)
         sample = (value, now)
         return value
     }

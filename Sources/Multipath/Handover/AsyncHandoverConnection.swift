@@ -14,9 +14,9 @@ import Synchronization
 /// ```swift
 /// let received = Mutex<UInt64>(0)
 /// let connection = try AsyncHandoverConnection(racer: ConnectionRacer(namespace: phone), to: [server],
-///                                              port: 9000, monitor: monitor) { descriptor, _ in
+///                                              port: 9000, monitor: monitor) { socket, _ in
 ///     var offset = received.withLock { $0 }.bigEndian      // "send me everything from here on"
-///     guard write(descriptor, &offset, 8) == 8 else { throw ResumeFailed() }
+///     guard write(socket.rawValue, &offset, 8) == 8 else { throw ResumeFailed() }
 /// }
 /// Task {
 ///     for await event in connection.events { print(event) }  // .connected, .left(interface:reason:)

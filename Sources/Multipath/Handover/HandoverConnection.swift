@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import RoamSystem
+import SystemPackage
 
 /// Application-level handover for an app's own protocol over plain TCP, where MPTCP is not
 /// there (the kernel has none, or the server does not speak it): the connection is raced over
@@ -18,9 +19,9 @@ import RoamSystem
 ///
 /// ```swift
 /// let connection = try HandoverConnection(racer: ConnectionRacer(namespace: phone), to: [server], port: 9000,
-///                                         monitor: monitor) { descriptor, _ in
+///                                         monitor: monitor) { socket, _ in
 ///     var offset = received.bigEndian
-///     guard write(descriptor, &offset, 8) == 8 else { throw ResumeFailed() }
+///     guard write(socket.rawValue, &offset, 8) == 8 else { throw ResumeFailed() }
 /// }
 /// let count = try connection.receive(into: buffer)    // follows the phone from path to path
 /// ```
@@ -62,6 +63,12 @@ public final class HandoverConnection {
         /// from every interface and switch which carries the data instead of reconnecting
         /// (``MPTCPSubflowController``). The racer must make MPTCP sockets.
         public var controlsSubflows = false
+        /// Over MPTCP with the kernel's path manager: the ``MPTCPPathManager`` that keeps the
+        /// node's endpoints in step with its path (``MPTCPPathManager/follow(_:)``). A stalled
+        /// interface is demoted through it (its subflows become backups, another path's carry the
+        /// data, no reconnection) and restored once it proves itself, as the simulator's
+        /// `handover` over MPTCP does. The racer must make MPTCP sockets.
+        public var pathManager: MPTCPPathManager?
         public init() {}
 
         var session: HandoverSession.Configuration {
@@ -71,7 +78,7 @@ public final class HandoverConnection {
             configuration.rules.movesBack = movesBack
             configuration.rules.stream = stream
             configuration.rules.controlsSubflows = controlsSubflows
-            configuration.rules.usesPathManager = controlsSubflows
+            configuration.rules.usesPathManager = controlsSubflows || pathManager != nil
             configuration.probePort = probePort
             configuration.stallEvidence = stallEvidence
             configuration.retry = retry
@@ -98,7 +105,7 @@ public final class HandoverConnection {
     }
 
     /// Called on every new connection with its (blocking) socket and whether it replaces one.
-    public typealias ResumeHook = (_ descriptor: Int32, _ isReconnect: Bool) throws -> Void
+    public typealias ResumeHook = (_ socket: FileDescriptor, _ isReconnect: Bool) throws -> Void
 
     public let racer: ConnectionRacer
     public let addresses: [IPAddress]
@@ -263,6 +270,9 @@ public final class HandoverConnection {
         for request in requests {
             switch request {
             case let .holdDown(interface, holdDown):
+                // With a path manager, the interface's subflows become backups (in every
+                // connection of the node) and another path's take over.
+                _ = try? configuration.pathManager?.markStalled(interface)
                 onEvent?(.heldDown(interface: interface, holdDown: holdDown))
             case .leave(let reason):
                 pendingMove = reason
@@ -287,7 +297,9 @@ public final class HandoverConnection {
                 }
             case .switchedSubflows(let interface, let reason):
                 onEvent?(.switchedSubflows(to: interface, reason: reason))
-            case .restore, .subflowOpened, .subflowClosed, .advise:
+            case .restore(let interface):
+                if !configuration.controlsSubflows { _ = try? configuration.pathManager?.clearStalled(interface) }
+            case .subflowOpened, .subflowClosed, .advise:
                 break
             }
         }
@@ -378,7 +390,7 @@ public final class HandoverConnection {
                 lastInterface = winner?.route.interface
                 onEvent?(.connected(connection.metrics, isReconnect: isReconnect))
                 do {
-                    try resume(connection.descriptor, isReconnect)
+                    try resume(connection.socket, isReconnect)
                 } catch {
                     ConnectionRacer.abandon(connection.descriptor)
                     descriptor = -1

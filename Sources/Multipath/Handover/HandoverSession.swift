@@ -1,5 +1,6 @@
 import CRoamLinux
 import Glibc
+import SystemPackage
 import Netlink
 import PathMonitor
 
@@ -93,7 +94,9 @@ public struct HandoverSession: Sendable {
         }
 
         /// The sample of the TCP (or MPTCP subflow) connection on `descriptor`, if the kernel says.
-        public static func of(_ descriptor: Int32) -> TransportSample? {
+        public static func of(_ socket: FileDescriptor) -> TransportSample? { of(socket.rawValue) }
+
+        package static func of(_ descriptor: Int32) -> TransportSample? {
             var info = tcp_info()
             var length = socklen_t(MemoryLayout<tcp_info>.size)
             guard descriptor >= 0, getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }

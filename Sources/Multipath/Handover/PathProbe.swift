@@ -2,6 +2,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import Synchronization
+import SystemPackage
 
 /// A probe of one interface: a TCP connection attempt over it to the flow's server, nothing
 /// sent, reset as soon as it is decided. What ``HandoverStateMachine``'s
@@ -11,8 +12,11 @@ import Synchronization
 public final class PathProbe: Sendable {
     public let interface: String
     private let socket: Mutex<Int32>
-    /// The connecting socket (non-blocking; writable once decided), or -1 once decided.
-    public var descriptor: Int32 { socket.withLock { $0 } }
+    /// The connecting socket (non-blocking; writable once decided, so a driver waits for many
+    /// probes with one `poll`), or nil once decided.
+    public var connectingSocket: FileDescriptor? { socket.withLock { $0 >= 0 ? FileDescriptor(rawValue: $0) : nil } }
+    /// The connecting socket's number, or -1 once decided.
+    package var descriptor: Int32 { socket.withLock { $0 } }
 
     /// Starts a probe over `interface` to `destination`, from the interface's address of the
     /// destination's family; nil when it cannot even start (no such address, no socket).

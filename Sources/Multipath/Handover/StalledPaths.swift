@@ -1,5 +1,6 @@
 import CRoamLinux
 import Glibc
+import SystemPackage
 import PathMonitor
 
 /// Interfaces whose connections stalled, each held down for a while: left out of races so that
@@ -67,7 +68,9 @@ public struct StalledPaths: Sendable, Hashable {
 
     /// The kernel's smoothed round-trip time of the TCP connection on `descriptor`
     /// (`TCP_INFO`), if known.
-    public static func smoothedRTT(of descriptor: Int32) -> Duration? {
+    public static func smoothedRTT(of socket: FileDescriptor) -> Duration? { smoothedRTT(of: socket.rawValue) }
+
+    package static func smoothedRTT(of descriptor: Int32) -> Duration? {
         var info = tcp_info()
         var length = socklen_t(MemoryLayout<tcp_info>.size)
         guard descriptor >= 0, getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, info.tcpi_rtt > 0 else { return nil }

@@ -43,7 +43,7 @@ public enum MPTCP {
     }
 
     /// A non-blocking MPTCP stream socket made in `namespace`, or nil and the errno.
-    public static func makeSocket(family: AddressFamily, in namespace: NetworkNamespace) -> (Int32?, Int32) {
+    package static func makeSocket(family: AddressFamily, in namespace: NetworkNamespace) -> (Int32?, Int32) {
         let domain = family == .inet ? AF_INET : AF_INET6
         let made = try? namespace.perform { () -> (Int32, Int32) in
             let fd = socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(IPPROTO_MPTCP))
@@ -65,7 +65,9 @@ public enum MPTCP {
     }
 
     /// Whether the connection on `descriptor` is multipath, fell back, or was never MPTCP.
-    public static func mode(of descriptor: Int32) -> Mode {
+    public static func mode(of socket: FileDescriptor) -> Mode { mode(of: socket.rawValue) }
+
+    package static func mode(of descriptor: Int32) -> Mode {
         var protocolNumber: Int32 = 0
         var length = socklen_t(4)
         guard getsockopt(descriptor, SOL_SOCKET, SO_PROTOCOL, &protocolNumber, &length) == 0, protocolNumber == Int32(IPPROTO_MPTCP) else {
@@ -83,7 +85,9 @@ public enum MPTCP {
 
     /// The connection's token, which the path manager's requests name it by (`mptcpi_token`);
     /// nil for anything but a multipath connection.
-    public static func token(of descriptor: Int32) -> UInt32? {
+    public static func token(of socket: FileDescriptor) -> UInt32? { token(of: socket.rawValue) }
+
+    package static func token(of descriptor: Int32) -> UInt32? {
         info(of: descriptor)?.mptcpi_token
     }
 
@@ -124,7 +128,9 @@ public enum MPTCP {
 
     /// The subflows of a multipath connection now (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`);
     /// empty for plain TCP or a fallback.
-    public static func subflows(of descriptor: Int32) -> [Subflow] {
+    public static func subflows(of socket: FileDescriptor) -> [Subflow] { subflows(of: socket.rawValue) }
+
+    package static func subflows(of descriptor: Int32) -> [Subflow] {
         let addresses = subflowArray(descriptor, option: MPTCP_SUBFLOW_ADDRS, elementSize: MemoryLayout<mptcp_subflow_addrs>.size)
         let infos = subflowArray(descriptor, option: MPTCP_TCPINFO, elementSize: kernelTCPInfoSize)
         return addresses.enumerated().compactMap { index, entry -> Subflow? in

@@ -8,7 +8,7 @@ import Synchronization
 /// `mptcp_pm` family, from the connection's namespace.
 ///
 /// ```swift
-/// for request in session.handle(.subflowsSampled(MPTCP.subflows(of: descriptor), at: now)) {
+/// for request in session.handle(.subflowsSampled(MPTCP.subflows(of: socket), at: now)) {
 ///     if case .subflow(let plan) = request { try controller.perform(plan) }
 /// }
 /// ```

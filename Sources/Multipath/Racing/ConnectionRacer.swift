@@ -4,12 +4,22 @@ import Netlink
 import PathMonitor
 import RoamSystem
 import Synchronization
+import SystemPackage
 
 /// A connection a race won, and how the race went.
 public struct RacedConnection: Sendable {
-    /// The connected socket (blocking); the caller owns and closes it.
-    public var descriptor: Int32
+    /// The connected socket (blocking); the caller owns and closes it (`try socket.close()`),
+    /// or hands it to another owner (SwiftNIO's `withConnectedSocket(socket.rawValue)`).
+    public var socket: FileDescriptor
     public var metrics: ConnectionMetrics
+
+    /// The socket's number, for Roam's own modules.
+    package var descriptor: Int32 { socket.rawValue }
+
+    package init(descriptor: Int32, metrics: ConnectionMetrics) {
+        socket = FileDescriptor(rawValue: descriptor)
+        self.metrics = metrics
+    }
 }
 
 /// How a race went, in the spirit of URLSessionTaskTransactionMetrics: every attempt with its
@@ -231,7 +241,9 @@ public struct ConnectionRacer: Sendable {
     /// Closes a socket whose connection is given up (a losing attempt, a probe, a connection a
     /// flow moved away from) at once: a reset instead of a FIN the kernel would keep retrying,
     /// and no TIME_WAIT left behind.
-    public static func abandon(_ fd: Int32) {
+    public static func abandon(_ socket: FileDescriptor) { abandon(socket.rawValue) }
+
+    package static func abandon(_ fd: Int32) {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
         close(fd)
@@ -242,7 +254,9 @@ public struct ConnectionRacer: Sendable {
     /// unacknowledged for longer than `patience` plus 5 s (`TCP_USER_TIMEOUT`). Longer than an
     /// app's own timeout, so that the app decides, and the kernel only reaps what the app can no
     /// longer reach. Options an MPTCP socket does not take are left as they are.
-    public static func reapWhenDead(_ fd: Int32, patience: Duration) {
+    public static func reapWhenDead(_ socket: FileDescriptor, patience: Duration) { reapWhenDead(socket.rawValue, patience: patience) }
+
+    package static func reapWhenDead(_ fd: Int32, patience: Duration) {
         let seconds = Int32(clamping: max(1, patience.components.seconds))
         var values: [(Int32, Int32, Int32)] = [
             (SOL_SOCKET, SO_KEEPALIVE, 1), (Int32(IPPROTO_TCP), TCP_KEEPIDLE, seconds), (Int32(IPPROTO_TCP), TCP_KEEPINTVL, 1),
