@@ -174,14 +174,15 @@ extension Page {
     }
 
     mutating func linkStatistics(_ model: ReportModel) {
-        let rows = model.run.summary["links"]?.arrayValue ?? []
+        let rows = model.run.summary.links
         guard !rows.isEmpty else { return }
         let columns = ["arrived", "delivered", "lost", "blackholed", "overflowed", "corrupted", "duplicated", "reordered"]
         section("Packets (userspace emulator)")
         body += "<table><thead><tr><th>link</th><th>direction</th>" + columns.map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>"
         for row in rows {
-            body += "<tr><td>\(escape(row["link"]?.stringValue ?? ""))</td><td>\(escape(row["direction"]?.stringValue ?? ""))</td>"
-            body += columns.map { "<td class=num>\(row[$0]?.intValue ?? 0)</td>" }.joined() + "</tr>"
+            body += "<tr><td>\(escape(row.link))</td><td>\(escape(row.direction))</td>"
+            let counts = [row.arrived, row.delivered, row.lost, row.blackholed, row.overflowed, row.corrupted, row.duplicated, row.reordered]
+            body += counts.map { "<td class=num>\($0)</td>" }.joined() + "</tr>"
         }
         body += "</tbody></table>\n"
     }
@@ -189,34 +190,32 @@ extension Page {
     mutating func comparison(_ a: ReportModel, _ b: ReportModel) {
         section("Side by side")
         var rows: [(String, String, String)] = []
-        func value(_ model: ReportModel, _ body: (JSONValue) -> String?) -> String { body(model.run.summary) ?? "–" }
-        rows.append(("result", value(a) { ($0["passed"]?.boolValue ?? false) ? "pass" : "FAIL" }, value(b) { ($0["passed"]?.boolValue ?? false) ? "pass" : "FAIL" }))
-        rows.append(("backend, seed", value(a) { "\($0["backend"]?.stringValue ?? "?"), \($0["seed"]?.intValue ?? 0)" },
-                     value(b) { "\($0["backend"]?.stringValue ?? "?"), \($0["seed"]?.intValue ?? 0)" }))
+        func value(_ model: ReportModel, _ body: (RunSummary) -> String) -> String { body(model.run.summary) }
+        rows.append(("result", value(a) { $0.passed ? "pass" : "FAIL" }, value(b) { $0.passed ? "pass" : "FAIL" }))
+        rows.append(("backend, seed", value(a) { "\($0.backend), \($0.seed)" }, value(b) { "\($0.backend), \($0.seed)" }))
         // Each run's workloads by name, looked up once each: linear in the workloads.
-        func byName(_ model: ReportModel) -> [String: JSONValue] {
-            var result: [String: JSONValue] = [:]
-            for workload in model.run.summary["workloads"]?.arrayValue ?? [] {
-                if let name = workload["name"]?.stringValue, result[name] == nil { result[name] = workload }
-            }
+        func byName(_ model: ReportModel) -> [String: RunSummary.Workload] {
+            var result: [String: RunSummary.Workload] = [:]
+            for workload in model.run.summary.workloads where result[workload.name] == nil { result[workload.name] = workload }
             return result
         }
         let (summariesA, summariesB) = (byName(a), byName(b))
         for name in HTMLReport.ordered([a.workloads.map(\.name), b.workloads.map(\.name)]) {
-            func figure(_ summaries: [String: JSONValue], _ pick: (JSONValue) -> String?) -> String {
+            func figure(_ summaries: [String: RunSummary.Workload], _ pick: (RunSummary.Workload) -> String?) -> String {
                 guard let workload = summaries[name] else { return "–" }
                 return pick(workload) ?? "–"
             }
-            let picks: [(String, (JSONValue) -> String?)] = [
-                ("mode, transport", { "\($0["mode"]?.stringValue ?? "?"), \($0["transport"]?.stringValue ?? "tcp")" }),
-                ("throughput", { $0["throughputBps"]?.doubleValue.map { "\(format3(($0 / 1e4).rounded() / 100)) Mbit/s" } }),
-                ("completed", { $0["completed"]?.boolValue.map { $0 ? "yes" : "no" } }),
-                ("connections, handovers", { "\($0["connections"]?.intValue ?? 0), \($0["handovers"]?.intValue ?? 0)" }),
-                ("longest gap", { $0["longestGap"]?["ms"]?.doubleValue.map { "\(format3($0)) ms" } }),
-                ("stalls (longest)", { w in w["stream"].map { "\($0["stallCount"]?.intValue ?? 0) (\(format3($0["longestStallMs"]?.doubleValue ?? 0)) ms)" } }),
-                ("requests ok / failed", { w in w["requests"].map { "\($0["succeeded"]?.intValue ?? 0) / \($0["failed"]?.intValue ?? 0)" } }),
-                ("time to first byte p50 / max", { w in w["requests"].map { "\(format3($0["ttfbMs"]?["p50"]?.doubleValue ?? 0)) / \(format3($0["ttfbMs"]?["max"]?.doubleValue ?? 0)) ms" } }),
-                ("exit code", { w in w["command"].flatMap { $0["exitCode"]?.intValue.map(String.init) } }),
+            func milliseconds(_ duration: Duration?) -> String { format3((duration ?? .zero).seconds * 1000) }
+            let picks: [(String, (RunSummary.Workload) -> String?)] = [
+                ("mode, transport", { "\($0.mode), \($0.transfer?.transport ?? "tcp")" }),
+                ("throughput", { $0.transfer?.throughput.map { "\(format3((Double($0) / 1e4).rounded() / 100)) Mbit/s" } }),
+                ("completed", { $0.completed ? "yes" : "no" }),
+                ("connections, handovers", { $0.transfer.map { "\($0.connections), \($0.handovers)" } }),
+                ("longest gap", { $0.transfer?.longestGap.map { "\(milliseconds($0.length)) ms" } }),
+                ("stalls (longest)", { $0.stream.map { "\($0.stalls.count) (\(milliseconds($0.longestStall)) ms)" } }),
+                ("requests ok / failed", { $0.requests.map { "\($0.succeeded) / \($0.failed)" } }),
+                ("time to first byte p50 / max", { $0.requests.map { "\(milliseconds($0.timeToFirstByte.p50)) / \(milliseconds($0.timeToFirstByte.max)) ms" } }),
+                ("exit code", { $0.command?.exitCode.map(String.init) }),
             ]
             for (label, pick) in picks {
                 let left = figure(summariesA, pick), right = figure(summariesB, pick)
@@ -225,7 +224,7 @@ extension Page {
             }
         }
         for node in HTMLReport.ordered([a.nodes.map(\.name), b.nodes.map(\.name)]) {
-            rows.append(("\(node): path updates", "\(a.run.summary["pathUpdates"]?[node]?.intValue ?? 0)", "\(b.run.summary["pathUpdates"]?[node]?.intValue ?? 0)"))
+            rows.append(("\(node): path updates", "\(a.run.summary.pathUpdates[node] ?? 0)", "\(b.run.summary.pathUpdates[node] ?? 0)"))
         }
         body += "<table class=comparison><thead><tr><th></th><th>A: \(escape(a.run.directory))</th><th>B: \(escape(b.run.directory))</th></tr></thead><tbody>"
         for (label, left, right) in rows {

@@ -25,32 +25,30 @@ struct Page {
 
     mutating func header(_ model: ReportModel, tag: String?) {
         let s = model.run.summary
-        let passed = s["passed"]?.boolValue ?? false
-        let cancelled = s["cancelled"]?.boolValue ?? false
+        let passed = s.passed
+        let cancelled = s.cancelled
         let verdict = cancelled ? "CANCELLED" : passed ? "PASS" : "FAIL"
         body += "<header class=\"run\"><h1>\(tag.map { "<span class=tag>\($0)</span> " } ?? "")\(escape(model.run.scenario)) "
         body += "<span class=\"verdict \(passed && !cancelled ? "pass" : "fail")\">\(verdict)</span></h1>\n"
-        if let description = s["description"]?.stringValue { body += "<p>\(escape(description))</p>\n" }
+        if let description = s.description { body += "<p>\(escape(description))</p>\n" }
         var facts: [(String, String)] = [
-            ("run", s["runId"]?.stringValue ?? "?"), ("started", s["started"]?.stringValue ?? "?"),
-            ("backend", "\(s["backend"]?.stringValue ?? "?") (\(s["backendReason"]?.stringValue ?? ""))"),
-            ("seed", s["seed"]?.intValue.map(String.init) ?? "?"),
-            ("duration", "\(format3(s["durationSeconds"]?.doubleValue ?? 0)) s"
-                + ((s["endedAtSeconds"]?.doubleValue).map { $0 < (s["durationSeconds"]?.doubleValue ?? 0) ? ", ended at \(format3($0)) s" : "" } ?? "")),
+            ("run", s.runID), ("started", s.started),
+            ("backend", "\(s.backend) (\(s.backendReason))"),
+            ("seed", String(s.seed)),
+            ("duration", "\(format3(s.duration.seconds)) s" + (s.endedAt < s.duration ? ", ended at \(format3(s.endedAt.seconds)) s" : "")),
             ("directory", model.run.directory),
         ]
-        if let scale = s["timeScale"]?.doubleValue, scale != 1 { facts.append(("time scale", format3(scale))) }
+        if s.timeScale != 1 { facts.append(("time scale", format3(s.timeScale))) }
         body += "<dl>" + facts.map { "<dt>\(escape($0.0))</dt><dd>\(escape($0.1))</dd>" }.joined() + "</dl>\n"
-        let notes = s["notes"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        for note in notes { body += "<p class=note>note: \(escape(note))</p>\n" }
-        for failed in s["timeline"]?["failed"]?.arrayValue ?? [] {
-            body += "<p class=\"note fail\">change to \(escape(failed["link"]?.stringValue ?? "")) failed: \(escape(failed["error"]?.stringValue ?? ""))</p>\n"
+        for note in s.notes { body += "<p class=note>note: \(escape(note))</p>\n" }
+        for failed in s.timeline.failed {
+            body += "<p class=\"note fail\">change to \(escape(failed.link)) failed: \(escape(failed.error))</p>\n"
         }
         body += "</header>\n"
     }
 
     mutating func expectations(_ model: ReportModel, tag: String? = nil) {
-        let rows = model.run.summary["expectations"]?.arrayValue ?? []
+        let rows = model.run.summary.expectations
         body += "<h2>Expectations\(tag.map { " (\($0))" } ?? "")</h2>\n"
         guard !rows.isEmpty else {
             body += "<p>The scenario has no expectations.</p>\n"
@@ -58,10 +56,10 @@ struct Page {
         }
         body += "<table class=expectations><thead><tr><th>subject</th><th>requirement</th><th>measured</th><th>detail</th><th>result</th></tr></thead><tbody>\n"
         for row in rows {
-            let passed = row["passed"]?.boolValue ?? false
-            body += "<tr class=\(passed ? "pass" : "fail")><td>\(escape(row["subject"]?.stringValue ?? ""))</td>"
-            body += "<td>\(escape(row["requirement"]?.stringValue ?? ""))</td><td>\(escape(row["measured"]?.stringValue ?? ""))</td>"
-            body += "<td>\(escape(row["detail"]?.stringValue ?? ""))</td><td class=result>\(passed ? "pass" : "FAIL")</td></tr>\n"
+            let passed = row.passed
+            body += "<tr class=\(passed ? "pass" : "fail")><td>\(escape(row.subject))</td>"
+            body += "<td>\(escape(row.requirement))</td><td>\(escape(row.measured))</td>"
+            body += "<td>\(escape(row.detail ?? ""))</td><td class=result>\(passed ? "pass" : "FAIL")</td></tr>\n"
         }
         body += "</tbody></table>\n"
     }

@@ -5,11 +5,11 @@ import RoamSystem
 /// `roam report` and the HTML report use them.
 public struct RecordedRun: Sendable {
     public var directory: String
-    public var summary: JSONValue
+    public var summary: RunSummary
     /// Every event of the timeline, in order.
     public var events: [RecordedEvent]
 
-    public init(directory: String, summary: JSONValue, events: [RecordedEvent]) {
+    public init(directory: String, summary: RunSummary, events: [RecordedEvent]) {
         self.directory = directory
         self.summary = summary
         self.events = events
@@ -56,14 +56,20 @@ public struct RecordedRun: Sendable {
     /// line that is not JSON (a run killed while writing it) is left out with a note; damage
     /// anywhere else, or an event without what its type needs, is an error naming the line.
     public static func parse(directory: String, summary summaryText: String, timeline: String) throws(ReportError) -> RecordedRun {
-        let summary: JSONValue
+        let json: JSONValue
         do throws(JSONParseError) {
-            summary = try JSONValue.parse(summaryText)
+            json = try JSONValue.parse(summaryText)
         } catch {
             throw ReportError("\(directory)/summary.json is not valid JSON: \(error)")
         }
-        guard summary["scenario"]?.stringValue != nil else {
+        guard json["scenario"]?.stringValue != nil else {
             throw ReportError("\(directory)/summary.json is not a Roam run summary (no 'scenario')")
+        }
+        let summary: RunSummary
+        do throws(ReportError) {
+            summary = try RunSummary(json: json)
+        } catch {
+            throw ReportError("\(directory)/\(error.message)")
         }
         var events: [RecordedEvent] = []
         var notes: [String] = []
@@ -93,5 +99,5 @@ public struct RecordedRun: Sendable {
     }
 
     /// The scenario's name.
-    public var scenario: String { summary["scenario"]?.stringValue ?? "?" }
+    public var scenario: String { summary.scenario }
 }

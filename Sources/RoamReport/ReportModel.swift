@@ -72,7 +72,7 @@ struct ReportModel {
         let summary = run.summary
         // A summary is outside input (roam report reads any directory): keep the axis finite and
         // within what a scenario can last, whatever numbers it holds.
-        let recorded = summary["endedAtSeconds"]?.doubleValue ?? summary["durationSeconds"]?.doubleValue ?? 1
+        let recorded = summary.endedAt > .zero ? summary.endedAt.seconds : summary.duration > .zero ? summary.duration.seconds : 1
         let longest = Double(ScenarioLimits.maximumDuration.components.seconds)
         duration = recorded.isFinite ? min(max(0.001, recorded), longest) : longest
         var links: [String: Link] = [:], linkOrder: [String] = []
@@ -80,10 +80,9 @@ struct ReportModel {
         var nodes: [String: [(t: Double, path: JSONValue, summary: String)]] = [:], nodeOrder: [String] = []
         var openDown: [String: Double] = [:]
         var openBlackhole: [String: Double] = [:]
-        for workload in summary["workloads"]?.arrayValue ?? [] {
-            guard let name = workload["name"]?.stringValue else { continue }
-            workloads[name] = Workload(name: name, kind: workload["kind"]?.stringValue ?? "", mode: workload["mode"]?.stringValue ?? "none")
-            workloadOrder.append(name)
+        for workload in summary.workloads where workloads[workload.name] == nil {
+            workloads[workload.name] = Workload(name: workload.name, kind: workload.kind, mode: workload.mode)
+            workloadOrder.append(workload.name)
         }
         func workload(_ name: String, _ body: (inout Workload) -> Void) {
             if workloads[name] == nil {
@@ -183,11 +182,9 @@ struct ReportModel {
             links[parts[0]]?.blackholed[parts[1], default: []].append(Interval(start: start, end: duration, label: "blackhole \(parts[1])"))
         }
         // A stall still going at the end is only in the summary.
-        for summaryWorkload in summary["workloads"]?.arrayValue ?? [] {
-            guard let name = summaryWorkload["name"]?.stringValue, workloads[name] != nil else { continue }
-            for stall in summaryWorkload["stream"]?["stalls"]?.arrayValue ?? [] where stall["ongoing"]?.boolValue == true {
-                let start = stall["start"]?.doubleValue ?? 0
-                workloads[name]!.stalls.append(Interval(start: start, end: duration, label: "stall until the end"))
+        for summaryWorkload in summary.workloads where workloads[summaryWorkload.name] != nil {
+            for stall in summaryWorkload.stream?.stalls ?? [] where stall.ongoing {
+                workloads[summaryWorkload.name]!.stalls.append(Interval(start: stall.start.seconds, end: duration, label: "stall until the end"))
             }
         }
         self.links = linkOrder.compactMap { links[$0] }

@@ -11,7 +11,7 @@ import Testing
 @Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
                 "needs root, the built roam and /dev/net/tun"), .serialized)
 struct HandoverTests {
-    func run(mode: String, multipath: String = "auto") throws -> (summary: [String: Any], events: [RecordedEvent]) {
+    func run(mode: String, multipath: String = "auto") throws -> (summary: RunSummary, events: [RecordedEvent]) {
         let file = "/tmp/roam-handover-\(getpid())-\(mode)-\(multipath).yaml"
         try """
             name: handover-\(mode)
@@ -32,21 +32,21 @@ struct HandoverTests {
         let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report,
                                                                               "--multipath", multipath], timeout: 60)
         #expect(result.status == 0, "\(result.output)\(result.error)")
-        let summary = try #require((try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))) as? [String: Any])
-        return (summary, try RecordedRun.load(directory: report).events)
+        let run = try RecordedRun.load(directory: report)
+        return (run.summary, run.events)
     }
 
     /// Application-level handover (`auto` goes through the userspace path manager where the
     /// kernel's can: see UserspacePathManagerTests).
     @Test func theStreamFollowsThePhoneToCellularAndBack() throws {
         let (summary, events) = try run(mode: "handover", multipath: "application")
-        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
+        let video = try #require(summary.workloads.first)
         let interfaces = events.compactMap { record -> String? in if case .connect(let connect) = record.event { connect.interface } else { nil } }
         #expect(interfaces.first == "wifi" && interfaces.contains("cell") && interfaces.last == "wifi", "\(interfaces)")
-        let bytes = try #require(video["bytesByInterface"] as? [String: Int])
+        let bytes = video.bytesByInterface
         #expect((bytes["cell"] ?? 0) > 0 && (bytes["wifi"] ?? 0) > 0)
-        #expect((video["handovers"] as? Int ?? 0) >= 2)
-        #expect(video["completed"] as? Bool == true, "playing at the end")
+        #expect((video.transfer?.handovers ?? 0) >= 2)
+        #expect(video.completed, "playing at the end")
         // It left Wi-Fi while Wi-Fi was gone (at 2 s, back at 5 s), not by waiting for it, and so
         // never went without data for the length of the outage. Either the path update or the
         // data gap tells it first: the kernel's linkwatch holds a carrier-down back by up to a
@@ -56,20 +56,20 @@ struct HandoverTests {
         }.first)
         #expect(left.reason.contains("wifi left the path") || left.reason.hasPrefix("no data for"), "\(left)")
         #expect(left.t < .seconds(5), "\(left)")
-        let gap = try #require((video["longestGap"] as? [String: Any])?["ms"] as? Double)
-        #expect(gap < 2900)
+        let gap = try #require(video.transfer?.longestGap?.length)
+        #expect(gap < .milliseconds(2900))
     }
 
     /// The connection stays on Wi-Fi's addresses: no data for as long as Wi-Fi is gone (3 s),
     /// until TCP's retransmission finds Wi-Fi back.
     @Test func withoutMultipathTheFlowWaitsOutTheOutage() throws {
         let (summary, events) = try run(mode: "none")
-        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        #expect(video["handovers"] as? Int == 0)
+        let video = try #require(summary.workloads.first)
+        #expect(video.transfer?.handovers == 0)
         let locals = events.compactMap { record -> String? in if case .connect(let connect) = record.event { connect.local } else { nil } }
         #expect(!locals.isEmpty && locals.allSatisfy { $0 == "198.18.0.1" }, "\(locals)")
-        let gap = try #require((video["longestGap"] as? [String: Any])?["ms"] as? Double)
-        #expect(gap >= 2900, "\(gap) ms")
+        let gap = try #require(video.transfer?.longestGap?.length)
+        #expect(gap >= .milliseconds(2900), "\(gap)")
     }
 
     /// Over MPTCP the connection never drops: the path manager removes Wi-Fi's endpoint when its
@@ -77,9 +77,9 @@ struct HandoverTests {
     @Test(.enabled(if: MPTCP.availability() == .available, "needs a kernel with MPTCP"))
     func overMPTCPOneConnectionFollowsThePhone() throws {
         let (summary, events) = try run(mode: "handover", multipath: "mptcp")
-        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        #expect(video["transport"] as? String == "mptcp")
-        #expect(video["connections"] as? Int == 1, "one connection throughout")
+        let video = try #require(summary.workloads.first)
+        #expect(video.transfer?.transport == "mptcp")
+        #expect(video.transfer?.connections == 1, "one connection throughout")
         #expect(!events.contains { if case .disconnect = $0.event { true } else { false } })
         let subflows = events.compactMap { record -> String? in
             guard case .subflow(let subflow) = record.event, subflow.event == "added" else { return nil }
@@ -87,13 +87,13 @@ struct HandoverTests {
         }
         // Wi-Fi and cellular at the start, Wi-Fi again after the outage.
         #expect(subflows.filter { $0 == "wifi" }.count >= 2 && subflows.contains("cell"), "\(subflows)")
-        let bytes = try #require(video["bytesByInterface"] as? [String: Int])
+        let bytes = video.bytesByInterface
         #expect((bytes["cell"] ?? 0) > 0 && (bytes["wifi"] ?? 0) > 0)
         #expect(events.contains { record in
             guard case .mptcp(_, let changes, _) = record.event else { return false }
             return changes.contains { $0.contains("removed") && $0.contains("(wifi)") }
         })
-        #expect(video["completed"] as? Bool == true)
+        #expect(video.completed)
     }
 }
 
@@ -118,15 +118,14 @@ struct AggregateTests {
         let report = "/tmp/roam-aggregate-\(getpid())"
         let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report], timeout: 60)
         #expect(result.status == 0, "\(result.output)\(result.error)")
-        let summary = try #require((try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))) as? [String: Any])
-        let download = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        #expect(download["transport"] as? String == "mptcp")
-        #expect(download["note"] == nil, "aggregate really ran as aggregate")
-        let bytes = try #require(download["bytesByInterface"] as? [String: Int])
+        let download = try #require(try RecordedRun.load(directory: report).summary.workloads.first)
+        #expect(download.transfer?.transport == "mptcp")
+        #expect(download.note == nil, "aggregate really ran as aggregate")
+        let bytes = download.bytesByInterface
         // Each link carries at least a quarter of the whole: both paths carry data at once.
         let total = bytes.values.reduce(0, +)
         #expect(bytes.count == 2 && bytes.values.allSatisfy { $0 > total / 4 }, "\(bytes)")
         // More than one link's worth (10 Mbit/s for 4 s is 5 MB).
-        #expect((download["bytesReceived"] as? Int ?? 0) > 5_000_000, "\(download["bytesReceived"] ?? 0) bytes")
+        #expect((download.transfer?.bytesReceived ?? 0) > 5_000_000, "\(download.transfer?.bytesReceived ?? 0) bytes")
     }
 }

@@ -18,7 +18,7 @@ struct CommandMultipathTests {
 
     struct Outcome {
         var directory: String
-        var summary: [String: Any]
+        var summary: RunSummary
         /// Bytes each of the phone's links carried while the upload ran.
         var carried: [String: Int]
         /// What the upload program says it sent.
@@ -41,11 +41,10 @@ struct CommandMultipathTests {
         let directory = base + "/report"
         let result = try RunningCommand.run(roam, ["run", file, "--backend", "userspace", "--quiet", "--report", directory] + options, timeout: 120)
         #expect(result.status == 0, "\(result.output)\(result.error)")
-        let summary = try #require(NetemHost.json(directory + "/summary.json"), "\(result.output)\(result.error)")
-        let workloads = try #require(summary["workloads"] as? [[String: Any]])
-        let upload = try #require(workloads.first { $0["name"] as? String == "upload" })
-        #expect(upload["completed"] as? Bool == true, "the upload exited by itself: \(NetemHost.text(directory + "/upload.stderr"))")
-        let carried = (upload["bytesByInterface"] as? [String: Int]) ?? [:]
+        let summary = try #require(NetemHost.summary(directory), "\(result.output)\(result.error)")
+        let upload = try #require(summary.workloads.first { $0.name == "upload" })
+        #expect(upload.completed, "the upload exited by itself: \(NetemHost.text(directory + "/upload.stderr"))")
+        let carried = upload.bytesByInterface.mapValues { Int($0) }
         let sent = Int(NetemHost.text(directory + "/upload.stdout").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(sent > 0, "the upload sent data: \(NetemHost.text(directory + "/upload.stderr"))")
         return Outcome(directory: directory, summary: summary, carried: carried, sent: sent)
@@ -60,8 +59,8 @@ struct CommandMultipathTests {
         let share = aggregate.share
         #expect(share.wifi >= 0.3 && share.cell >= 0.3, "both links carried the upload: \(aggregate.carried)")
         // The report counts the program's subflows, from the node's MPTCP events: one per link.
-        let upload = (aggregate.summary["workloads"] as? [[String: Any]])?.first { $0["name"] as? String == "upload" }
-        #expect((upload?["subflowsOpened"] as? Int ?? 0) >= 2, "\(upload ?? [:])")
+        let upload = aggregate.summary.workloads.first { $0.name == "upload" }
+        #expect((upload?.subflowsOpened ?? 0) >= 2, "\(String(describing: upload))")
         let added = events.compactMap { record -> String? in
             guard case .subflow(let subflow) = record.event, subflow.event == "added" else { return nil }
             return subflow.interface
@@ -71,7 +70,7 @@ struct CommandMultipathTests {
         // The same program without multipath (Roam tells it nothing, so it opens plain TCP):
         // one link carries it.
         let single = try run(nil, ["--multipath", "application"])
-        let notes = (single.summary["notes"] as? [String]) ?? []
+        let notes = single.summary.notes
         #expect(notes.contains { $0.contains("upload") && $0.contains("without multipath") }, "\(notes)")
         #expect(max(single.share.wifi, single.share.cell) >= 0.9, "one link carried it: \(single.carried)")
         print("command upload over two 10 Mbit/s links: aggregate \(aggregate.sent) bytes in 5 s (\(aggregate.carried)), "

@@ -20,8 +20,8 @@ struct IPv6ScenarioTests {
                                                    "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "the scenario's expectations hold: \(result.output)\(result.error)")
         let events = NetemHost.timeline(directory)
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
-        let workloads = try #require(summary["workloads"] as? [[String: Any]])
+        let summary = try #require(NetemHost.summary(directory))
+        let workloads = summary.workloads
         for name in ["video", "api"] {
             let connects = events.compactMap { record -> RunEvent.Connect? in
                 guard case .connect(let connect) = record.event, connect.workload == name else { return nil }
@@ -40,13 +40,13 @@ struct IPv6ScenarioTests {
                     #expect(["wifi", "cell"].contains(attempt.interface))
                 }
             }
-            let workload = try #require(workloads.first { $0["name"] as? String == name })
-            let bytes = (workload["bytesByInterface"] as? [String: Int]) ?? [:]
+            let workload = try #require(workloads.first { $0.name == name })
+            let bytes = workload.bytesByInterface
             #expect((bytes["wifi"] ?? 0) > 0 && (bytes["cell"] ?? 0) > 0, "\(name): \(bytes)")
         }
         // The phone's path said IPv6 only while Wi-Fi was gone.
-        let expectations = (summary["expectations"] as? [[String: Any]]) ?? []
-        #expect(expectations.count == 4 && expectations.allSatisfy { $0["passed"] as? Bool == true }, "\(expectations)")
+        let expectations = summary.expectations
+        #expect(expectations.count == 4 && expectations.allSatisfy(\.passed), "\(expectations)")
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

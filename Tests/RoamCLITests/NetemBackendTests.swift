@@ -41,9 +41,9 @@ enum NetemHost {
         return result.status == 0 ? directory : nil
     }()
 
-    static func json(_ path: String) -> [String: Any]? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    /// A run's `summary.json`, read as `roam report` reads it: nil when it is missing or damaged.
+    static func summary(_ directory: String) -> RunSummary? {
+        try? RecordedRun.load(directory: directory).summary
     }
 
     /// The JSON objects of a JSON-lines file (`roam monitor --json`'s output).
@@ -82,21 +82,18 @@ struct NetemBackendTests {
         let directory = try output() + "/" + name
         let exit = NetemHost.text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(exit == "0" || exit == "1", "exit \(exit): \(NetemHost.text(directory + ".console"))")
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
-        #expect(summary["backend"] as? String == "netem")
-        #expect(summary["cancelled"] as? Bool == false)
-        let timeline = try #require(summary["timeline"] as? [String: Any])
-        #expect((timeline["failed"] as? [Any])?.isEmpty == true, "every link change was applied")
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.backend == "netem")
+        #expect(!summary.cancelled)
+        #expect(summary.timeline.failed.isEmpty, "every link change was applied")
         // Every node's monitor published at least its first path.
-        let updates = try #require(summary["pathUpdates"] as? [String: Int])
-        #expect(updates.count == 2 && updates.values.allSatisfy { $0 >= 1 })
-        for workload in try #require(summary["workloads"] as? [[String: Any]]) where workload["kind"] as? String != "command" {
-            #expect((workload["bytesReceived"] as? Int ?? 0) > 0, "\(workload["name"] ?? "?") moved data")
+        #expect(summary.pathUpdates.count == 2 && summary.pathUpdates.values.allSatisfy { $0 >= 1 })
+        for workload in summary.workloads where workload.kind != "command" {
+            #expect((workload.transfer?.bytesReceived ?? 0) > 0, "\(workload.name) moved data")
         }
         // The exit status agrees with the expectations.
-        let passed = (summary["expectations"] as? [[String: Any]] ?? []).allSatisfy { $0["passed"] as? Bool == true }
-        #expect((exit == "0") == passed)
-        #expect(NetemHost.timeline(directory).count == summary["events"] as? Int)
+        #expect((exit == "0") == summary.expectations.allSatisfy(\.passed))
+        #expect(NetemHost.timeline(directory).count == summary.events)
     }
 
     /// Handover over MPTCP on the kernel netem ran on (in the VM, Debian 12's 6.1): `auto`
@@ -163,10 +160,10 @@ struct NetemBackendTests {
         }
         #expect(!sentIntoTheBlackhole.isEmpty, "requests sent after the blackhole began were answered: \(requests)")
         #expect(requests.allSatisfy { if case .completed = $0.request.outcome { true } else { false } }, "\(requests)")
-        let summary = try #require(NetemHost.json(try output() + "/blackholed-wifi/summary.json"))
-        let api = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        #expect(api["handovers"] as? Int ?? 0 >= 1)
-        if summary["multipath"] as? String == "mptcp-userspace" {
+        let summary = try #require(NetemHost.summary(try output() + "/blackholed-wifi"))
+        let api = try #require(summary.workloads.first)
+        #expect(api.transfer?.handovers ?? 0 >= 1)
+        if summary.multipath == "mptcp-userspace" {
             // `auto` on a kernel whose userspace path manager can: the connection's standby
             // subflow over cellular took the data.
             let switches = NetemHost.timeline(try output() + "/blackholed-wifi").compactMap { record -> String? in
@@ -174,9 +171,9 @@ struct NetemBackendTests {
             }
             #expect(switches.first == "cell", "\(switches)")
         } else {
-            #expect((api["localAddresses"] as? [String])?.dropFirst().first?.hasPrefix("198.18.1.") == true, "the second connection went over cellular")
+            #expect(api.transfer?.localAddresses.dropFirst().first?.hasPrefix("198.18.1.") == true, "the second connection went over cellular")
         }
-        #expect((api["bytesByInterface"] as? [String: Int])?["cell"] ?? 0 > 0)
+        #expect(api.bytesByInterface["cell"] ?? 0 > 0)
     }
 
     @Test func lowDataModeAndHotspotsShowInThePath() throws {
@@ -258,9 +255,9 @@ struct NetemBackendTests {
     /// half of it (a rate read in the wrong unit would be off by 8 or 1000). How close it comes
     /// depends on the machine, not on Roam.
     @Test func rateLimitsTheTransfer() throws {
-        let summary = try #require(NetemHost.json(try output() + "/netem-accuracy/summary.json"))
-        let transfer = try #require((summary["workloads"] as? [[String: Any]])?.first { $0["name"] as? String == "transfer" })
-        let throughput = Double(transfer["throughputBps"] as? Int ?? 0)
+        let summary = try #require(NetemHost.summary(try output() + "/netem-accuracy"))
+        let transfer = try #require(summary.workloads.first { $0.name == "transfer" })
+        let throughput = Double(transfer.transfer?.throughput ?? 0)
         #expect(throughput > 10e6 && throughput <= 20e6, "\(throughput) bit/s")
     }
 
@@ -269,7 +266,7 @@ struct NetemBackendTests {
         for (signal, code) in [("INT", "130"), ("TERM", "143")] {
             #expect(NetemHost.text(directory + "/signal-\(signal)/exit").trimmingCharacters(in: .whitespacesAndNewlines) == code)
             #expect(NetemHost.text(directory + "/signal-\(signal)/leftovers").isEmpty)
-            #expect(NetemHost.json(directory + "/signal-\(signal)/summary.json")?["cancelled"] as? Bool == true)
+            #expect(NetemHost.summary(directory + "/signal-\(signal)")?.cancelled == true)
         }
     }
 
@@ -288,8 +285,8 @@ struct NetemBackendTests {
         let directory = try output()
         let exit = NetemHost.text(directory + "/rootless-netem/exit").trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(exit == "0", "exit '\(exit)': \(NetemHost.text(directory + "/rootless-netem.console"))")
-        let summary = try #require(NetemHost.json(directory + "/rootless-netem/summary.json"))
-        #expect(summary["backend"] as? String == "netem")
+        let summary = try #require(NetemHost.summary(directory + "/rootless-netem"))
+        #expect(summary.backend == "netem")
         #expect(NetemHost.text(directory + "/rootless-netem/owner").trimmingCharacters(in: .whitespacesAndNewlines) == "nobody")
     }
 
@@ -299,8 +296,8 @@ struct NetemBackendTests {
             let exit = NetemHost.text(directory + "/\(name)/exit").trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(exit == "0" || exit == "1", "\(name): \(NetemHost.text(directory + "/\(name).console"))")
         }
-        let a = NetemHost.json(directory + "/concurrent-a/summary.json")?["runId"] as? String
-        let b = NetemHost.json(directory + "/concurrent-b/summary.json")?["runId"] as? String
+        let a = NetemHost.summary(directory + "/concurrent-a")?.runID
+        let b = NetemHost.summary(directory + "/concurrent-b")?.runID
         #expect(a != nil && a != b)
         #expect(NetemHost.text(directory + "/leftover-namespaces").isEmpty)
         let before = NetemHost.text(directory + "/root-before"), after = NetemHost.text(directory + "/root-after")

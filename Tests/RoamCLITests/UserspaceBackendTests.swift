@@ -32,16 +32,14 @@ struct UserspaceBackendTests {
         let before = NetworkNamespaceList.roam()
         let (directory, status, output) = try run(NetemHost.root + "/scenarios/" + file, ["--time-scale", "0.25"])
         #expect(status == 0 || status == 1, "\(output)")
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
-        #expect(summary["backend"] as? String == "userspace")
-        #expect(((summary["timeline"] as? [String: Any])?["failed"] as? [Any])?.isEmpty == true)
-        let updates = try #require(summary["pathUpdates"] as? [String: Int])
-        #expect(updates.count == 2 && updates.values.allSatisfy { $0 >= 1 })
-        for workload in try #require(summary["workloads"] as? [[String: Any]]) where workload["kind"] as? String != "command" {
-            #expect((workload["bytesReceived"] as? Int ?? 0) > 0, "\(workload["name"] ?? "?") moved data")
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.backend == "userspace")
+        #expect(summary.timeline.failed.isEmpty)
+        #expect(summary.pathUpdates.count == 2 && summary.pathUpdates.values.allSatisfy { $0 >= 1 })
+        for workload in summary.workloads where workload.kind != "command" {
+            #expect((workload.transfer?.bytesReceived ?? 0) > 0, "\(workload.name) moved data")
         }
-        let links = try #require(summary["links"] as? [[String: Any]])
-        #expect(!links.isEmpty && links.contains { ($0["delivered"] as? Int ?? 0) > 0 })
+        #expect(!summary.links.isEmpty && summary.links.contains { $0.delivered > 0 })
         #expect(NetworkNamespaceList.roam() == before, "the run removed its namespaces")
     }
 
@@ -72,9 +70,9 @@ struct UserspaceBackendTests {
         let loss = 1 - counts[1] / counts[0]
         #expect(loss >= 0.0923 && loss <= 0.1077, "loss \(loss)")
 
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
-        let transfer = try #require((summary["workloads"] as? [[String: Any]])?.first { $0["name"] as? String == "transfer" })
-        let throughput = Double(transfer["throughputBps"] as? Int ?? 0)
+        let summary = try #require(NetemHost.summary(directory))
+        let transfer = try #require(summary.workloads.first { $0.name == "transfer" })
+        let throughput = Double(transfer.transfer?.throughput ?? 0)
         #expect(throughput > 5e6 && throughput <= 10e6, "\(throughput) bit/s")
     }
 
@@ -99,7 +97,7 @@ struct UserspaceBackendTests {
     @Test func captureWritesAPcapPerDirection() throws {
         let (directory, status, output) = try run(fixture("userspace-determinism"))
         #expect(status == 0, "\(output)")
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
+        let summary = try #require(NetemHost.summary(directory))
         for direction in ["up", "down"] {
             let data = try #require(FileManager.default.contents(atPath: directory + "/capture-lossy-\(direction).pcap"))
             let bytes = [UInt8](data)
@@ -117,7 +115,7 @@ struct UserspaceBackendTests {
                 offset += 16 + length
             }
             #expect(offset == bytes.count, "the file ends on a record boundary")
-            let delivered = (summary["links"] as? [[String: Any]])?.first { $0["direction"] as? String == direction }?["delivered"] as? Int
+            let delivered = summary.links.first { $0.direction == direction }.map { Int($0.delivered) }
             #expect(records == delivered, "\(direction): one record per delivered packet")
             #expect(echoes > 100)
         }
@@ -143,10 +141,10 @@ struct UserspaceBackendTests {
     @Test func blackholePassesNothingWhileTheInterfaceStaysUpAndDownIsSeen() throws {
         let (directory, status, output) = try run(fixture("userspace-blackhole"))
         #expect(status == 0, "\(output)")
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
-        let wifiUp = try #require((summary["links"] as? [[String: Any]])?.first { $0["link"] as? String == "wifi" && $0["direction"] as? String == "up" })
+        let summary = try #require(NetemHost.summary(directory))
+        let wifiUp = try #require(summary.links.first { $0.link == "wifi" && $0.direction == "up" })
         // 2 s of blackhole at one echo every 50 ms.
-        let blackholed = wifiUp["blackholed"] as? Int ?? 0
+        let blackholed = wifiUp.blackholed
         #expect(blackholed >= 35 && blackholed <= 41, "\(blackholed)")
         // Nothing told the phone: its path stayed on Wi-Fi through the blackhole...
         let events = NetemHost.timeline(directory)
@@ -160,8 +158,7 @@ struct UserspaceBackendTests {
         let paths = events.filter { if case .path(node: "phone", _, _) = $0.event { true } else { false } }.map(\.time.seconds)
         #expect(paths.filter { $0 > start && $0 < end }.isEmpty)
         // ...while carrier loss was seen at once (both path expectations held: exit 0).
-        let expectations = try #require(summary["expectations"] as? [[String: Any]])
-        #expect(expectations.count == 2 && expectations.allSatisfy { $0["passed"] as? Bool == true })
+        #expect(summary.expectations.count == 2 && summary.expectations.allSatisfy(\.passed))
         let echoes = NetemHost.text(directory + "/probe.stdout")
         #expect(echoes.contains("packets transmitted"), "ping ran to its deadline: \(echoes.suffix(300))")
     }

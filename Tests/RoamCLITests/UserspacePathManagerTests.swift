@@ -22,13 +22,13 @@ struct UserspacePathManagerTests {
                                                    "--multipath", "mptcp-userspace", "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "no stall over 1 s: \(result.output)\(result.error)")
         let events = NetemHost.timeline(directory)
-        let summary = try #require(NetemHost.json(directory + "/summary.json"))
-        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        #expect(video["transport"] as? String == "mptcp")
+        let summary = try #require(NetemHost.summary(directory))
+        let video = try #require(summary.workloads.first)
+        #expect(video.transfer?.transport == "mptcp")
         // One connection throughout: its standby subflow over cellular took the data.
-        #expect(video["connections"] as? Int == 1, "\(video)")
-        #expect((video["subflowsOpened"] as? Int ?? 0) >= 2, "\(video)")
-        let bytes = (video["bytesByInterface"] as? [String: Int]) ?? [:]
+        #expect(video.transfer?.connections == 1, "\(video)")
+        #expect((video.subflowsOpened ?? 0) >= 2, "\(video)")
+        let bytes = video.bytesByInterface
         #expect((bytes["wifi"] ?? 0) > 0 && (bytes["cell"] ?? 0) > 0, "\(bytes)")
         let switches = events.compactMap { record -> (to: String, reason: String)? in
             if case let .subflowSwitch(_, to, reason) = record.event { (to, reason) } else { nil }
@@ -62,17 +62,17 @@ enum HandoverTransport {
     static func verify(auto: String, autoStatus: Int32, explicit: String, explicitStatus: Int32, explicitConsole: String) throws {
         // Either way, auto's stream crossed the carrier loss without a stall over 1 s.
         #expect(autoStatus == 0, "auto: exit \(autoStatus)")
-        let summary = try #require(NetemHost.json(auto + "/summary.json"))
-        let video = try #require((summary["workloads"] as? [[String: Any]])?.first)
-        let notes = (summary["notes"] as? [String]) ?? []
+        let summary = try #require(NetemHost.summary(auto))
+        let video = try #require(summary.workloads.first)
+        let notes = summary.notes
         let switches = NetemHost.timeline(auto).compactMap { record -> String? in
             if case .subflowSwitch(_, let to, _) = record.event { to } else { nil }
         }
         if explicitStatus == 0 {
             // The kernel can: auto is the userspace path manager, on one connection.
-            #expect(summary["multipath"] as? String == "mptcp-userspace", "\(notes)")
-            #expect(video["transport"] as? String == "mptcp")
-            #expect(video["connections"] as? Int == 1, "\(video)")
+            #expect(summary.multipath == "mptcp-userspace", "\(notes)")
+            #expect(video.transfer?.transport == "mptcp")
+            #expect(video.transfer?.connections == 1, "\(video)")
             #expect(switches.contains("cell"), "\(switches)")
             #expect(!notes.contains { $0.contains("userspace MPTCP path manager") }, "\(notes)")
         } else {
@@ -80,10 +80,10 @@ enum HandoverTransport {
             // auto handed over at the application level, saying why.
             #expect(explicitStatus == 2, "\(explicitConsole)")
             #expect(explicitConsole.contains("cannot move a connection between its subflows"), "\(explicitConsole)")
-            #expect(summary["multipath"] as? String == "auto")
+            #expect(summary.multipath == "auto")
             #expect(notes.contains { $0.contains("handover ran at the application level") }, "\(notes)")
             #expect(switches.isEmpty)
-            #expect((video["connections"] as? Int ?? 0) >= 2, "a new connection over cellular: \(video)")
+            #expect((video.transfer?.connections ?? 0) >= 2, "a new connection over cellular: \(video)")
         }
     }
 }

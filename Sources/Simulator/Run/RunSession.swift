@@ -445,7 +445,7 @@ final class RunSession {
         }
         do throws(SafePathError) {
             try self.report.replaceFile(named: "summary.json",
-                                        contents: (report.json(started: wallStart, timeScale: options.timeScale, events: log.eventCount).serialized + "\n").utf8)
+                                        contents: (report.summary(started: wallStart, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8)
         } catch {
             throw SimulatorError(error)
         }

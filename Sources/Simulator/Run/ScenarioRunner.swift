@@ -143,12 +143,10 @@ public struct LinkStatistics: Sendable {
     public var direction: TrafficDirection
     public var counters: LinkPipeline.Statistics
 
-    var json: JSONValue {
-        .object([("link", .string(link)), ("direction", .string(direction.rawValue)),
-                 ("arrived", .int(Int64(counters.arrived))), ("delivered", .int(Int64(counters.delivered))),
-                 ("lost", .int(Int64(counters.lost))), ("blackholed", .int(Int64(counters.blackholed))),
-                 ("overflowed", .int(Int64(counters.overflowed))), ("corrupted", .int(Int64(counters.corrupted))),
-                 ("duplicated", .int(Int64(counters.duplicated))), ("reordered", .int(Int64(counters.reordered)))])
+    var summary: RunSummary.LinkCounters {
+        .init(link: link, direction: direction.rawValue, arrived: Int64(counters.arrived), delivered: Int64(counters.delivered),
+              lost: Int64(counters.lost), blackholed: Int64(counters.blackholed), overflowed: Int64(counters.overflowed),
+              corrupted: Int64(counters.corrupted), duplicated: Int64(counters.duplicated), reordered: Int64(counters.reordered))
     }
 }
 
@@ -338,38 +336,23 @@ public final class ScenarioRunner: Sendable {
 
 extension RunReport {
     /// `summary.json`.
-    func json(started: String, timeScale: Double, events: Int) -> JSONValue {
-        .object([
-            ("scenario", .string(scenario.name)),
-            ("description", scenario.description.map { .string($0) } ?? .null),
-            ("runId", .string(runID)),
-            ("started", .string(started)),
-            ("seed", .int(Int64(bitPattern: seed))),
-            ("backend", .string(backend.kind.rawValue)),
-            ("backendReason", .string(backend.reason)),
-            ("multipath", .string(multipath.rawValue)),
-            ("timeScale", .double(timeScale)),
-            ("durationSeconds", .seconds(scenario.duration)),
-            ("endedAtSeconds", .seconds(endedAt)),
-            ("cancelled", .bool(cancelled)),
-            ("passed", .bool(passed)),
-            ("expectations", .array(expectations.map(\.json))),
-            ("workloads", .array(workloads.map(\.json))),
-            ("timeline", .object([
-                ("changes", .int(Int64(lateness.count))),
-                ("failed", .array(failedChanges.map { .object([("link", .string($0.change.link)), ("action", .string($0.change.action)),
-                                                               ("error", .string($0.failure ?? ""))]) })),
-                ("latenessMs", .object([
-                    ("p50", .milliseconds(percentile(lateness, 0.5))),
-                    ("p99", .milliseconds(percentile(lateness, 0.99))),
-                    ("max", .milliseconds(lateness.max())),
-                ])),
-            ])),
-            ("pathUpdates", .object(pathUpdates.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
-            ("events", .int(Int64(events))),
-            ("notes", .array(notes.map { .string($0) })),
-            ("links", .array(linkStatistics.map(\.json))),
-        ])
+    package func summary(started: String, timeScale: Double, events: Int) -> RunSummary {
+        var summary = RunSummary(scenario: scenario.name, description: scenario.description, runID: runID, started: started, seed: seed,
+                                 backend: backend.kind.rawValue, backendReason: backend.reason, multipath: multipath.rawValue,
+                                 duration: scenario.duration, endedAt: endedAt, cancelled: cancelled, passed: passed)
+        summary.timeScale = timeScale
+        summary.expectations = expectations.map(\.summary)
+        summary.workloads = workloads.map(\.summary)
+        summary.timeline.changes = lateness.count
+        summary.timeline.failed = failedChanges.map { .init(link: $0.change.link, action: $0.change.action, error: $0.failure ?? "") }
+        summary.timeline.latenessP50 = percentile(lateness, 0.5)
+        summary.timeline.latenessP99 = percentile(lateness, 0.99)
+        summary.timeline.latenessMax = lateness.max()
+        summary.pathUpdates = pathUpdates
+        summary.events = events
+        summary.notes = notes
+        summary.links = linkStatistics.map(\.summary)
+        return summary
     }
 }
 

@@ -1,5 +1,6 @@
 import Glibc
 import PathMonitor
+import RoamReport
 import ScenarioModel
 
 /// One expectation checked against a run: what was measured and whether it held.
@@ -13,18 +14,14 @@ public struct ExpectationResult: Sendable {
     /// More about the measurement (how many stalls, failed requests, ...).
     public var detail: String?
 
-    public var json: JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("subject", .string(expectation.subject)),
-            ("check", .string(expectation.check.key)),
-            ("requirement", .string(requirement)),
-            ("measured", .string(measured)),
-            ("passed", .bool(passed)),
-            ("line", .int(Int64(expectation.line))),
-        ]
-        if let detail { members.append(("detail", .string(detail))) }
-        return .object(members)
+    /// The expectation's entry in `summary.json`.
+    public var summary: RunSummary.Expectation {
+        RunSummary.Expectation(subject: expectation.subject, check: expectation.check.key, requirement: requirement, measured: measured,
+                               passed: passed, line: expectation.line, detail: detail)
     }
+
+    /// The expectation's entry in `summary.json`, as JSON.
+    public var json: JSONValue { summary.json }
 }
 
 extension Expectation.Check {

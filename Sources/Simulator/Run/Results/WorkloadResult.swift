@@ -1,4 +1,5 @@
 import PathMonitor
+import RoamReport
 import ScenarioModel
 
 /// What one workload did over a run: the figures expectations are checked against and the
@@ -101,72 +102,40 @@ func percentile(_ values: [Duration], _ fraction: Double) -> Duration? {
 
 extension WorkloadResult {
     /// The workload's entry in `summary.json`.
-    public var json: JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("name", .string(name)), ("kind", .string(kind)), ("mode", .string(mode.rawValue)),
-        ]
-        if let note { members.append(("note", .string(note))) }
+    public var summary: RunSummary.Workload {
+        var entry = RunSummary.Workload(name: name, kind: kind, mode: mode.rawValue, completed: completed)
+        entry.note = note
+        entry.bytesByInterface = bytesByInterface
         if kind != "command" {
-            members += [
-                ("bytesReceived", .int(bytesReceived)),
-                ("activeSeconds", .seconds(activeTime)),
-                ("throughputBps", throughput.map { .int(Int64($0.bitsPerSecond.rounded())) } ?? .null),
-                ("connections", .int(Int64(connections))),
-                ("connectFailures", .int(Int64(connectFailures))),
-                ("localAddresses", .array(localAddresses.map { .string($0) })),
-                ("bytesByInterface", .object(bytesByInterface.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
-                ("handovers", .int(Int64(handovers))),
-                ("transport", .string(transport)),
-                ("subflowsOpened", .int(Int64(subflowsOpened))),
-                ("longestGap", longestGap.map { .object([("start", .seconds($0.start)), ("ms", .milliseconds($0.length))]) } ?? .null),
-            ]
-        } else {
-            // What the node's interfaces carried, both directions, while the command ran.
-            members.append(("bytesByInterface", .object(bytesByInterface.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
+            entry.transfer = .init(bytesReceived: bytesReceived, activeTime: activeTime, throughput: throughput.map { Int64($0.bitsPerSecond.rounded()) },
+                                   connections: connections, connectFailures: connectFailures, localAddresses: localAddresses,
+                                   handovers: handovers, transport: transport, longestGap: longestGap.map { .init(start: $0.start, length: $0.length) })
+            entry.subflowsOpened = subflowsOpened
+        } else if mode != .none {
             // In a multipath mode, the MPTCP subflows the node's connections opened (its events).
-            if mode != .none { members.append(("subflowsOpened", .int(Int64(subflowsOpened)))) }
+            entry.subflowsOpened = subflowsOpened
         }
-        members.append(("completed", .bool(completed)))
-        if let incompleteReason { members.append(("incompleteReason", .string(incompleteReason))) }
-        if let completionTime { members.append(("completionSeconds", .seconds(completionTime))) }
+        entry.incompleteReason = incompleteReason
+        entry.completionTime = completionTime
         if let requests {
-            members.append(("requests", .object([
-                ("sent", .int(Int64(requests.sent))), ("succeeded", .int(Int64(requests.succeeded))),
-                ("failed", .int(Int64(requests.failed))), ("unfinished", .int(Int64(requests.unfinished))),
-                ("timeToFirstByteMs", .object([
-                    ("p50", .milliseconds(percentile(requests.timesToFirstByte, 0.5))),
-                    ("p95", .milliseconds(percentile(requests.timesToFirstByte, 0.95))),
-                    ("max", .milliseconds(requests.timesToFirstByte.max())),
-                ])),
-                ("completionMs", .object([
-                    ("p50", .milliseconds(percentile(requests.completionTimes, 0.5))),
-                    ("p95", .milliseconds(percentile(requests.completionTimes, 0.95))),
-                    ("max", .milliseconds(requests.completionTimes.max())),
-                ])),
-            ])))
+            entry.requests = .init(sent: requests.sent, succeeded: requests.succeeded, failed: requests.failed, unfinished: requests.unfinished,
+                                   timeToFirstByte: .init(p50: percentile(requests.timesToFirstByte, 0.5), p95: percentile(requests.timesToFirstByte, 0.95),
+                                                          max: requests.timesToFirstByte.max()),
+                                   completion: .init(p50: percentile(requests.completionTimes, 0.5), p95: percentile(requests.completionTimes, 0.95),
+                                                     max: requests.completionTimes.max()))
         }
         if let stream {
-            members.append(("stream", .object([
-                ("startupDelayMs", .milliseconds(stream.startupDelay)),
-                ("stallCount", .int(Int64(stream.stalls.count))),
-                ("totalStallMs", .milliseconds(stream.totalStall)),
-                ("longestStallMs", .milliseconds(stream.longestStall)),
-                ("stalls", .array(stream.stalls.map { stall in
-                    .object([("start", .seconds(stall.start)), ("durationMs", .milliseconds(stall.duration)), ("ongoing", .bool(stall.ongoing))])
-                })),
-            ])))
+            entry.stream = .init(startupDelay: stream.startupDelay, totalStall: stream.totalStall, longestStall: stream.longestStall,
+                                 stalls: stream.stalls.map { .init(start: $0.start, duration: $0.duration, ongoing: $0.ongoing) })
         }
         if let command {
-            members.append(("command", .object([
-                ("run", .array(command.arguments.map { .string($0) })),
-                ("exitCode", command.exitCode.map { .int(Int64($0)) } ?? .null),
-                ("signal", command.signal.map { .int(Int64($0)) } ?? .null),
-                ("terminatedByRoam", .bool(command.terminatedByRoam)),
-                ("runSeconds", .seconds(command.runTime)),
-                ("stdout", .string(command.stdoutPath)),
-                ("stderr", .string(command.stderrPath)),
-            ])))
+            entry.command = .init(arguments: command.arguments, exitCode: command.exitCode, signal: command.signal.map { Int($0) },
+                                  terminatedByRoam: command.terminatedByRoam, runTime: command.runTime, stdout: command.stdoutPath,
+                                  stderr: command.stderrPath)
         }
-        return .object(members)
+        return entry
     }
+
+    /// The workload's entry in `summary.json`, as JSON.
+    public var json: JSONValue { summary.json }
 }
