@@ -206,16 +206,25 @@ extension Page {
                 return pick(workload) ?? "–"
             }
             func milliseconds(_ duration: Duration?) -> String { format3((duration ?? .zero).seconds * 1000) }
-            let picks: [(String, (RunSummary.Workload) -> String?)] = [
-                ("mode, transport", { "\($0.mode), \($0.transfer?.transport ?? "tcp")" }),
-                ("throughput", { $0.transfer?.throughput.map { "\(format3((Double($0) / 1e4).rounded() / 100)) Mbit/s" } }),
-                ("completed", { $0.completed ? "yes" : "no" }),
-                ("connections, handovers", { $0.transfer.map { "\($0.connections), \($0.handovers)" } }),
-                ("longest gap", { $0.transfer?.longestGap.map { "\(milliseconds($0.length)) ms" } }),
-                ("stalls (longest)", { $0.stream.map { "\($0.stalls.count) (\(milliseconds($0.longestStall)) ms)" } }),
-                ("requests ok / failed", { $0.requests.map { "\($0.succeeded) / \($0.failed)" } }),
-                ("time to first byte p50 / max", { $0.requests.map { "\(milliseconds($0.timeToFirstByte.p50)) / \(milliseconds($0.timeToFirstByte.max)) ms" } }),
-                ("exit code", { $0.command?.exitCode.map(String.init) }),
+            typealias Pick = (RunSummary.Workload) -> String?
+            let transport: Pick = { "\($0.mode), \($0.transfer?.transport ?? "tcp")" }
+            let throughput: Pick = { workload in
+                guard let bits = workload.transfer?.throughput else { return nil }
+                return "\(format3((Double(bits) / 1e4).rounded() / 100)) Mbit/s"
+            }
+            let completed: Pick = { $0.completed ? "yes" : "no" }
+            let connections: Pick = { workload in workload.transfer.map { "\($0.connections), \($0.handovers)" } }
+            let gap: Pick = { workload in workload.transfer?.longestGap.map { "\(milliseconds($0.length)) ms" } }
+            let stalls: Pick = { workload in workload.stream.map { "\($0.stalls.count) (\(milliseconds($0.longestStall)) ms)" } }
+            let requests: Pick = { workload in workload.requests.map { "\($0.succeeded) / \($0.failed)" } }
+            let firstByte: Pick = { workload in
+                workload.requests.map { "\(milliseconds($0.timeToFirstByte.p50)) / \(milliseconds($0.timeToFirstByte.max)) ms" }
+            }
+            let exitCode: Pick = { workload in workload.command?.exitCode.map(String.init) }
+            let picks: [(String, Pick)] = [
+                ("mode, transport", transport), ("throughput", throughput), ("completed", completed),
+                ("connections, handovers", connections), ("longest gap", gap), ("stalls (longest)", stalls),
+                ("requests ok / failed", requests), ("time to first byte p50 / max", firstByte), ("exit code", exitCode),
             ]
             for (label, pick) in picks {
                 let left = figure(summariesA, pick), right = figure(summariesB, pick)
