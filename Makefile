@@ -70,16 +70,16 @@ docs: setup
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
 
 # The public API of every library against the release it must stay compatible with
-# (API_BASELINE, a tag): a removed or changed public declaration fails. The baseline's API is
-# kept in api/ (swift-api-digester's dumps, made once from the tag), so no old tree is built
-# here; a deliberate break tags a new release and regenerates them (make api-baseline).
+# (API_BASELINE): a removed or changed public declaration fails. The release's API is kept in
+# api/RELEASE (swift-api-digester's dumps), so neither the old tree nor git history is needed;
+# a deliberate break is a new release: tag it and `make api-baseline API_BASELINE=NEW`.
 API_BASELINE ?= 0.1.0
-API_PRODUCTS = RoamCore RoamSystem Netlink PathMonitor Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
-api-check: setup
-	$(SWIFT) package diagnose-api-breaking-changes $(API_BASELINE) --baseline-dir $(CURDIR)/api --products $(API_PRODUCTS)
+API_MODULES = RoamCore RoamSystem Netlink PathMonitor Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
+api-check: build
+	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) $(API_MODULES)
 
-api-baseline: setup
-	$(SWIFT) package diagnose-api-breaking-changes $(API_BASELINE) --baseline-dir $(CURDIR)/api --regenerate-baseline --products $(API_PRODUCTS)
+api-baseline: build
+	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) --dump $(API_MODULES)
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

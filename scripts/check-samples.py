@@ -11,7 +11,8 @@ checked to parse as Swift expressions only. Exit 1 if a sample does not compile,
 """
 import glob, os, re, subprocess, sys, tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from swiftflags import ROOT, module_flags
 build = os.path.join(ROOT, ".build/debug")
 if len(sys.argv) == 3 and sys.argv[1] == "--build":
     build = os.path.abspath(sys.argv[2])
@@ -81,18 +82,7 @@ def samples():
             index += 1
 
 def flags():
-    result = ["-I", modules]
-    try:
-        result += [f for flag in subprocess.check_output(["pkg-config", "--cflags", "libnl-route-3.0"], text=True).split() for f in ("-Xcc", flag)]
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    maps = glob.glob(os.path.join(ROOT, "Sources/C*/module.modulemap")) + glob.glob(os.path.join(build, "*.build/module.modulemap")) \
-        + glob.glob(os.path.join(ROOT, ".build/checkouts/*/Sources/*/include/module.modulemap"))
-    for modulemap in maps:
-        result += ["-Xcc", "-fmodule-map-file=" + modulemap]
-    for include in glob.glob(os.path.join(ROOT, "Sources/C*/include")) + glob.glob(os.path.join(ROOT, ".build/checkouts/*/Sources/*/include")):
-        result += ["-Xcc", "-I" + include]
-    return result
+    return module_flags(build)
 
 def declared(name, code):
     return re.search(rf"\b(let|var|func|struct|class|enum|actor|typealias)\s+{re.escape(name)}\b", code) is not None
