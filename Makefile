@@ -64,7 +64,7 @@ samples: setup
 
 # Every library's DocC documentation, with warnings as errors (a broken symbol link fails), in
 # .build/plugins/Swift-DocC/outputs.
-DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor ScenarioModel Simulator RoamReport LinkEmulation Multipath RoamTesting
+DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor ScenarioModel Simulator RoamReport LinkEmulation Multipath RoamTesting RoamFuzzTargets
 docs: setup
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
