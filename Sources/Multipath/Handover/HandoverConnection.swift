@@ -64,7 +64,7 @@ public final class HandoverConnection {
         /// (``MPTCPSubflowController``). The racer must make MPTCP sockets.
         public var controlsSubflows = false
         /// Over MPTCP with the kernel's path manager: the ``MPTCPPathManager`` that keeps the
-        /// node's endpoints in step with its path (``MPTCPPathManager/follow(_:)``). A stalled
+        /// node's endpoints in step with its path (``MPTCPPathManager/follow(_:onChange:)``). A stalled
         /// interface is demoted through it (its subflows become backups, another path's carry the
         /// data, no reconnection) and restored once it proves itself, as the simulator's
         /// `handover` over MPTCP does. The racer must make MPTCP sockets.
