@@ -393,16 +393,16 @@ extension RecordedEvent {
     /// Reads one line's JSON object. A known type with a field missing or of the wrong kind is
     /// an error naming it; an unknown type is kept as ``RunEvent/unknown(type:fields:)``.
     public init(json: JSONValue) throws(ReportError) {
-        let fields = EventFields(json, type: "event")
+        let fields = JSONFields(json, type: "event")
         let type = try fields.string("type")
-        let typed = EventFields(json, type: type)
+        let typed = JSONFields(json, type: type)
         time = try typed.duration("t")
         event = try RunEvent(type: type, typed)
     }
 }
 
 extension RunEvent {
-    init(type: String, _ f: EventFields) throws(ReportError) {
+    init(type: String, _ f: JSONFields) throws(ReportError) {
         switch type {
         case "run":
             switch try f.string("event") {
@@ -447,7 +447,7 @@ extension RunEvent {
         case "connect":
             var attempts: [Connect.Attempt] = []
             for attempt in f.object["attempts"]?.arrayValue ?? [] {
-                let a = EventFields(attempt, type: "connect attempt")
+                let a = JSONFields(attempt, type: "connect attempt")
                 attempts.append(Connect.Attempt(interface: try a.string("interface"), started: try a.milliseconds("startedMs"), outcome: try a.string("outcome")))
             }
             self = .connect(Connect(workload: try f.string("workload"), local: try f.string("local"), remote: try f.string("remote"),
@@ -495,21 +495,31 @@ extension RunEvent {
     }
 }
 
-/// Typed access to an event's fields, with errors that name the event type and the field.
-struct EventFields {
+/// Typed access to the fields of a JSON object Roam wrote (an event of `timeline.jsonl`, a part
+/// of `summary.json`), with errors that name where the field is and what is wrong with it.
+struct JSONFields {
     let object: JSONValue
-    let type: String
+    /// How an error begins: "a 'link' event with" or "summary.json 'workloads':".
+    private let context: String
 
+    /// The fields of a timeline event of `type`.
     init(_ object: JSONValue, type: String) {
         self.object = object
-        self.type = type
+        context = "a '\(escapedForMessage(type))' event with"
+    }
+
+    /// The fields of the object at `place` (`summary.json 'workloads'`).
+    init(_ object: JSONValue, place: String) {
+        self.object = object
+        context = place + ":"
     }
 
     func error(_ what: String) -> ReportError {
-        ReportError("a '\(escapedForMessage(type))' event with \(what)")
+        ReportError("\(context) \(what)")
     }
 
-    private func value(_ key: String) -> JSONValue? {
+    /// The value at `key`; nil when absent or null.
+    func value(_ key: String) -> JSONValue? {
         guard let value = object[key], value != .null else { return nil }
         return value
     }
@@ -582,5 +592,21 @@ struct EventFields {
     func milliseconds(_ key: String) throws(ReportError) -> Duration {
         guard let duration = try optionalMilliseconds(key) else { throw error("no '\(key)'") }
         return duration
+    }
+
+    /// A finite number.
+    func optionalDouble(_ key: String) throws(ReportError) -> Double? {
+        guard let value = value(key) else { return nil }
+        guard let number = value.doubleValue, number.isFinite else { throw error("'\(key)' that is not a finite number") }
+        return number
+    }
+
+    /// Each item of the list at `key` (none when absent), at most `limit` of them.
+    func list<T>(_ key: String, limit: Int, _ item: (JSONValue) throws(ReportError) -> T) throws(ReportError) -> [T] {
+        guard let value = value(key) else { return [] }
+        guard let items = value.arrayValue else { throw error("'\(key)' that is not a list") }
+        var result: [T] = []
+        for entry in items.prefix(limit) { result.append(try item(entry)) }
+        return result
     }
 }

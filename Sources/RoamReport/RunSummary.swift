@@ -402,7 +402,7 @@ extension RunSummary {
     /// Reads `summary.json`'s value; the error names the field that is missing or of the
     /// wrong type.
     public init(json: JSONValue) throws(ReportError) {
-        let fields = SummaryFields(json, "summary.json")
+        let fields = JSONFields(json, place: "summary.json")
         let format = try fields.optionalInt("format") ?? 0
         guard format <= Int64(RunSummary.currentFormat) else {
             throw ReportError("summary.json is format \(format), newer than this Roam reads (\(RunSummary.currentFormat)); use a newer roam")
@@ -420,17 +420,17 @@ extension RunSummary {
                   cancelled: cancelled ?? false, passed: passed ?? false)
         self.format = Int(format)
         if let scale = try fields.optionalDouble("timeScale") { timeScale = scale }
-        expectations = try fields.list("expectations") { item throws(ReportError) in try Expectation(item) }
-        workloads = try fields.list("workloads") { item throws(ReportError) in try Workload(item) }
+        expectations = try fields.list("expectations", limit: RunSummary.maximumItems) { item throws(ReportError) in try Expectation(item) }
+        workloads = try fields.list("workloads", limit: RunSummary.maximumItems) { item throws(ReportError) in try Workload(item) }
         if let value = fields.value("timeline") {
-            let timeline = SummaryFields(value, "summary.json 'timeline'")
+            let timeline = JSONFields(value, place: "summary.json 'timeline'")
             self.timeline.changes = Int(clamping: try timeline.optionalInt("changes") ?? 0)
-            self.timeline.failed = try timeline.list("failed") { item throws(ReportError) in
-                let failure = SummaryFields(item, "summary.json 'timeline.failed'")
+            self.timeline.failed = try timeline.list("failed", limit: RunSummary.maximumItems) { item throws(ReportError) in
+                let failure = JSONFields(item, place: "summary.json 'timeline.failed'")
                 return Timeline.Failure(link: try failure.string("link"), action: try failure.string("action"), error: try failure.optionalString("error") ?? "")
             }
             if let value = timeline.value("latenessMs") {
-                let lateness = SummaryFields(value, "summary.json 'timeline.latenessMs'")
+                let lateness = JSONFields(value, place: "summary.json 'timeline.latenessMs'")
                 self.timeline.latenessP50 = try lateness.optionalMilliseconds("p50")
                 self.timeline.latenessP99 = try lateness.optionalMilliseconds("p99")
                 self.timeline.latenessMax = try lateness.optionalMilliseconds("max")
@@ -438,13 +438,13 @@ extension RunSummary {
         }
         if let value = fields.value("pathUpdates") {
             guard case .object(let members) = value else { throw fields.error("'pathUpdates' that is not an object") }
-            let updates = SummaryFields(value, "summary.json 'pathUpdates'")
+            let updates = JSONFields(value, place: "summary.json 'pathUpdates'")
             for (node, _) in members.prefix(Self.maximumItems) { pathUpdates[node] = Int(clamping: try updates.int(node)) }
         }
         events = Int(clamping: try fields.optionalInt("events") ?? 0)
-        notes = try fields.optionalStrings("notes") ?? []
-        links = try fields.list("links") { item throws(ReportError) in
-            let counters = SummaryFields(item, "summary.json 'links'")
+        notes = Array((try fields.optionalStrings("notes") ?? []).prefix(Self.maximumItems))
+        links = try fields.list("links", limit: RunSummary.maximumItems) { item throws(ReportError) in
+            let counters = JSONFields(item, place: "summary.json 'links'")
             return LinkCounters(link: try counters.string("link"), direction: try counters.string("direction"),
                                 arrived: try counters.optionalInt("arrived") ?? 0, delivered: try counters.optionalInt("delivered") ?? 0,
                                 lost: try counters.optionalInt("lost") ?? 0, blackholed: try counters.optionalInt("blackholed") ?? 0,
@@ -456,7 +456,7 @@ extension RunSummary {
 
 extension RunSummary.Expectation {
     init(_ value: JSONValue) throws(ReportError) {
-        let fields = SummaryFields(value, "summary.json 'expectations'")
+        let fields = JSONFields(value, place: "summary.json 'expectations'")
         self.init(subject: try fields.string("subject"), check: try fields.string("check"), requirement: try fields.optionalString("requirement") ?? "",
                   measured: try fields.optionalString("measured") ?? "", passed: try fields.bool("passed"),
                   line: Int(clamping: try fields.optionalInt("line") ?? 0), detail: try fields.optionalString("detail"))
@@ -465,13 +465,13 @@ extension RunSummary.Expectation {
 
 extension RunSummary.Workload {
     init(_ value: JSONValue) throws(ReportError) {
-        let fields = SummaryFields(value, "summary.json 'workloads'")
+        let fields = JSONFields(value, place: "summary.json 'workloads'")
         self.init(name: try fields.string("name"), kind: try fields.string("kind"), mode: try fields.optionalString("mode") ?? "none",
                   completed: try fields.optionalBool("completed") ?? false)
         note = try fields.optionalString("note")
         if let value = fields.value("bytesByInterface") {
             guard case .object(let members) = value else { throw fields.error("'bytesByInterface' that is not an object") }
-            let bytes = SummaryFields(value, "summary.json 'bytesByInterface'")
+            let bytes = JSONFields(value, place: "summary.json 'bytesByInterface'")
             for (interface, _) in members.prefix(RunSummary.maximumItems) { bytesByInterface[interface] = try bytes.int(interface) }
         }
         let subflows = try fields.optionalInt("subflowsOpened").map { Int(clamping: $0) }
@@ -479,14 +479,14 @@ extension RunSummary.Workload {
         if kind != "command" {
             var gap: Gap?
             if let value = fields.value("longestGap") {
-                let longest = SummaryFields(value, "summary.json 'longestGap'")
+                let longest = JSONFields(value, place: "summary.json 'longestGap'")
                 gap = Gap(start: try longest.duration("start"), length: try longest.milliseconds("ms"))
             }
             transfer = Transfer(bytesReceived: try fields.optionalInt("bytesReceived") ?? 0, activeTime: try fields.optionalDuration("activeSeconds") ?? .zero,
                                 throughput: try fields.optionalInt("throughputBps"),
                                 connections: Int(clamping: try fields.optionalInt("connections") ?? 0),
                                 connectFailures: Int(clamping: try fields.optionalInt("connectFailures") ?? 0),
-                                localAddresses: try fields.optionalStrings("localAddresses") ?? [],
+                                localAddresses: Array((try fields.optionalStrings("localAddresses") ?? []).prefix(RunSummary.maximumItems)),
                                 handovers: Int(clamping: try fields.optionalInt("handovers") ?? 0),
                                 transport: try fields.optionalString("transport") ?? "tcp", longestGap: gap)
         }
@@ -494,20 +494,20 @@ extension RunSummary.Workload {
         completionTime = try fields.optionalDuration("completionSeconds")
         func percentiles(_ value: JSONValue?, _ what: String) throws(ReportError) -> Percentiles {
             guard let value else { return Percentiles(p50: nil, p95: nil, max: nil) }
-            let fields = SummaryFields(value, "summary.json '\(what)'")
+            let fields = JSONFields(value, place: "summary.json '\(what)'")
             return Percentiles(p50: try fields.optionalMilliseconds("p50"), p95: try fields.optionalMilliseconds("p95"), max: try fields.optionalMilliseconds("max"))
         }
         if let value = fields.value("requests") {
-            let requests = SummaryFields(value, "summary.json 'requests'")
+            let requests = JSONFields(value, place: "summary.json 'requests'")
             self.requests = Requests(sent: Int(clamping: try requests.optionalInt("sent") ?? 0), succeeded: Int(clamping: try requests.optionalInt("succeeded") ?? 0),
                                      failed: Int(clamping: try requests.optionalInt("failed") ?? 0), unfinished: Int(clamping: try requests.optionalInt("unfinished") ?? 0),
                                      timeToFirstByte: try percentiles(requests.value("timeToFirstByteMs"), "timeToFirstByteMs"),
                                      completion: try percentiles(requests.value("completionMs"), "completionMs"))
         }
         if let value = fields.value("stream") {
-            let stream = SummaryFields(value, "summary.json 'stream'")
-            let stalls = try stream.list("stalls") { item throws(ReportError) in
-                let stall = SummaryFields(item, "summary.json 'stalls'")
+            let stream = JSONFields(value, place: "summary.json 'stream'")
+            let stalls = try stream.list("stalls", limit: RunSummary.maximumItems) { item throws(ReportError) in
+                let stall = JSONFields(item, place: "summary.json 'stalls'")
                 // Format 0 wrote a stall's length as `ms`; a stall still going at the end may
                 // have none (the report draws it to the end).
                 let length = try stall.optionalMilliseconds("durationMs")
@@ -520,71 +520,12 @@ extension RunSummary.Workload {
                                  longestStall: longest ?? stalls.map(\.duration).max() ?? .zero, stalls: stalls)
         }
         if let value = fields.value("command") {
-            let command = SummaryFields(value, "summary.json 'command'")
-            self.command = Command(arguments: try command.optionalStrings("run") ?? [], exitCode: try command.optionalInt("exitCode").map { Int(clamping: $0) },
+            let command = JSONFields(value, place: "summary.json 'command'")
+            self.command = Command(arguments: Array((try command.optionalStrings("run") ?? []).prefix(RunSummary.maximumItems)), exitCode: try command.optionalInt("exitCode").map { Int(clamping: $0) },
                                    signal: try command.optionalInt("signal").map { Int(clamping: $0) },
                                    terminatedByRoam: try command.optionalBool("terminatedByRoam") ?? false,
                                    runTime: try command.optionalDuration("runSeconds") ?? .zero,
                                    stdout: try command.optionalString("stdout") ?? "", stderr: try command.optionalString("stderr") ?? "")
         }
-    }
-}
-
-/// Typed access to an object of `summary.json`, with errors that name where it is: the
-/// summary's counterpart of the timeline's `EventFields`.
-struct SummaryFields {
-    private let fields: EventFields
-    let place: String
-
-    init(_ object: JSONValue, _ place: String) {
-        fields = EventFields(object, type: place)
-        self.place = place
-    }
-
-    func error(_ what: String) -> ReportError { ReportError("\(place): \(what)") }
-
-    func value(_ key: String) -> JSONValue? {
-        guard let value = fields.object[key], value != .null else { return nil }
-        return value
-    }
-
-    private func wrap<T>(_ body: () throws(ReportError) -> T) throws(ReportError) -> T {
-        do {
-            return try body()
-        } catch {
-            // EventFields words it as "a 'TYPE' event with ..."; a summary's place reads better.
-            let prefix = "a '\(escapedForMessage(place))' event with "
-            throw ReportError("\(place): " + (error.message.hasPrefix(prefix) ? String(error.message.dropFirst(prefix.count)) : error.message))
-        }
-    }
-
-    func optionalString(_ key: String) throws(ReportError) -> String? { try wrap { () throws(ReportError) in try fields.optionalString(key) } }
-    func string(_ key: String) throws(ReportError) -> String { try wrap { () throws(ReportError) in try fields.string(key) } }
-    func optionalStrings(_ key: String) throws(ReportError) -> [String]? {
-        try wrap { () throws(ReportError) in try fields.optionalStrings(key).map { Array($0.prefix(RunSummary.maximumItems)) } }
-    }
-    func optionalInt(_ key: String) throws(ReportError) -> Int64? { try wrap { () throws(ReportError) in try fields.optionalInt(key) } }
-    func int(_ key: String) throws(ReportError) -> Int64 { try wrap { () throws(ReportError) in try fields.int(key) } }
-    func optionalBool(_ key: String) throws(ReportError) -> Bool? { try wrap { () throws(ReportError) in try fields.optionalBool(key) } }
-    func bool(_ key: String) throws(ReportError) -> Bool { try wrap { () throws(ReportError) in try fields.bool(key) } }
-    func optionalDuration(_ key: String) throws(ReportError) -> Duration? { try wrap { () throws(ReportError) in try fields.optionalDuration(key) } }
-    func duration(_ key: String) throws(ReportError) -> Duration { try wrap { () throws(ReportError) in try fields.duration(key) } }
-    func optionalMilliseconds(_ key: String) throws(ReportError) -> Duration? { try wrap { () throws(ReportError) in try fields.optionalMilliseconds(key) } }
-    func milliseconds(_ key: String) throws(ReportError) -> Duration { try wrap { () throws(ReportError) in try fields.milliseconds(key) } }
-
-    /// A finite number.
-    func optionalDouble(_ key: String) throws(ReportError) -> Double? {
-        guard let value = value(key) else { return nil }
-        guard let number = value.doubleValue, number.isFinite else { throw error("'\(key)' that is not a finite number") }
-        return number
-    }
-
-    /// Each item of the list at `key` (none when absent), at most ``RunSummary/maximumItems``.
-    func list<T>(_ key: String, _ item: (JSONValue) throws(ReportError) -> T) throws(ReportError) -> [T] {
-        guard let value = value(key) else { return [] }
-        guard let items = value.arrayValue else { throw error("'\(key)' that is not a list") }
-        var result: [T] = []
-        for entry in items.prefix(RunSummary.maximumItems) { result.append(try item(entry)) }
-        return result
     }
 }
