@@ -36,6 +36,10 @@ packages=(
   util-linux                                      # setpriv (tests drop privileges with it)
   iputils-ping                                    # the netem accuracy check measures with ping
   mptcpize                                        # MPTCP for TCP-only command workloads (mptcpize: true)
+  nftables                                        # networks: NAT44 and carrier-grade NAT in gateways
+  unbound                                         # networks: resolvers (DNS64) and the servers' names
+  tayga                                           # networks: NAT64 on a TUN interface
+  curl                                            # the bundled network scenarios' clients
 )
 if [ "$vm" = 1 ]; then
   packages+=(
@@ -68,6 +72,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Roam runs unbound itself, one per network inside a run's nodes; the system resolver service
+  # the package starts on the host is not wanted (where an init system started it at all).
+  if printf '%s\n' "${missing[@]}" | grep -qx unbound && [ -d /run/systemd/system ]; then
+    systemctl disable --now unbound.service unbound-resolvconf.service >/dev/null 2>&1 || true
+  fi
 fi
 
 if [ "$vm" = 1 ] && ! command -v vng >/dev/null 2>&1; then

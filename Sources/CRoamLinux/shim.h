@@ -43,6 +43,19 @@ static const int ROAM_O_PATH = 010000000;
 static const unsigned long ROAM_NS_GET_USERNS = 0xb701UL;
 static const unsigned long ROAM_NS_GET_OWNER_UID = 0xb704UL;
 // pidfd_open(2) and pidfd_send_signal(2) by number: glibc 2.36 has wrappers, older ones do not.
+// A file in memory (MFD_CLOEXEC): a network's resolv.conf, a daemon's configuration.
+static inline int roam_memfd_create(const char *name) { return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */); }
+
+// In the calling thread alone: a mount namespace of its own whose mounts do not reach the
+// host's (slave), with the file at `source` bound over `target` (a node's /etc/resolv.conf). The
+// source is named by path: a descriptor opened before the unshare belongs to the old namespace's
+// mount, which the kernel refuses to bind from.
+static inline int roam_bind_over(const char *source, const char *target) {
+    if (unshare(CLONE_FS | CLONE_NEWNS) != 0) return -1;
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;
+    return mount(source, target, NULL, MS_BIND, NULL);
+}
+
 static inline int roam_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 static inline int roam_pidfd_send_signal(int pidfd, int signal) { return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0); }
 

@@ -19,7 +19,7 @@ import SystemPackage
 /// threads do not inherit them. Throws the error `posix_spawnp` returned (`ENOENT`: no such
 /// program).
 package func spawnProcess(_ arguments: [String], environment: [String], standardOutput: FileDescriptor,
-                          standardError: FileDescriptor, newProcessGroup: Bool) throws(Errno) -> pid_t {
+                          standardError: FileDescriptor, newProcessGroup: Bool, inheriting: [(FileDescriptor, Int32)] = []) throws(Errno) -> pid_t {
     precondition(!arguments.isEmpty, "a program to run")
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -27,6 +27,8 @@ package func spawnProcess(_ arguments: [String], environment: [String], standard
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_adddup2(&actions, standardOutput.rawValue, 1)
     posix_spawn_file_actions_adddup2(&actions, standardError.rawValue, 2)
+    // Descriptors the program is given at fixed numbers (a configuration at /dev/fd/3).
+    for (descriptor, number) in inheriting { posix_spawn_file_actions_adddup2(&actions, descriptor.rawValue, number) }
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -54,6 +56,38 @@ package func spawnProcess(_ arguments: [String], environment: [String], standard
     let result = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, envp)
     guard result == 0 else { throw Errno(rawValue: result) }
     return pid
+}
+
+/// A file in memory holding `contents` (close-on-exec), for a program to read at `/dev/fd/N`
+/// or for a node's `/etc/resolv.conf` to be bound to; ``rewriteMemoryFile(_:contents:)`` changes it
+/// in place.
+package func makeMemoryFile(named name: String, contents: String) throws(Errno) -> FileDescriptor {
+    let descriptor = FileDescriptor(rawValue: try systemCall { roam_memfd_create(name) })
+    do throws(Errno) {
+        try rewriteMemoryFile(descriptor, contents: contents)
+    } catch {
+        try? descriptor.close()
+        throw error
+    }
+    return descriptor
+}
+
+/// Replaces what a memory file holds (readers that open it again see the new contents).
+package func rewriteMemoryFile(_ descriptor: FileDescriptor, contents: String) throws(Errno) {
+    _ = try systemCall { ftruncate(descriptor.rawValue, 0) }
+    let bytes = Array(contents.utf8)
+    var written = 0
+    while written < bytes.count {
+        let count = try systemCall { bytes.withUnsafeBytes { pwrite(descriptor.rawValue, $0.baseAddress! + written, $0.count - written, off_t(written)) } }
+        written += count
+    }
+}
+
+/// In the calling thread alone (a thread made for it): a mount namespace of its own, with the
+/// file at `source` bound over `target`; programs it starts see that file there. `source` must
+/// be in a directory only the caller can change.
+package func bindInThread(_ source: String, over target: String) throws(Errno) {
+    _ = try systemCall { roam_bind_over(source, target) }
 }
 
 /// A pipe whose two ends are close-on-exec from the start (`pipe2`), so that a program spawned

@@ -89,7 +89,21 @@ struct ChaosMeshExportTests {
         #expect(schemas.count == 2)
     }
 
-    static let bundled = ((try? FileManager.default.contentsOfDirectory(atPath: repository + "/scenarios")) ?? []).filter { $0.hasSuffix(".yaml") }.sorted()
+    static let all = ((try? FileManager.default.contentsOfDirectory(atPath: repository + "/scenarios")) ?? []).filter { $0.hasSuffix(".yaml") }.sorted()
+    /// The bundled scenarios of links alone: networks are not exported.
+    static let bundled = all.filter { ScenarioReader.read(contentsOf: repository + "/scenarios/" + $0).scenario?.networks.isEmpty ?? true }
+    static let withNetworks = all.filter { !bundled.contains($0) }
+
+    @Test(arguments: withNetworks)
+    func aScenarioWithNetworksIsRefusedSayingWhy(_ file: String) throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/" + file).scenario)
+        #expect(throws: ChaosMeshExport.Refusal.self) { try ChaosMeshExport.export(scenario) }
+        do {
+            _ = try ChaosMeshExport.export(scenario)
+        } catch {
+            #expect(error.message.contains("network '\(scenario.networks[0].name)'") && error.message.contains("no Chaos Mesh counterpart"))
+        }
+    }
 
     @Test(arguments: bundled)
     func everyBundledScenarioExportsToValidManifests(_ file: String) throws {

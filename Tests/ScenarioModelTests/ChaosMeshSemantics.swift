@@ -221,7 +221,7 @@ enum ChaosMeshSemantics {
         var points: [(at: Duration, egress: Egress, ramp: Bool)] = [(.zero, expected(carrier, conditions), false)]
         for change in schedule.changes where change.link == link {
             switch change.change {
-            case .carrier(let up): carrier = up
+            case .carrier(let up), .membership(let up): carrier = up
             case .conditions(let changed, let next):
                 guard changed == direction else { continue }
                 conditions = next

@@ -89,7 +89,7 @@ struct LinkQualityTests {
             let states = TimelinePlayer.initialStates(of: TimelineSchedule(scenario: scenario))
             for link in plan.links {
                 let node = try #require(plan.node(link.first))
-                let alias = try #require(node.interfaces.first { $0.name == link.name }?.alias)
+                let alias = try #require(node.interfaces.first { $0.link == link.name }?.alias)
                 #expect(InterfaceTag.attributes(fromAlias: alias).linkQuality == states[link.name]?.quality, "\(path): \(link.name)")
             }
         }

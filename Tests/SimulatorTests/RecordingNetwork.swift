@@ -159,6 +159,20 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             try state("addRule").rules.append(rule)
         }
 
+        func deleteRule(_ rule: RoutingRule) throws(NetlinkError) {
+            let state = try state("deleteRule")
+            guard let position = state.rules.firstIndex(of: rule) else { throw NetlinkError(.errno(ENOENT), operation: "delete rule") }
+            state.rules.remove(at: position)
+        }
+
+        func deleteAddress(_ prefix: IPPrefix, interfaceIndex: Int32) throws(NetlinkError) {
+            let state = try state("deleteAddress")
+            guard let position = state.addresses.firstIndex(where: { $0.prefix == prefix && $0.index == interfaceIndex }) else {
+                throw NetlinkError(.errno(EADDRNOTAVAIL), operation: "delete address \(prefix)")
+            }
+            state.addresses.remove(at: position)
+        }
+
         func createVethPair(_ name: String, peer peerName: String, peerNamespace: NetworkNamespace?) throws(NetlinkError) {
             let state = try state("createVethPair")
             let peerState: Namespace

@@ -362,6 +362,12 @@ public final class SecureDirectory: Sendable {
         guard unlinkat(descriptor, name, 0) == 0 || errno == ENOENT else { throw .system("remove", child(name), .current) }
     }
 
+    /// Removes the empty directory `name` in this one (never following a link).
+    public func removeDirectory(named name: String) throws(SafePathError) {
+        try Self.checkName(name, in: path)
+        guard unlinkat(descriptor, name, AT_REMOVEDIR) == 0 || errno == ENOENT else { throw .system("remove", child(name), .current) }
+    }
+
     /// The names in this directory, `.` and `..` left out, sorted.
     public func entries() throws(SafePathError) -> [String] {
         let fd = openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -77,6 +77,10 @@ public enum ChaosMeshExport {
     }
 
     public static func export(_ scenario: Scenario, options: Options = Options()) throws(Refusal) -> Result {
+        if let network = scenario.networks.first {
+            throw Refusal(message: "network '\(network.name)' (and every network) cannot be exported: its gateway's NAT, resolver and "
+                + "addressing have no Chaos Mesh counterpart; export a scenario of links")
+        }
         try checkDevices(scenario, options: options)
         var notes = Notes()
         let tracks = Track.build(scenario, options: options, notes: &notes)
@@ -397,7 +401,7 @@ struct Track {
         for change in schedule.changes where change.link == link.name {
             var structural = true
             switch change.change {
-            case .carrier(let up):
+            case .carrier(let up), .membership(let up):
                 carrier = up
             case .conditions(let changed, let next):
                 guard changed == direction else { continue }

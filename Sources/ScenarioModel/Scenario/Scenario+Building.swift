@@ -29,7 +29,9 @@ extension Scenario {
         var linkNames = Set<String>()
         for link in links {
             if !linkNames.insert(link.name).inserted { problems.append("link '\(link.name)' is defined twice") }
-            if link.name.isEmpty || link.name.utf8.count > 15 { problems.append("link name '\(link.name)': 1 to 15 characters (it names the interfaces)") }
+            for end in 0...1 where link.interfaceName(end).isEmpty || link.interfaceName(end).utf8.count > 15 {
+                problems.append("link '\(link.name)': its interface name '\(link.interfaceName(end))' must be 1 to 15 characters")
+            }
             for node in [link.endpoints.0, link.endpoints.1] where !nodeNames.contains(node) {
                 problems.append("link '\(link.name)' is between unknown node '\(node)'")
             }

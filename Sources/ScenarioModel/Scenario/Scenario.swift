@@ -16,6 +16,10 @@ public struct Scenario: Sendable, Hashable {
     public var expectations: [Expectation]
     /// Link profiles the scenario defines (`profiles:`), usable as the built-in ones are.
     public var profiles: [LinkProfile] = []
+    /// The access networks phones join (`networks:`). Their gateways, the internet and the
+    /// links to them are in ``nodes`` and ``links`` too, with their ``NodeRole`` and ``LinkRole``,
+    /// so that every event, impairment and report applies to them as to any link.
+    public var networks: [NetworkSpec] = []
 
     public init(name: String, description: String? = nil, seed: UInt64 = 1, duration: Duration, nodes: [ScenarioNode] = [],
                 links: [LinkSpec] = [], timeline: [TimelineEvent] = [], workloads: [Workload] = [], expectations: [Expectation] = [],
@@ -43,6 +47,9 @@ public struct Scenario: Sendable, Hashable {
 public struct ScenarioNode: Sendable, Hashable {
     public var name: String
     public var description: String?
+    /// What the node is: a host of the scenario's own, a server on the internet, or a network's
+    /// gateway or the internet itself (added for `networks:`).
+    public var role: NodeRole = .host
 }
 
 /// How packets are delayed, limited, lost and mangled in one direction. Every field is
@@ -157,9 +164,17 @@ public struct LinkSpec: Sendable, Hashable {
     public var families: Set<IPFamily> = [.ipv4, .ipv6]
     /// The line of the scenario file that defines it (0: not read from a file), for messages.
     public var line = 0
+    /// What the link is: written under `links:`, or part of a network.
+    public var role: LinkRole = .direct
+    /// The interface names in each node, where they are not the link's name (a network's links).
+    public var interfaceNames: [String]?
+
+    /// The name of the link's interface in its first (`0`) or second (`1`) node.
+    public func interfaceName(_ end: Int) -> String { interfaceNames?[end] ?? name }
 
     public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
         lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive
+            && lhs.role == rhs.role && lhs.interfaceNames == rhs.interfaceNames
             && lhs.isConstrained == rhs.isConstrained && lhs.isUltraConstrained == rhs.isUltraConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
             && lhs.capture == rhs.capture && lhs.families == rhs.families
     }
@@ -188,6 +203,9 @@ public struct TimelineEvent: Sendable, Hashable {
         case flap(period: Duration, duty: Double, until: Duration)
         /// Switch to a preset.
         case profile(String)
+        /// The link's phone joins its network (`true`: the interface comes up with an address
+        /// from the network) or leaves it (`false`: the interface goes down, its addresses gone).
+        case membership(Bool)
     }
 
     public var at: Duration

@@ -20,6 +20,7 @@ extension ScenarioDecoder {
             case .blackhole(let on): on ? "blackhole" : "blackhole-off"
             case .flap: "flap"
             case .profile: "profile"
+            case .membership(let joins): joins ? "join" : "leave"
             }
             happening.insert(event.link + "\u{0}" + name)
         }
@@ -142,7 +143,7 @@ extension ScenarioDecoder {
                 }
                 return name
             }
-            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile"]
+            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile", "join", "leave"]
             let event = self.take(&trigger, "event", required: true) { eventNode -> String? in
                 guard let text = self.string(eventNode, "event"), events.contains(text) else {
                     self.error("event must be one of \(events.joined(separator: ", "))", at: eventNode)

@@ -12,9 +12,10 @@ extension ScenarioDecoder {
             nodePlaces[name] = keyNode
             guard var attributes = fields(value, "node '\(name)'") else { continue }
             let description = take(&attributes, "description") { self.string($0, "description") }
-            finish(attributes, known: ["description"])
+            let role = take(&attributes, "internet") { self.serverRole($0, node: name) }
+            finish(attributes, known: ["description", "internet"])
             _ = key
-            nodes.append(ScenarioNode(name: name, description: description))
+            nodes.append(ScenarioNode(name: name, description: description, role: role ?? .host))
         }
         return nodes
     }

@@ -9,15 +9,23 @@ extension ScenarioDecoder {
         let description = take(&top, "description") { self.string($0, "description") }
         let seed = take(&top, "seed") { self.integer($0, "seed", range: 0...Int.max) }
         let duration = take(&top, "duration", required: true) { self.duration($0, "duration", allowZero: false) }
-        let nodes = take(&top, "nodes", required: true) { self.nodes($0) } ?? []
-        let nodeNames = Set(nodes.map(\.name))
+        var nodes = take(&top, "nodes", required: true) { self.nodes($0) } ?? []
+        var nodeNames = Set(nodes.map(\.name))
         definedProfiles = take(&top, "profiles") { self.profileDefinitions($0) } ?? []
         definedProfileIndex = Dictionary(definedProfiles.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        let links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
+        var links = take(&top, "links") { self.links($0, nodes: nodeNames) } ?? []
+        let hostNodes = nodes
+        let networkTemplates = take(&top, "networks") { self.networks($0, nodes: nodes, links: links) } ?? []
+        if networkTemplates.isEmpty, let server = nodes.first(where: { if case .server = $0.role { true } else { false } }) {
+            error("node '\(server.name)' is on the internet, but the scenario has no networks to reach it from; add networks:, "
+                + "or remove internet:", at: nodePlaces[server.name] ?? root)
+        }
+        Self.expandNetworks(networkTemplates, nodes: &nodes, links: &links)
+        nodeNames = Set(nodes.map(\.name))
         // Each colliding pair once: links of two colliding nodes collide too, which says nothing
         // more, and a pair of links between the same two nodes collides on both.
         var reported: Set<[String]> = []
-        for (first, second, variable) in Scenario.environmentCollisions(nodes: nodes.map(\.name), links: links.map { ($0.name, $0.endpoints) }) {
+        for (first, second, variable) in Scenario.environmentCollisions(nodes: hostNodes.map(\.name), links: links.filter { $0.role == .direct }.map { ($0.name, $0.endpoints) }) {
             let place: Node?
             switch (first, second) {
             case (.node, .node(let name)):
@@ -32,16 +40,30 @@ extension ScenarioDecoder {
             }
             if let place { error("\(second) and \(first) both give commands \(variable), one address would be lost; rename one", at: place) }
         }
-        let timeline = take(&top, "timeline") { self.timeline($0, links: links, duration: duration) } ?? []
+        let timeline = take(&top, "timeline") { self.timeline($0, links: links, networks: networkTemplates.map(\.spec), duration: duration) } ?? []
+        var networks = networkTemplates.map(\.spec)
+        for index in networks.indices {
+            // A member whose first membership event is a join starts outside the network.
+            var first: [String: Bool] = [:]
+            for event in timeline {
+                guard case .membership(let joins) = event.action else { continue }
+                for member in networks[index].members where event.link == NetworkSpec.accessLinkName(network: networks[index].name, node: member) {
+                    if first[member] == nil { first[member] = joins }
+                }
+            }
+            networks[index].joinedAtStart = networks[index].members.filter { first[$0] != true }
+        }
         let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, links: links, duration: duration) } ?? []
         let expectations = take(&top, "expect") {
             self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline)
         } ?? []
-        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "timeline", "workloads", "expect"])
+        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "networks", "timeline", "workloads", "expect"])
         if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }
         guard let name, let duration else { return nil }
-        return Scenario(name: name, description: description, seed: UInt64(seed ?? 1), duration: duration, nodes: nodes, links: links,
-                        timeline: timeline, workloads: workloads, expectations: expectations, profiles: definedProfiles)
+        var scenario = Scenario(name: name, description: description, seed: UInt64(seed ?? 1), duration: duration, nodes: nodes, links: links,
+                                timeline: timeline, workloads: workloads, expectations: expectations, profiles: definedProfiles)
+        scenario.networks = networks
+        return scenario
     }
 
     /// Reads `key` with `read`; reports a missing required key at the mapping.

@@ -1,18 +1,51 @@
+import RoamCore
+import RoamSystem
 import Yams
 
 // The timeline: its events, their order, carrier and blackhole pairs, and the expansion of flaps and traces.
 extension ScenarioDecoder {
-    func timeline(_ node: Node, links: [LinkSpec], duration: Duration?) -> [TimelineEvent]? {
+    func timeline(_ node: Node, links: [LinkSpec], networks: [NetworkSpec] = [], duration: Duration?) -> [TimelineEvent]? {
         guard let items = list(node, "timeline") else { return nil }
-        let actions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
+        let linkActions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
         let linkNames = Set(links.map(\.name))
+        let networksByName = Dictionary(networks.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var events: [(event: TimelineEvent, node: Node)] = []
         for item in items {
             guard var event = fields(item, "a timeline event") else { continue }
             let at = take(&event, "at", required: true) { self.duration($0, "at") }
-            let link = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }
+            // An event names a link, or a network (all its members' radios, or one member's with `node`).
+            var targets: [String]?
+            var network: NetworkSpec?
+            if event.has("network") {
+                network = take(&event, "network") { value -> NetworkSpec? in
+                    guard let name = self.string(value, "network") else { return nil }
+                    guard let network = networksByName[name] else {
+                        let guess = suggestion(for: name, among: networksByName.keys).map { " (did you mean '\($0)'?)" } ?? ""
+                        self.error("no network named '\(escapedForMessage(name))' is defined in networks\(guess)", at: value)
+                        return nil
+                    }
+                    return network
+                }
+                if event.has("link") { error("a timeline event names a link or a network, not both", at: event.keyNode("link")!) }
+                let member = take(&event, "node") { value -> String? in
+                    guard let name = self.string(value, "node"), let network else { return nil }
+                    guard network.members.contains(name) else {
+                        self.error("node '\(escapedForMessage(name))' is not a member of network '\(network.name)' (members: "
+                            + "\(network.members.joined(separator: ", ")))", at: value)
+                        return nil
+                    }
+                    return name
+                }
+                if let network {
+                    targets = (member.map { [$0] } ?? network.members).map { NetworkSpec.accessLinkName(network: network.name, node: $0) }
+                }
+            } else {
+                if event.has("node") { error("node names a member of a network: write network: NAME with it", at: event.keyNode("node")!) }
+                targets = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }.map { [$0] }
+            }
+            let actions = network == nil && !event.has("network") ? linkActions : linkActions + ["join", "leave"]
             let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
-            let present = actions.filter { event.has($0) }
+            let present = (linkActions + ["join", "leave"]).filter { event.has($0) }
             var action: TimelineEvent.Action?
             if present.count != 1 {
                 error(present.isEmpty ? "a timeline event needs one action: \(actions.joined(separator: ", "))"
@@ -39,10 +72,24 @@ extension ScenarioDecoder {
                     action = flap(value, at: at, duration: duration)
                 case "profile":
                     action = profile(value).map { .profile($0.name) }
+                case "join", "leave":
+                    guard actions.contains(name) else {
+                        error("\(name) is what a phone does to a network: write network: NAME with it", at: value)
+                        break
+                    }
+                    guard let member = string(value, name), let network else { break }
+                    guard network.members.contains(member) else {
+                        error("node '\(escapedForMessage(member))' is not a member of network '\(network.name)'; list it in the network's members "
+                            + "(a member whose first event is a join starts outside the network)", at: value)
+                        break
+                    }
+                    if event.has("node") { error("\(name) names its node itself; remove node", at: event.keyNode("node")!) }
+                    targets = [NetworkSpec.accessLinkName(network: network.name, node: member)]
+                    action = .membership(name == "join")
                 default: break
                 }
             }
-            finish(event, known: ["at", "link", "direction"] + actions)
+            finish(event, known: ["at", "link", "network", "node", "direction"] + actions)
             if present.count != 1 { action = nil }
             // A carrier has no direction: both ends lose it at once.
             if direction != .both, let name = present.first, ["down", "up", "flap"].contains(name), present.count == 1 {
@@ -58,8 +105,14 @@ extension ScenarioDecoder {
                 diagnostics.warning("the ramp ends at \((at + over).roamDescription), after the scenario ends; it is cut there",
                                     line: item.line, column: item.column)
             }
-            if let at, let link, let action {
-                events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
+            if direction != .both, case .membership? = action {
+                error("direction does not apply to \(present[0]): a phone joins or leaves a network both ways at once", at: event.keyNode("direction")!)
+                action = nil
+            }
+            if let at, let targets, let action {
+                for link in targets {
+                    events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
+                }
             }
         }
         checkOrder(events)
@@ -89,6 +142,7 @@ extension ScenarioDecoder {
         var downSince: [String: Duration] = [:]
         var flapping: [String: Duration] = [:]
         var blackholed: [String: Set<TrafficDirection>] = [:]
+        var joined: [String: Bool] = [:]
         for (event, node) in events {
             let link = event.link
             if let until = flapping[link], event.at >= until {
@@ -121,6 +175,13 @@ extension ScenarioDecoder {
                 flapping[link] = until
             case .blackhole(true):
                 blackholed[link, default: []].formUnion(directions)
+            case .membership(let joins):
+                // The first membership event of a member tells whether it starts inside.
+                if let current = joined[link], current == joins {
+                    error("the phone of '\(link)' has \(joins ? "joined" : "left") already by \(event.at.roamDescription); "
+                        + "\(joins ? "a join follows a leave" : "a leave follows a join")", at: node)
+                }
+                joined[link] = joins
             case .blackhole(false):
                 if blackholed[link, default: []].isDisjoint(with: directions) {
                     let which = event.direction == .both ? "" : " (\(event.direction.rawValue))"

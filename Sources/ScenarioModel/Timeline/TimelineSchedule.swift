@@ -5,13 +5,15 @@ public struct ScheduledChange: Sendable, Hashable {
         case conditions(TrafficDirection, LinkConditions)
         /// Carrier cut (`false`) or restored (`true`).
         case carrier(Bool)
+        /// The link's phone joins (`true`) or leaves (`false`) its network.
+        case membership(Bool)
     }
 
     /// When, from the start of the scenario.
     public var at: Duration
     public var link: String
     public var change: Change
-    /// The timeline action that caused it: `set`, `ramp`, `down`, `up`, `blackhole`, `flap`, `profile`.
+    /// The timeline action that caused it: `set`, `ramp`, `down`, `up`, `blackhole`, `flap`, `profile`, `join`, `leave`.
     public var action: String
     /// The line of that event in the scenario file.
     public var line: Int
@@ -71,6 +73,7 @@ public struct TimelineSchedule: Sendable, Hashable {
         case set(Impairment)
         case rampStep(id: Int, target: Impairment, step: Int, of: Int)
         case carrier(Bool)
+        case membership(Bool)
         case blackhole(Bool)
         case profile(LinkProfile)
     }
@@ -132,6 +135,8 @@ public struct TimelineSchedule: Sendable, Hashable {
                 }
             case .profile(let name):
                 if let profile = scenario.profile(named: name) { add(event.at, .profile(profile), "profile") }
+            case .membership(let joins):
+                add(event.at, .membership(joins), joins ? "join" : "leave")
             }
         }
         pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }
@@ -144,6 +149,9 @@ public struct TimelineSchedule: Sendable, Hashable {
             switch item.operation {
             case .carrier(let up):
                 changes.append(ScheduledChange(at: item.at, link: item.link, change: .carrier(up), action: item.action, line: item.line))
+                continue
+            case .membership(let joins):
+                changes.append(ScheduledChange(at: item.at, link: item.link, change: .membership(joins), action: item.action, line: item.line))
                 continue
             case .set(let impairment):
                 for direction in item.directions { conditions[direction]!.impairment = conditions[direction]!.impairment.overridden(by: impairment) }

@@ -37,7 +37,7 @@ package final class NetemBackend: LinkBackend {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
         do throws(NetlinkError) {
-            try socket.createVethPair(link.name, peer: link.name, peerNamespace: peer)
+            try socket.createVethPair(link.firstInterface, peer: link.secondInterface, peerNamespace: peer)
         } catch {
             throw SimulatorError("create link '\(link.name)' between \(link.first) and \(link.second)", error)
         }
@@ -93,9 +93,10 @@ package final class NetemBackend: LinkBackend {
         }
         let key = "\(node)/\(link)"
         if let index = interfaceIndices[key] { return (socket, index) }
+        let name = links[link]?.1.interface(in: node) ?? link
         do throws(NetlinkError) {
-            guard let found = try socket.link(named: link) else {
-                throw NetlinkError(.errno(ENODEV), operation: "find interface \(link) in node '\(node)'")
+            guard let found = try socket.link(named: name) else {
+                throw NetlinkError(.errno(ENODEV), operation: "find interface \(name) in node '\(node)'")
             }
             interfaceIndices[key] = found.index
             return (socket, found.index)

@@ -61,7 +61,7 @@ package final class UserspaceBackend: LinkBackend {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
         do {
-            interfaces[link.name] = (try TunInterface(name: link.name, in: first), try TunInterface(name: link.name, in: second))
+            interfaces[link.name] = (try TunInterface(name: link.firstInterface, in: first), try TunInterface(name: link.secondInterface, in: second))
         } catch {
             throw SimulatorError(error)
         }

@@ -46,6 +46,8 @@ final class RunSession {
     // Made by the phases; released by tearDown() in the reverse order.
     private var backend: (any LinkBackend)?
     private var topology: Topology?
+    /// The networks' NAT, resolvers and translators (scenarios with `networks:`).
+    private var services: NetworkServices?
     private var monitors: [(NetworkPathMonitor, PathUpdateSubscription)] = []
     private var monitorOf: [String: NetworkPathMonitor] = [:]
     private let recorder = PathRecorder()
@@ -112,6 +114,8 @@ final class RunSession {
         threads = []
         for (driver, _) in drivers { driver.finish() }
         drivers = []
+        services?.stop()
+        services = nil
         watchdog.stop()
         // Stop following first, so that no late path update adds endpoints back.
         for subscription in following { subscription.cancel() }
@@ -166,13 +170,23 @@ final class RunSession {
         for initial in schedule.initial {
             try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
         }
+        if !plan.networks.isEmpty {
+            let services = NetworkServices(plan: plan, topology: topology, report: report, watchdog: watchdog)
+            self.services = services
+            try services.start()
+        }
     }
 
-    /// A path monitor in every node. Before time zero: starting one takes a while on a slow
-    /// machine, and time zero is set once everything is ready.
+    /// A path monitor in every node of the scenario's own (not in a network's gateway or the
+    /// internet). Before time zero: starting one takes a while on a slow machine, and time zero
+    /// is set once everything is ready.
     func startMonitors() throws(SimulatorError) {
         guard let topology else { return }
         for node in plan.nodes {
+            switch node.role {
+            case .gateway, .internet: continue
+            case .host, .server: break
+            }
             guard let namespace = topology.namespace(of: node.name) else { continue }
             let monitor = NetworkPathMonitor(namespace: namespace)
             let name = node.name
@@ -306,6 +320,7 @@ final class RunSession {
                 stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
                 reportDirectory: directory, report: report, outputBudget: outputBudget, watchdog: watchdog, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
+            context.resolvConf = services?.resolvConfPath(of: workload.from)
             if let client = workload.connectingNode, let monitor = monitorOf[client] {
                 if case .command = workload.kind {} else {
                     context.clientPath = { monitor.currentPath }
@@ -337,7 +352,7 @@ final class RunSession {
     func play(log: RunLog, progress: (@Sendable (RunProgress) -> Void)?, started: (@Sendable (RunningNetwork) -> Void)?,
               isCancelled: () -> Bool) throws(SimulatorError) -> (endedAt: Duration, cancelled: Bool) {
         guard let topology, let backend else { return (.zero, isCancelled()) }
-        let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), log: log, stop: stop)
+        let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), membership: services, log: log, stop: stop)
         try player.start()
         self.player = player
         for (driver, workloadStop) in drivers {

@@ -6,6 +6,11 @@ import RoamSystem
 import ScenarioModel
 import Synchronization
 
+/// What a phone's joining or leaving a network is carried out by (the run's ``NetworkServices``).
+package protocol MembershipHandler: AnyObject {
+    func setMembership(_ joined: Bool, link: String) throws(SimulatorError)
+}
+
 /// Plays a ``TimelineSchedule`` on its own thread: waits for each change's planned time on the
 /// monotonic clock (with `ppoll`, whose nanosecond timeout keeps lateness at the scheduler's
 /// wake-up latency), applies it through the backend, and logs planned and actual time. When a
@@ -19,6 +24,7 @@ package final class TimelinePlayer: Sendable {
     private let thread: Mutex<PinnedThread?> = Mutex(nil)
     private nonisolated(unsafe) let backend: any LinkBackend
     private nonisolated(unsafe) let tagger: LinkTagger?
+    private nonisolated(unsafe) let membership: (any MembershipHandler)?
 
     /// What a link is doing now, for progress lines.
     package struct LinkState: Sendable {
@@ -38,10 +44,12 @@ package final class TimelinePlayer: Sendable {
 
     /// A player of `schedule` through `backend`, timed from `log`'s start; `stop` ends it early.
     /// `tagger` retags links whose quality changes (none: tags stay as the topology set them).
-    package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, log: RunLog, stop: EventSignal) {
+    package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, membership: (any MembershipHandler)? = nil,
+                 log: RunLog, stop: EventSignal) {
         self.schedule = schedule
         self.backend = backend
         self.tagger = tagger
+        self.membership = membership
         self.log = log
         self.stop = stop
         self.states = Mutex(Self.initialStates(of: schedule))
@@ -87,6 +95,9 @@ package final class TimelinePlayer: Sendable {
                 switch change.change {
                 case .carrier(let up):
                     try backend.setCarrier(up, link: change.link)
+                case .membership(let joins):
+                    guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' joins no network in this run") }
+                    try membership.setMembership(joins, link: change.link)
                 case .conditions(let direction, let conditions):
                     try backend.apply(conditions, link: change.link, direction: direction)
                 }
@@ -99,7 +110,7 @@ package final class TimelinePlayer: Sendable {
                 regraded = states.withLock { states -> LinkQuality? in
                     guard let before = states[change.link]?.quality else { return nil }
                     switch change.change {
-                    case .carrier(let up): states[change.link]?.carrier = up
+                    case .carrier(let up), .membership(let up): states[change.link]?.carrier = up
                     case .conditions(.up, let conditions): states[change.link]?.up = conditions
                     case .conditions(.down, let conditions): states[change.link]?.down = conditions
                     }

@@ -24,9 +24,10 @@ package final class LinkTagger {
         let alias = planned.alias(quality: quality)
         for node in [planned.first, planned.second] {
             guard let socket = sockets[node] else { continue }
+            let name = planned.interface(in: node)
             do throws(NetlinkError) {
-                guard let interface = try socket.link(named: link) else {
-                    throw NetlinkError(.errno(ENODEV), operation: "find \(link) in node '\(node)'")
+                guard let interface = try socket.link(named: name) else {
+                    throw NetlinkError(.errno(ENODEV), operation: "find \(name) in node '\(node)'")
                 }
                 try socket.setLink(index: interface.index, up: nil, alias: alias, mtu: nil, name: nil)
             } catch {

@@ -10,6 +10,8 @@ package protocol RouteSocket: AnyObject {
     func addAddress(_ prefix: IPPrefix, interfaceIndex: Int32, skipDAD: Bool) throws(NetlinkError)
     func addRoute(_ route: Route, replace: Bool) throws(NetlinkError)
     func addRule(_ rule: RoutingRule) throws(NetlinkError)
+    func deleteRule(_ rule: RoutingRule) throws(NetlinkError)
+    func deleteAddress(_ prefix: IPPrefix, interfaceIndex: Int32) throws(NetlinkError)
     func createVethPair(_ name: String, peer peerName: String, peerNamespace: NetworkNamespace?) throws(NetlinkError)
     func replaceNetem(_ configuration: NetemConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     func replaceTokenBucket(_ configuration: TokenBucketConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)

@@ -102,8 +102,8 @@ package final class Topology {
 
     private func configureInterfaces() throws(SimulatorError) {
         // Everything up first: a gateway route needs its subnet reachable, and with
-        // ignore_routes_with_linkdown that means the peer's end must be up too.
-        var indices: [String: [String: Int32]] = [:]
+        // ignore_routes_with_linkdown that means the peer's end must be up too. A phone that
+        // joins its network later starts with its interface down.
         for node in plan.nodes {
             guard let socket = sockets[node.name] else { continue }
             for interface in node.interfaces {
@@ -112,54 +112,115 @@ package final class Topology {
                         throw NetlinkError(.errno(ENODEV), operation: "find \(interface.name) in \(node.namespaceName)")
                     }
                     indices[node.name, default: [:]][interface.name] = link.index
-                    try socket.setLink(index: link.index, up: true, alias: interface.alias, mtu: nil, name: nil)
+                    try socket.setLink(index: link.index, up: interface.joinedAtStart, alias: interface.alias, mtu: nil, name: nil)
                 } catch {
                     throw SimulatorError("bring up \(interface.name) in node '\(node.name)'", error)
                 }
             }
         }
         for node in plan.nodes {
-            guard let socket = sockets[node.name] else { continue }
-            for interface in node.interfaces {
-                guard let index = indices[node.name]?[interface.name] else { continue }
-                do throws(NetlinkError) {
-                    if interface.families.contains(.ipv4) { try socket.addAddress(interface.ipv4, interfaceIndex: index, skipDAD: true) }
-                    if interface.families.contains(.ipv6) { try socket.addAddress(interface.ipv6, interfaceIndex: index, skipDAD: true) }
-                } catch {
-                    throw SimulatorError("address \(interface.name) in node '\(node.name)'", error)
-                }
+            for interface in node.interfaces where interface.joinedAtStart {
+                try address(interface, of: node)
             }
         }
         for node in plan.nodes {
-            guard let socket = sockets[node.name] else { continue }
-            for interface in node.interfaces {
-                guard let index = indices[node.name]?[interface.name] else { continue }
-                do throws(NetlinkError) {
-                    for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)]
-                    where interface.families.contains(peer.family == .inet ? .ipv4 : .ipv6) {
-                        let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
-                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric), replace: false)
+            for interface in node.interfaces where interface.joinedAtStart {
+                try route(interface, of: node)
+            }
+        }
+    }
+
+    /// The index of each node's interfaces, by name.
+    private var indices: [String: [String: Int32]] = [:]
+
+    private func address(_ interface: TopologyPlan.Interface, of node: TopologyPlan.Node) throws(SimulatorError) {
+        guard let socket = sockets[node.name], let index = indices[node.name]?[interface.name] else { return }
+        do throws(NetlinkError) {
+            for prefix in interface.addresses { try socket.addAddress(prefix, interfaceIndex: index, skipDAD: true) }
+        } catch {
+            throw SimulatorError("address \(interface.name) in node '\(node.name)'", error)
+        }
+    }
+
+    private func route(_ interface: TopologyPlan.Interface, of node: TopologyPlan.Node) throws(SimulatorError) {
+        guard let socket = sockets[node.name], let index = indices[node.name]?[interface.name] else { return }
+        // A direct link's routes are added once; a network's may be added again when a phone rejoins.
+        let again = interface.routing != .direct
+        do throws(NetlinkError) {
+            for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)]
+            where interface.families.contains(address.address.family == .inet ? .ipv4 : .ipv6) {
+                let family = address.address.family
+                let subnet = IPPrefix(address.address.masked(to: address.length), length: address.length)
+                switch interface.routing {
+                case .direct, .phone:
+                    try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric), replace: again)
+                    if interface.routing == .direct {
                         // Each link is a network of its own: when it loses carrier, its subnet
                         // is unreachable rather than routed over another link (a cellular network
                         // never delivers to a Wi-Fi address).
-                        try socket.addRoute(Route(family: peer.family, destination: subnet, metric: UInt32.max, type: .unreachable, nextHops: []), replace: false)
-                        try socket.addRoute(.direct(to: subnet, interfaceIndex: index, table: interface.table), replace: false)
-                        try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, table: interface.table), replace: false)
-                        try socket.addRoute(Route(family: peer.family, table: interface.table, destination: .any(peer.family),
-                                                  metric: UInt32.max, type: .unreachable, nextHops: []), replace: false)
-                        if let peerNode = plan.node(interface.peer) {
-                            let service = peer.family == .inet ? peerNode.serviceIPv4 : peerNode.serviceIPv6
-                            try socket.addRoute(Route(family: peer.family, destination: IPPrefix(service, length: service.bitWidth),
-                                                      metric: interface.metric, nextHops: [.init(interfaceIndex: index, gateway: peer)]), replace: false)
-                        }
-                        try socket.addRule(RoutingRule(family: address.address.family, priority: interface.rulePriority,
-                                                       source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table))
+                        try socket.addRoute(Route(family: family, destination: subnet, metric: UInt32.max, type: .unreachable, nextHops: []), replace: again)
                     }
-                } catch {
-                    throw SimulatorError("route \(interface.name) in node '\(node.name)'", error)
+                    try socket.addRoute(.direct(to: subnet, interfaceIndex: index, table: interface.table), replace: again)
+                    try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, table: interface.table), replace: again)
+                    try socket.addRoute(Route(family: family, table: interface.table, destination: .any(family),
+                                              metric: UInt32.max, type: .unreachable, nextHops: []), replace: again)
+                    if interface.routing == .direct, let peerNode = plan.node(interface.peer) {
+                        let service = family == .inet ? peerNode.serviceIPv4 : peerNode.serviceIPv6
+                        try socket.addRoute(Route(family: family, destination: IPPrefix(service, length: service.bitWidth),
+                                                  metric: interface.metric, nextHops: [.init(interfaceIndex: index, gateway: peer)]), replace: again)
+                    }
+                    let rule = RoutingRule(family: family, priority: interface.rulePriority,
+                                           source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table)
+                    do throws(NetlinkError) {
+                        try socket.addRule(rule)
+                    } catch where again && error.code == .errno(EEXIST) {
+                        // A phone that joins again keeps the rule of its address.
+                    }
+                case .gatewayAccess:
+                    try socket.addRoute(.direct(to: IPPrefix(peer, length: peer.bitWidth), interfaceIndex: index), replace: again)
+                case .upstream:
+                    try socket.addRoute(.defaultRoute(via: peer, interfaceIndex: index, metric: interface.metric), replace: again)
+                case .transit(let behind):
+                    for prefix in behind where prefix.address.family == family {
+                        try socket.addRoute(Route(family: family, destination: prefix, metric: interface.metric,
+                                                  nextHops: [.init(interfaceIndex: index, gateway: peer)]), replace: again)
+                    }
                 }
             }
+        } catch {
+            throw SimulatorError("route \(interface.name) in node '\(node.name)'", error)
         }
+    }
+
+    /// A phone joins (`true`) or leaves (`false`) the network of its access link `link`: its
+    /// interface comes up with the network's addresses and routes, or goes down with its
+    /// addresses removed (the kernel drops the routes through it).
+    package func setMembership(_ joined: Bool, link name: String) throws(SimulatorError) {
+        guard let link = plan.link(name), let node = plan.node(link.first),
+              let interface = node.interfaces.first(where: { $0.link == name }), interface.routing == .phone,
+              let socket = sockets[node.name], let index = indices[node.name]?[interface.name] else {
+            throw SimulatorError(.invalidScenario, "'\(name)' is not a phone's access to a network")
+        }
+        do throws(NetlinkError) {
+            if joined {
+                try socket.setLink(index: index, up: true, alias: nil, mtu: nil, name: nil)
+                for prefix in interface.addresses {
+                    do throws(NetlinkError) {
+                        try socket.addAddress(prefix, interfaceIndex: index, skipDAD: true)
+                    } catch where error.code == .errno(EEXIST) {}
+                }
+            } else {
+                for prefix in interface.addresses {
+                    do throws(NetlinkError) {
+                        try socket.deleteAddress(prefix, interfaceIndex: index)
+                    } catch where error.code == .errno(EADDRNOTAVAIL) {}
+                }
+                try socket.setLink(index: index, up: false, alias: nil, mtu: nil, name: nil)
+            }
+        } catch {
+            throw SimulatorError("\(joined ? "join" : "leave") network over \(interface.name) in node '\(node.name)'", error)
+        }
+        if joined { try route(interface, of: node) }
     }
 }
 

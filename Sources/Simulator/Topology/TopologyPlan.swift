@@ -48,6 +48,18 @@ package struct TopologyPlan: Sendable, Hashable {
         /// The families the link carries: the interface gets addresses and routes only for
         /// these (an IPv4-only Wi-Fi has only its link-local IPv6 address).
         package var families: Set<IPFamily> = [.ipv4, .ipv6]
+        /// How the interface is routed: a direct link's, or its part in a network.
+        package var routing: Routing = .direct
+        /// Addresses beyond ``ipv4`` and ``ipv6`` (a gateway's link-local `fe80::1`).
+        package var extraAddresses: [IPPrefix] = []
+        /// Whether the interface is up and addressed when the run starts (a phone that joins
+        /// its network later starts with it down).
+        package var joinedAtStart = true
+
+        /// Every address the interface gets: its own of each family it carries, then the extra ones.
+        package var addresses: [IPPrefix] {
+            [address(.ipv4), address(.ipv6)].compactMap { $0 } + extraAddresses
+        }
 
         /// The interface's address of `family`, if the link carries it.
         package func address(_ family: IPFamily) -> IPPrefix? {
@@ -55,8 +67,25 @@ package struct TopologyPlan: Sendable, Hashable {
         }
     }
 
+    /// How an interface is routed.
+    package enum Routing: Sendable, Hashable {
+        /// A direct link: a default route over it (by metric), its subnet, a policy table and
+        /// a route to the peer's service addresses.
+        case direct
+        /// A phone's access to a network: a default route through the gateway (by metric) and a
+        /// policy table for its addresses.
+        case phone
+        /// A gateway's side of a phone's access: a host route to the phone's addresses.
+        case gatewayAccess
+        /// Toward the internet (a gateway's uplink, a server's link): the default route.
+        case upstream
+        /// The internet's side of an uplink or a server's link: routes to what lies behind it.
+        case transit(behind: [IPPrefix])
+    }
+
     package struct Node: Sendable, Hashable {
         package var name: String
+        package var role: NodeRole = .host
         package var namespaceName: String
         package var interfaces: [Interface]
         /// The addresses on the node's loopback.
@@ -69,8 +98,14 @@ package struct TopologyPlan: Sendable, Hashable {
         /// The nodes in `between` order.
         package var first: String
         package var second: String
+        /// The link's interface in the first node and in the second.
+        package var firstInterface: String
+        package var secondInterface: String
         /// What both interfaces' tags say of the link, but for its quality.
         package var attributes: InterfaceAttributes
+
+        /// The link's interface in `node`.
+        package func interface(in node: String) -> String { node == first ? firstInterface : secondInterface }
 
         /// The alias both interfaces carry while the link's conditions grade `quality`.
         package func alias(quality: LinkQuality) -> String {
@@ -88,6 +123,73 @@ package struct TopologyPlan: Sendable, Hashable {
     package var runID: String
     package var nodes: [Node]
     package var links: [Link]
+    /// The networks, with the addresses each hands out.
+    package var networks: [NetworkPlan] = []
+
+    /// A network's addressing: IPv4 `192.168.K.0/24` (NAT44) or `100.64.K.0/24` (carrier-grade
+    /// NAT) and IPv6 `fd72:6f61:6e00:K::/64`, K the network's place in the scenario; the gateway is
+    /// `.1` and `::1` (and `fe80::1` on each phone's access), member M gets `.(10+M)` and `::(10+M)`.
+    package struct NetworkPlan: Sendable, Hashable {
+        package var spec: NetworkSpec
+        package var index: Int
+        package var gatewayIPv4: IPAddress?
+        package var gatewayIPv6: IPAddress?
+        package var subnetIPv4: IPPrefix?
+        package var prefixIPv6: IPPrefix?
+
+        init(spec: NetworkSpec, index: Int) {
+            self.spec = spec
+            self.index = index
+            let third = UInt8(index)
+            switch spec.ipv4 {
+            case .nat44:
+                gatewayIPv4 = .v4(192, 168, third, 1)
+                subnetIPv4 = IPPrefix(.v4(192, 168, third, 0), length: 24)
+            case .cgnat:
+                gatewayIPv4 = .v4(100, 64, third, 1)
+                subnetIPv4 = IPPrefix(.v4(100, 64, third, 0), length: 24)
+            case .none:
+                break
+            }
+            if spec.ipv6 {
+                let prefix = "\(TopologyPlan.networkIPv6Prefix):\(String(index, radix: 16))"
+                gatewayIPv6 = IPAddress("\(prefix)::1")!
+                prefixIPv6 = IPPrefix(IPAddress("\(prefix)::")!, length: 64)
+            }
+        }
+
+        /// The address member `position` gets (nil: the network gives no such family).
+        package func memberAddress(_ family: IPFamily, position: Int) -> IPPrefix? {
+            switch family {
+            case .ipv4:
+                guard let subnet = subnetIPv4 else { return nil }
+                var bytes = subnet.address.bytes
+                bytes[3] = UInt8(10 + position)
+                return IPPrefix(IPAddress(bytes: bytes)!, length: 24)
+            case .ipv6:
+                guard let prefix = prefixIPv6 else { return nil }
+                var bytes = prefix.address.bytes
+                bytes[15] = UInt8(10 + position)
+                return IPPrefix(IPAddress(bytes: bytes)!, length: 64)
+            }
+        }
+
+        /// Where the network's resolver answers: the gateway's IPv4 address, or its IPv6 one on
+        /// an IPv6-only network.
+        package var resolver: IPAddress? { gatewayIPv4 ?? gatewayIPv6 }
+    }
+
+    /// Networks' IPv6 prefixes: `fd72:6f61:6e00:K::/64` ("ron").
+    package static let networkIPv6Prefix = "fd72:6f61:6e00"
+    /// The prefix a network's NAT64 translates, and its resolver's DNS64 synthesizes, with
+    /// (RFC 6052's network-specific form). Not the well-known `64:ff9b::/96`: every IPv4 address
+    /// in Roam's world is in 198.18.0.0/15, which RFC 6052 forbids translating under the
+    /// well-known prefix, and tayga refuses to.
+    package static let nat64Prefix = IPPrefix(IPAddress("fd72:6f61:6e64::")!, length: 96)
+    /// The IPv4 pool a NAT64 gateway maps IPv6 phones into, before NAT44 to its uplink.
+    package static let nat64Pool = IPPrefix(.v4(192, 168, 255, 0), length: 24)
+    /// The most networks a scenario has (each takes a /24 of 192.168.0.0/16 or 100.64.0.0/16).
+    package static let maximumNetworks = 200
 
     /// The plan for `scenario` in run `runID`.
     package init(scenario: Scenario, runID: String) throws(SimulatorError) {
@@ -97,13 +199,21 @@ package struct TopologyPlan: Sendable, Hashable {
         guard scenario.nodes.count <= Self.maximumNodes else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNodes) nodes; this one has \(scenario.nodes.count)")
         }
+        guard scenario.networks.count <= Self.maximumNetworks else {
+            throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNetworks) networks; this one has \(scenario.networks.count)")
+        }
         self.runID = runID
         let links = scenario.links.map { link in
-            Link(name: link.name, first: link.endpoints.0, second: link.endpoints.1,
+            Link(name: link.name, first: link.endpoints.0, second: link.endpoints.1, firstInterface: link.interfaceName(0),
+                 secondInterface: link.interfaceName(1),
                  attributes: InterfaceAttributes(type: link.type, isExpensive: link.isExpensive, isConstrained: link.isConstrained,
                                                  isUltraConstrained: link.isUltraConstrained))
         }
         self.links = links
+        let networks = scenario.networks.enumerated().map { NetworkPlan(spec: $0.element, index: $0.offset) }
+        self.networks = networks
+        let networkIndex = Dictionary(networks.map { ($0.spec.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let serviceIndex = Dictionary(scenario.nodes.enumerated().map { ($0.element.name, $0.offset) }, uniquingKeysWith: { first, _ in first })
         var interfaces: [String: [Interface]] = [:]
         for (index, link) in scenario.links.enumerated() {
             let v4 = (first: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 1),
@@ -111,24 +221,66 @@ package struct TopologyPlan: Sendable, Hashable {
             let v6 = (first: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::1")!,
                       second: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::2")!)
             let alias = links[index].alias(quality: LinkQuality(grading: LinkConditions(impairment: link.up), LinkConditions(impairment: link.down)))
-            for (node, peer, mine, theirs, mine6, theirs6) in [
-                (link.endpoints.0, link.endpoints.1, v4.first, v4.second, v6.first, v6.second),
-                (link.endpoints.1, link.endpoints.0, v4.second, v4.first, v6.second, v6.first),
+            var ends: [Interface] = []
+            for (end, node, peer, mine, theirs, mine6, theirs6) in [
+                (0, link.endpoints.0, link.endpoints.1, v4.first, v4.second, v6.first, v6.second),
+                (1, link.endpoints.1, link.endpoints.0, v4.second, v4.first, v6.second, v6.first),
             ] {
                 let order = interfaces[node, default: []].count
-                interfaces[node, default: []].append(Interface(
-                    name: link.name, link: link.name, peer: peer,
+                ends.append(Interface(
+                    name: link.interfaceName(end), link: link.name, peer: peer,
                     ipv4: IPPrefix(mine, length: 24), ipv6: IPPrefix(mine6, length: 64), peerIPv4: theirs, peerIPv6: theirs6,
                     alias: alias, metric: 100 + 10 * UInt32(order), table: RouteTable(1000 + UInt32(index)), rulePriority: 1000 + UInt32(index),
                     families: link.families))
             }
+            switch link.role {
+            case .direct:
+                break
+            case let .access(network, _, position):
+                guard let plan = networkIndex[network] else { break }
+                // The phone: an address from the network, the gateway as its router.
+                ends[0].routing = .phone
+                ends[0].families = plan.spec.families
+                ends[0].joinedAtStart = plan.spec.joinedAtStart.contains(link.endpoints.0)
+                if let address = plan.memberAddress(.ipv4, position: position) { ends[0].ipv4 = address }
+                if let address = plan.memberAddress(.ipv6, position: position) { ends[0].ipv6 = address }
+                ends[0].peerIPv4 = plan.gatewayIPv4 ?? ends[0].peerIPv4
+                ends[0].peerIPv6 = Self.gatewayLinkLocal
+                // The gateway: its own address on every phone's access, a host route to the phone.
+                ends[1].routing = .gatewayAccess
+                ends[1].families = plan.spec.families
+                ends[1].ipv4 = IPPrefix(plan.gatewayIPv4 ?? v4.second, length: 32)
+                ends[1].ipv6 = IPPrefix(plan.gatewayIPv6 ?? v6.second, length: 128)
+                ends[1].peerIPv4 = ends[0].ipv4.address
+                ends[1].peerIPv6 = ends[0].ipv6.address
+                ends[1].extraAddresses = [IPPrefix(Self.gatewayLinkLocal, length: 64)]
+            case .uplink(let network):
+                ends[0].routing = .upstream
+                ends[1].routing = .transit(behind: [networkIndex[network]?.prefixIPv6].compactMap { $0 })
+            case .attachment(let server):
+                let position = serviceIndex[server] ?? 0
+                ends[0].routing = .transit(behind: [IPPrefix(Self.serviceIPv4(position), length: 32), IPPrefix(Self.serviceIPv6(position), length: 128)])
+                ends[1].routing = .upstream
+            }
+            interfaces[link.endpoints.0, default: []].append(ends[0])
+            interfaces[link.endpoints.1, default: []].append(ends[1])
         }
         self.nodes = scenario.nodes.enumerated().map { index, node in
-            Node(name: node.name, namespaceName: Self.namespaceName(runID: runID, node: node.name), interfaces: interfaces[node.name] ?? [],
-                 serviceIPv4: .v4(198, 19, 255, UInt8(index + 1)),
-                 serviceIPv6: IPAddress("\(Self.ipv6Prefix):ffff::\(String(index + 1, radix: 16))")!)
+            Node(name: node.name, role: node.role, namespaceName: Self.namespaceName(runID: runID, node: node.name), interfaces: interfaces[node.name] ?? [],
+                 serviceIPv4: Self.serviceIPv4(index), serviceIPv6: Self.serviceIPv6(index))
         }
     }
+
+    /// The link-local address of a network's gateway on each phone's access: the router a
+    /// phone's IPv6 default route goes through, as a router advertisement would give it.
+    package static let gatewayLinkLocal = IPAddress("fe80::1")!
+
+    /// The service addresses of the node at `index`.
+    static func serviceIPv4(_ index: Int) -> IPAddress { .v4(198, 19, 255, UInt8(index + 1)) }
+    static func serviceIPv6(_ index: Int) -> IPAddress { IPAddress("\(ipv6Prefix):ffff::\(String(index + 1, radix: 16))")! }
+
+    /// The network `name`'s plan.
+    package func network(_ name: String) -> NetworkPlan? { networks.first { $0.spec.name == name } }
 
     /// `roam-RUN-NODE`.
     package static func namespaceName(runID: String, node: String) -> String { "roam-\(runID)-\(node)" }

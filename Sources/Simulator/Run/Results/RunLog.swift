@@ -78,7 +78,7 @@ package final class RunLog: Sendable {
         let applied = AppliedChange(change: change, actual: actual, failure: failure)
         state.withLock { $0.changes.append(applied) }
         let kind: RunEvent.LinkChange.Kind = switch change.change {
-        case .carrier(let up): .carrier(up: up)
+        case .carrier(let up), .membership(let up): .carrier(up: up)
         case let .conditions(direction, conditions): .conditions(direction: direction.rawValue, conditions: conditions.json)
         }
         let step = change.step.flatMap { step in change.stepCount.map { "\(step)/\($0)" } }

@@ -78,9 +78,12 @@ final class CommandWorkload: WorkloadDriver {
         let result: Result<pid_t, Errno>
         do {
             // Its own process group, so that its children are signalled with it.
+            let resolvConf = context.resolvConf
             result = try context.serverNamespace.perform {
                 Result { () throws(Errno) in
-                    try spawnProcess(arguments, environment: environment, standardOutput: writeEnds[0], standardError: writeEnds[1], newProcessGroup: true)
+                    // The node's resolver, as `ip netns exec` gives a namespace's own resolv.conf.
+                    if let resolvConf { try bindInThread(resolvConf, over: "/etc/resolv.conf") }
+                    return try spawnProcess(arguments, environment: environment, standardOutput: writeEnds[0], standardError: writeEnds[1], newProcessGroup: true)
                 }
             }
         } catch {

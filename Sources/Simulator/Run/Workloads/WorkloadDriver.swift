@@ -1,3 +1,4 @@
+import SystemPackage
 import Glibc
 import Multipath
 import Netlink
@@ -36,6 +37,9 @@ struct WorkloadContext: Sendable {
     var watchdog: ProcessGroupWatchdog
     /// Environment variables describing the topology, for commands.
     var environment: [String: String]
+    /// The node's resolv.conf (in memory), where it is a phone of a network: a command sees it
+    /// at /etc/resolv.conf.
+    var resolvConf: String?
     /// The client node's path as its monitor last published it (for multipath modes).
     var clientPath: (@Sendable () -> NetworkPath?)?
     /// The client node's monitor, whose updates wake a flow in a multipath mode.

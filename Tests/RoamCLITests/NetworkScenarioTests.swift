@@ -1,0 +1,82 @@
+import Foundation
+import Glibc
+import RoamReport
+import Simulator
+import TestSupport
+import Testing
+
+/// Networks through `roam run` on the userspace emulator, with the real programs: nftables'
+/// NAT44, unbound resolving (with DNS64) and answering for the servers' names, tayga's NAT64, and
+/// an unmodified curl in the phone that finds the server by name. Root only (the rootless suite
+/// plays the same scenario as nobody).
+@Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
+                "needs root, the built roam, and /dev/net/tun"), .serialized)
+struct NetworkScenarioTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    /// The programs a run started, by their command line.
+    func programs() -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { $0.allSatisfy(\.isNumber) }.compactMap { pid in
+            guard let bytes = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+            let line = String(decoding: bytes.map { $0 == 0 ? 32 : $0 }, as: UTF8.self)
+            return ["unbound -d -c /dev/fd/3", "tayga --nodetach"].contains { line.hasPrefix($0) } ? line : nil
+        }
+    }
+
+    @Test func curlReachesAnIPv4OnlyServerByNameOverNAT44ThenThroughNAT64() throws {
+        let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let namespacesBefore = NetworkNamespaceList.roam()
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/coffee-shop-to-lte.yaml", "--backend", "userspace",
+                                                   "--quiet", "--report", directory], timeout: 120)
+        #expect(result.status == 0, "the scenario's expectations hold: \(result.output)\(result.error)")
+        let output = NetemHost.text(directory + "/browse.stdout")
+        let lines = output.split(separator: "\n").filter { $0.hasPrefix("request ") }
+        // A request in flight as the phone leaves the cafe may fail with its connection; no other.
+        #expect(lines.filter { $0.hasSuffix(" failed") }.count <= 1, "\(output)")
+        let answers = lines.filter { !$0.hasSuffix(" failed") }
+        // First over the cafe's IPv4 (the server's address, NAT44 on the way), then by the
+        // address DNS64 synthesized in Roam's NAT64 prefix.
+        let firstNAT64 = try #require(answers.firstIndex { $0.contains(": fd72:6f61:6e64::c613:ff") }, "\(output)")
+        #expect(firstNAT64 > 0 && answers[..<firstNAT64].allSatisfy { $0.contains(": 198.19.255.") }, "\(output)")
+        #expect(answers[firstNAT64...].allSatisfy { $0.contains(": fd72:6f61:6e64::") }, "\(output)")
+        // The server saw the gateways' uplink addresses: the phone's own addresses never
+        // reached the internet.
+        let served = NetemHost.text(directory + "/web.stderr")
+        #expect(served.contains("\"GET / HTTP/1.1\" 200"), "\(served)")
+        #expect(!served.contains("192.168.") && !served.contains("fd72:6f61:6e00:"), "\(served)")
+        #expect(served.split(separator: "\n").allSatisfy { $0.isEmpty || $0.hasPrefix("198.18.") }, "\(served)")
+        // The phone left the cafe: its path went IPv6-only, and the leave is on the timeline.
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.expectations.allSatisfy { $0.passed })
+        #expect(summary.timeline.failed.isEmpty)
+        let leaves = NetemHost.timeline(directory).compactMap { record -> RunEvent.LinkChange? in
+            guard case .link(let change) = record.event, change.action == "leave" else { return nil }
+            return change
+        }
+        #expect(leaves.map(\.link) == ["cafe.phone"])
+        // Each program's output is in the report; every program and file is gone.
+        for log in ["network-internet-unbound.log", "network-cafe-gw-nft.log", "network-lte-gw-tayga.log", "network-lte-gw-unbound.log"] {
+            #expect(FileManager.default.fileExists(atPath: directory + "/" + log), "\(log)")
+        }
+        #expect(programs().isEmpty, "\(programs())")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: "/run/roam")) ?? []).allSatisfy { !$0.hasPrefix("net-") })
+        #expect(NetworkNamespaceList.roam() == namespacesBefore)
+    }
+
+    @Test func aMissingProgramIsNamedWithWhatInstallsIt() throws {
+        let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let namespacesBefore = NetworkNamespaceList.roam()
+        // ROAM_NETWORK_PATH: where roam looks for nft, unbound and tayga.
+        let result = try RunningCommand.run("/usr/bin/env", ["ROAM_NETWORK_PATH=/nonexistent", roam, "run",
+                                                             NetemHost.root + "/scenarios/coffee-shop-to-lte.yaml", "--backend", "userspace",
+                                                             "--quiet", "--report", directory], timeout: 60)
+        #expect(result.status == 2, "\(result.output)\(result.error)")
+        #expect(result.error.contains("cannot run unbound in node 'internet' for its network: not installed (scripts/setup.sh installs it"),
+                "\(result.error)")
+        #expect(programs().isEmpty, "\(programs())")
+        #expect(NetworkNamespaceList.roam() == namespacesBefore)
+    }
+}

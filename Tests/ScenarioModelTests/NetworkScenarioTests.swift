@@ -1,0 +1,151 @@
+import RoamCore
+@testable import ScenarioModel
+import Testing
+
+/// `networks:` read into the scenario: the gateways, the internet and their links added with
+/// their roles, network events expanded to each member's access link, and every mistake refused
+/// where it stands.
+@Suite struct NetworkScenarioTests {
+    static let base = """
+        name: networks
+        duration: 20s
+        nodes:
+          phone: {}
+          tablet: {}
+          api: { internet: { names: [api.example.test], families: [ipv4] } }
+          web: { internet: true }
+        networks:
+          - name: home
+            type: wifi
+            delay: 5ms
+            members: [phone, tablet]
+          - name: lte
+            type: cellular
+            ipv4: none
+            nat64: true
+            members: [phone]
+
+        """
+
+    func read(_ text: String) -> ScenarioReader.Outcome { ScenarioReader.parse(text, file: "s.yaml") }
+
+    func errors(_ text: String) -> [String] { read(text).errors.map { "\($0.line):\($0.message)" } }
+
+    @Test func networksAddGatewaysTheInternetAndTheirLinks() throws {
+        let scenario = try #require(read(Self.base + "timeline:\n  - at: 5s\n    network: home\n    join: tablet\n").scenario,
+                                    "\(errors(Self.base))")
+        #expect(scenario.nodes.map(\.name) == ["phone", "tablet", "api", "web", "internet", "home-gw", "lte-gw"])
+        #expect(scenario.nodes[2].role == .server(names: ["api.example.test"], families: [.ipv4]))
+        #expect(scenario.nodes[3].role == .server(names: ["web.roam.test"], families: [.ipv4, .ipv6]))
+        #expect(scenario.nodes[5].role == .gateway(network: "home"))
+        #expect(scenario.links.map(\.name) == ["home.phone", "home.tablet", "home.uplink", "lte.phone", "lte.uplink", "api.internet", "web.internet"])
+        let access = scenario.links[1]
+        #expect(access.endpoints == ("tablet", "home-gw"))
+        #expect(access.interfaceNames == ["home", "p1"])
+        #expect(access.role == .access(network: "home", node: "tablet", index: 1))
+        #expect(access.type == .wifi && access.up.delay == .milliseconds(5) && access.families == [.ipv4, .ipv6])
+        #expect(scenario.links[3].type == .cellular && scenario.links[3].isExpensive && scenario.links[3].families == [.ipv6])
+        #expect(scenario.links[2].interfaceNames == ["uplink", "gw0"])
+        #expect(scenario.links[5].interfaceNames == ["srv0", "internet"] && scenario.links[5].families == [.ipv4])
+        #expect(scenario.networks.map(\.name) == ["home", "lte"])
+        #expect(scenario.networks[0].ipv4 == .nat44 && scenario.networks[1].ipv4 == .none && scenario.networks[1].nat64)
+        // The tablet's first membership event is a join: it starts outside.
+        #expect(scenario.networks[0].joinedAtStart == ["phone"])
+        #expect(scenario.networks[1].joinedAtStart == ["phone"])
+        #expect(scenario.timeline.map(\.link) == ["home.tablet"])
+        #expect(scenario.problems.isEmpty, "\(scenario.problems)")
+    }
+
+    @Test func cellularDefaultsToCarrierGradeNAT() throws {
+        let scenario = try #require(read(Self.base.replacingOccurrences(of: "    ipv4: none\n    nat64: true\n", with: "")).scenario)
+        #expect(scenario.networks[1].ipv4 == .cgnat && scenario.networks[1].ipv6 && !scenario.networks[1].nat64)
+    }
+
+    @Test func aNetworkEventActsOnEveryMemberOrOne() throws {
+        let text = Self.base + """
+            timeline:
+              - at: 2s
+                network: home
+                set: { loss: 5% }
+              - at: 3s
+                network: home
+                node: phone
+                down: true
+              - at: 4s
+                network: home
+                node: phone
+                up: true
+              - at: 6s
+                network: home
+                leave: phone
+              - at: 9s
+                network: home
+                join: phone
+            expect:
+              - node: phone
+                path: cellular
+                within: 2s
+                after: { link: home.phone, event: leave }
+
+            """
+        let scenario = try #require(read(text).scenario, "\(errors(text))")
+        #expect(scenario.timeline.map(\.link) == ["home.phone", "home.tablet", "home.phone", "home.phone", "home.phone", "home.phone"])
+        #expect(scenario.timeline[4].action == .membership(false) && scenario.timeline[5].action == .membership(true))
+        let schedule = TimelineSchedule(scenario: scenario)
+        let membership = schedule.changes.filter { if case .membership = $0.change { true } else { false } }
+        #expect(membership.map(\.action) == ["leave", "join"] && membership.map(\.at) == [.seconds(6), .seconds(9)])
+    }
+
+    @Test(arguments: [
+        ("timeline:\n  - at: 1s\n    network: hom\n    leave: phone\n", "no network named 'hom' is defined in networks (did you mean 'home'?)"),
+        ("timeline:\n  - at: 1s\n    link: home.phone\n    leave: phone\n", "leave is what a phone does to a network: write network: NAME with it"),
+        ("timeline:\n  - at: 1s\n    network: lte\n    leave: tablet\n", "node 'tablet' is not a member of network 'lte'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    node: api\n    down: true\n", "node 'api' is not a member of network 'home'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    leave: phone\n  - at: 2s\n    network: home\n    leave: phone\n", "has left already"),
+        ("timeline:\n  - at: 1s\n    network: home\n    direction: up\n    leave: phone\n", "direction does not apply to leave"),
+        ("timeline:\n  - at: 1s\n    network: home\n    link: home.phone\n    leave: phone\n", "names a link or a network, not both"),
+        ("timeline:\n  - at: 1s\n    network: home\n    node: phone\n    leave: phone\n", "leave names its node itself; remove node"),
+        ("timeline:\n  - at: 1s\n    link: home.phone\n    node: phone\n    down: true\n", "node names a member of a network: write network: NAME with it"),
+    ])
+    func networkEventMistakesAreRefusedWhereTheyStand(_ timeline: String, _ message: String) {
+        let found = errors(Self.base + timeline)
+        #expect(found.contains { $0.contains(message) }, "\(found)")
+        #expect(read(Self.base + timeline).scenario == nil)
+    }
+
+    @Test(arguments: [
+        ("    nat64: true\n", "    ipv6: false\n    nat64: true\n", "nat64: true) but gives no IPv6 (ipv6: false)"),
+        ("members: [phone, tablet]", "members: [phone, api]", "node 'api' is on the internet (internet: true); a network's members are phones"),
+        ("members: [phone, tablet]", "members: [phone, phone]", "'phone' is a member already"),
+        ("members: [phone, tablet]", "members: [phone, nobody]", "no node named 'nobody' is defined in nodes"),
+        ("members: [phone, tablet]", "members: []", "members names the nodes that join the network"),
+        ("  - name: home\n", "  - name: uplink\n", "network name 'uplink' is taken"),
+        ("  - name: home\n", "  - name: a-very-long-name\n", "at most 12 characters"),
+        ("    type: wifi\n", "    type: wifi\n    ipv4: nat46\n", "ipv4 must be one of"),
+        ("    type: wifi\n", "    type: wifi\n    ipv4: none\n    ipv6: false\n", "gives no address family"),
+        ("    type: wifi\n", "    type: wifi\n    dns: true\n", "unknown key 'dns'"),
+        ("  tablet: {}\n", "  tablet: {}\n  home-gw: {}\n", "a scenario with networks names its gateway of 'home' so"),
+        ("  tablet: {}\n", "  tablet: {}\n  internet: {}\n", "a scenario with networks names its internet so"),
+        ("[api.example.test]", "[api..test]", "'api..test' is not a host name"),
+        ("[api.example.test]", "[\"api.exa mple.test\"]", "is not a host name"),
+        ("families: [ipv4]", "families: [ipv5]", "families must be one of"),
+    ])
+    func networkMistakesAreRefusedWhereTheyStand(_ original: String, _ replacement: String, _ message: String) {
+        let text = Self.base.replacingOccurrences(of: original, with: replacement)
+        #expect(text != Self.base)
+        let found = errors(text)
+        #expect(found.contains { $0.contains(message) }, "\(found)")
+        #expect(read(text).scenario == nil)
+    }
+
+    @Test func aServerWithoutNetworksIsRefused() {
+        let found = errors("name: s\nduration: 5s\nnodes:\n  phone: {}\n  api: { internet: true }\n")
+        #expect(found.contains { $0.contains("node 'api' is on the internet, but the scenario has no networks to reach it from") }, "\(found)")
+    }
+
+    @Test func aMemberWhoseLinkTakesTheNetworksNameIsRefused() {
+        let text = Self.base + "links:\n  - name: home\n    between: [phone, tablet]\n"
+        let found = errors(text)
+        #expect(found.contains { $0.contains("node 'phone' has a link named 'home' already") }, "\(found)")
+    }
+}
