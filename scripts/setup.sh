@@ -39,6 +39,7 @@ packages=(
   nftables                                        # networks: NAT44 and carrier-grade NAT in gateways
   unbound                                         # networks: resolvers (DNS64) and the servers' names
   tayga                                           # networks: NAT64 on a TUN interface
+  conntrack                                       # networks: rebind (a NAT forgets its mappings)
   curl                                            # the bundled network scenarios' clients
 )
 if [ "$vm" = 1 ]; then

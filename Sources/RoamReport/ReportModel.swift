@@ -108,6 +108,12 @@ struct ReportModel {
                     if up, let start = openDown.removeValue(forKey: name) {
                         links[name]!.down.append(Interval(start: start, end: t, label: "carrier down"))
                     }
+                case .network(let detail):
+                    // A resolver's failure shows on its network's uplink as an outage of its own.
+                    if detail.hasPrefix("dns "), detail != "dns ok", openDown[name] == nil { openDown[name] = t }
+                    if detail == "dns ok", let start = openDown.removeValue(forKey: name) {
+                        links[name]!.down.append(Interval(start: start, end: t, label: "resolver failing"))
+                    }
                 case let .conditions(direction, conditions):
                     links[name]!.delay[direction, default: Series()].points.append((t, conditions["delayMs"]?.doubleValue ?? 0))
                     let loss: Double? = conditions["loss"]?.doubleValue ?? conditions["loss"].flatMap { model -> Double? in

@@ -73,6 +73,8 @@ public enum RunEvent: Sendable {
     public struct LinkChange: Sendable {
         public enum Kind: Sendable {
             case carrier(up: Bool)
+            /// What a network's gateway did (`rebind`, `renumber ADDRESSES`, `dns timeout`, `dns ok`).
+            case network(String)
             /// The conditions, as `summary.json` and the timeline write them (`delayMs`,
             /// `loss`, `rateBps`, `blackhole`, ...): only what is set.
             case conditions(direction: String, conditions: JSONValue)
@@ -306,6 +308,7 @@ extension RunEvent {
             if let step = change.step { fields.append(("step", .string(step))) }
             switch change.kind {
             case .carrier(let up): fields.append(("carrier", .string(up ? "up" : "down")))
+            case .network(let detail): fields.append(("network", .string(detail)))
             case let .conditions(direction, conditions): fields += [("direction", .string(direction)), ("conditions", conditions)]
             }
             if let line = change.line { fields.append(("line", .int(Int64(line)))) }
@@ -419,6 +422,8 @@ extension RunEvent {
             if let carrier = try f.optionalString("carrier") {
                 guard carrier == "up" || carrier == "down" else { throw f.error("'carrier' is '\(escapedForMessage(carrier))', not up or down") }
                 kind = .carrier(up: carrier == "up")
+            } else if let detail = try f.optionalString("network") {
+                kind = .network(detail)
             } else {
                 guard let conditions = f.object["conditions"], case .object = conditions else { throw f.error("neither 'carrier' nor a 'conditions' object") }
                 kind = .conditions(direction: try f.string("direction"), conditions: conditions)

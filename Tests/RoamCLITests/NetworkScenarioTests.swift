@@ -65,6 +65,50 @@ struct NetworkScenarioTests {
         #expect(NetworkNamespaceList.roam() == namespacesBefore)
     }
 
+    /// Plays a bundled scenario, checking it passed and left nothing; returns its report directory.
+    func play(_ name: String) throws -> String {
+        let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let namespacesBefore = NetworkNamespaceList.roam()
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/\(name).yaml", "--backend", "userspace",
+                                                   "--quiet", "--report", directory], timeout: 120)
+        #expect(result.status == 0, "\(name)'s expectations hold: \(result.output)\(result.error)")
+        #expect(programs().isEmpty, "\(programs())")
+        #expect(NetworkNamespaceList.roam() == namespacesBefore)
+        return directory
+    }
+
+    @Test func aCarrierNATRebindResetsPlainTCPAndTheServerSeesANewPort() throws {
+        let directory = try play("carrier-nat-rebind")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let plain = NetemHost.text(directory + "/plain.stdout"), resilient = NetemHost.text(directory + "/resilient.stdout")
+        #expect(plain.contains("connection broke: [Errno 104] Connection reset by peer"), "\(plain)")
+        #expect(resilient.components(separatedBy: "connected from 100.64.0.10:").count == 3, "connected twice, from CGNAT space: \(resilient)")
+        // The server saw the carrier's public address, on three ports: the two first mappings,
+        // and the resilient client's after the rebind.
+        let sources = NetemHost.text(directory + "/server.stdout").split(separator: "\n").filter { $0.hasPrefix("connection from ") }
+        #expect(sources.count == 3 && Set(sources).count == 3, "\(sources)")
+        #expect(sources.allSatisfy { $0.hasPrefix("connection from 198.18.") }, "\(sources)")
+        let rebinds = NetemHost.timeline(directory).compactMap { record -> RunEvent.LinkChange? in
+            guard case .link(let change) = record.event, change.action == "rebind" else { return nil }
+            return change
+        }
+        #expect(rebinds.map(\.link) == ["lte.uplink"] && rebinds.allSatisfy { $0.error == nil })
+    }
+
+    @Test func aHotelResolverThatTimesOutFailsLookupsButNotCachedAddressesOrAFallback() throws {
+        let directory = try play("hotel-dns")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let byName = NetemHost.text(directory + "/by-name.stdout")
+        #expect(byName.contains("failed after 10.0 s: [Errno -3] Temporary failure in name resolution"), "\(byName)")
+        #expect(!NetemHost.text(directory + "/cached.stdout").contains("failed"))
+        #expect(!NetemHost.text(directory + "/fallback.stdout").contains("failed"))
+        let faults = NetemHost.timeline(directory).compactMap { record -> String? in
+            guard case .link(let change) = record.event, case .network(let detail) = change.kind else { return nil }
+            return detail
+        }
+        #expect(faults == ["dns timeout", "dns ok"])
+    }
+
     @Test func aMissingProgramIsNamedWithWhatInstallsIt() throws {
         let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }

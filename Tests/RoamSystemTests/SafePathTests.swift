@@ -75,6 +75,27 @@ final class Scratch {
         #expect(throws: SafePathError.self) { _ = try directory.readFile(named: "out.txt", maximumBytes: 10) }
     }
 
+    @Test func aFileRewrittenInPlaceKeepsItsInodeAndNothingElseIsWritten() throws {
+        let scratch = try Scratch()
+        scratch.file("resolv.conf", "nameserver 192.168.0.1\n")
+        var before = stat()
+        #expect(stat(scratch.path + "/resolv.conf", &before) == 0)
+        let directory = try SecureDirectory.open(scratch.path)
+        try directory.rewriteFile(named: "resolv.conf", contents: Array("nameserver fd72::1\n".utf8))
+        var after = stat()
+        #expect(stat(scratch.path + "/resolv.conf", &after) == 0)
+        #expect(after.st_ino == before.st_ino && scratch.read("resolv.conf") == "nameserver fd72::1\n")
+        // A link, a FIFO (at once, with no reader) and a second name of another file are refused.
+        scratch.file("victim", "precious\n")
+        #expect(symlink(scratch.path + "/victim", scratch.path + "/link") == 0)
+        #expect(link(scratch.path + "/victim", scratch.path + "/hard") == 0)
+        #expect(mkfifo(scratch.path + "/fifo", 0o666) == 0)
+        for name in ["link", "hard", "fifo", "missing"] {
+            #expect(throws: SafePathError.self) { try directory.rewriteFile(named: name, contents: Array("x".utf8)) }
+        }
+        #expect(scratch.read("victim") == "precious\n")
+    }
+
     @Test func aHardLinkAtTheOutputIsReplacedNotWrittenThrough() throws {
         let scratch = try Scratch()
         scratch.file("victim", "precious\n")

@@ -222,6 +222,7 @@ enum ChaosMeshSemantics {
         for change in schedule.changes where change.link == link {
             switch change.change {
             case .carrier(let up), .membership(let up): carrier = up
+            case .network: continue
             case .conditions(let changed, let next):
                 guard changed == direction else { continue }
                 conditions = next

@@ -96,6 +96,61 @@ import Testing
         #expect(membership.map(\.action) == ["leave", "join"] && membership.map(\.at) == [.seconds(6), .seconds(9)])
     }
 
+    @Test func networksRenumberRebindAndFailTheirResolvers() throws {
+        let text = Self.base.replacingOccurrences(of: "    ipv4: none\n    nat64: true\n", with: "") + """
+            timeline:
+              - at: 2s
+                network: home
+                renumber: tablet
+              - at: 3s
+                network: lte
+                rebind: true
+              - at: 4s
+                network: home
+                dns: { fail: timeout, for: 5s }
+              - at: 12s
+                network: lte
+                dns: { fail: nxdomain }
+              - at: 14s
+                network: lte
+                dns: ok
+              - at: 18s
+                network: home
+                dns: { fail: refused, for: 10s }
+            expect:
+              - node: phone
+                path: satisfied
+                within: 1s
+                after: { link: lte.uplink, event: rebind }
+
+            """
+        let scenario = try #require(read(text).scenario, "\(errors(text))")
+        #expect(scenario.timeline.map(\.link) == ["home.tablet", "lte.uplink", "home.uplink", "home.uplink", "lte.uplink", "lte.uplink", "home.uplink"])
+        #expect(scenario.timeline.map(\.action) == [.renumber, .rebind, .dns(.timeout), .dns(nil), .dns(.nxdomain), .dns(nil), .dns(.refused)])
+        // A span that outlasts the scenario ends with it.
+        #expect(scenario.timeline.map(\.at) == [.seconds(2), .seconds(3), .seconds(4), .seconds(9), .seconds(12), .seconds(14), .seconds(18)])
+        let schedule = TimelineSchedule(scenario: scenario)
+        #expect(schedule.changes.map(\.action) == ["renumber", "rebind", "dns", "dns-ok", "dns", "dns-ok", "dns"])
+        #expect(scenario.problems.isEmpty, "\(scenario.problems)")
+    }
+
+    @Test(arguments: [
+        ("timeline:\n  - at: 1s\n    network: home\n    rebind: false\n", "write rebind: true"),
+        ("timeline:\n  - at: 1s\n    network: home\n    node: phone\n    rebind: true\n", "rebind acts on the whole network; remove node"),
+        ("timeline:\n  - at: 1s\n    link: home.uplink\n    rebind: true\n", "rebind is what a network does: write network: NAME with it"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: ok\n", "is not failing at 1s; dns: ok ends a dns: {fail: ...}"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: down\n", "dns is {fail: timeout|nxdomain|refused, for: DURATION} or ok, not 'down'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { fail: servfail }\n", "fail must be one of"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { for: 2s }\n", "needs 'fail'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    renumber: api\n", "node 'api' is not a member of network 'home'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    direction: down\n    renumber: phone\n", "direction does not apply to renumber"),
+    ])
+    func networkEventMistakesOfGatewaysAreRefused(_ timeline: String, _ message: String) {
+        let found = errors(Self.base + timeline)
+        #expect(found.contains { $0.contains(message) }, "\(found)")
+        #expect(read(Self.base + timeline).scenario == nil)
+    }
+
     @Test(arguments: [
         ("timeline:\n  - at: 1s\n    network: hom\n    leave: phone\n", "no network named 'hom' is defined in networks (did you mean 'home'?)"),
         ("timeline:\n  - at: 1s\n    link: home.phone\n    leave: phone\n", "leave is what a phone does to a network: write network: NAME with it"),
@@ -136,6 +191,12 @@ import Testing
         let found = errors(text)
         #expect(found.contains { $0.contains(message) }, "\(found)")
         #expect(read(text).scenario == nil)
+    }
+
+    @Test func aNetworkWithoutNATHasNothingToRebind() {
+        let text = Self.base.replacingOccurrences(of: "    nat64: true\n", with: "") + "timeline:\n  - at: 1s\n    network: lte\n    rebind: true\n"
+        let found = errors(text)
+        #expect(found.contains { $0.contains("network 'lte' translates no IPv4 (ipv4: none, no nat64): it has no NAT to rebind") }, "\(found)")
     }
 
     @Test func aServerWithoutNetworksIsRefused() {

@@ -136,6 +136,32 @@ import Testing
         #expect(throws: SimulatorError.self) { try topology.setMembership(true, link: "home.uplink") }
     }
 
+    @Test func aRenumberedPhoneGetsItsNextAddressesAndTheGatewayFollows() throws {
+        let network = RecordingNetwork()
+        let plan = try plan()
+        let topology = try Topology.build(plan, backend: NetemBackend(plan: plan, seed: 7), control: network)
+        defer { topology.teardown() }
+        let phone = try #require(network.namespace("roam-abc123-phone")), gateway = try #require(network.namespace("roam-abc123-home-gw"))
+        let home = try #require(phone.link("home")), p0 = try #require(gateway.link("p0"))
+        let first = try topology.renumber(link: "home.phone")
+        #expect(first == [IPPrefix(.v4(192, 168, 0, 74), length: 24), IPPrefix(IPAddress("fd72:6f61:6e00:0::1:a")!, length: 64)])
+        #expect(phone.addresses.filter { $0.index == home.index }.map(\.prefix) == first)
+        #expect(phone.rules.contains { $0.source == IPPrefix(.v4(192, 168, 0, 74), length: 32) })
+        #expect(!phone.rules.contains { $0.source == IPPrefix(.v4(192, 168, 0, 10), length: 32) })
+        let hostRoutes = gateway.routes.filter { $0.nextHops.map(\.interfaceIndex) == [p0.index] && $0.nextHops.allSatisfy { $0.gateway == nil } }
+        #expect(hostRoutes.map(\.destination).contains(IPPrefix(.v4(192, 168, 0, 74), length: 32)))
+        #expect(!hostRoutes.map(\.destination).contains(IPPrefix(.v4(192, 168, 0, 10), length: 32)))
+        // Three places in the /24, in turn; IPv6 counts on.
+        try topology.renumber(link: "home.phone")
+        let third = try topology.renumber(link: "home.phone")
+        #expect(third == [IPPrefix(.v4(192, 168, 0, 10), length: 24), IPPrefix(IPAddress("fd72:6f61:6e00:0::3:a")!, length: 64)])
+        // A phone that leaves and joins again keeps its renumbered addresses.
+        try topology.setMembership(false, link: "home.phone")
+        try topology.setMembership(true, link: "home.phone")
+        #expect(phone.addresses.filter { $0.index == home.index }.map(\.prefix) == third)
+        #expect(throws: SimulatorError.self) { try topology.renumber(link: "lte.uplink") }
+    }
+
     @Test func aDNSQueryIsWhatTheWireFormatSays() {
         #expect(DNSProbe.query("ipv4only.arpa", id: 0x1234) == [0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
                                                                   8] + Array("ipv4only".utf8) + [4] + Array("arpa".utf8) + [0, 0, 1, 0, 1])

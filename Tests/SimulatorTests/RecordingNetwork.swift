@@ -165,6 +165,15 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             state.rules.remove(at: position)
         }
 
+        func deleteRoute(_ route: Route) throws(NetlinkError) {
+            let state = try state("deleteRoute")
+            guard let position = state.routes.firstIndex(where: { $0.table == route.table && $0.destination == route.destination && $0.type == route.type
+                && $0.nextHops.map(\.interfaceIndex) == route.nextHops.map(\.interfaceIndex) }) else {
+                throw NetlinkError(.errno(ESRCH), operation: "delete route")
+            }
+            state.routes.remove(at: position)
+        }
+
         func deleteAddress(_ prefix: IPPrefix, interfaceIndex: Int32) throws(NetlinkError) {
             let state = try state("deleteAddress")
             guard let position = state.addresses.firstIndex(where: { $0.prefix == prefix && $0.index == interfaceIndex }) else {

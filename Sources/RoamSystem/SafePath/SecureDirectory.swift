@@ -323,6 +323,29 @@ public final class SecureDirectory: Sendable {
         }
     }
 
+    /// Writes `bytes` as the whole content of the existing regular file `name`, in place: the
+    /// same inode, so that a bind mount of it shows the new content, and closed after, so that a
+    /// watcher sees `IN_CLOSE_WRITE`. Only a regular file of the caller's is written; a link,
+    /// FIFO or device at the name is refused without blocking.
+    public func rewriteFile(named name: String, contents bytes: some Collection<UInt8>) throws(SafePathError) {
+        try Self.checkName(name, in: path)
+        let fd = openat(descriptor, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { throw .system("open", child(name), .current) }
+        let file = FileDescriptor(rawValue: fd)
+        defer { try? file.close() }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw .system("inspect", child(name), .current) }
+        guard status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid(), status.st_nlink == 1 else {
+            throw SafePathError(.system, path: child(name), message: "\(shown(name)) is not a regular file of the caller's with one name; not written")
+        }
+        do {
+            _ = try systemCall { ftruncate(fd, 0) }
+            try writeAll(bytes, to: file)
+        } catch {
+            throw SafePathError.system("write", child(name), error)
+        }
+    }
+
     /// The content of the regular file `name`, at most `maximumBytes` long; a link, a FIFO or a
     /// device at the name is refused without being opened for reading.
     public func readFile(named name: String, maximumBytes: Int) throws(SafePathError) -> [UInt8] {

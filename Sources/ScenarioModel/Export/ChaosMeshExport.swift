@@ -403,6 +403,8 @@ struct Track {
             switch change.change {
             case .carrier(let up), .membership(let up):
                 carrier = up
+            case .network:
+                continue
             case .conditions(let changed, let next):
                 guard changed == direction else { continue }
                 // Ramp steps may merge; the ramp's last step (its final values) may not.

@@ -78,6 +78,9 @@ public struct NetworkSpec: Sendable, Hashable {
     /// The name of a server's link to the internet: `NODE.internet`.
     public static func attachmentName(server: String) -> String { "\(server).internet" }
 
+    /// The most members a network has.
+    public static let maximumMembers = 40
+
     /// The longest network name: it names the phone's interface.
     public static let maximumNameLength = 12
 }

@@ -206,6 +206,14 @@ public struct TimelineEvent: Sendable, Hashable {
         /// The link's phone joins its network (`true`: the interface comes up with an address
         /// from the network) or leaves it (`false`: the interface goes down, its addresses gone).
         case membership(Bool)
+        /// The network hands the link's phone new addresses (a DHCP lease changed, a new PDP
+        /// context): connections bound to the old ones break.
+        case renumber
+        /// The network's NAT forgets its mappings (on its uplink): the next packet of every flow
+        /// gets a new source port, as carrier NATs rebind.
+        case rebind
+        /// The network's resolver starts failing (on its uplink), or recovers (`nil`).
+        case dns(DNSFault?)
     }
 
     public var at: Duration
@@ -214,6 +222,16 @@ public struct TimelineEvent: Sendable, Hashable {
     public var action: Action
     /// Where the event stands in its file (for reports).
     public var line: Int
+}
+
+/// How a network's resolver fails (`dns:` on the timeline).
+public enum DNSFault: String, Sendable, Hashable, CaseIterable {
+    /// Queries go unanswered (the resolver's port is closed to the network).
+    case timeout
+    /// Every name is answered as not existing.
+    case nxdomain
+    /// Every query is refused (stub resolvers treat it as a server failure and give up).
+    case refused
 }
 
 /// A multipath service type, as URLSession's `multipathServiceType`.

@@ -21,6 +21,9 @@ extension ScenarioDecoder {
             case .flap: "flap"
             case .profile: "profile"
             case .membership(let joins): joins ? "join" : "leave"
+            case .renumber: "renumber"
+            case .rebind: "rebind"
+            case .dns(let fault): fault == nil ? "dns-ok" : "dns"
             }
             happening.insert(event.link + "\u{0}" + name)
         }
@@ -143,7 +146,7 @@ extension ScenarioDecoder {
                 }
                 return name
             }
-            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile", "join", "leave"]
+            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile", "join", "leave", "renumber", "rebind", "dns", "dns-ok"]
             let event = self.take(&trigger, "event", required: true) { eventNode -> String? in
                 guard let text = self.string(eventNode, "event"), events.contains(text) else {
                     self.error("event must be one of \(events.joined(separator: ", "))", at: eventNode)

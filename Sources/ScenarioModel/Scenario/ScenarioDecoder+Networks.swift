@@ -92,6 +92,11 @@ extension ScenarioDecoder {
                     members.append(member)
                 }
                 if items.isEmpty { self.error("members names the nodes that join the network: [phone]", at: value) }
+                if items.count > NetworkSpec.maximumMembers {
+                    self.error("a network has at most \(NetworkSpec.maximumMembers) members (its /24 gives each a few addresses to renumber to); "
+                        + "this one has \(items.count)", at: value)
+                    return nil
+                }
                 return members.count == items.count ? members : nil
             }
             let both = impairment(from: &network)

@@ -43,9 +43,11 @@ extension ScenarioDecoder {
                 if event.has("node") { error("node names a member of a network: write network: NAME with it", at: event.keyNode("node")!) }
                 targets = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }.map { [$0] }
             }
-            let actions = network == nil && !event.has("network") ? linkActions : linkActions + ["join", "leave"]
+            let networkActions = ["join", "leave", "renumber", "rebind", "dns"]
+            let actions = network == nil && !event.has("network") ? linkActions : linkActions + networkActions
             let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
-            let present = (linkActions + ["join", "leave"]).filter { event.has($0) }
+            let present = (linkActions + networkActions).filter { event.has($0) }
+            var extra: [(at: Duration, action: TimelineEvent.Action)] = []
             var action: TimelineEvent.Action?
             if present.count != 1 {
                 error(present.isEmpty ? "a timeline event needs one action: \(actions.joined(separator: ", "))"
@@ -72,7 +74,28 @@ extension ScenarioDecoder {
                     action = flap(value, at: at, duration: duration)
                 case "profile":
                     action = profile(value).map { .profile($0.name) }
-                case "join", "leave":
+                case "rebind", "dns":
+                    guard actions.contains(name) else {
+                        error("\(name) is what a network does: write network: NAME with it", at: value)
+                        break
+                    }
+                    guard let network else { break }
+                    if event.has("node") { error("\(name) acts on the whole network; remove node", at: event.keyNode("node")!) }
+                    if name == "rebind" {
+                        guard let flag = bool(value, "rebind") else { break }
+                        guard flag else { error("write rebind: true (a NAT's mappings cannot be given back)", at: value); break }
+                        guard network.ipv4 != .none || network.nat64 else {
+                            error("network '\(network.name)' translates no IPv4 (ipv4: none, no nat64): it has no NAT to rebind", at: value)
+                            break
+                        }
+                        action = .rebind
+                    } else {
+                        guard let (fault, span) = dnsFault(value) else { break }
+                        action = .dns(fault)
+                        if let span, let at { extra.append((at + span, .dns(nil))) }
+                    }
+                    targets = [NetworkSpec.uplinkName(network: network.name)]
+                case "join", "leave", "renumber":
                     guard actions.contains(name) else {
                         error("\(name) is what a phone does to a network: write network: NAME with it", at: value)
                         break
@@ -85,7 +108,7 @@ extension ScenarioDecoder {
                     }
                     if event.has("node") { error("\(name) names its node itself; remove node", at: event.keyNode("node")!) }
                     targets = [NetworkSpec.accessLinkName(network: network.name, node: member)]
-                    action = .membership(name == "join")
+                    action = name == "renumber" ? .renumber : .membership(name == "join")
                 default: break
                 }
             }
@@ -105,13 +128,17 @@ extension ScenarioDecoder {
                 diagnostics.warning("the ramp ends at \((at + over).roamDescription), after the scenario ends; it is cut there",
                                     line: item.line, column: item.column)
             }
-            if direction != .both, case .membership? = action {
-                error("direction does not apply to \(present[0]): a phone joins or leaves a network both ways at once", at: event.keyNode("direction")!)
+            if direction != .both, let name = present.first, networkActions.contains(name) {
+                error("direction does not apply to \(name): it happens to the network both ways at once", at: event.keyNode("direction")!)
                 action = nil
             }
             if let at, let targets, let action {
                 for link in targets {
                     events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
+                    for (later, action) in extra {
+                        if let duration, later > duration { continue }
+                        events.append((TimelineEvent(at: later, link: link, direction: direction, action: action, line: item.line), item))
+                    }
                 }
             }
         }
@@ -143,6 +170,7 @@ extension ScenarioDecoder {
         var flapping: [String: Duration] = [:]
         var blackholed: [String: Set<TrafficDirection>] = [:]
         var joined: [String: Bool] = [:]
+        var dnsFailing: [String: DNSFault] = [:]
         for (event, node) in events {
             let link = event.link
             if let until = flapping[link], event.at >= until {
@@ -175,6 +203,11 @@ extension ScenarioDecoder {
                 flapping[link] = until
             case .blackhole(true):
                 blackholed[link, default: []].formUnion(directions)
+            case .dns(let fault):
+                if fault == nil, dnsFailing[link] == nil {
+                    error("the resolver of '\(link)' is not failing at \(event.at.roamDescription); dns: ok ends a dns: {fail: ...}", at: node)
+                }
+                dnsFailing[link] = fault
             case .membership(let joins):
                 // The first membership event of a member tells whether it starts inside.
                 if let current = joined[link], current == joins {
@@ -212,6 +245,24 @@ extension ScenarioDecoder {
                 return
             }
         }
+    }
+
+    /// `dns: {fail: timeout|nxdomain|refused, for: DURATION}`, or `dns: ok` (the resolver recovers).
+    func dnsFault(_ node: Node) -> (DNSFault?, Duration?)? {
+        if case .scalar = node {
+            guard let text = string(node, "dns") else { return nil }
+            guard text == "ok" else {
+                error("dns is {fail: timeout|nxdomain|refused, for: DURATION} or ok, not '\(escapedForMessage(text))'", at: node)
+                return nil
+            }
+            return (nil, nil)
+        }
+        guard var fields = fields(node, "dns") else { return nil }
+        let fault = take(&fields, "fail", required: true) { self.choice($0, "fail", DNSFault.self) }
+        let span = take(&fields, "for") { self.duration($0, "for", allowZero: false) }
+        finish(fields, known: ["fail", "for"])
+        guard let fault else { return nil }
+        return (fault, span)
     }
 
     func ramp(_ node: Node) -> TimelineEvent.Action? {

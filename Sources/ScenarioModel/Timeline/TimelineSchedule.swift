@@ -7,6 +7,9 @@ public struct ScheduledChange: Sendable, Hashable {
         case carrier(Bool)
         /// The link's phone joins (`true`) or leaves (`false`) its network.
         case membership(Bool)
+        /// A network event carried out by its gateway: `renumber` (on an access link),
+        /// `rebind` and `dns` (on the uplink).
+        case network(TimelineEvent.Action)
     }
 
     /// When, from the start of the scenario.
@@ -74,6 +77,7 @@ public struct TimelineSchedule: Sendable, Hashable {
         case rampStep(id: Int, target: Impairment, step: Int, of: Int)
         case carrier(Bool)
         case membership(Bool)
+        case network(TimelineEvent.Action)
         case blackhole(Bool)
         case profile(LinkProfile)
     }
@@ -137,6 +141,12 @@ public struct TimelineSchedule: Sendable, Hashable {
                 if let profile = scenario.profile(named: name) { add(event.at, .profile(profile), "profile") }
             case .membership(let joins):
                 add(event.at, .membership(joins), joins ? "join" : "leave")
+            case .renumber:
+                add(event.at, .network(event.action), "renumber")
+            case .rebind:
+                add(event.at, .network(event.action), "rebind")
+            case .dns(let fault):
+                add(event.at, .network(event.action), fault == nil ? "dns-ok" : "dns")
             }
         }
         pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }
@@ -152,6 +162,9 @@ public struct TimelineSchedule: Sendable, Hashable {
                 continue
             case .membership(let joins):
                 changes.append(ScheduledChange(at: item.at, link: item.link, change: .membership(joins), action: item.action, line: item.line))
+                continue
+            case .network(let action):
+                changes.append(ScheduledChange(at: item.at, link: item.link, change: .network(action), action: item.action, line: item.line))
                 continue
             case .set(let impairment):
                 for direction in item.directions { conditions[direction]!.impairment = conditions[direction]!.impairment.overridden(by: impairment) }

@@ -188,7 +188,8 @@ final class RunSession {
             case .host, .server: break
             }
             guard let namespace = topology.namespace(of: node.name) else { continue }
-            let monitor = NetworkPathMonitor(namespace: namespace)
+            // A network's member reads the resolv.conf its commands see (its primary network's).
+            let monitor = NetworkPathMonitor(namespace: namespace, configuration: .init(resolverConfigurationPath: services?.resolvConfPath(of: node.name)))
             let name = node.name
             let recorder = recorder
             let subscription = monitor.onUpdate { path in recorder.record(path, node: name) }

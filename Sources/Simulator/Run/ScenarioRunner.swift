@@ -302,6 +302,11 @@ public final class ScenarioRunner: Sendable {
                 values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR6"] = interface.address(.ipv6)?.address.description
             }
         }
+        // The internet's name server: it answers for the servers' names, as a public resolver
+        // would (an app's fallback when its network's resolver fails).
+        if let internet = plan.nodes.first(where: { $0.role == .internet }) {
+            values["ROAM_INTERNET_DNS"] = internet.serviceIPv4.description
+        }
         return values
     }
 

@@ -6,9 +6,11 @@ import RoamSystem
 import ScenarioModel
 import Synchronization
 
-/// What a phone's joining or leaving a network is carried out by (the run's ``NetworkServices``).
-package protocol MembershipHandler: AnyObject {
+/// What carries out the timeline's network events, joining, leaving, renumbering, rebinding
+/// and resolver faults (the run's ``NetworkServices``).
+package protocol NetworkEventHandler: AnyObject {
     func setMembership(_ joined: Bool, link: String) throws(SimulatorError)
+    func apply(_ action: TimelineEvent.Action, link: String) throws(SimulatorError)
 }
 
 /// Plays a ``TimelineSchedule`` on its own thread: waits for each change's planned time on the
@@ -24,7 +26,7 @@ package final class TimelinePlayer: Sendable {
     private let thread: Mutex<PinnedThread?> = Mutex(nil)
     private nonisolated(unsafe) let backend: any LinkBackend
     private nonisolated(unsafe) let tagger: LinkTagger?
-    private nonisolated(unsafe) let membership: (any MembershipHandler)?
+    private nonisolated(unsafe) let membership: (any NetworkEventHandler)?
 
     /// What a link is doing now, for progress lines.
     package struct LinkState: Sendable {
@@ -44,7 +46,7 @@ package final class TimelinePlayer: Sendable {
 
     /// A player of `schedule` through `backend`, timed from `log`'s start; `stop` ends it early.
     /// `tagger` retags links whose quality changes (none: tags stay as the topology set them).
-    package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, membership: (any MembershipHandler)? = nil,
+    package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, membership: (any NetworkEventHandler)? = nil,
                  log: RunLog, stop: EventSignal) {
         self.schedule = schedule
         self.backend = backend
@@ -98,6 +100,9 @@ package final class TimelinePlayer: Sendable {
                 case .membership(let joins):
                     guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' joins no network in this run") }
                     try membership.setMembership(joins, link: change.link)
+                case .network(let action):
+                    guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' is part of no network in this run") }
+                    try membership.apply(action, link: change.link)
                 case .conditions(let direction, let conditions):
                     try backend.apply(conditions, link: change.link, direction: direction)
                 }
@@ -111,6 +116,7 @@ package final class TimelinePlayer: Sendable {
                     guard let before = states[change.link]?.quality else { return nil }
                     switch change.change {
                     case .carrier(let up), .membership(let up): states[change.link]?.carrier = up
+                    case .network: break
                     case .conditions(.up, let conditions): states[change.link]?.up = conditions
                     case .conditions(.down, let conditions): states[change.link]?.down = conditions
                     }

@@ -11,6 +11,7 @@ package protocol RouteSocket: AnyObject {
     func addRoute(_ route: Route, replace: Bool) throws(NetlinkError)
     func addRule(_ rule: RoutingRule) throws(NetlinkError)
     func deleteRule(_ rule: RoutingRule) throws(NetlinkError)
+    func deleteRoute(_ route: Route) throws(NetlinkError)
     func deleteAddress(_ prefix: IPPrefix, interfaceIndex: Int32) throws(NetlinkError)
     func createVethPair(_ name: String, peer peerName: String, peerNamespace: NetworkNamespace?) throws(NetlinkError)
     func replaceNetem(_ configuration: NetemConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)

@@ -24,7 +24,7 @@ import SystemPackage
 /// started in the node see it at `/etc/resolv.conf` (bound in a mount namespace of their own).
 /// These files are the only ones Roam writes outside the report for networks: in
 /// `/run/roam/net-RUNID/` (root's, or the rootless run's private `/run`), removed with the run.
-package final class NetworkServices: MembershipHandler, @unchecked Sendable {
+package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     private let plan: TopologyPlan
     private let topology: Topology
     private let report: SecureDirectory
@@ -32,7 +32,7 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
     private let lock = Mutex(())
     private var processes: [(pid: pid_t, what: String)] = []
     /// Each phone's resolv.conf, and the networks it has joined.
-    private var resolvers: [String: FileDescriptor] = [:]
+    private var resolvers: [String: String] = [:]
     private var joined: [String: Set<String>] = [:]
     /// `/run/roam` and the run's directory in it, once made.
     private var runDirectory: (parent: SecureDirectory, directory: SecureDirectory, name: String)?
@@ -73,8 +73,9 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
             """ + records.map { "  local-data: \"\($0)\"\n" }.joined() + unboundFooter
     }
 
-    /// A network's resolver, at its gateway's addresses, forwarding to the internet's name server.
-    package static func resolverConfiguration(_ network: TopologyPlan.NetworkPlan, nameServer: IPAddress) -> String {
+    /// A network's resolver, at its gateway's addresses, forwarding to the internet's name server;
+    /// `control` is the Unix socket unbound-control reaches it at (for the timeline's faults).
+    package static func resolverConfiguration(_ network: TopologyPlan.NetworkPlan, nameServer: IPAddress, control: String? = nil) -> String {
         var text = unboundServer(listening: [network.gatewayIPv4, network.gatewayIPv6].compactMap { $0 })
         if network.spec.nat64 {
             text += """
@@ -96,8 +97,28 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
               forward-addr: \(nameServer)
 
             """
-        return text + unboundFooter
+        guard let control else { return text + unboundFooter }
+        return text + """
+            remote-control:
+              control-enable: yes
+              control-interface: \(control)
+              control-use-cert: no
+
+            """
     }
+
+    /// What turns a resolver's fault on in its gateway: an nftables table that drops queries
+    /// (`timeout`), or a local zone over every name (`nxdomain`, `refused`).
+    package static let dnsTimeoutRuleset = """
+        table inet roam-dns {
+          chain input {
+            type filter hook input priority filter; policy accept;
+            udp dport 53 drop
+            tcp dport 53 drop
+          }
+        }
+
+        """
 
     private static func unboundServer(listening addresses: [IPAddress]) -> String {
         """
@@ -125,14 +146,15 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
 
         """
 
-    /// NAT44 (and the NAT64 pool's) to the uplink.
+    /// NAT44 (and the NAT64 pool's) to the uplink, each new mapping on a random port (as carrier
+    /// NATs and many home routers pick them), so that a rebind is seen by the server.
     package static func natRuleset(_ network: TopologyPlan.NetworkPlan) -> String? {
         guard network.spec.ipv4 != .none || network.spec.nat64 else { return nil }
         return """
             table ip roam {
               chain postrouting {
                 type nat hook postrouting priority srcnat; policy accept;
-                oifname "uplink" masquerade
+                oifname "uplink" masquerade random
               }
             }
 
@@ -169,6 +191,7 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
 
     /// Starts every program, and waits until each answers.
     package func start() throws(SimulatorError) {
+        let directory = try makeRunDirectory()
         if let authoritative = Self.authoritativeConfiguration(plan), let internet = plan.nodes.first(where: { $0.role == .internet }) {
             try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: authoritative, in: internet.name, what: "unbound")
             try waitForDNS(at: internet.serviceIPv4, from: internet.name)
@@ -185,47 +208,79 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
                 try run(["tayga", "--nodetach", "-c", "/dev/fd/3"], configuration: Self.taygaConfiguration(), in: gateway, what: "tayga")
             }
             if let nameServer {
-                try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: Self.resolverConfiguration(network, nameServer: nameServer), in: gateway,
-                        what: "unbound")
+                let configuration = Self.resolverConfiguration(network, nameServer: nameServer, control: directory.child("\(gateway)-unbound.ctl"))
+                resolverConfigurations[gateway] = configuration
+                try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: configuration, in: gateway, what: "unbound")
                 if let resolver = network.resolver { try waitForDNS(at: resolver, from: gateway) }
             }
         }
         let phones = plan.nodes.filter { $0.interfaces.contains(where: { $0.routing == .phone }) }
-        guard !phones.isEmpty else { return }
-        let directory: SecureDirectory
-        do throws(SafePathError) {
-            let parent = try SecureDirectory.open(Self.stateDirectory, creating: 0o755, requirement: .ownedByCaller)
-            let name = "net-\(plan.runID)"
-            directory = try parent.directory(named: name, creating: 0o755, requirement: .ownedByCaller)
-            lock.withLock { _ in runDirectory = (parent, directory, name) }
-        } catch {
-            throw SimulatorError(.environment, "cannot make the run's directory for its phones' resolv.conf: \(error.message)")
-        }
         for node in phones {
             let networks = Set(plan.networks.filter { $0.spec.joinedAtStart.contains(node.name) }.map(\.spec.name))
             joined[node.name] = networks
-            let file: FileDescriptor
             do throws(SafePathError) {
-                file = try directory.createFile(named: "\(node.name)-resolv.conf", mode: 0o644, replacing: false)
-                lock.withLock { _ in resolvers[node.name] = file }
+                let file = try directory.createFile(named: "\(node.name)-resolv.conf", mode: 0o644, replacing: false)
+                try? file.close()
+                lock.withLock { _ in resolvers[node.name] = directory.child("\(node.name)-resolv.conf") }
+                try directory.rewriteFile(named: "\(node.name)-resolv.conf", contents: Array(Self.resolvConf(of: node, joined: networks, plan: plan).utf8))
             } catch {
                 throw SimulatorError(.environment, "cannot write the resolv.conf of node '\(node.name)': \(error.message)")
-            }
-            do throws(Errno) {
-                try rewriteMemoryFile(file, contents: Self.resolvConf(of: node, joined: networks, plan: plan))
-            } catch {
-                throw SimulatorError(.environment, "cannot write \(directory.child("\(node.name)-resolv.conf")): \(error)")
             }
         }
     }
 
-    /// The resolv.conf commands in `node` get, if it is a phone of a network.
-    package func resolvConf(of node: String) -> FileDescriptor? { lock.withLock { _ in resolvers[node] } }
-
-    /// Its path, for binding over the node's /etc/resolv.conf.
-    package func resolvConfPath(of node: String) -> String? {
-        lock.withLock { _ in resolvers[node] == nil ? nil : runDirectory?.directory.child("\(node)-resolv.conf") }
+    /// `/run/roam/net-RUNID`, the run's own: its phones' resolv.conf and its resolvers' control sockets.
+    private func makeRunDirectory() throws(SimulatorError) -> SecureDirectory {
+        do throws(SafePathError) {
+            let parent = try SecureDirectory.open(Self.stateDirectory, creating: 0o755, requirement: .ownedByCaller)
+            let name = "net-\(plan.runID)"
+            let directory = try parent.directory(named: name, creating: 0o700, requirement: .privateToCaller)
+            lock.withLock { _ in runDirectory = (parent, directory, name) }
+            return directory
+        } catch {
+            throw SimulatorError(.environment, "cannot make the run's directory for its networks: \(error.message)")
+        }
     }
+
+    /// Each gateway's resolver configuration (unbound-control reads it to find the socket).
+    private var resolverConfigurations: [String: String] = [:]
+
+    package func apply(_ action: TimelineEvent.Action, link name: String) throws(SimulatorError) {
+        guard let link = plan.link(name) else { throw SimulatorError(.invalidScenario, "no link '\(name)' in this run") }
+        switch action {
+        case .renumber:
+            try topology.renumber(link: name)
+        case .rebind:
+            // The gateway's NAT forgets every mapping; the next packet of each flow gets a new one.
+            try runToCompletion(["conntrack", "-F"], configuration: "", in: link.first, what: "conntrack")
+        case .dns(let fault):
+            let gateway = link.first
+            switch fault {
+            case .timeout?:
+                try runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: Self.dnsTimeoutRuleset, in: gateway, what: "nft-dns")
+            case .nxdomain?, .refused?:
+                try control(gateway, ["local_zone", ".", fault == .nxdomain ? "always_nxdomain" : "always_refuse"])
+            case nil:
+                // Whichever fault is on: its table goes, and the zone over every name.
+                try? runToCompletion(["nft", "delete", "table", "inet", "roam-dns"], configuration: "", in: gateway, what: "nft-dns")
+                try control(gateway, ["local_zone_remove", "."])
+            }
+        default:
+            throw SimulatorError(.invalidScenario, "'\(name)': not a network event")
+        }
+    }
+
+    /// Runs unbound-control against the resolver of `gateway`.
+    private func control(_ gateway: String, _ command: [String]) throws(SimulatorError) {
+        guard let configuration = resolverConfigurations[gateway] else {
+            throw SimulatorError(.invalidScenario, "node '\(gateway)' runs no resolver")
+        }
+        try runToCompletion(["unbound-control", "-c", "/dev/fd/3"] + command, configuration: configuration, in: gateway, what: "unbound-control")
+    }
+
+    /// The resolv.conf of `node`, if it is a phone of a network: commands in the node see it at
+    /// /etc/resolv.conf, and its path monitor reads it.
+    package func resolvConfPath(of node: String) -> String? { lock.withLock { _ in resolvers[node] } }
 
     package func setMembership(_ joined: Bool, link: String) throws(SimulatorError) {
         try topology.setMembership(joined, link: link)
@@ -235,11 +290,11 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
             if joined { self.joined[node.name, default: []].insert(network.spec.name) } else { self.joined[node.name, default: []].remove(network.spec.name) }
             return Self.resolvConf(of: node, joined: self.joined[node.name] ?? [], plan: plan)
         }
-        if let descriptor = resolvConf(of: node.name) {
-            do throws(Errno) {
-                try rewriteMemoryFile(descriptor, contents: contents)
+        if let directory = lock.withLock({ _ in runDirectory?.directory }), resolvConfPath(of: node.name) != nil {
+            do throws(SafePathError) {
+                try directory.rewriteFile(named: "\(node.name)-resolv.conf", contents: Array(contents.utf8))
             } catch {
-                throw SimulatorError(.environment, "cannot rewrite the resolv.conf of node '\(node.name)': \(error)")
+                throw SimulatorError(.environment, "cannot rewrite the resolv.conf of node '\(node.name)': \(error.message)")
             }
         }
     }
@@ -265,9 +320,9 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
             watchdog.forget(process.pid)
         }
         lock.withLock { _ in
-            for descriptor in resolvers.values { try? descriptor.close() }
             if let (parent, directory, name) = runDirectory {
                 for node in resolvers.keys { try? directory.removeFile(named: "\(node)-resolv.conf") }
+                for gateway in resolverConfigurations.keys { try? directory.removeFile(named: "\(gateway)-unbound.ctl") }
                 try? parent.removeDirectory(named: name)
             }
             resolvers = [:]
@@ -298,7 +353,7 @@ package final class NetworkServices: MembershipHandler, @unchecked Sendable {
         guard let namespace = topology.namespace(of: node) else { throw SimulatorError(.invalidScenario, "node '\(node)' was not built") }
         guard let program = Self.locate(arguments[0]) else {
             throw SimulatorError(.environment, "cannot run \(arguments[0]) in node '\(node)' for its network: not installed (scripts/setup.sh "
-                + "installs it: nftables, unbound, tayga; looked in \(Self.searchPath.joined(separator: ":")))")
+                + "installs it: nftables, unbound, tayga, conntrack; looked in \(Self.searchPath.joined(separator: ":")))")
         }
         let arguments = [program] + arguments.dropFirst()
         let output: FileDescriptor

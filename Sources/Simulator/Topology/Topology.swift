@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import ScenarioModel
 
 /// A scenario's network, built in the kernel from a ``TopologyPlan``: namespaces, veth pairs,
 /// addresses, routes, rules and alias tags. ``teardown()`` removes all of it; nothing is ever
@@ -192,15 +193,65 @@ package final class Topology {
         }
     }
 
+    /// How many times each access link was renumbered.
+    private var generations: [String: Int] = [:]
+    /// Each phone interface's addresses now, where a renumbering changed them.
+    private var renumbered: [String: TopologyPlan.Interface] = [:]
+
+    /// The phone's interface on access link `name` as it is now.
+    private func current(_ interface: TopologyPlan.Interface) -> TopologyPlan.Interface { renumbered[interface.link] ?? interface }
+
+    /// The network of access link `name` hands its phone new addresses (the next of its pool):
+    /// the old ones go (connections bound to them break), the new ones come with their routes,
+    /// and the gateway routes to the new ones instead. Returns the new addresses.
+    @discardableResult
+    package func renumber(link name: String) throws(SimulatorError) -> [IPPrefix] {
+        guard let link = plan.link(name), let node = plan.node(link.first), let gatewayNode = plan.node(link.second),
+              let planned = node.interfaces.first(where: { $0.link == name }), planned.routing == .phone,
+              let gatewaySide = gatewayNode.interfaces.first(where: { $0.link == name }),
+              let socket = sockets[node.name], let index = indices[node.name]?[planned.name],
+              let gatewaySocket = sockets[gatewayNode.name], let gatewayIndex = indices[gatewayNode.name]?[gatewaySide.name] else {
+            throw SimulatorError(.invalidScenario, "'\(name)' is not a phone's access to a network")
+        }
+        let old = current(planned)
+        let generation = (generations[name] ?? 0) + 1
+        generations[name] = generation
+        var next = old
+        next.ipv4 = TopologyPlan.renumbered(planned.ipv4, generation: generation)
+        next.ipv6 = TopologyPlan.renumbered(planned.ipv6, generation: generation)
+        renumbered[name] = next
+        let joined = (try? socket.link(named: planned.name))??.flags.contains(.up) ?? true
+        do throws(NetlinkError) {
+            for family in [IPFamily.ipv4, .ipv6] {
+                guard let before = old.address(family), let after = next.address(family) else { continue }
+                // The gateway: a host route to the new address, none to the old.
+                try gatewaySocket.addRoute(.direct(to: IPPrefix(after.address, length: after.address.bitWidth), interfaceIndex: gatewayIndex), replace: true)
+                try? gatewaySocket.deleteRoute(.direct(to: IPPrefix(before.address, length: before.address.bitWidth), interfaceIndex: gatewayIndex))
+                guard joined else { continue }
+                do throws(NetlinkError) {
+                    try socket.deleteAddress(before, interfaceIndex: index)
+                } catch where error.code == .errno(EADDRNOTAVAIL) {}
+                try? socket.deleteRule(RoutingRule(family: before.address.family, priority: planned.rulePriority,
+                                                   source: IPPrefix(before.address, length: before.address.bitWidth), table: planned.table))
+                try socket.addAddress(after, interfaceIndex: index, skipDAD: true)
+            }
+        } catch {
+            throw SimulatorError("renumber \(planned.name) in node '\(node.name)'", error)
+        }
+        if joined { try route(next, of: node) }
+        return next.addresses
+    }
+
     /// A phone joins (`true`) or leaves (`false`) the network of its access link `link`: its
     /// interface comes up with the network's addresses and routes, or goes down with its
     /// addresses removed (the kernel drops the routes through it).
     package func setMembership(_ joined: Bool, link name: String) throws(SimulatorError) {
         guard let link = plan.link(name), let node = plan.node(link.first),
-              let interface = node.interfaces.first(where: { $0.link == name }), interface.routing == .phone,
-              let socket = sockets[node.name], let index = indices[node.name]?[interface.name] else {
+              let planned = node.interfaces.first(where: { $0.link == name }), planned.routing == .phone,
+              let socket = sockets[node.name], let index = indices[node.name]?[planned.name] else {
             throw SimulatorError(.invalidScenario, "'\(name)' is not a phone's access to a network")
         }
+        let interface = current(planned)
         do throws(NetlinkError) {
             if joined {
                 try socket.setLink(index: index, up: true, alias: nil, mtu: nil, name: nil)

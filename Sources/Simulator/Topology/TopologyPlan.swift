@@ -279,6 +279,21 @@ package struct TopologyPlan: Sendable, Hashable {
     static func serviceIPv4(_ index: Int) -> IPAddress { .v4(198, 19, 255, UInt8(index + 1)) }
     static func serviceIPv6(_ index: Int) -> IPAddress { IPAddress("\(ipv6Prefix):ffff::\(String(index + 1, radix: 16))")! }
 
+    /// A phone's address after its network renumbered it `generation` times: IPv4 moves 64
+    /// hosts on in its /24 each time (three places, in turn), IPv6 takes the generation into its
+    /// interface identifier.
+    package static func renumbered(_ address: IPPrefix, generation: Int) -> IPPrefix {
+        var bytes = address.address.bytes
+        if bytes.count == 4 {
+            let host = Int(bytes[3]) - 10
+            bytes[3] = UInt8(10 + (host % 64) + 64 * (generation % 3))
+        } else {
+            bytes[13] = UInt8(generation & 0xff)
+            bytes[12] = UInt8((generation >> 8) & 0xff)
+        }
+        return IPPrefix(IPAddress(bytes: bytes)!, length: address.length)
+    }
+
     /// The network `name`'s plan.
     package func network(_ name: String) -> NetworkPlan? { networks.first { $0.spec.name == name } }
 

@@ -79,11 +79,21 @@ package final class RunLog: Sendable {
         state.withLock { $0.changes.append(applied) }
         let kind: RunEvent.LinkChange.Kind = switch change.change {
         case .carrier(let up), .membership(let up): .carrier(up: up)
+        case .network(let action): .network(Self.describe(action, change: change))
         case let .conditions(direction, conditions): .conditions(direction: direction.rawValue, conditions: conditions.json)
         }
         let step = change.step.flatMap { step in change.stepCount.map { "\(step)/\($0)" } }
         record(.link(RunEvent.LinkChange(link: change.link, action: change.action, kind: kind, planned: change.at, actual: actual, step: step,
                                          line: change.line, error: failure)), at: actual)
+    }
+
+    /// How a network event is written in the timeline.
+    static func describe(_ action: TimelineEvent.Action, change: ScheduledChange) -> String {
+        switch action {
+        case .dns(let fault?): "dns \(fault.rawValue)"
+        case .dns(nil): "dns ok"
+        default: change.action
+        }
     }
 
     /// Records a path a node's monitor published at `instant` (now when nil).
