@@ -87,10 +87,12 @@ bench: setup
 	$(SWIFT) build -c release --product SimulatorBenchmark
 	$(SWIFT) build -c release --product EmulatorBenchmark
 	$(SWIFT) build -c release --product MultipathBenchmark
+	$(SWIFT) build -c release --product NetworkBenchmark
 	"$$($(SWIFT) build -c release --show-bin-path)/PathMonitorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/SimulatorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/EmulatorBenchmark"
 	"$$($(SWIFT) build -c release --show-bin-path)/MultipathBenchmark"
+	"$$($(SWIFT) build -c release --show-bin-path)/NetworkBenchmark"
 	cd RoamNIO && $(SWIFT) build -c release $(SHARED_BUILD) --product RoamNIOBenchmark && "$$($(SWIFT) build -c release $(SHARED_BUILD) --show-bin-path)/RoamNIOBenchmark"
 
 # The same benchmarks on small counts, to check that they still run.
@@ -99,10 +101,12 @@ bench-quick: setup
 	$(SWIFT) build $(BUILD_FLAGS) --product SimulatorBenchmark
 	$(SWIFT) build $(BUILD_FLAGS) --product EmulatorBenchmark
 	$(SWIFT) build $(BUILD_FLAGS) --product MultipathBenchmark
+	$(SWIFT) build $(BUILD_FLAGS) --product NetworkBenchmark
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/PathMonitorBenchmark" --changes 100 --flaps 500 --sequences 100
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/SimulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/EmulatorBenchmark" --quick
 	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/MultipathBenchmark" --quick
+	"$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/NetworkBenchmark" --quick
 	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --product RoamNIOBenchmark && "$$($(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --show-bin-path)/RoamNIOBenchmark" --quick
 
 # A long run sampled for growth: descriptors, threads, memory, sockets (SOAK_MINUTES, default 60).

@@ -99,6 +99,12 @@ let package = Package(
             path: "Benchmarks/SimulatorBenchmark"
         ),
         .executableTarget(
+            name: "NetworkBenchmark",
+            dependencies: ["ScenarioModel", "Simulator", "PathMonitor", "Netlink", "RoamSystem",
+                           .product(name: "SystemPackage", package: "swift-system")],
+            path: "Benchmarks/NetworkBenchmark"
+        ),
+        .executableTarget(
             name: "EmulatorBenchmark",
             dependencies: ["ScenarioModel", "Simulator", "RoamSystem"],
             path: "Benchmarks/EmulatorBenchmark"

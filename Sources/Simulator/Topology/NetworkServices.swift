@@ -189,14 +189,12 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
 
     // MARK: - Running
 
-    /// Starts every program, and waits until each answers.
+    /// Starts every program, and waits until each answers: the translators and NAT first (each
+    /// done when its command returns), then every name server at once, then each is asked a
+    /// question until it answers.
     package func start() throws(SimulatorError) {
         let directory = try makeRunDirectory()
-        if let authoritative = Self.authoritativeConfiguration(plan), let internet = plan.nodes.first(where: { $0.role == .internet }) {
-            try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: authoritative, in: internet.name, what: "unbound")
-            try waitForDNS(at: internet.serviceIPv4, from: internet.name)
-        }
-        let nameServer = plan.nodes.first { $0.role == .internet }?.serviceIPv4
+        let internet = plan.nodes.first { $0.role == .internet }
         for network in plan.networks {
             let gateway = network.spec.gateway
             if let rules = Self.natRuleset(network) {
@@ -207,13 +205,22 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                 try configureTranslator(in: gateway)
                 try run(["tayga", "--nodetach", "-c", "/dev/fd/3"], configuration: Self.taygaConfiguration(), in: gateway, what: "tayga")
             }
-            if let nameServer {
+        }
+        var servers: [(address: IPAddress, node: String)] = []
+        if let authoritative = Self.authoritativeConfiguration(plan), let internet {
+            try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: authoritative, in: internet.name, what: "unbound")
+            servers.append((internet.serviceIPv4, internet.name))
+        }
+        if let nameServer = internet?.serviceIPv4 {
+            for network in plan.networks {
+                let gateway = network.spec.gateway
                 let configuration = Self.resolverConfiguration(network, nameServer: nameServer, control: directory.child("\(gateway)-unbound.ctl"))
                 resolverConfigurations[gateway] = configuration
                 try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: configuration, in: gateway, what: "unbound")
-                if let resolver = network.resolver { try waitForDNS(at: resolver, from: gateway) }
+                if let resolver = network.resolver { servers.append((resolver, gateway)) }
             }
         }
+        for (address, node) in servers { try waitForDNS(at: address, from: node) }
         let phones = plan.nodes.filter { $0.interfaces.contains(where: { $0.routing == .phone }) }
         for node in phones {
             let networks = Set(plan.networks.filter { $0.spec.joinedAtStart.contains(node.name) }.map(\.spec.name))
@@ -426,7 +433,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         let answered = (try? namespace.perform { () -> Bool in
             while MonotonicInstant.now < deadline {
                 if DNSProbe.answers(address, name: "ipv4only.arpa", timeout: .milliseconds(200)) { return true }
-                usleep(20_000)
+                usleep(5_000)
             }
             return false
         }) ?? false
@@ -450,20 +457,22 @@ package enum DNSProbe {
         return bytes
     }
 
-    /// Whether a name server at `address` answers a query for `name` (any response code) within `timeout`.
+    /// Whether a name server at `address` answers a query for `name` (any response code) within
+    /// `timeout`. The socket is connected, so that a port nobody listens on yet (ICMP port
+    /// unreachable) ends the wait at once instead of at the timeout.
     package static func answers(_ address: IPAddress, name: String, timeout: Duration) -> Bool {
         let family = address.family == .inet ? AF_INET : AF_INET6
         let descriptor = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        let connected = address.withSocketAddress(port: 53) { pointer, length in connect(descriptor, pointer, length) }
+        guard connected == 0 else { return false }
         let query = query(name)
-        let sent = address.withSocketAddress(port: 53) { pointer, length in
-            query.withUnsafeBytes { sendto(descriptor, $0.baseAddress, $0.count, 0, pointer, length) }
-        }
+        let sent = query.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
         guard sent == query.count else { return false }
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        guard poll(&poller, 1, milliseconds) == 1 else { return false }
+        guard poll(&poller, 1, milliseconds) == 1, poller.revents & Int16(POLLIN) != 0 else { return false }
         var buffer = [UInt8](repeating: 0, count: 512)
         let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
         return count >= 12 && buffer[0] == query[0] && buffer[1] == query[1] && buffer[2] & 0x80 != 0

@@ -174,7 +174,7 @@ package final class Topology {
                                            source: IPPrefix(address.address, length: address.address.bitWidth), table: interface.table)
                     do throws(NetlinkError) {
                         try socket.addRule(rule)
-                    } catch where again && error.code == .errno(EEXIST) {
+                    } catch where again && error.isAlreadyExists {
                         // A phone that joins again keeps the rule of its address.
                     }
                 case .gatewayAccess:
@@ -230,7 +230,7 @@ package final class Topology {
                 guard joined else { continue }
                 do throws(NetlinkError) {
                     try socket.deleteAddress(before, interfaceIndex: index)
-                } catch where error.code == .errno(EADDRNOTAVAIL) {}
+                } catch where error.errno == EADDRNOTAVAIL {}
                 try? socket.deleteRule(RoutingRule(family: before.address.family, priority: planned.rulePriority,
                                                    source: IPPrefix(before.address, length: before.address.bitWidth), table: planned.table))
                 try socket.addAddress(after, interfaceIndex: index, skipDAD: true)
@@ -258,13 +258,13 @@ package final class Topology {
                 for prefix in interface.addresses {
                     do throws(NetlinkError) {
                         try socket.addAddress(prefix, interfaceIndex: index, skipDAD: true)
-                    } catch where error.code == .errno(EEXIST) {}
+                    } catch where error.isAlreadyExists {}
                 }
             } else {
                 for prefix in interface.addresses {
                     do throws(NetlinkError) {
                         try socket.deleteAddress(prefix, interfaceIndex: index)
-                    } catch where error.code == .errno(EADDRNOTAVAIL) {}
+                    } catch where error.errno == EADDRNOTAVAIL {}
                 }
                 try socket.setLink(index: index, up: false, alias: nil, mtu: nil, name: nil)
             }
