@@ -32,6 +32,15 @@ for scenario in walk-out-of-home blackholed-wifi; do
   echo "   $scenario: passed, report owned by $user"
 done
 
+echo "== rootless: networks as $user (nftables NAT44, tayga NAT64, unbound with DNS64, curl by name)"
+status=0
+as_user "$roam" run "$root/scenarios/coffee-shop-to-lte.yaml" --backend userspace --quiet --report "$work/coffee-shop" \
+  > "$work/coffee-shop.out" 2>&1 || status=$?
+[ "$status" = 0 ] || { cat "$work/coffee-shop.out"; cat "$work/coffee-shop/browse.stdout" 2>/dev/null; fail "roam run coffee-shop-to-lte exited $status"; }
+grep -q "through NAT64: [1-9]" "$work/coffee-shop/browse.stdout" || fail "curl did not reach the server through NAT64: $(tail -3 "$work/coffee-shop/browse.stdout")"
+! pgrep -u "$uid" -x unbound >/dev/null && ! pgrep -u "$uid" -x tayga >/dev/null || fail "a network's program outlived the run"
+echo "   coffee-shop-to-lte: passed; $(tail -1 "$work/coffee-shop/browse.stdout")"
+
 echo "== rootless: roam exec into a run in progress"
 as_user "$roam" run "$root/scenarios/walk-out-of-home.yaml" --backend userspace --report "$work/exec-run" > "$work/exec-run.out" 2>&1 &
 runner=$!

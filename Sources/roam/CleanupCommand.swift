@@ -24,8 +24,9 @@ struct CleanupCommand: ParsableCommand {
             for name in report.namespaces { writeLine("removed namespace \(name)") }
             for pid in report.processes { writeLine("killed process \(pid)") }
             for run in report.notes { writeLine("removed the note of ended run \(run)") }
+            for directory in report.networkDirectories { writeLine("removed \(directory), the networks' files of an ended run") }
             for failure in report.failures { printError("roam cleanup: \(failure)") }
-            removedAny = !(report.namespaces.isEmpty && report.processes.isEmpty && report.notes.isEmpty)
+            removedAny = !(report.namespaces.isEmpty && report.processes.isEmpty && report.notes.isEmpty && report.networkDirectories.isEmpty)
             failed = !report.failures.isEmpty
         }
         // This user's rootless runs (root's too: `roam run --rootless`).

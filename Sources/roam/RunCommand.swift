@@ -259,8 +259,9 @@ enum RunTable {
         } else if report.expectations.isEmpty {
             verdict = "DONE (no expectations)"
         } else {
-            verdict = failed == 0 ? "PASS (\(report.expectations.count) expectations held)"
-                : "FAIL (\(failed) of \(report.expectations.count) expectations failed)"
+            let count = report.expectations.count
+            verdict = failed == 0 ? (count == 1 ? "PASS (its expectation held)" : "PASS (\(count) expectations held)")
+                : "FAIL (\(failed) of \(count) expectation\(count == 1 ? "" : "s") failed)"
         }
         lines.append("\(report.scenario.name): \(verdict)")
         lines.append("  backend \(report.backend.kind.rawValue), seed \(report.seed), run \(report.runID), \(report.scenario.duration.roamDescription)")

@@ -83,6 +83,19 @@ struct NetemBackendTests {
         try #require(NetemHost.output, "scripts/netem-check.sh did not complete")
     }
 
+    /// The bundled scenarios with networks, at full length on netem: every expectation holds.
+    static let networkScenarios = ["coffee-shop-to-lte", "carrier-nat-rebind", "hotel-dns"]
+
+    @Test(arguments: networkScenarios) func networkScenarioPasses(_ name: String) throws {
+        let directory = try output() + "/network-" + name
+        let exit = NetemHost.text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(exit == "0", "exit \(exit): \(NetemHost.text(directory + ".console"))")
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.backend == "netem")
+        #expect(summary.timeline.failed.isEmpty, "every link and network change was applied")
+        #expect(!summary.expectations.isEmpty && summary.expectations.allSatisfy { $0.passed })
+    }
+
     @Test(arguments: scenarios) func bundledScenarioRuns(_ name: String) throws {
         let directory = try output() + "/" + name
         let exit = NetemHost.text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)

@@ -310,7 +310,11 @@ final class RunSession {
     /// Every workload's driver, prepared: servers listen before time zero.
     func prepareWorkloads(transport: MultipathTransport, log: RunLog) throws(SimulatorError) {
         guard let topology else { return }
-        let environment = ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: directory)
+        var environment = ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: directory)
+        // The run's time zero on CLOCK_MONOTONIC (Python's time.monotonic()), so that a program
+        // can place what it sees on the scenario's timeline.
+        let t0 = log.start.nanoseconds, fraction = String(t0 % 1_000_000_000)
+        environment["ROAM_T0"] = "\(t0 / 1_000_000_000)." + String(repeating: "0", count: 9 - fraction.count) + fraction
         for (index, workload) in scenario.workloads.enumerated() {
             guard let server = plan.node(workload.from), let serverNamespace = topology.namespace(of: workload.from) else { continue }
             let workloadStop: EventSignal

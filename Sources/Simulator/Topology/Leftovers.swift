@@ -11,6 +11,8 @@ package enum Leftovers {
         package var failures: [String] = []
         /// Notes of ended runs removed from root's registry.
         package var notes: [String] = []
+        /// The networks' directories of ended runs (`/run/roam/net-RUNID`) removed.
+        package var networkDirectories: [String] = []
     }
 
     /// Whether the owner of a Roam namespace still runs, from its name: a run noted in root's
@@ -51,10 +53,34 @@ package enum Leftovers {
                 report.failures.append("\(name): \(error)")
             }
         }
-        if let registry = try? RunRegistry.root(creating: false) {
+        let registry = try? RunRegistry.root(creating: false)
+        report.networkDirectories = removeNetworkDirectories(registry: registry, failures: &report.failures)
+        if let registry {
             report.notes = registry.removeEnded()
         }
         return report
+    }
+
+    /// Removes `/run/roam/net-RUNID` (a run's phones' resolv.conf and its resolvers' control
+    /// sockets) of every run that is not running, through descriptors, following no link.
+    static func removeNetworkDirectories(registry: RunRegistry?, failures: inout [String]) -> [String] {
+        guard let parent = try? SecureDirectory.open(NetworkServices.stateDirectory, requirement: .ownedByCaller),
+              let names = try? parent.entries() else { return [] }
+        var removed: [String] = []
+        for name in names where name.hasPrefix("net-") && RunRegistry.isRunID(name.dropFirst(4)) {
+            guard registry?.note(of: String(name.dropFirst(4))).process == nil else { continue }
+            do throws(SafePathError) {
+                let directory = try parent.directory(named: name, requirement: .privateToCaller)
+                for entry in try directory.entries() where entry.hasSuffix("-resolv.conf") || entry.hasSuffix("-unbound.ctl") {
+                    try directory.removeFile(named: entry)
+                }
+                try parent.removeDirectory(named: name)
+                removed.append(parent.child(name))
+            } catch {
+                failures.append("\(parent.child(name)): \(error.message)")
+            }
+        }
+        return removed
     }
 
     private static func killProcesses(inNamespaceWith target: stat) -> [pid_t] {
