@@ -370,18 +370,18 @@ let changes = quick ? 3 : 20
 var leave: [Duration] = [], renumber: [Duration] = [], carrier: [Duration] = []
 let gatewaySocket = running.topology.socket(of: "cafe-gw")!
 let p0 = (try? gatewaySocket.link(named: "p0"))??.index ?? 0
+// The network's addresses (the kernel's link-local one stays): an IPv4 and an IPv6 one.
+func global(_ interface: NetworkInterface?) -> Set<IPPrefix> { Set((interface?.addresses ?? []).filter { !$0.address.isLinkLocal }) }
 for _ in 0..<changes {
-    _ = time("the cafe", {}, until: { cafe($0) != nil })
+    _ = time("the cafe", {}, until: { global(cafe($0)).count == 2 })
     leave.append(time("the leave", { try running.services.setMembership(false, link: "cafe.phone") }, until: { cafe($0) == nil }))
-    _ = time("the join", { try running.services.setMembership(true, link: "cafe.phone") }, until: { cafe($0) != nil })
-    // The network's addresses (the kernel's link-local one stays).
-    func global(_ interface: NetworkInterface?) -> Set<IPPrefix> { Set((interface?.addresses ?? []).filter { !$0.address.isLinkLocal }) }
+    _ = time("the join", { try running.services.setMembership(true, link: "cafe.phone") }, until: { global(cafe($0)).count == 2 })
     let before = global(cafe(latest.get()!))
     renumber.append(time("the renumbering", { try running.services.apply(.renumber, link: "cafe.phone") },
                          until: { path in let now = global(cafe(path)); return now.count == before.count && now.isDisjoint(with: before) }))
     // Carrier loss of the same interface: its gateway's end goes down.
     carrier.append(time("the carrier loss", { try gatewaySocket.setLink(index: p0, up: false) }, until: { cafe($0) == nil }))
-    _ = time("the carrier's return", { try gatewaySocket.setLink(index: p0, up: true) }, until: { cafe($0) != nil })
+    _ = time("the carrier's return", { try gatewaySocket.setLink(index: p0, up: true) }, until: { global(cafe($0)).count == 2 })
 }
 say("")
 say("From the event to the phone's path monitor publishing it: median of \(changes). A carrier loss waits for the")
