@@ -58,29 +58,17 @@ package func spawnProcess(_ arguments: [String], environment: [String], standard
     return pid
 }
 
-/// A file in memory holding `contents` (close-on-exec), for a program to read at `/dev/fd/N`
-/// or for a node's `/etc/resolv.conf` to be bound to; ``rewriteMemoryFile(_:contents:)`` changes it
-/// in place.
+/// A file in memory holding `contents` (close-on-exec), for a program to read at `/dev/fd/N`.
 package func makeMemoryFile(named name: String, contents: String) throws(Errno) -> FileDescriptor {
     let descriptor = FileDescriptor(rawValue: try systemCall { roam_memfd_create(name) })
     do throws(Errno) {
-        try rewriteMemoryFile(descriptor, contents: contents)
+        try writeAll(Array(contents.utf8), to: descriptor)
+        _ = try systemCall { lseek(descriptor.rawValue, 0, SEEK_SET) }
     } catch {
         try? descriptor.close()
         throw error
     }
     return descriptor
-}
-
-/// Replaces what a memory file holds (readers that open it again see the new contents).
-package func rewriteMemoryFile(_ descriptor: FileDescriptor, contents: String) throws(Errno) {
-    _ = try systemCall { ftruncate(descriptor.rawValue, 0) }
-    let bytes = Array(contents.utf8)
-    var written = 0
-    while written < bytes.count {
-        let count = try systemCall { bytes.withUnsafeBytes { pwrite(descriptor.rawValue, $0.baseAddress! + written, $0.count - written, off_t(written)) } }
-        written += count
-    }
 }
 
 /// In the calling thread alone (a thread made for it): a mount namespace of its own, with the

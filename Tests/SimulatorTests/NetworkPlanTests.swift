@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Netlink
 @testable import ScenarioModel
@@ -7,29 +8,11 @@ import Testing
 /// A scenario's networks as planned, built (against a recording of the kernel) and configured:
 /// root-free. `NetworkScenarioRunTests` checks the same against the kernel and real programs.
 @Suite struct NetworkPlanTests {
-    static let text = """
-        name: networks
-        duration: 20s
-        nodes:
-          phone: {}
-          tablet: {}
-          api: { internet: { names: [api.example.test], families: [ipv4] } }
-          web: { internet: true }
-        networks:
-          - name: home
-            type: wifi
-            members: [phone, tablet]
-          - name: lte
-            type: cellular
-            ipv4: none
-            nat64: true
-            members: [phone]
-        timeline:
-          - at: 5s
-            network: home
-            join: tablet
-
-        """
+    /// The networks' fixture, the tablet joining later.
+    static let text: String = {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/two-networks.yaml").path
+        return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "") + "timeline:\n  - at: 5s\n    network: home\n    join: tablet\n"
+    }()
 
     func plan() throws -> TopologyPlan {
         let outcome = ScenarioReader.parse(Self.text, file: "s.yaml")

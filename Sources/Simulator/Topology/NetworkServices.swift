@@ -215,7 +215,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
             for network in plan.networks {
                 let gateway = network.spec.gateway
                 let configuration = Self.resolverConfiguration(network, nameServer: nameServer, control: directory.child("\(gateway)-unbound.ctl"))
-                resolverConfigurations[gateway] = configuration
+                lock.withLock { _ in resolverConfigurations[gateway] = configuration }
                 try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: configuration, in: gateway, what: "unbound")
                 if let resolver = network.resolver { servers.append((resolver, gateway)) }
             }
@@ -249,7 +249,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         }
     }
 
-    /// Each gateway's resolver configuration (unbound-control reads it to find the socket).
+    /// Each gateway's resolver configuration (unbound-control reads it to find the socket); under `lock`.
     private var resolverConfigurations: [String: String] = [:]
 
     package func apply(_ action: TimelineEvent.Action, link name: String) throws(SimulatorError) {
@@ -279,7 +279,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
 
     /// Runs unbound-control against the resolver of `gateway`.
     private func control(_ gateway: String, _ command: [String]) throws(SimulatorError) {
-        guard let configuration = resolverConfigurations[gateway] else {
+        guard let configuration = lock.withLock({ _ in resolverConfigurations[gateway] }) else {
             throw SimulatorError(.invalidScenario, "node '\(gateway)' runs no resolver")
         }
         try runToCompletion(["unbound-control", "-c", "/dev/fd/3"] + command, configuration: configuration, in: gateway, what: "unbound-control")
