@@ -10,7 +10,6 @@ extension ScenarioDecoder {
     struct NetworkTemplate {
         var spec: NetworkSpec
         var radio: LinkSpec
-        var place: Node
     }
 
     /// `internet: true` or `internet: {names: [...], families: [...]}` on a node: a server.
@@ -107,7 +106,7 @@ extension ScenarioDecoder {
                                     "nat64", "members", "up", "down"] + Self.impairmentKeys)
             guard let name, let members else { continue }
             let resolvedType = type ?? profile?.type ?? .wifi
-            let spec = NetworkSpec(name: name, type: resolvedType, ipv4: ipv4 ?? (resolvedType == .cellular ? .cgnat : .nat44),
+            var spec = NetworkSpec(name: name, type: resolvedType, ipv4: ipv4 ?? (resolvedType == .cellular ? .cgnat : .nat44),
                                    ipv6: ipv6 ?? true, nat64: nat64 ?? false, members: members)
             if spec.nat64 && !spec.ipv6 {
                 error("network '\(name)' translates IPv6 to IPv4 (nat64: true) but gives no IPv6 (ipv6: false); NAT64 needs IPv6",
@@ -143,9 +142,8 @@ extension ScenarioDecoder {
                 error("node '\(clash)' is defined in nodes, but a scenario with networks names its \(clash == NetworkSpec.internetNode ? "internet" : "gateway of '\(name)'") so; rename the node",
                       at: nodePlaces[clash] ?? item)
             }
-            var spec2 = spec
-            spec2.line = item.line
-            templates.append(NetworkTemplate(spec: spec2, radio: radio, place: item))
+            spec.line = item.line
+            templates.append(NetworkTemplate(spec: spec, radio: radio))
         }
         return templates
     }
