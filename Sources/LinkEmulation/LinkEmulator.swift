@@ -44,6 +44,16 @@ package final class LinkEmulator: @unchecked Sendable {
     /// Packets written to an interface that refused them (its queue full): lost by the
     /// emulator, not by the link's conditions.
     private let refused = Atomic<Int>(0)
+
+    /// Counts a packet an interface did not take: lost to a full queue, or (EIO) to an interface
+    /// that is down, as after its phone left its network, which is the carrier's doing.
+    private func countRefusal() {
+        if errno == EIO {
+            carrierDrops.add(1, ordering: .relaxed)
+        } else {
+            refused.add(1, ordering: .relaxed)
+        }
+    }
     /// Packets dropped because their link's carrier was down when they were due.
     private let carrierDrops = Atomic<Int>(0)
     /// Delivery lateness (write time minus due time, nanoseconds), when measured.
@@ -198,7 +208,7 @@ package final class LinkEmulator: @unchecked Sendable {
                         // Nothing to do to it: straight out, without a copy or a heap entry.
                         if carrierUp[directions[index].link] {
                             let written = buffer.withUnsafeBytes { write(directions[index].destination.descriptor, $0.baseAddress, count) }
-                            if written < 0 { refused.add(1, ordering: .relaxed) }
+                            if written < 0 { countRefusal() }
                         } else {
                             carrierDrops.add(1, ordering: .relaxed)
                         }
@@ -223,7 +233,7 @@ package final class LinkEmulator: @unchecked Sendable {
                 let destination = directions[index].destination.descriptor
                 for (number, packet) in output.enumerated() {
                     let written = packet.withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
-                    if written < 0 { refused.add(1, ordering: .relaxed) }
+                    if written < 0 { countRefusal() }
                     directions[index].capture?.record(packet)
                     if measuresLateness, lateness.count < 10_000_000 {
                         lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])

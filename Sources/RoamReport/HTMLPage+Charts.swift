@@ -221,10 +221,14 @@ extension Page {
                 workload.requests.map { "\(milliseconds($0.timeToFirstByte.p50)) / \(milliseconds($0.timeToFirstByte.max)) ms" }
             }
             let exitCode: Pick = { workload in workload.command?.exitCode.map(String.init) }
+            let lookups: Pick = { workload in
+                workload.lookups.map { "\($0.succeeded) / \($0.failed), \(milliseconds($0.duration.p50)) / \(milliseconds($0.duration.max)) ms" }
+            }
             let picks: [(String, Pick)] = [
                 ("mode, transport", transport), ("throughput", throughput), ("completed", completed),
                 ("connections, handovers", connections), ("longest gap", gap), ("stalls (longest)", stalls),
                 ("requests ok / failed", requests), ("time to first byte p50 / max", firstByte), ("exit code", exitCode),
+                ("lookups ok / failed, p50 / max", lookups),
             ]
             for (label, pick) in picks {
                 let left = figure(summariesA, pick), right = figure(summariesB, pick)

@@ -146,7 +146,8 @@ struct ReportModel {
                     workload.stalls.append(Interval(start: begin, end: begin + seconds, label: String(format3(seconds)) + " s stall"))
                 }
             case .connect(let connect):
-                workload(connect.workload) { $0.connects.append((t, "connected via \(connect.interface ?? "?") (\(connect.local)), \(connect.transport ?? "tcp")")) }
+                let lookup = connect.lookup.map { "; \($0.name) looked up in \(format3($0.duration.seconds * 1000)) ms at \($0.server): \($0.addresses.joined(separator: ", "))" } ?? ""
+                workload(connect.workload) { $0.connects.append((t, "connected via \(connect.interface ?? "?") (\(connect.local)) to \(connect.remote), \(connect.transport ?? "tcp")\(lookup)")) }
             case let .disconnect(name, reason):
                 workload(name) { $0.disconnects.append((t, "disconnected: \(reason)")) }
             case let .connectFailed(name, reason):

@@ -146,6 +146,26 @@ public enum RunEvent: Sendable {
         public var attempts: [Attempt]
         /// How long the flow had been trying to connect again, after losing a connection.
         public var retryingFor: Duration?
+        /// The lookup of the server's name that gave the addresses connected to (nil: the
+        /// client connected to an address as is).
+        public var lookup: Lookup?
+
+        /// A host name looked up through the client node's resolver.
+        public struct Lookup: Sendable, Hashable {
+            public var name: String
+            /// The name server that answered.
+            public var server: String
+            public var duration: Duration
+            /// What it gave, IPv6 first.
+            public var addresses: [String]
+
+            public init(name: String, server: String, duration: Duration, addresses: [String]) {
+                self.name = name
+                self.server = server
+                self.duration = duration
+                self.addresses = addresses
+            }
+        }
 
         public init(workload: String, local: String, remote: String, interface: String? = nil, transport: String? = nil,
                     attempts: [Attempt] = [], retryingFor: Duration? = nil) {
@@ -163,6 +183,9 @@ public enum RunEvent: Sendable {
         public var workload: String
         public var number: Int
         public var outcome: Outcome
+        /// How long looking the server's name up took, when the request had to connect first
+        /// (part of its time to first byte).
+        public var lookup: Duration?
 
         public enum Outcome: Sendable, Hashable {
             case completed(timeToFirstByte: Duration, completion: Duration)
@@ -340,11 +363,16 @@ extension RunEvent {
                 })))
             }
             if let retryingFor = connect.retryingFor { fields.append(("retryingForMs", .milliseconds(retryingFor))) }
+            if let lookup = connect.lookup {
+                fields.append(("lookup", .object([("name", .string(lookup.name)), ("server", .string(lookup.server)),
+                                                  ("durationMs", .milliseconds(lookup.duration)), ("addresses", .array(lookup.addresses.map { .string($0) }))])))
+            }
             return fields
         case let .connectFailed(workload, reason), let .disconnect(workload, reason):
             return [("workload", .string(workload)), ("reason", .string(reason))]
         case .request(let request):
-            let fields: [(String, JSONValue)] = [("workload", .string(request.workload)), ("number", .int(Int64(request.number)))]
+            var fields: [(String, JSONValue)] = [("workload", .string(request.workload)), ("number", .int(Int64(request.number)))]
+            if let lookup = request.lookup { fields.append(("lookupMs", .milliseconds(lookup))) }
             switch request.outcome {
             case let .completed(timeToFirstByte, completion):
                 return fields + [("ok", true), ("ttfbMs", .milliseconds(timeToFirstByte)), ("completionMs", .milliseconds(completion))]
@@ -455,9 +483,15 @@ extension RunEvent {
                 let a = JSONFields(attempt, type: "connect attempt")
                 attempts.append(Connect.Attempt(interface: try a.string("interface"), started: try a.milliseconds("startedMs"), outcome: try a.string("outcome")))
             }
-            self = .connect(Connect(workload: try f.string("workload"), local: try f.string("local"), remote: try f.string("remote"),
-                                    interface: try f.optionalString("interface"), transport: try f.optionalString("transport"),
-                                    attempts: attempts, retryingFor: try f.optionalMilliseconds("retryingForMs")))
+            var connect = Connect(workload: try f.string("workload"), local: try f.string("local"), remote: try f.string("remote"),
+                                  interface: try f.optionalString("interface"), transport: try f.optionalString("transport"),
+                                  attempts: attempts, retryingFor: try f.optionalMilliseconds("retryingForMs"))
+            if let lookup = f.object["lookup"] {
+                let l = JSONFields(lookup, type: "connect lookup")
+                connect.lookup = Connect.Lookup(name: try l.string("name"), server: try l.string("server"), duration: try l.milliseconds("durationMs"),
+                                                addresses: try l.optionalStrings("addresses") ?? [])
+            }
+            self = .connect(connect)
         case "connect-failed":
             self = .connectFailed(workload: try f.string("workload"), reason: try f.string("reason"))
         case "disconnect":
@@ -466,7 +500,9 @@ extension RunEvent {
             let outcome: Request.Outcome = try f.bool("ok")
                 ? .completed(timeToFirstByte: try f.milliseconds("ttfbMs"), completion: try f.milliseconds("completionMs"))
                 : .failed(reason: try f.string("reason"))
-            self = .request(Request(workload: try f.string("workload"), number: Int(clamping: try f.int("number")), outcome: outcome))
+            var request = Request(workload: try f.string("workload"), number: Int(clamping: try f.int("number")), outcome: outcome)
+            request.lookup = try f.optionalMilliseconds("lookupMs")
+            self = .request(request)
         case "stall":
             self = .stall(workload: try f.string("workload"), start: try f.duration("start"), duration: try f.milliseconds("durationMs"))
         case "complete":

@@ -102,6 +102,8 @@ public struct RunSummary: Sendable, Hashable {
         public var requests: Requests?
         public var stream: Stream?
         public var command: Command?
+        /// The lookups of the server's name (a client that connects by name).
+        public var lookups: Lookups?
 
         public init(name: String, kind: String, mode: String, completed: Bool) {
             self.name = name
@@ -157,6 +159,21 @@ public struct RunSummary: Sendable, Hashable {
                 self.p50 = p50
                 self.p95 = p95
                 self.max = max
+            }
+        }
+
+        /// How a client's lookups of its server's name went.
+        public struct Lookups: Sendable, Hashable {
+            public var name: String
+            public var succeeded: Int
+            public var failed: Int
+            /// Of those that succeeded.
+            public var duration: Percentiles
+            public init(name: String, succeeded: Int, failed: Int, duration: Percentiles) {
+                self.name = name
+                self.succeeded = succeeded
+                self.failed = failed
+                self.duration = duration
             }
         }
 
@@ -357,6 +374,12 @@ extension RunSummary.Workload {
                 ("timeToFirstByteMs", percentiles(requests.timeToFirstByte)), ("completionMs", percentiles(requests.completion)),
             ])))
         }
+        if let lookups {
+            members.append(("lookups", .object([
+                ("name", .string(lookups.name)), ("succeeded", .int(Int64(lookups.succeeded))), ("failed", .int(Int64(lookups.failed))),
+                ("durationMs", percentiles(lookups.duration)),
+            ])))
+        }
         if let stream {
             members.append(("stream", .object([
                 ("startupDelayMs", .milliseconds(stream.startupDelay)),
@@ -503,6 +526,12 @@ extension RunSummary.Workload {
                                      failed: Int(clamping: try requests.optionalInt("failed") ?? 0), unfinished: Int(clamping: try requests.optionalInt("unfinished") ?? 0),
                                      timeToFirstByte: try percentiles(requests.value("timeToFirstByteMs"), "timeToFirstByteMs"),
                                      completion: try percentiles(requests.value("completionMs"), "completionMs"))
+        }
+        if let value = fields.value("lookups") {
+            let lookups = JSONFields(value, place: "summary.json 'lookups'")
+            self.lookups = Lookups(name: try lookups.string("name"), succeeded: Int(clamping: try lookups.optionalInt("succeeded") ?? 0),
+                                   failed: Int(clamping: try lookups.optionalInt("failed") ?? 0),
+                                   duration: try percentiles(lookups.value("durationMs"), "durationMs"))
         }
         if let value = fields.value("stream") {
             let stream = JSONFields(value, place: "summary.json 'stream'")

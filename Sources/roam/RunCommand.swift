@@ -293,6 +293,13 @@ enum RunTable {
     }
 
     static func describe(_ workload: WorkloadResult) -> String {
+        guard let lookups = workload.lookups else { return describeTraffic(workload) }
+        let slowest = lookups.durations.max().map { ", slowest \($0.roamDescription)" } ?? ""
+        let failed = lookups.failed == 0 ? "" : ", \(lookups.failed) failed" + (lookups.lastFailure.map { " (last: \($0))" } ?? "")
+        return describeTraffic(workload) + "; \(lookups.durations.count) lookups of \(lookups.name)\(slowest)\(failed)"
+    }
+
+    static func describeTraffic(_ workload: WorkloadResult) -> String {
         if let stream = workload.stream {
             let startup = stream.startupDelay.map { "started after \($0.roamDescription)" } ?? "never started"
             return "\(startup), \(stream.stalls.count) stalls, longest \(stream.longestStall.roamDescription)"

@@ -68,11 +68,12 @@ struct NetworkScenarioTests {
         #expect(NetworkNamespaceList.roam() == namespacesBefore)
     }
 
-    /// Plays a bundled scenario, checking it passed and left nothing; returns its report directory.
-    func play(_ name: String) throws -> String {
+    /// Plays a bundled scenario (or a fixture), checking it passed and left nothing; returns its
+    /// report directory.
+    func play(_ name: String, in folder: String = "scenarios") throws -> String {
         let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
         let namespacesBefore = NetworkNamespaceList.roam()
-        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/\(name).yaml", "--backend", "userspace",
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/\(folder)/\(name).yaml", "--backend", "userspace",
                                                    "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "\(name)'s expectations hold: \(result.output)\(result.error)")
         #expect(programs().isEmpty, "\(programs())")
@@ -110,6 +111,42 @@ struct NetworkScenarioTests {
             return detail
         }
         #expect(faults == ["dns timeout", "dns ok"])
+    }
+
+    /// Roam's own client looks its server's name up through the phone's resolver before each
+    /// connection: the Wi-Fi's (an A record), then LTE's (DNS64's AAAA in the NAT64 prefix), and
+    /// fails while that resolver says "no such name", until it recovers.
+    @Test func aWorkloadLooksItsServerUpThroughTheResolverOfEachNetwork() throws {
+        let directory = try play("by-name", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var connects: [(t: Double, event: RunEvent.Connect)] = []
+        var failures: [(t: Double, reason: String)] = []
+        for record in NetemHost.timeline(directory) {
+            switch record.event {
+            case .connect(let connect): connects.append((record.time.seconds, connect))
+            case .connectFailed(_, let reason): failures.append((record.time.seconds, reason))
+            default: break
+            }
+        }
+        try #require(connects.count == 3, "\(connects)")
+        let lookups = connects.compactMap(\.event.lookup)
+        #expect(lookups.count == 3 && lookups.allSatisfy { $0.name == "api.example.test" })
+        // On the cafe's Wi-Fi: its resolver, the server's own IPv4 address.
+        #expect(lookups[0].server == "192.168.0.1" && lookups[0].addresses.allSatisfy { $0.hasPrefix("198.19.") }, "\(lookups[0])")
+        #expect(connects[0].event.interface == "cafe" && connects[0].event.local.hasPrefix("192.168.0."))
+        // After leaving it: LTE's resolver, and the address DNS64 made in Roam's NAT64 prefix.
+        #expect(lookups[1].server.hasPrefix("fd72:6f61:6e00:") && lookups[1].addresses.first?.hasPrefix("fd72:6f61:6e64::") == true, "\(lookups[1])")
+        #expect(connects[1].t > 3 && connects[1].event.interface == "lte" && connects[1].event.remote.hasPrefix("fd72:6f61:6e64::"), "\(connects[1])")
+        // Renumbered while the resolver fails: no connection until it answers again (9 s), then
+        // one from the new address.
+        #expect(!failures.isEmpty && failures.allSatisfy { $0.reason == "looking up api.example.test: no such name (NXDOMAIN)" && $0.t > 6.5 && $0.t < 9.2 },
+                "\(failures)")
+        #expect(connects[2].t >= 9 && connects[2].event.local != connects[1].event.local && connects[2].event.remote == connects[1].event.remote,
+                "\(connects[2])")
+        let summary = try #require(NetemHost.summary(directory))
+        let figures = try #require(summary.workloads.first?.lookups)
+        #expect(figures.name == "api.example.test" && figures.succeeded == 3 && figures.failed >= failures.count, "\(figures)")
+        #expect((figures.duration.max ?? .seconds(1)) < .seconds(1))
     }
 
     /// A run killed with SIGKILL leaves its namespaces, programs and `/run/roam/net-RUNID`; the

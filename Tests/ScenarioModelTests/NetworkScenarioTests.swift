@@ -188,4 +188,42 @@ import Testing
         let found = errors(text)
         #expect(found.contains { $0.contains("node 'phone' has a link named 'home' already") }, "\(found)")
     }
+
+    /// A client of a server on the internet connects by name: `host`, or the server's first name,
+    /// over whatever families the lookup gives unless `family` says otherwise.
+    @Test func workloadsReachInternetServersByName() throws {
+        let text = Self.base + """
+            workloads:
+              - { name: a, kind: requests, from: api, to: phone }
+              - { name: b, kind: bulk, from: web, to: phone, host: WEB.roam.test, family: ipv6 }
+              - { name: c, kind: command, from: phone, run: [true] }
+
+            """
+        let scenario = try #require(read(text).scenario, "\(errors(text))")
+        #expect(scenario.workloads.map(\.host) == ["api.example.test", "web.roam.test", nil])
+        #expect(scenario.workloads.map(\.family) == [.any, .ipv6, .ipv4])
+    }
+
+    /// A span's end (`for:`) is not an event listed in the file: an event listed after the span's
+    /// start, before its end, is in order.
+    @Test func anEventWithinASpanIsInFileOrder() throws {
+        let text = Self.base + "timeline:\n  - at: 2s\n    network: lte\n    dns: { fail: nxdomain, for: 5s }\n  - at: 3s\n    network: lte\n    renumber: phone\n"
+        let outcome = read(text)
+        #expect(outcome.scenario?.timeline.map(\.at) == [.seconds(2), .seconds(3), .seconds(7)])
+        #expect(outcome.diagnostics.isEmpty, "\(outcome.diagnostics)")
+    }
+
+    @Test(arguments: [
+        ("{ name: a, kind: requests, from: api, to: phone, host: www.example.test }",
+         "'www.example.test' is not a name of node 'api'; its names are api.example.test"),
+        ("{ name: a, kind: requests, from: phone, to: tablet, host: api.example.test }",
+         "host names a server on the internet by one of its names, and node 'phone' is not on the internet"),
+        ("{ name: a, kind: command, from: api, run: [true], host: api.example.test }",
+         "host applies to the bulk, requests and stream workloads Roam runs; a command looks names up itself"),
+        ("{ name: a, kind: requests, from: api, to: phone, host: [api.example.test] }", "host must be"),
+    ])
+    func hostMistakesAreRefused(_ workload: String, _ message: String) {
+        let found = errors(Self.base + "workloads:\n  - \(workload)\n")
+        #expect(found.contains { $0.hasPrefix("21:") && $0.contains(message) }, "\(found)")
+    }
 }

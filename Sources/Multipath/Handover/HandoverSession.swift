@@ -210,7 +210,7 @@ public struct HandoverSession: Sendable {
     public let configuration: Configuration
     public let role: Role
     /// The peer's addresses, and the flow's port.
-    public let addresses: [IPAddress]
+    public private(set) var addresses: [IPAddress]
     public let port: UInt16
     /// The rules, with what they hold (connections, handovers, bytes, hold-downs).
     public private(set) var machine: HandoverStateMachine
@@ -258,6 +258,12 @@ public struct HandoverSession: Sendable {
         }
         self.configuration = configuration
         machine = HandoverStateMachine(configuration: configuration.rules)
+    }
+
+    /// Connects to `addresses` from now on: what a new lookup of the peer's name gave (a
+    /// network's DNS64 synthesizes other addresses than the last one's resolver).
+    package mutating func retarget(to addresses: [IPAddress]) {
+        self.addresses = addresses
     }
 
     // MARK: - Views

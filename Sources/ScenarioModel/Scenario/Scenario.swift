@@ -310,6 +310,10 @@ public struct Workload: Sendable, Hashable {
     public var mptcpize = false
     /// The address families the client connects over.
     public var family: FamilyChoice = .ipv4
+    /// The host name the client looks up, through its node's resolver, before each connection
+    /// (a server on the internet, by one of its `names`); nil: it connects to the server's
+    /// address as is.
+    public var host: String?
 
     /// The `timeout` when a scenario names none.
     public static let defaultTimeout = Duration.seconds(5)

@@ -53,7 +53,7 @@ extension ScenarioDecoder {
             }
             networks[index].joinedAtStart = networks[index].members.filter { first[$0] != true }
         }
-        let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodeNames, links: links, duration: duration) } ?? []
+        let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodes, links: links, duration: duration) } ?? []
         let expectations = take(&top, "expect") {
             self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline)
         } ?? []

@@ -151,9 +151,11 @@ extension ScenarioDecoder {
     }
 
     /// Events listed out of time order play in time order; say so once, where it first happens.
+    /// An item is placed by its `at` (the end of a `for:` span it implies is not listed).
     private func checkOrder(_ events: [(event: TimelineEvent, node: Node)]) {
         var latest: TimelineEvent?
         for (event, node) in events {
+            if let latest, event.line == latest.line { continue }
             if let latest, event.at < latest.at {
                 diagnostics.warning("this event at \(event.at.roamDescription) is listed after one at \(latest.at.roamDescription) "
                     + "(line \(latest.line)); events play in time order, not in file order", line: node.line, column: node.column)

@@ -4,7 +4,9 @@ import Yams
 
 // Workloads: clients, servers and commands, and what each may name.
 extension ScenarioDecoder {
-    func workloads(_ node: Node, nodes: Set<String>, links: [LinkSpec], duration: Duration?) -> [Workload]? {
+    func workloads(_ node: Node, nodes: [ScenarioNode], links: [LinkSpec], duration: Duration?) -> [Workload]? {
+        let roles = Dictionary(nodes.map { ($0.name, $0.role) }, uniquingKeysWith: { first, _ in first })
+        let nodes = Set(roles.keys)
         guard let items = list(node, "workloads") else { return nil }
         var workloads: [Workload] = []
         var names: Set<String> = []
@@ -12,7 +14,7 @@ extension ScenarioDecoder {
         var reachableOver = Dictionary(uniqueKeysWithValues: IPFamily.allCases.map { family in
             (family, ConnectedNodes(links: links.filter { $0.families.contains(family) }))
         })
-        let common = ["name", "kind", "from", "to", "mode", "prohibit", "family", "start", "stop", "timeout"]
+        let common = ["name", "kind", "from", "to", "mode", "prohibit", "family", "start", "stop", "timeout", "host"]
         for item in items {
             guard var workload = fields(item, "a workload") else { continue }
             if let nameNode = workload.pairs.first(where: { $0.key == "name" })?.value, case .scalar(let scalar) = nameNode {
@@ -47,6 +49,26 @@ extension ScenarioDecoder {
             let to = node("to")
             let mode = take(&workload, "mode") { self.choice($0, "mode", MultipathMode.self) } ?? .none
             let family = take(&workload, "family") { self.choice($0, "family", FamilyChoice.self) }
+            let hostName = take(&workload, "host") { self.string($0, "host") }
+            // A server on the internet is reached by name: `host`, or its first name.
+            var host: String?
+            if let from, case let .server(names, _)? = roles[from], kindName != "command" {
+                host = names.first
+                if let hostName {
+                    if names.contains(hostName.lowercased()) {
+                        host = hostName.lowercased()
+                    } else {
+                        let guess = suggestion(for: hostName, among: names).map { " (did you mean '\($0)'?)" } ?? ""
+                        error("'\(escapedForMessage(hostName))' is not a name of node '\(from)'; its names are \(names.joined(separator: ", "))\(guess)",
+                              at: workload.keyNode("host")!)
+                    }
+                }
+            } else if hostName != nil, let from, kindName != nil {
+                error(kindName == "command"
+                      ? "host applies to the bulk, requests and stream workloads Roam runs; a command looks names up itself (the node's resolver works)"
+                      : "host names a server on the internet by one of its names, and node '\(from)' is not on the internet (internet: {names: [...]})",
+                      at: workload.keyNode("host")!)
+            }
             let start = take(&workload, "start") { self.duration($0, "start") } ?? .zero
             let stop = take(&workload, "stop") { self.duration($0, "stop", allowZero: false) }
             let timeout = take(&workload, "timeout") { self.duration($0, "timeout", allowZero: false, minimum: .milliseconds(1)) } ?? Workload.defaultTimeout
@@ -100,7 +122,7 @@ extension ScenarioDecoder {
                 error("prohibit applies to the bulk, requests and stream workloads Roam runs; a command chooses its own paths",
                       at: workload.keyNode("prohibit") ?? item)
             }
-            if let from, let to, from != to, kindName != "command", reachable.connected(from, to) {
+            if let from, let to, from != to, kindName != "command", host == nil, reachable.connected(from, to) {
                 let choice = family ?? .ipv4
                 let served = choice.families.filter { reachableOver[$0]!.connected(from, to) }
                 if served.isEmpty {
@@ -116,7 +138,9 @@ extension ScenarioDecoder {
             if let name, let kind, let from {
                 var parsed = Workload(name: name, kind: kind, from: from, to: to, mode: mode, start: start, stop: stop, timeout: timeout)
                 parsed.prohibits = prohibits
-                parsed.family = family ?? .ipv4
+                // By name, as an app: whatever families the lookup gives, unless told otherwise.
+                parsed.family = family ?? (host == nil ? .ipv4 : .any)
+                parsed.host = host
                 parsed.mptcpize = mptcpize
                 workloads.append(parsed)
             }

@@ -326,6 +326,7 @@ final class RunSession {
                 reportDirectory: directory, report: report, outputBudget: outputBudget, watchdog: watchdog, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
             context.resolvConf = services?.resolvConfPath(of: workload.from)
+            if workload.host != nil, let client = workload.to, let services { context.nameServers = { services.nameServers(of: client) } }
             if let client = workload.connectingNode, let monitor = monitorOf[client] {
                 if case .command = workload.kind {} else {
                     context.clientPath = { monitor.currentPath }

@@ -1,6 +1,7 @@
 import Glibc
 import RoamCore
 import Netlink
+import PathMonitor
 import RoamSystem
 import ScenarioModel
 import Synchronization
@@ -288,6 +289,13 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// The resolv.conf of `node`, if it is a phone of a network: commands in the node see it at
     /// /etc/resolv.conf, and its path monitor reads it.
     package func resolvConfPath(of node: String) -> String? { lock.withLock { _ in resolvers[node] } }
+
+    /// The name servers of `node` now: those its resolv.conf names (its primary network's).
+    package func nameServers(of node: String) -> [IPAddress] {
+        guard let planned = plan.node(node) else { return [] }
+        let text = lock.withLock { _ in Self.resolvConf(of: planned, joined: joined[node] ?? [], plan: plan) }
+        return ResolverConfiguration(parsing: text).nameservers.map(\.address)
+    }
 
     package func setMembership(_ joined: Bool, link: String) throws(SimulatorError) {
         try topology.setMembership(joined, link: link)

@@ -38,6 +38,8 @@ public struct WorkloadResult: Sendable {
     public var requests: RequestStatistics?
     public var stream: StreamStatistics?
     public var command: CommandStatistics?
+    /// The lookups of the server's name, for a client that connects by name.
+    public var lookups: LookupStatistics?
 
     /// Mean goodput over ``activeTime``.
     public var throughput: Rate? {
@@ -62,6 +64,16 @@ public struct RequestStatistics: Sendable {
     public var unfinished = 0
     public var timesToFirstByte: [Duration] = []
     public var completionTimes: [Duration] = []
+}
+
+/// How a client's lookups of its server's name went: one before each connection.
+public struct LookupStatistics: Sendable {
+    public var name: String
+    /// How long each successful lookup took.
+    public var durations: [Duration] = []
+    public var failed = 0
+    /// Why the last failed lookup failed.
+    public var lastFailure: String?
 }
 
 /// Playback figures of a stream.
@@ -123,6 +135,10 @@ extension WorkloadResult {
                                                           max: requests.timesToFirstByte.max()),
                                    completion: .init(p50: percentile(requests.completionTimes, 0.5), p95: percentile(requests.completionTimes, 0.95),
                                                      max: requests.completionTimes.max()))
+        }
+        if let lookups {
+            entry.lookups = .init(name: lookups.name, succeeded: lookups.durations.count, failed: lookups.failed,
+                                  duration: .init(p50: percentile(lookups.durations, 0.5), p95: percentile(lookups.durations, 0.95), max: lookups.durations.max()))
         }
         if let stream {
             entry.stream = .init(startupDelay: stream.startupDelay, totalStall: stream.totalStall, longestStall: stream.longestStall,

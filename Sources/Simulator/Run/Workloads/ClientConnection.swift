@@ -31,6 +31,11 @@ final class ClientConnection: Sendable {
         var pendingMove: HandoverStateMachine.Reason?
         /// Whether connections were raced (multipath modes, or a policy that prohibits paths).
         var raced = false
+        /// By name: the lookups so far, the one the next connection uses, and why the last
+        /// attempt to connect failed.
+        var lookups: LookupStatistics?
+        var lookup: RunEvent.Connect.Lookup?
+        var lastFailure: String?
     }
     private let state: Mutex<State>
     let context: WorkloadContext
@@ -54,7 +59,9 @@ final class ClientConnection: Sendable {
         configuration.policy = ConnectionPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
                                                 allowsUltraConstrained: !prohibits.contains(.ultraConstrained),
                                                 serviceType: configuration.rules.serviceType)
-        state = Mutex(State(session: HandoverSession(to: context.serverAddresses, port: context.port, configuration: configuration)))
+        var initial = State(session: HandoverSession(to: context.serverAddresses, port: context.port, configuration: configuration))
+        initial.lookups = context.workload.host.map { LookupStatistics(name: $0) }
+        state = Mutex(initial)
         subflows = context.controlsSubflows ? context.clientNamespace.map { MPTCPSubflowController(namespace: $0) } : nil
         // Woken by path updates whenever it races (a policy that prohibits paths races too).
         if let monitor = context.clientMonitor, let wakeup = try? EventSignal() {
@@ -279,10 +286,11 @@ final class ClientConnection: Sendable {
             case .race(let over):
                 path = over
             }
+            guard let addresses = destinations(until: limit, failedSince: &failedSince) else { continue }
             let deadline = min(context.stopAt, limit ?? context.stopAt)
             let timeout = min(context.workload.timeout, max(.milliseconds(10), deadline - MonotonicInstant.now))
             do throws(MultipathError) {
-                let connection = try racer.connect(to: context.serverAddresses, port: context.port, over: path, timeout: timeout)
+                let connection = try racer.connect(to: addresses, port: context.port, over: path, timeout: timeout)
                 let socket = TCPSocket(adopting: connection.descriptor)
                 socket.reapWhenDead(patience: context.workload.timeout)
                 let winner = connection.metrics.winner?.candidate
@@ -291,28 +299,32 @@ final class ClientConnection: Sendable {
                 let made = HandoverSession.Connection(interface: interface, transport: multipath ? .mptcp : .tcp, local: winner?.source,
                                                       remote: winner?.destination,
                                                       token: multipath ? MPTCP.token(of: connection.descriptor) : nil)
-                let requests = state.withLock { state in
+                let (requests, lookup) = state.withLock { state in
                     state.socket = socket
                     state.raced = true
+                    state.lastFailure = nil
                     state.localAddresses.append(winner?.source.description ?? "?")
                     state.mode = connection.metrics.mode
                     state.modes.insert(connection.metrics.mode)
                     state.pendingMove = nil
-                    return state.session.handle(.connected(made, at: context.log.elapsed))
+                    return (state.session.handle(.connected(made, at: context.log.elapsed)), state.lookup)
                 }
                 perform(requests)
                 let attempts = connection.metrics.attempts.map { attempt in
                     RunEvent.Connect.Attempt(interface: attempt.candidate.route.interface, started: attempt.started, outcome: "\(attempt.outcome)")
                 }
-                context.log.record(.connect(RunEvent.Connect(workload: context.workload.name, local: winner?.source.description ?? "?",
-                                                             remote: winner?.destination.description ?? context.serverAddress.description,
-                                                             interface: interface, transport: connection.metrics.mode.rawValue, attempts: attempts,
-                                                             retryingFor: failedSince.map { context.log.elapsed - $0 })))
+                var event = RunEvent.Connect(workload: context.workload.name, local: winner?.source.description ?? "?",
+                                             remote: winner?.destination.description ?? addresses[0].description,
+                                             interface: interface, transport: connection.metrics.mode.rawValue, attempts: attempts,
+                                             retryingFor: failedSince.map { context.log.elapsed - $0 })
+                event.lookup = lookup
+                context.log.record(.connect(event))
                 if multipath { sampleSubflows() }
                 return socket
             } catch {
                 state.withLock { state in
                     state.connectFailures += 1
+                    state.lastFailure = error.description
                     _ = state.session.handle(.raceFailed(at: context.log.elapsed))
                 }
                 if failedSince == nil {
@@ -382,12 +394,14 @@ final class ClientConnection: Sendable {
         guard let namespace = context.clientNamespace else { return nil }
         var failedSince: Duration?
         while !context.stop.isSignalled {
+            if let limit, MonotonicInstant.now >= limit { return nil }
+            guard let addresses = destinations(until: limit, failedSince: &failedSince) else { continue }
             var deadline = min(MonotonicInstant.now + context.workload.timeout, context.stopAt)
             if let limit {
                 guard MonotonicInstant.now < limit else { return nil }
                 deadline = min(deadline, limit)
             }
-            switch TCPSocket.connect(in: namespace, to: context.serverAddress, port: context.port, deadline: deadline, stop: context.stop) {
+            switch TCPSocket.connect(in: namespace, to: addresses[0], port: context.port, deadline: deadline, stop: context.stop) {
             case .success(let socket):
                 socket.reapWhenDead(patience: context.workload.timeout)
                 let local = socket.localAddress ?? "?"
@@ -395,19 +409,26 @@ final class ClientConnection: Sendable {
                 let interface = IPAddress(local).flatMap { address in
                     context.clientPath?()?.availableInterfaces.first { $0.addresses.contains { $0.address == address } }?.name
                 }
-                state.withLock { state in
+                let lookup = state.withLock { state in
                     state.socket = socket
                     state.localAddresses.append(local)
+                    state.lastFailure = nil
                     _ = state.session.handle(.connected(.init(interface: interface, transport: .tcp, local: IPAddress(local),
-                                                              remote: context.serverAddress), at: context.log.elapsed))
+                                                              remote: addresses[0]), at: context.log.elapsed))
+                    return state.lookup
                 }
-                context.log.record(.connect(RunEvent.Connect(workload: context.workload.name, local: local, remote: context.serverAddress.description,
-                                                             retryingFor: failedSince.map { context.log.elapsed - $0 })))
+                var event = RunEvent.Connect(workload: context.workload.name, local: local, remote: addresses[0].description,
+                                             retryingFor: failedSince.map { context.log.elapsed - $0 })
+                event.lookup = lookup
+                context.log.record(.connect(event))
                 return socket
             case .failure(.stopped):
                 return nil
             case .failure(let outcome):
-                state.withLock { $0.connectFailures += 1 }
+                state.withLock { state in
+                    state.connectFailures += 1
+                    state.lastFailure = outcome.description
+                }
                 if failedSince == nil {
                     failedSince = context.log.elapsed
                     context.log.record(.connectFailed(workload: context.workload.name, reason: outcome.description))
@@ -416,6 +437,54 @@ final class ClientConnection: Sendable {
             }
         }
         return nil
+    }
+
+    /// The addresses to connect to now: the server's, or, for a client that connects by name,
+    /// what a lookup through the client node's resolver gives (bounded by `limit` and the
+    /// workload's timeout, as an app's connect timeout covers its lookup). Nil when the lookup
+    /// failed: counted, logged at the first failure since `failedSince`, and retried after a
+    /// pause (a failure that came at once, such as a name that does not exist).
+    private func destinations(until limit: MonotonicInstant?, failedSince: inout Duration?) -> [IPAddress]? {
+        guard let host = context.workload.host, let namespace = context.clientNamespace else { return context.serverAddresses }
+        let deadline = min(MonotonicInstant.now + context.workload.timeout, limit ?? context.stopAt, context.stopAt)
+        let servers = context.nameServers?() ?? []
+        switch NameLookup.resolve(host, families: context.workload.family.families, servers: servers, in: namespace, deadline: deadline, stop: context.stop) {
+        case .success(let answer):
+            state.withLock { state in
+                state.lookups?.durations.append(answer.duration)
+                state.lookup = RunEvent.Connect.Lookup(name: host, server: answer.server.description, duration: answer.duration,
+                                                       addresses: answer.addresses.map(\.description))
+                state.session.retarget(to: answer.addresses)
+            }
+            return answer.addresses
+        case .failure(.stopped):
+            return nil
+        case .failure(let failure):
+            let reason = "looking up \(host): \(failure)"
+            state.withLock { state in
+                state.lookups?.failed += 1
+                state.lookups?.lastFailure = failure.description
+                state.lookup = nil
+                state.lastFailure = reason
+            }
+            if failedSince == nil {
+                failedSince = context.log.elapsed
+                context.log.record(.connectFailed(workload: context.workload.name, reason: reason))
+            }
+            context.stop.wait(until: min(MonotonicInstant.now + .milliseconds(250), limit ?? context.stopAt, context.stopAt))
+            return nil
+        }
+    }
+
+    /// Why the last attempt to connect failed (a lookup's failure says so), if the last did.
+    var lastConnectFailure: String? { state.withLock { $0.lastFailure } }
+
+    /// How long the lookup for the current connection took, once (nil: none, or asked already).
+    func takeLookupDuration() -> Duration? {
+        state.withLock { state in
+            defer { state.lookup = nil }
+            return state.lookup?.duration
+        }
     }
 
     /// Gives up the current connection (logging why), as an app does on a timeout or an error.
@@ -446,6 +515,7 @@ final class ClientConnection: Sendable {
             result.handovers = state.raced ? state.session.machine.handovers : 0
             result.longestGap = state.longestGap
             result.subflowsOpened = state.subflowsOpened
+            result.lookups = state.lookups
             result.transport = state.modes.contains(.multipath) ? "mptcp" : state.modes.contains(.fallback) ? "tcp (mptcp fallback)" : "tcp"
             defer { state.probe = nil }
             return state.probe

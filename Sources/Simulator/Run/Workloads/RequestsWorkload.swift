@@ -71,11 +71,14 @@ final class RequestsWorkload: WorkloadDriver {
                     return
                 }
                 statistics.withLock { $0.failed += 1 }
-                context.log.record(.request(RunEvent.Request(workload: context.workload.name, number: number, outcome: .failed(reason: reason))))
+                var event = RunEvent.Request(workload: context.workload.name, number: number, outcome: .failed(reason: reason))
+                event.lookup = lookup
+                context.log.record(.request(event))
                 if let current = socket { client.drop(current, reason: reason) }
                 socket = nil
             }
             var firstByte: Duration?
+            var lookup: Duration?
             var outcome = TCPSocket.Outcome.done
             // In multipath modes a request whose path goes silent for the stall threshold is
             // sent again over another path, within the same timeout (Wi-Fi Assist).
@@ -87,6 +90,7 @@ final class RequestsWorkload: WorkloadDriver {
                 if socket == nil {
                     // Connecting is part of the request's time, bounded by its timeout.
                     socket = client.connect(until: deadline)
+                    lookup = client.takeLookupDuration() ?? lookup
                     guard socket != nil else {
                         outcome = context.stop.isSignalled ? .stopped : .timedOut
                         break attempt
@@ -134,8 +138,12 @@ final class RequestsWorkload: WorkloadDriver {
             }
             guard outcome == .done else {
                 switch outcome {
-                case .timedOut: fail(socket == nil && firstByte == nil ? "no connection and answer within \(context.workload.timeout.roamDescription)"
-                                     : "no full response within \(context.workload.timeout.roamDescription)")
+                case .timedOut:
+                    if socket == nil && firstByte == nil {
+                        fail("no connection and answer within \(context.workload.timeout.roamDescription)" + (client.lastConnectFailure.map { " (\($0))" } ?? ""))
+                    } else {
+                        fail("no full response within \(context.workload.timeout.roamDescription)")
+                    }
                 case .stopped: fail("stopped")
                 default: fail(outcome.description)
                 }
@@ -148,8 +156,9 @@ final class RequestsWorkload: WorkloadDriver {
                 statistics.timesToFirstByte.append(ttfb)
                 statistics.completionTimes.append(completion)
             }
-            context.log.record(.request(RunEvent.Request(workload: context.workload.name, number: number,
-                                                         outcome: .completed(timeToFirstByte: ttfb, completion: completion))))
+            var event = RunEvent.Request(workload: context.workload.name, number: number, outcome: .completed(timeToFirstByte: ttfb, completion: completion))
+            event.lookup = lookup
+            context.log.record(.request(event))
         }
         client.close()
     }

@@ -40,6 +40,9 @@ struct WorkloadContext: Sendable {
     /// The node's resolv.conf (in memory), where it is a phone of a network: a command sees it
     /// at /etc/resolv.conf.
     var resolvConf: String?
+    /// The client node's name servers now (its resolv.conf's), for a client that connects by
+    /// name (``Workload/host``).
+    var nameServers: (@Sendable () -> [IPAddress])?
     /// The client node's path as its monitor last published it (for multipath modes).
     var clientPath: (@Sendable () -> NetworkPath?)?
     /// The client node's monitor, whose updates wake a flow in a multipath mode.
