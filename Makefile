@@ -73,7 +73,7 @@ docs: setup
 # (API_BASELINE): a removed or changed public declaration fails. The release's API is kept in
 # api/RELEASE (swift-api-digester's dumps), so neither the old tree nor git history is needed;
 # a deliberate break is a new release: tag it and `make api-baseline API_BASELINE=NEW`.
-API_BASELINE ?= 0.2.0
+API_BASELINE ?= 0.3.0
 API_MODULES = RoamCore RoamSystem Netlink PathMonitor Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
 api-check: build
 	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) $(API_MODULES)

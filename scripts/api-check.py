@@ -2,8 +2,8 @@
 """The public API of Roam's libraries against a release's, with swift-api-digester: every
 declaration removed or changed in a way that breaks callers is listed, and the check fails.
 
-  scripts/api-check.py --build DIR --baseline api/0.2.0 MODULE...          compare (exit 1 on a break)
-  scripts/api-check.py --build DIR --baseline api/0.2.0 --dump MODULE...   write the baseline
+  scripts/api-check.py --build DIR --baseline api/0.3.0 MODULE...          compare (exit 1 on a break)
+  scripts/api-check.py --build DIR --baseline api/0.3.0 --dump MODULE...   write the baseline
 
 The baseline is the release's API, dumped once when the release is tagged (make api-baseline)
 and kept in the repository, so the check needs neither the old tree nor the git history.

@@ -79,6 +79,7 @@ struct ReportModel {
         var workloads: [String: Workload] = [:], workloadOrder: [String] = []
         var nodes: [String: [(t: Double, path: JSONValue, summary: String)]] = [:], nodeOrder: [String] = []
         var openDown: [String: Double] = [:]
+        var openDNS: [String: (start: Double, label: String)] = [:]
         var openBlackhole: [String: Double] = [:]
         for workload in summary.workloads where workloads[workload.name] == nil {
             workloads[workload.name] = Workload(name: workload.name, kind: workload.kind, mode: workload.mode)
@@ -109,11 +110,13 @@ struct ReportModel {
                         links[name]!.down.append(Interval(start: start, end: t, label: "carrier down"))
                     }
                 case .network(let detail):
-                    // A resolver's failure shows on its network's uplink as an outage of its own.
-                    if detail.hasPrefix("dns "), detail != "dns ok", openDown[name] == nil { openDown[name] = t }
-                    if detail == "dns ok", let start = openDown.removeValue(forKey: name) {
-                        links[name]!.down.append(Interval(start: start, end: t, label: "resolver failing"))
+                    // A resolver's fault shows on its network's uplink as an outage of its own,
+                    // until it recovers or another fault takes its place.
+                    guard detail.hasPrefix("dns ") else { break }
+                    if let (start, label) = openDNS.removeValue(forKey: name) {
+                        links[name]!.down.append(Interval(start: start, end: t, label: label))
                     }
+                    if detail != "dns ok" { openDNS[name] = (t, "resolver " + detail.dropFirst(4)) }
                 case let .conditions(direction, conditions):
                     links[name]!.delay[direction, default: Series()].points.append((t, conditions["delayMs"]?.doubleValue ?? 0))
                     let loss: Double? = conditions["loss"]?.doubleValue ?? conditions["loss"].flatMap { model -> Double? in
@@ -184,6 +187,7 @@ struct ReportModel {
             }
         }
         for (name, start) in openDown { links[name]?.down.append(Interval(start: start, end: duration, label: "carrier down")) }
+        for (name, open) in openDNS { links[name]?.down.append(Interval(start: open.start, end: duration, label: open.label)) }
         for (key, start) in openBlackhole {
             let parts = key.split(separator: "/").map(String.init)
             links[parts[0]]?.blackholed[parts[1], default: []].append(Interval(start: start, end: duration, label: "blackhole \(parts[1])"))

@@ -149,6 +149,34 @@ struct NetworkScenarioTests {
         #expect((figures.duration.max ?? .seconds(1)) < .seconds(1))
     }
 
+    /// glibc in the phone sees the resolver's faults: answers 1.5 s late while the delay is on
+    /// (and one held as it ends comes at once), SERVFAIL at once while that is on, and answers as
+    /// before after each.
+    @Test func aResolverAnswersLateThenFailsAsTheTimelineSays() throws {
+        let directory = try play("dns-faults", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let output = NetemHost.text(directory + "/look.stdout")
+        let lookups = output.split(separator: "\n").compactMap { line -> (began: Double, took: Double, answer: String)? in
+            let words = line.split(separator: " ", maxSplits: 2)
+            guard words.count == 3, let began = Double(words[0]), let took = Double(words[1]) else { return nil }
+            return (began, took, String(words[2]))
+        }
+        // Changes land within 50 ms of their time here; lookups that straddle one are left out.
+        let clear = lookups.filter { $0.began + $0.took < 2.95 || ($0.began > 9.1) }
+        let slow = lookups.filter { $0.began > 3.1 && $0.began + $0.took < 5.9 }
+        let failing = lookups.filter { $0.began > 7.1 && $0.began + $0.took < 8.9 }
+        #expect(clear.count >= 8 && clear.allSatisfy { $0.took < 1.0 && $0.answer == "198.19.255.2" }, "\(output)")
+        #expect(!slow.isEmpty && slow.allSatisfy { $0.took >= 1.45 && $0.took < 2.5 && $0.answer == "198.19.255.2" }, "\(output)")
+        #expect(failing.count >= 3 && failing.allSatisfy { $0.took < 1.0 && $0.answer.contains("Temporary failure in name resolution") }, "\(output)")
+        // Nothing was lost as the delay ended: every lookup that began in it answered.
+        #expect(lookups.filter { $0.began > 3.1 && $0.began < 6 }.allSatisfy { $0.answer == "198.19.255.2" }, "\(output)")
+        let faults = NetemHost.timeline(directory).compactMap { record -> String? in
+            guard case .link(let change) = record.event, case .network(let detail) = change.kind else { return nil }
+            return detail
+        }
+        #expect(faults == ["dns delay 1.5s", "dns ok", "dns servfail", "dns ok"])
+    }
+
     /// A run killed with SIGKILL leaves its namespaces, programs and `/run/roam/net-RUNID`; the
     /// watchdog ends the programs, `roam cleanup` the rest, and nothing else in /run/roam.
     @Test func cleanupRemovesWhatAKilledNetworkRunLeft() throws {

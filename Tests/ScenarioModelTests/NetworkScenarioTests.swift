@@ -101,6 +101,12 @@ import Testing
               - at: 14s
                 network: lte
                 dns: ok
+              - at: 15s
+                network: lte
+                dns: { delay: 1500ms }
+              - at: 16s
+                network: lte
+                dns: { fail: servfail, for: 1s }
               - at: 18s
                 network: home
                 dns: { fail: refused, for: 10s }
@@ -112,12 +118,15 @@ import Testing
 
             """
         let scenario = try #require(read(text).scenario, "\(errors(text))")
-        #expect(scenario.timeline.map(\.link) == ["home.tablet", "lte.uplink", "home.uplink", "home.uplink", "lte.uplink", "lte.uplink", "home.uplink"])
-        #expect(scenario.timeline.map(\.action) == [.renumber, .rebind, .dns(.timeout), .dns(nil), .dns(.nxdomain), .dns(nil), .dns(.refused)])
+        #expect(scenario.timeline.map(\.link) == ["home.tablet", "lte.uplink", "home.uplink", "home.uplink", "lte.uplink", "lte.uplink", "lte.uplink",
+                                                   "lte.uplink", "lte.uplink", "home.uplink"])
+        // A fault replaces the one on (the delay, by the servfail), and its span's end ends it.
+        #expect(scenario.timeline.map(\.action) == [.renumber, .rebind, .dns(.timeout), .dns(nil), .dns(.nxdomain), .dns(nil), .dnsDelay(.milliseconds(1500)),
+                                                    .dns(.servfail), .dns(nil), .dns(.refused)])
         // A span that outlasts the scenario ends with it.
-        #expect(scenario.timeline.map(\.at) == [.seconds(2), .seconds(3), .seconds(4), .seconds(9), .seconds(12), .seconds(14), .seconds(18)])
+        #expect(scenario.timeline.map(\.at) == [2, 3, 4, 9, 12, 14, 15, 16, 17, 18].map { Duration.seconds($0) })
         let schedule = TimelineSchedule(scenario: scenario)
-        #expect(schedule.changes.map(\.action) == ["renumber", "rebind", "dns", "dns-ok", "dns", "dns-ok", "dns"])
+        #expect(schedule.changes.map(\.action) == ["renumber", "rebind", "dns", "dns-ok", "dns", "dns-ok", "dns", "dns", "dns-ok", "dns"])
         #expect(scenario.problems.isEmpty, "\(scenario.problems)")
     }
 
@@ -125,10 +134,14 @@ import Testing
         ("timeline:\n  - at: 1s\n    network: home\n    rebind: false\n", "write rebind: true"),
         ("timeline:\n  - at: 1s\n    network: home\n    node: phone\n    rebind: true\n", "rebind acts on the whole network; remove node"),
         ("timeline:\n  - at: 1s\n    link: home.uplink\n    rebind: true\n", "rebind is what a network does: write network: NAME with it"),
-        ("timeline:\n  - at: 1s\n    network: home\n    dns: ok\n", "is not failing at 1s; dns: ok ends a dns: {fail: ...}"),
-        ("timeline:\n  - at: 1s\n    network: home\n    dns: down\n", "dns is {fail: timeout|nxdomain|refused, for: DURATION} or ok, not 'down'"),
-        ("timeline:\n  - at: 1s\n    network: home\n    dns: { fail: servfail }\n", "fail must be one of"),
-        ("timeline:\n  - at: 1s\n    network: home\n    dns: { for: 2s }\n", "needs 'fail'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: ok\n", "is not failing at 1s; dns: ok ends a dns: {fail: ...} or {delay: ...}"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: down\n",
+         "dns is {fail: timeout|nxdomain|refused|servfail, for: DURATION}, {delay: DURATION, for: DURATION} or ok, not 'down'"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { fail: slow }\n", "fail must be one of"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { for: 2s }\n", ": one of fail and delay"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { fail: timeout, delay: 2s }\n", ": one of fail and delay"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { delay: 0s }\n", "delay"),
+        ("timeline:\n  - at: 1s\n    network: home\n    dns: { delay: 2m }\n", "delay"),
         ("timeline:\n  - at: 1s\n    network: home\n    renumber: api\n", "node 'api' is not a member of network 'home'"),
         ("timeline:\n  - at: 1s\n    network: home\n    direction: down\n    renumber: phone\n", "direction does not apply to renumber"),
         ("timeline:\n  - at: 1s\n    network: hom\n    leave: phone\n", "no network named 'hom' is defined in networks (did you mean 'home'?)"),

@@ -212,8 +212,12 @@ public struct TimelineEvent: Sendable, Hashable {
         /// The network's NAT forgets its mappings (on its uplink): the next packet of every flow
         /// gets a new source port, as carrier NATs rebind.
         case rebind
-        /// The network's resolver starts failing (on its uplink), or recovers (`nil`).
+        /// The network's resolver starts failing (on its uplink), or recovers (`nil`): whatever
+        /// fault or delay is on ends.
         case dns(DNSFault?)
+        /// The network's resolver answers every query from its phones this much late (on its
+        /// uplink), until a `dns(nil)`.
+        case dnsDelay(Duration)
     }
 
     public var at: Duration
@@ -232,6 +236,9 @@ public enum DNSFault: String, Sendable, Hashable, CaseIterable {
     case nxdomain
     /// Every query is refused (stub resolvers treat it as a server failure and give up).
     case refused
+    /// Every query from the network's phones is answered with SERVFAIL (the resolver cannot
+    /// reach the names' servers); a stub resolver asks its next server, if it has one.
+    case servfail
 }
 
 /// A multipath service type, as URLSession's `multipathServiceType`.

@@ -24,6 +24,7 @@ extension ScenarioDecoder {
             case .renumber: "renumber"
             case .rebind: "rebind"
             case .dns(let fault): fault == nil ? "dns-ok" : "dns"
+            case .dnsDelay: "dns"
             }
             happening.insert(event.link + "\u{0}" + name)
         }

@@ -90,8 +90,8 @@ extension ScenarioDecoder {
                         }
                         action = .rebind
                     } else {
-                        guard let (fault, span) = dnsFault(value) else { break }
-                        action = .dns(fault)
+                        guard let (dnsAction, span) = dnsFault(value) else { break }
+                        action = dnsAction
                         if let span, let at { extra.append((at + span, .dns(nil))) }
                     }
                     targets = [NetworkSpec.uplinkName(network: network.name)]
@@ -172,7 +172,7 @@ extension ScenarioDecoder {
         var flapping: [String: Duration] = [:]
         var blackholed: [String: Set<TrafficDirection>] = [:]
         var joined: [String: Bool] = [:]
-        var dnsFailing: [String: DNSFault] = [:]
+        var dnsFailing: Set<String> = []
         for (event, node) in events {
             let link = event.link
             if let until = flapping[link], event.at >= until {
@@ -206,10 +206,13 @@ extension ScenarioDecoder {
             case .blackhole(true):
                 blackholed[link, default: []].formUnion(directions)
             case .dns(let fault):
-                if fault == nil, dnsFailing[link] == nil {
-                    error("the resolver of '\(link)' is not failing at \(event.at.roamDescription); dns: ok ends a dns: {fail: ...}", at: node)
+                if fault == nil, !dnsFailing.contains(link) {
+                    error("the resolver of '\(link)' is not failing at \(event.at.roamDescription); dns: ok ends a dns: {fail: ...} or {delay: ...}",
+                          at: node)
                 }
-                dnsFailing[link] = fault
+                if fault == nil { dnsFailing.remove(link) } else { dnsFailing.insert(link) }
+            case .dnsDelay:
+                dnsFailing.insert(link)
             case .membership(let joins):
                 // The first membership event of a member tells whether it starts inside.
                 if let current = joined[link], current == joins {
@@ -249,22 +252,32 @@ extension ScenarioDecoder {
         }
     }
 
-    /// `dns: {fail: timeout|nxdomain|refused, for: DURATION}`, or `dns: ok` (the resolver recovers).
-    func dnsFault(_ node: Node) -> (DNSFault?, Duration?)? {
+    /// `dns: {fail: timeout|nxdomain|refused|servfail, for: DURATION}`, `dns: {delay: DURATION,
+    /// for: DURATION}`, or `dns: ok` (the resolver recovers). A new one replaces the one on.
+    func dnsFault(_ node: Node) -> (TimelineEvent.Action, Duration?)? {
+        let forms = "{fail: timeout|nxdomain|refused|servfail, for: DURATION}, {delay: DURATION, for: DURATION} or ok"
         if case .scalar = node {
             guard let text = string(node, "dns") else { return nil }
             guard text == "ok" else {
-                error("dns is {fail: timeout|nxdomain|refused, for: DURATION} or ok, not '\(escapedForMessage(text))'", at: node)
+                error("dns is \(forms), not '\(escapedForMessage(text))'", at: node)
                 return nil
             }
-            return (nil, nil)
+            return (.dns(nil), nil)
         }
         guard var fields = fields(node, "dns") else { return nil }
-        let fault = take(&fields, "fail", required: true) { self.choice($0, "fail", DNSFault.self) }
+        guard fields.has("fail") != fields.has("delay") else {
+            error("dns is \(forms): one of fail and delay", at: node)
+            return nil
+        }
+        let fault = take(&fields, "fail") { self.choice($0, "fail", DNSFault.self) }
+        let delay = take(&fields, "delay") {
+            self.duration($0, "delay", allowZero: false, minimum: .milliseconds(1), maximum: ScenarioLimits.maximumDNSDelay)
+        }
         let span = take(&fields, "for") { self.duration($0, "for", allowZero: false) }
-        finish(fields, known: ["fail", "for"])
-        guard let fault else { return nil }
-        return (fault, span)
+        finish(fields, known: ["fail", "delay", "for"])
+        if let fault { return (.dns(fault), span) }
+        if let delay { return (.dnsDelay(delay), span) }
+        return nil
     }
 
     func ramp(_ node: Node) -> TimelineEvent.Action? {

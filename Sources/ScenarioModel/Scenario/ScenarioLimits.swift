@@ -28,6 +28,8 @@ public enum ScenarioLimits {
     public static let maximumChanges = 100_000
     /// The longest stream playout buffer.
     public static let maximumBuffer = Duration.seconds(600)
+    /// The longest a network's resolver may be told to hold its answers (`dns: {delay: ...}`).
+    public static let maximumDNSDelay = Duration.seconds(60)
     /// The longest period of a delivery trace (its last millisecond).
     public static let maximumTracePeriod = Duration.seconds(24 * 3600)
     /// The most arguments and environment variables a command workload may have, and the

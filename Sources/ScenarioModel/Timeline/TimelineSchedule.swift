@@ -147,6 +147,8 @@ public struct TimelineSchedule: Sendable, Hashable {
                 add(event.at, .network(event.action), "rebind")
             case .dns(let fault):
                 add(event.at, .network(event.action), fault == nil ? "dns-ok" : "dns")
+            case .dnsDelay:
+                add(event.at, .network(event.action), "dns")
             }
         }
         pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }

@@ -252,6 +252,9 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
 
     /// Each gateway's resolver configuration (unbound-control reads it to find the socket); under `lock`.
     private var resolverConfigurations: [String: String] = [:]
+    /// The fault on each gateway's resolver, and the relays that make some; under `lock`.
+    private var dnsFaults: [String: TimelineEvent.Action] = [:]
+    private var relays: [String: DNSFaultRelay] = [:]
 
     package func apply(_ action: TimelineEvent.Action, link name: String) throws(SimulatorError) {
         guard let link = plan.link(name) else { throw SimulatorError(.invalidScenario, "no link '\(name)' in this run") }
@@ -261,21 +264,53 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         case .rebind:
             // The gateway's NAT forgets every mapping; the next packet of each flow gets a new one.
             try runToCompletion(["conntrack", "-F"], configuration: "", in: link.first, what: "conntrack")
-        case .dns(let fault):
+        case .dns, .dnsDelay:
+            // The fault on goes first: a new one takes its place.
             let gateway = link.first
-            switch fault {
-            case .timeout?:
+            let current = lock.withLock { _ in dnsFaults.removeValue(forKey: gateway) }
+            if let current { try clear(current, gateway: gateway) }
+            switch action {
+            case .dns(.timeout?):
                 try runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: Self.dnsTimeoutRuleset, in: gateway, what: "nft-dns")
-            case .nxdomain?, .refused?:
+            case .dns(let fault?) where fault == .nxdomain || fault == .refused:
                 try control(gateway, ["local_zone", ".", fault == .nxdomain ? "always_nxdomain" : "always_refuse"])
-            case nil:
-                // Whichever fault is on: its table goes, and the zone over every name.
-                try? runToCompletion(["nft", "delete", "table", "inet", "roam-dns"], configuration: "", in: gateway, what: "nft-dns")
-                try control(gateway, ["local_zone_remove", "."])
+            case .dns(.servfail?):
+                try startRelay(.servfail, gateway: gateway)
+            case .dnsDelay(let delay):
+                try startRelay(.delay(delay), gateway: gateway)
+            default:
+                return
             }
+            lock.withLock { _ in dnsFaults[gateway] = action }
         default:
             throw SimulatorError(.invalidScenario, "'\(name)': not a network event")
         }
+    }
+
+    /// Ends the resolver's fault `action` in `gateway`.
+    private func clear(_ action: TimelineEvent.Action, gateway: String) throws(SimulatorError) {
+        switch action {
+        case .dns(.timeout?):
+            try runToCompletion(["nft", "delete", "table", "inet", "roam-dns"], configuration: "", in: gateway, what: "nft-dns")
+        case .dns(.nxdomain?), .dns(.refused?):
+            try control(gateway, ["local_zone_remove", "."])
+        case .dns(.servfail?), .dnsDelay:
+            try runToCompletion(["nft", "delete", "table", "inet", "roam-dns-relay"], configuration: "", in: gateway, what: "nft-dns")
+            lock.withLock { _ in relays.removeValue(forKey: gateway) }?.stop()
+        default:
+            break
+        }
+    }
+
+    /// Puts a ``DNSFaultRelay`` between the phones of `gateway`'s network and its resolver.
+    private func startRelay(_ mode: DNSFaultRelay.Mode, gateway: String) throws(SimulatorError) {
+        guard let network = plan.networks.first(where: { $0.spec.gateway == gateway }), let namespace = topology.namespace(of: gateway) else {
+            throw SimulatorError(.invalidScenario, "node '\(gateway)' is no network's gateway")
+        }
+        let resolvers = [network.gatewayIPv4, network.gatewayIPv6].compactMap { $0 }
+        let relay = try DNSFaultRelay(mode: mode, resolvers: resolvers, in: namespace)
+        lock.withLock { _ in relays[gateway] = relay }
+        try runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: DNSFaultRelay.ruleset(resolvers: resolvers), in: gateway, what: "nft-dns")
     }
 
     /// Runs unbound-control against the resolver of `gateway`.
@@ -320,6 +355,8 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
             defer { processes = [] }
             return processes
         }
+        for relay in lock.withLock({ _ in relays.values }) { relay.stop() }
+        lock.withLock { _ in relays = [:] }
         for process in running { kill(-process.pid, SIGTERM) }
         let deadline = MonotonicInstant.now + .seconds(1)
         for process in running {

@@ -92,6 +92,7 @@ package final class RunLog: Sendable {
         switch action {
         case .dns(let fault?): "dns \(fault.rawValue)"
         case .dns(nil): "dns ok"
+        case .dnsDelay(let delay): "dns delay \(delay.roamDescription)"
         default: change.action
         }
     }
