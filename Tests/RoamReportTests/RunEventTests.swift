@@ -5,7 +5,17 @@ import Testing
 /// The timeline's one format: what the runner writes reads back as the same event, old reports
 /// read as before, and damage is named by line and field.
 @Suite struct RunEventTests {
-    static let everyKind: [RunEvent] = [
+    /// A connection made by name, and a request that had to look the name up.
+    static let byName: [RunEvent] = {
+        var connect = RunEvent.Connect(workload: "api", local: "fd72:6f61:6e00:1::a", remote: "fd72:6f61:6e64::c613:ff02", interface: "lte")
+        connect.lookup = .init(name: "api.example.test", server: "fd72:6f61:6e00:1::1", duration: .microseconds(1428),
+                               addresses: ["fd72:6f61:6e64::c613:ff02", "198.19.255.2"])
+        var request = RunEvent.Request(workload: "api", number: 5, outcome: .failed(reason: "no connection and answer within 1s (looking up api.example.test: no such name (NXDOMAIN))"))
+        request.lookup = .seconds(1)
+        return [.connect(connect), .request(request)]
+    }()
+
+    static let everyKind: [RunEvent] = byName + [
         .run(.started(scenario: "walk", runID: "r1", seed: .max, backend: "userspace", duration: .seconds(60))),
         .run(.ended(passed: true)),
         .run(.cancelled(passed: false)),
@@ -55,7 +65,7 @@ import Testing
 
     /// The format earlier Roam versions wrote, and reports from them keep, is read unchanged.
     @Test func theOnDiskFormatIsTheOneReportsAlreadyHold() throws {
-        let change = RecordedEvent(time: .milliseconds(10_002), event: Self.everyKind[4])
+        let change = RecordedEvent(time: .milliseconds(10_002), event: Self.everyKind[Self.byName.count + 4])
         #expect(change.json.serialized == #"{"t":10.002,"type":"link","link":"wifi","action":"down","planned":10.0,"actual":10.002,"lateMs":2.0,"step":"2/5","carrier":"down","line":14,"error":"boom"}"#)
         let request = #"{"t":4.5,"type":"request","workload":"api","number":3,"ok":true,"ttfbMs":40.0,"completionMs":55.0}"#
         let read = try RecordedEvent(json: try JSONValue.parse(request))

@@ -30,6 +30,8 @@ import Testing
         api.requests = .init(sent: 4, succeeded: 2, failed: 2, unfinished: 0,
                              timeToFirstByte: .init(p50: .milliseconds(61), p95: .milliseconds(90), max: .milliseconds(90)),
                              completion: .init(p50: nil, p95: nil, max: nil))
+        api.lookups = .init(name: "api.example.test", succeeded: 3, failed: 7,
+                            duration: .init(p50: .microseconds(1428), p95: .microseconds(1518), max: .microseconds(1518)))
         var tests = RunSummary.Workload(name: "tests", kind: "command", mode: "aggregate", completed: true)
         tests.subflowsOpened = 2
         tests.completionTime = .seconds(8)
