@@ -70,11 +70,11 @@ struct NetworkScenarioTests {
 
     /// Plays a bundled scenario (or a fixture), checking it passed and left nothing; returns its
     /// report directory.
-    func play(_ name: String, in folder: String = "scenarios") throws -> String {
+    func play(_ name: String, in folder: String = "scenarios", _ options: [String] = []) throws -> String {
         let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
         let namespacesBefore = NetworkNamespaceList.roam()
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/\(folder)/\(name).yaml", "--backend", "userspace",
-                                                   "--quiet", "--report", directory], timeout: 120)
+                                                   "--quiet", "--report", directory] + options, timeout: 120)
         #expect(result.status == 0, "\(name)'s expectations hold: \(result.output)\(result.error)")
         #expect(programs().isEmpty, "\(programs())")
         #expect(NetworkNamespaceList.roam() == namespacesBefore)
@@ -147,6 +147,43 @@ struct NetworkScenarioTests {
         let figures = try #require(summary.workloads.first?.lookups)
         #expect(figures.name == "api.example.test" && figures.succeeded == 3 && figures.failed >= failures.count, "\(figures)")
         #expect((figures.duration.max ?? .seconds(1)) < .seconds(1))
+    }
+
+    /// A renumbered interface is a new path: MPTCP's endpoints follow the new addresses and a
+    /// subflow comes up from them; application-level handover moves off the silent connection and
+    /// back to home's new address. The stream never stalls past its expectation either way.
+    @Test(arguments: ["mptcp", "application"])
+    func handoverFollowsARenumberedNetwork(_ multipath: String) throws {
+        let directory = try play("renumber-handover", in: "Tests/Fixtures", ["--multipath", multipath])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let events = NetemHost.timeline(directory)
+        let connects = events.compactMap { record -> (t: Double, connect: RunEvent.Connect)? in
+            guard case .connect(let connect) = record.event else { return nil }
+            return (record.time.seconds, connect)
+        }
+        let first = try #require(connects.first?.connect, "\(connects)")
+        #expect(first.interface == "home")
+        if multipath == "mptcp" {
+            #expect(connects.count == 1 && first.transport == "multipath", "one MPTCP connection throughout: \(connects)")
+            let changes = events.compactMap { record -> [String]? in
+                guard case .mptcp(_, let changes, nil) = record.event, record.time.seconds > 3.9, record.time.seconds < 5 else { return nil }
+                return changes
+            }.flatMap { $0 }
+            #expect(changes.contains("removed \(first.local) id 2 subflow dev #2 (home)") && changes.contains { $0.hasPrefix("added fd72:6f61:6e00::1:a") },
+                    "the endpoints follow the renumbering: \(changes)")
+            let added = events.compactMap { record -> String? in
+                guard case .subflow(let subflow) = record.event, subflow.event == "added", subflow.interface == "home", record.time.seconds > 4 else { return nil }
+                return subflow.subflow
+            }
+            #expect(added.count == 1 && added[0].hasPrefix("fd72:6f61:6e00::1:a:"), "a subflow from home's new address: \(added)")
+        } else {
+            let back = connects.filter { $0.t > 4 && $0.t < 8 && $0.connect.interface == "home" }
+            #expect(back.count == 1 && back[0].connect.local == "fd72:6f61:6e00::1:a", "back on home, from its new address: \(connects)")
+            #expect(connects.filter { $0.t >= 8 }.map(\.connect.interface) == ["lte"], "\(connects)")
+            #expect(connects.allSatisfy { $0.connect.lookup?.name == "media.example.test" })
+        }
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.expectations.count == 1 && summary.expectations.allSatisfy(\.passed))
     }
 
     /// glibc in the phone sees the resolver's faults: answers 1.5 s late while the delay is on
