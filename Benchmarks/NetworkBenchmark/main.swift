@@ -8,6 +8,8 @@
 //    through NAT44 and through NAT64, against the same gateway routing IPv6 untranslated.
 // 3. From a leave, a renumber and a carrier loss of the same interface to the phone's path
 //    monitor publishing it.
+// 4. From the same events to a stream's first byte after them: plain TCP, application-level
+//    handover and MPTCP, each a whole scenario played by ScenarioRunner.
 //
 //   swift build -c release --product NetworkBenchmark && .build/release/NetworkBenchmark
 //   options: --quick (fewer rounds, to check that it runs)
@@ -392,3 +394,75 @@ say("|---|---|---|")
 say("| carrier loss of the cafe interface (its gateway's end down) | \(format(median(carrier))) | reference |")
 say("| leave the cafe network (interface down, addresses gone) | \(format(median(leave))) | \(ratio(median(carrier), median(leave))) |")
 say("| renumber on the cafe network (new addresses published) | \(format(median(renumber))) | \(ratio(median(carrier), median(renumber))) |")
+
+// MARK: - 4. From the event to the workload's first byte after it
+
+subscription.cancel()
+monitor.cancel()
+
+/// A 6 s scenario on the two networks' phone (home Wi-Fi first, LTE second) with an 8 Mbit/s
+/// stream by name from the server, and `event` on home at 3 s.
+func resumeScenario(event: String, mode: String) -> Scenario {
+    let text = """
+        name: resume
+        duration: 6s
+        nodes:
+          phone: {}
+          media: { internet: { names: [media.example.test] } }
+        networks:
+          - { name: home, type: wifi, profile: home-wifi, members: [phone] }
+          - { name: lte, type: cellular, profile: lte, members: [phone] }
+        timeline:
+          - { at: 3s, network: home, \(event) }
+        workloads:
+          - { name: video, kind: stream, from: media, to: phone, mode: \(mode), bitrate: 8mbit, buffer: 1s, timeout: 1s }
+        """
+    let outcome = ScenarioReader.parse(text, file: "resume.yaml")
+    guard let scenario = outcome.scenario else { fail(outcome.diagnostics.map(\.description).joined(separator: "\n")) }
+    return scenario
+}
+
+/// From the event taking effect to the first byte after the gap in data it made (nil: no gap
+/// of 20 ms or more spanned it; fails when no byte came after it).
+func resume(event: String, mode: String, multipath: MultipathTransport, round: Int) -> Duration? {
+    var options = RunOptions()
+    options.multipath = multipath
+    options.reportDirectory = scratch + "/resume-\(round)-\(mode)-\(multipath.rawValue)-\(event.prefix(5))"
+    let report: RunReport
+    do { report = try ScenarioRunner(scenario: resumeScenario(event: event, mode: mode), options: options).run() } catch { fail("\(error)") }
+    guard let change = report.changes.first(where: { $0.change.link == "home.phone" }), change.failure == nil else {
+        fail("the event on home did not apply: \(report.changes)")
+    }
+    guard let video = report.workloads.first else { fail("no workload result") }
+    let at = change.actual
+    // The gap the event opened: it began at most 20 ms after the event (the last byte before
+    // it) and ended after it.
+    guard let gap = video.gaps.first(where: { $0.start <= at + .milliseconds(20) && $0.start + $0.length > at }) else { return nil }
+    guard gap.start + gap.length < report.endedAt - .milliseconds(50) else {
+        fail("the stream (\(mode), \(multipath.rawValue)) never resumed after '\(event)' (a gap from \(format(gap.start)) to the end)")
+    }
+    return gap.start + gap.length - at
+}
+
+let resumeRounds = quick ? 1 : 3
+let events = [("carrier loss (`down`, reference)", "down: true"), ("leave", "leave: phone"), ("renumber", "renumber: phone")]
+let clients: [(String, String, MultipathTransport)] = [
+    ("plain TCP (reconnects after its 1 s timeout)", "none", .auto), ("handover, application level", "handover", .application),
+    ("handover, MPTCP (backup subflow)", "handover", .mptcp),
+]
+say("")
+say("From an event on the home Wi-Fi (home-wifi profile) to the stream's first byte after it (8 Mbit/s, by name,")
+say("the lte profile the other network): median of \(resumeRounds), through ScenarioRunner as `roam run` plays it;")
+say("\"< 20 ms\": no gap of 20 ms")
+say("")
+say("| client | " + events.map(\.0).joined(separator: " | ") + " |")
+say("|---|" + String(repeating: "---|", count: events.count))
+for (label, mode, multipath) in clients {
+    var cells: [String] = []
+    for (_, event) in events {
+        let measured = (0..<resumeRounds).map { resume(event: event, mode: mode, multipath: multipath, round: $0) }
+        let found = measured.compactMap { $0 }
+        cells.append(found.count * 2 <= measured.count ? "< 20 ms" : format(median(found)))
+    }
+    say("| \(label) | " + cells.joined(separator: " | ") + " |")
+}

@@ -49,6 +49,28 @@ import Testing
         #expect(probe(none.handle(.pathUpdated(Self.path([Self.wifi4, Self.cell6]), at: .seconds(5)))) == nil)
     }
 
+    /// A renumbered interface is a new path: the connection made from its old address is left at
+    /// once, not after a stall. A path published before the address came (a join adds IPv4 and
+    /// IPv6 one after the other) does not count against it.
+    @Test func aConnectionWhoseAddressWentIsLeftAtOnce() {
+        let old = IPAddress("198.18.1.2")!
+        var session = HandoverSession(to: [Self.server4], port: 9000)
+        _ = session.handle(.pathUpdated(Self.path([Self.wifi, Self.cell]), at: .zero))
+        _ = session.handle(.connected(.init(interface: "wifi", transport: .tcp, local: old, remote: Self.server4), at: ms(10)))
+        // The monitor's path still lacks the address: nothing to leave.
+        let early = NetworkInterface(name: "wifi", index: 2, type: .wifi, addresses: [IPPrefix("fd00:1::2/64")!])
+        #expect(!session.handle(.pathUpdated(Self.path([early, Self.cell]), at: ms(20))).contains { if case .leave = $0 { true } else { false } })
+        _ = session.handle(.pathUpdated(Self.path([Self.wifi4, Self.cell]), at: ms(30)))
+        let renumbered = NetworkInterface(name: "wifi", index: 2, type: .wifi, addresses: [IPPrefix("198.18.1.66/24")!])
+        let requests = session.handle(.pathUpdated(Self.path([renumbered, Self.cell]), at: ms(40)))
+        #expect(requests.contains(.leave(.addressLost(interface: "wifi", address: old))), "\(requests)")
+        #expect(HandoverStateMachine.Reason.addressLost(interface: "wifi", address: old).description == "wifi lost the connection's address 198.18.1.2")
+        // The next connection, from the new address, stays.
+        _ = session.handle(.connectionEnded(at: ms(41)))
+        _ = session.handle(.connected(.init(interface: "wifi", transport: .tcp, local: IPAddress("198.18.1.66")!, remote: Self.server4), at: ms(50)))
+        #expect(!session.handle(.pathUpdated(Self.path([renumbered, Self.cell]), at: ms(60))).contains { if case .leave = $0 { true } else { false } })
+    }
+
     /// One rule after a failed race for every driver (the simulator retried every 100 ms,
     /// HandoverConnection threw, RoamNIO waited for a path change): back off 100 ms doubling to
     /// 1 s, race at once on a new path, give up only after the policy's time.

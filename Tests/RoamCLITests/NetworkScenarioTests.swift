@@ -149,6 +149,23 @@ struct NetworkScenarioTests {
         #expect((figures.duration.max ?? .seconds(1)) < .seconds(1))
     }
 
+    /// The resolver follows the networks a phone can reach: with home's carrier gone, the
+    /// reconnection by name asks LTE's resolver, and no lookup fails on the way.
+    @Test func aLookupAfterACarrierLossAsksTheNetworkLeft() throws {
+        let directory = try play("carrier-loss-by-name", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var lookups: [(t: Double, lookup: RunEvent.Connect.Lookup?)] = []
+        var failures: [String] = []
+        for record in NetemHost.timeline(directory) {
+            if case .connect(let connect) = record.event { lookups.append((record.time.seconds, connect.lookup)) }
+            if case .connectFailed(_, let reason) = record.event { failures.append(reason) }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        try #require(lookups.count == 2, "\(lookups)")
+        #expect(lookups[0].lookup?.server == "192.168.0.1" && lookups[1].lookup?.server == "100.64.1.1", "\(lookups)")
+        #expect(lookups[1].t > 3 && lookups[1].t < 4.5, "reconnected after the 1 s timeout: \(lookups)")
+    }
+
     /// A renumbered interface is a new path: MPTCP's endpoints follow the new addresses and a
     /// subflow comes up from them; application-level handover moves off the silent connection and
     /// back to home's new address. The stream never stalls past its expectation either way.
@@ -177,6 +194,12 @@ struct NetworkScenarioTests {
             }
             #expect(added.count == 1 && added[0].hasPrefix("fd72:6f61:6e00::1:a:"), "a subflow from home's new address: \(added)")
         } else {
+            // Left the moment the monitor published home without the connection's address.
+            let left = events.compactMap { record -> String? in
+                guard case .disconnect(_, let reason) = record.event, record.time.seconds > 4, record.time.seconds < 4.5 else { return nil }
+                return reason
+            }
+            #expect(left == ["home lost the connection's address \(first.local)"], "\(left)")
             let back = connects.filter { $0.t > 4 && $0.t < 8 && $0.connect.interface == "home" }
             #expect(back.count == 1 && back[0].connect.local == "fd72:6f61:6e00::1:a", "back on home, from its new address: \(connects)")
             #expect(connects.filter { $0.t >= 8 }.map(\.connect.interface) == ["lte"], "\(connects)")

@@ -321,6 +321,7 @@ public struct HandoverSession: Sendable {
             if role == .advises { requests += reviewViability(path, at: now) }
             return requests + afterEvent(at: now)
         case let .connected(made, now):
+            machine.connectionAddress = made.transport == .tcp ? made.local : nil
             failures = 0
             troubleSince = nil
             retryAt = nil
@@ -449,7 +450,7 @@ public struct HandoverSession: Sendable {
             // Staying keeps the probes going, so the evidence stays fresh.
             _ = machine.handle(.stayed(at: now))
             return []
-        case .stalled, .pathLost, .tooPoor, .failed:
+        case .stalled, .pathLost, .addressLost, .tooPoor, .failed:
             // Judged again once viable: not before, or a stall would be found at every tick,
             // its hold-down doubling each time.
             guard unviable == nil else { return [] }

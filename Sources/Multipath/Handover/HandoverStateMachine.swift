@@ -89,6 +89,8 @@ public struct HandoverStateMachine: Sendable {
     public enum Reason: Sendable, Hashable, CustomStringConvertible {
         /// The interface left the path (carrier lost, address gone).
         case pathLost(interface: String)
+        /// The interface stays, without the connection's address (renumbered).
+        case addressLost(interface: String, address: IPAddress)
         /// No data for the threshold while data was expected.
         case stalled(interface: String?, threshold: Duration)
         /// The stream judged the path too poor (``StreamPathJudge``).
@@ -101,6 +103,7 @@ public struct HandoverStateMachine: Sendable {
         public var description: String {
             switch self {
             case .pathLost(let interface): "\(interface) left the path"
+            case let .addressLost(interface, address): "\(interface) lost the connection's address \(address)"
             case .stalled(_, let threshold): "no data for \(threshold.roamMilliseconds)"
             case .tooPoor(_, let detail): detail
             case .betterPath(let interface, let probes): "back to \(interface), which answered \(probes) probes in a row"
@@ -169,6 +172,16 @@ public struct HandoverStateMachine: Sendable {
     public private(set) var path: NetworkPath?
     /// The current connection: its interface, transport, when it was made, and its number.
     public private(set) var connection: (interface: String?, transport: Transport, since: Duration, number: Int)?
+    /// The local address of the current TCP connection, when the driver knows it: once its
+    /// interface no longer has it (the network renumbered the phone), the connection is as good
+    /// as gone, and the flow leaves it at once rather than after a stall. Set after
+    /// ``Event/connected(interface:transport:family:at:)``.
+    package var connectionAddress: IPAddress? {
+        didSet { connectionAddressSeen = false }
+    }
+    /// Whether a path since the connection was made listed its address (a path published before
+    /// the address came, as a join adds IPv4 and IPv6 one after the other, says nothing).
+    private var connectionAddressSeen = false
     /// Over MPTCP, the interface whose subflows brought the most data in the last sample.
     public private(set) var carrier: String?
     /// Over MPTCP, the interface the path manager prefers, when there is one.
@@ -393,9 +406,17 @@ public struct HandoverStateMachine: Sendable {
                 return abandonStaleProbe() + move(.stalled(interface: currentInterface, threshold: threshold), holdDown: true, at: now)
             }
         }
-        if connection.transport == .tcp, let interface = connection.interface, let path,
-           !path.availableInterfaces.contains(where: { $0.name == interface }) {
-            return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
+        if connection.transport == .tcp, let interface = connection.interface, let path {
+            guard let current = path.availableInterfaces.first(where: { $0.name == interface }) else {
+                return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
+            }
+            if let address = connectionAddress {
+                if current.addresses.contains(where: { $0.address == address }) {
+                    connectionAddressSeen = true
+                } else if connectionAddressSeen {
+                    return abandonStaleProbe() + move(.addressLost(interface: interface, address: address), holdDown: false, at: now)
+                }
+            }
         }
         if connection.transport == .mptcp, configuration.controlsSubflows, let interface = activeSubflow, let path,
            !path.availableInterfaces.contains(where: { $0.name == interface }) {

@@ -11,6 +11,9 @@ import Synchronization
 package protocol NetworkEventHandler: AnyObject {
     func setMembership(_ joined: Bool, link: String) throws(SimulatorError)
     func apply(_ action: TimelineEvent.Action, link: String) throws(SimulatorError)
+    /// A link's carrier is about to go down, or came back: a phone's resolver follows the
+    /// networks it can reach.
+    func carrierChanged(_ up: Bool, link: String) throws(SimulatorError)
 }
 
 /// Plays a ``TimelineSchedule`` on its own thread: waits for each change's planned time on the
@@ -96,7 +99,11 @@ package final class TimelinePlayer: Sendable {
             do throws(SimulatorError) {
                 switch change.change {
                 case .carrier(let up):
+                    // A phone's resolver moves off a network before its carrier goes, and back
+                    // after it returns.
+                    if !up { try membership?.carrierChanged(false, link: change.link) }
                     try backend.setCarrier(up, link: change.link)
+                    if up { try membership?.carrierChanged(true, link: change.link) }
                 case .membership(let joins):
                     guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' joins no network in this run") }
                     try membership.setMembership(joins, link: change.link)

@@ -35,6 +35,8 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// Each phone's resolv.conf, and the networks it has joined.
     private var resolvers: [String: String] = [:]
     private var joined: [String: Set<String>] = [:]
+    /// The access links whose carrier is down.
+    private var carrierDown: Set<String> = []
     /// `/run/roam` and the run's directory in it, once made.
     private var runDirectory: (parent: SecureDirectory, directory: SecureDirectory, name: String)?
 
@@ -328,18 +330,51 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// The name servers of `node` now: those its resolv.conf names (its primary network's).
     package func nameServers(of node: String) -> [IPAddress] {
         guard let planned = plan.node(node) else { return [] }
-        let text = lock.withLock { _ in Self.resolvConf(of: planned, joined: joined[node] ?? [], plan: plan) }
+        let text = lock.withLock { _ in Self.resolvConf(of: planned, joined: reachableNetworks(of: node), plan: plan) }
         return ResolverConfiguration(parsing: text).nameservers.map(\.address)
     }
 
+    /// A phone joins or leaves a network. Its resolver moves before the network goes (and after
+    /// it comes): a lookup started as the path monitor publishes the change never asks a
+    /// resolver the phone can no longer reach.
     package func setMembership(_ joined: Bool, link: String) throws(SimulatorError) {
-        try topology.setMembership(joined, link: link)
-        guard let planned = plan.link(link), let node = plan.node(planned.first),
-              let network = plan.networks.first(where: { NetworkSpec.accessLinkName(network: $0.spec.name, node: node.name) == link }) else { return }
-        let contents = lock.withLock { _ -> String in
-            if joined { self.joined[node.name, default: []].insert(network.spec.name) } else { self.joined[node.name, default: []].remove(network.spec.name) }
-            return Self.resolvConf(of: node, joined: self.joined[node.name] ?? [], plan: plan)
+        guard let (node, network) = accessOf(link) else {
+            try topology.setMembership(joined, link: link)
+            return
         }
+        if joined { try topology.setMembership(true, link: link) }
+        lock.withLock { _ in
+            if joined { self.joined[node.name, default: []].insert(network.spec.name) } else { self.joined[node.name, default: []].remove(network.spec.name) }
+        }
+        try rewriteResolvConf(of: node)
+        if !joined { try topology.setMembership(false, link: link) }
+    }
+
+    /// A phone's network whose radio lost its carrier is not one it can ask: its resolver moves to
+    /// the next network it has joined, as NetworkManager takes a device's DNS away with its link.
+    package func carrierChanged(_ up: Bool, link: String) throws(SimulatorError) {
+        guard let (node, _) = accessOf(link) else { return }
+        lock.withLock { _ in
+            if up { carrierDown.remove(link) } else { carrierDown.insert(link) }
+        }
+        try rewriteResolvConf(of: node)
+    }
+
+    /// The phone and the network of an access link.
+    private func accessOf(_ link: String) -> (TopologyPlan.Node, TopologyPlan.NetworkPlan)? {
+        guard let planned = plan.link(link), let node = plan.node(planned.first),
+              let network = plan.networks.first(where: { NetworkSpec.accessLinkName(network: $0.spec.name, node: node.name) == link }) else { return nil }
+        return (node, network)
+    }
+
+    /// The networks `node` has joined whose radio has its carrier; under `lock`.
+    private func reachableNetworks(of node: String) -> Set<String> {
+        (joined[node] ?? []).filter { !carrierDown.contains(NetworkSpec.accessLinkName(network: $0, node: node)) }
+    }
+
+    /// Writes `node`'s resolv.conf as its networks are now.
+    private func rewriteResolvConf(of node: TopologyPlan.Node) throws(SimulatorError) {
+        let contents = lock.withLock { _ in Self.resolvConf(of: node, joined: reachableNetworks(of: node.name), plan: plan) }
         if let directory = lock.withLock({ _ in runDirectory?.directory }), resolvConfPath(of: node.name) != nil {
             do throws(SafePathError) {
                 try directory.rewriteFile(named: "\(node.name)-resolv.conf", contents: Array(contents.utf8))

@@ -29,6 +29,10 @@ public struct WorkloadResult: Sendable {
     public var subflowsOpened = 0
     /// The longest time without data while the workload ran, and when it began.
     public var longestGap: (start: Duration, length: Duration)?
+    /// Every time without data of 20 ms or more, in order (the first 4,096; one still open at
+    /// the end runs to it): for measuring how long a flow took to resume after an event (the
+    /// network benchmark).
+    package var gaps: [(start: Duration, length: Duration)] = []
     /// Whether the workload did all it set out to (see `Expectation/Check/completes(_:)`).
     public var completed = false
     /// Why it did not, if it did not.

@@ -20,6 +20,8 @@ final class ClientConnection: Sendable {
         var localAddresses: [String] = []
         /// The longest time between two arrivals of data, and when it began.
         var longestGap: (start: Duration, length: Duration)?
+        /// Every gap of at least ``ClientConnection/recordedGap`` (the first ``maximumGaps``).
+        var gaps: [(start: Duration, length: Duration)] = []
         /// What the current connection is (MPTCP or not).
         var mode: MPTCP.Mode = .tcp
         var modes: Set<MPTCP.Mode> = []
@@ -88,7 +90,10 @@ final class ClientConnection: Sendable {
     func received(_ count: Int) {
         let now = context.log.elapsed
         let (requests, sample) = state.withLock { state -> ([HandoverSession.Request], Bool) in
-            if let last = state.session.machine.lastData, now - last > (state.longestGap?.length ?? .zero) { state.longestGap = (last, now - last) }
+            if let last = state.session.machine.lastData {
+                if now - last > (state.longestGap?.length ?? .zero) { state.longestGap = (last, now - last) }
+                if now - last >= Self.recordedGap, state.gaps.count < Self.maximumGaps { state.gaps.append((last, now - last)) }
+            }
             let requests = state.session.handle(.received(bytes: count, at: now))
             return (requests, state.mode == .multipath && now - state.lastSubflowSample >= Self.subflowSampleInterval)
         }
@@ -99,6 +104,11 @@ final class ClientConnection: Sendable {
     /// Whether the workload keeps its flow alive across paths: with MPTCP where the kernel has
     /// it (the path manager moves subflows), by application-level handover otherwise.
     var isMultipath: Bool { context.workload.mode != .none && context.clientPath != nil }
+
+    /// The gaps in data a result lists (``WorkloadResult/gaps``): long enough to be a break in
+    /// the flow rather than its pacing, and at most this many.
+    static let recordedGap = Duration.milliseconds(20)
+    static let maximumGaps = 4096
 
     /// How often an MPTCP connection's subflows are read while data arrives.
     static let subflowSampleInterval = Duration.milliseconds(20)
@@ -514,6 +524,11 @@ final class ClientConnection: Sendable {
             result.bytesByInterface = state.session.machine.bytesByInterface
             result.handovers = state.raced ? state.session.machine.handovers : 0
             result.longestGap = state.longestGap
+            result.gaps = state.gaps
+            // A flow that never resumed: its last gap runs to the end.
+            if let last = state.session.machine.lastData, end - last >= Self.recordedGap, state.gaps.count < Self.maximumGaps {
+                result.gaps.append((last, end - last))
+            }
             result.subflowsOpened = state.subflowsOpened
             result.lookups = state.lookups
             result.transport = state.modes.contains(.multipath) ? "mptcp" : state.modes.contains(.fallback) ? "tcp (mptcp fallback)" : "tcp"
