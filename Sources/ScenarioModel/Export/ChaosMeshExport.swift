@@ -66,6 +66,42 @@ public enum ChaosMeshExport {
     /// them with six decimals).
     public static let smallestPercent = 0.000001
 
+    /// What of a scenario's networks the export leaves to the cluster: its links (radios,
+    /// uplinks, the servers' attachments) are exported as any link, between the pods of the
+    /// nodes the reader made (`NAME-gw`, `internet`); what the gateways do, and the events that
+    /// change addresses, mappings or answers, have no Chaos Mesh form.
+    static func networkNotes(_ scenario: Scenario, notes: inout Notes) {
+        for network in scenario.networks {
+            var roles = ["routing"]
+            switch network.ipv4 {
+            case .nat44: roles.append("NAT44")
+            case .cgnat: roles.append("carrier-grade NAT")
+            case .none: break
+            }
+            if network.nat64 { roles.append("NAT64 with DNS64") }
+            roles.append("its resolver")
+            notes.add("network '\(network.name)': its links are exported as any link, with the pods of node '\(network.gateway)' as its gateway; "
+                + "what Roam's gateway does (\(roles.joined(separator: ", "))) and the phones' addresses are the cluster's to provide")
+        }
+        for event in scenario.timeline {
+            let when = "at \(event.at.roamDescription)"
+            switch event.action {
+            case .membership(let joins):
+                notes.add("\(joins ? "join" : "leave") on \(event.link) \(when) is exported as the radio's carrier \(joins ? "returning" : "lost") "
+                    + "(100% loss on its device): the pod's addresses and routes stay")
+            case .renumber:
+                notes.add("renumber on \(event.link) \(when) is not exported: Chaos Mesh cannot change a pod's addresses")
+            case .rebind:
+                notes.add("rebind on \(event.link) \(when) is not exported: Chaos Mesh has no NAT whose mappings it could flush")
+            case .dns, .dnsDelay:
+                notes.add("the dns faults on \(event.link) are not exported: Chaos Mesh's DNSChaos acts on the cluster's DNS server for chosen pods, "
+                    + "not on a network's resolver")
+            default:
+                break
+            }
+        }
+    }
+
     /// A tbf queue a rate maps to: bytes per second, and `limit` and `buffer` in bytes.
     static func bandwidth(_ conditions: LinkConditions) -> (rate: Rate, limit: UInt32, buffer: UInt32)? {
         let impairment = conditions.impairment
@@ -77,12 +113,9 @@ public enum ChaosMeshExport {
     }
 
     public static func export(_ scenario: Scenario, options: Options = Options()) throws(Refusal) -> Result {
-        if let network = scenario.networks.first {
-            throw Refusal(message: "network '\(network.name)' (and every network) cannot be exported: its gateway's NAT, resolver and "
-                + "addressing have no Chaos Mesh counterpart; export a scenario of links")
-        }
         try checkDevices(scenario, options: options)
         var notes = Notes()
+        networkNotes(scenario, notes: &notes)
         let tracks = Track.build(scenario, options: options, notes: &notes)
         for node in scenario.nodes.map(\.name) where options.selectors[node] == nil
             && scenario.links.contains(where: { $0.endpoints.0 == node || $0.endpoints.1 == node }) {
