@@ -74,9 +74,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(scenario.problems.isEmpty, "the reader accepted what the runner refuses: \(scenario.problems)")
         let schedule = TimelineSchedule(scenario: scenario)
         precondition(schedule.changes.count <= 2 * ScenarioLimits.maximumChanges, "the timeline expanded past its bound")
-        // Every link is a device of its own by default, so the export refuses only networks.
-        precondition(((try? ChaosMeshExport.export(scenario)) != nil) == scenario.networks.isEmpty,
-                     "the export refused a scenario of links with default devices, or exported networks")
+        // Every link is a device of its own by default, so the export refuses nothing read
+        // (networks included: what it cannot play is in its notes).
+        precondition((try? ChaosMeshExport.export(scenario)) != nil, "the export refused a scenario with default devices")
         _ = scenario.timeScaled(by: 0.5)
     }
 

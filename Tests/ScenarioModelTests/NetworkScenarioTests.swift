@@ -217,6 +217,32 @@ import Testing
         #expect(scenario.workloads.map(\.family) == [.any, .ipv6, .ipv4])
     }
 
+    /// A scenario built in Swift gets what the reader makes of the same file: the same nodes,
+    /// links (roles, interface names, radios) and networks.
+    @Test func aNetworkBuiltInSwiftIsTheOneTheReaderMakes() throws {
+        let read = try #require(read(Self.base).scenario, "\(errors(Self.base))")
+        var built = Scenario(name: "networks", duration: .seconds(20), nodes: [
+            ScenarioNode(name: "phone"), ScenarioNode(name: "tablet"),
+            ScenarioNode(name: "api", role: .server(names: ["api.example.test"], families: [.ipv4])),
+            ScenarioNode(name: "web", role: .server(names: ["web.roam.test"], families: [.ipv4, .ipv6])),
+        ])
+        #expect(built.problems.contains("server node 'api' has no link to the internet: add it before the networks (addNetwork(_:radio:))"))
+        built.addNetwork(NetworkSpec(name: "home", type: .wifi, ipv4: .nat44, members: ["phone", "tablet"]),
+                         radio: LinkSpec("home", between: ("", ""), type: .wifi, both: Impairment(delay: .milliseconds(5))))
+        built.addNetwork(NetworkSpec(name: "lte", type: .cellular, ipv4: .none, nat64: true, members: ["phone"]))
+        #expect(built.problems.isEmpty, "\(built.problems)")
+        #expect(built.nodes.map(\.name) == read.nodes.map(\.name) && built.nodes.map(\.role) == read.nodes.map(\.role))
+        #expect(built.links.map(\.name) == read.links.map(\.name))
+        for (mine, theirs) in zip(built.links, read.links) {
+            #expect(mine.endpoints == theirs.endpoints && mine.interfaceNames == theirs.interfaceNames && mine.role == theirs.role
+                && mine.type == theirs.type && mine.isExpensive == theirs.isExpensive && mine.families == theirs.families
+                && mine.up == theirs.up && mine.down == theirs.down, "\(mine.name)")
+        }
+        var networks = read.networks
+        for index in networks.indices { networks[index].line = 0 }
+        #expect(built.networks == networks)
+    }
+
     /// A span's end (`for:`) is not an event listed in the file: an event listed after the span's
     /// start, before its end, is in order.
     @Test func anEventWithinASpanIsInFileOrder() throws {

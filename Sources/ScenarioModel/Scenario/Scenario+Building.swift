@@ -41,6 +41,20 @@ extension Scenario {
         for (first, second, variable) in Self.environmentCollisions(nodes: nodes.map(\.name), links: links.map { ($0.name, $0.endpoints) }) {
             problems.append("\(second) and \(first) both give commands \(variable); rename one")
         }
+        for network in networks {
+            if !nodeNames.contains(network.gateway) {
+                problems.append("network '\(network.name)' has no gateway node '\(network.gateway)': add networks with addNetwork(_:radio:)")
+            }
+            for member in network.members where !linkNames.contains(NetworkSpec.accessLinkName(network: network.name, node: member)) {
+                problems.append("network '\(network.name)': member '\(member)' has no access link; add the node before the network")
+            }
+        }
+        for node in nodes {
+            guard case .server = node.role else { continue }
+            if !linkNames.contains(NetworkSpec.attachmentName(server: node.name)) {
+                problems.append("server node '\(node.name)' has no link to the internet: add it before the networks (addNetwork(_:radio:))")
+            }
+        }
         for event in timeline {
             if !linkNames.contains(event.link) { problems.append("timeline event at \(event.at.roamDescription) names unknown link '\(event.link)'") }
             if event.at < .zero || event.at > duration {
@@ -118,6 +132,50 @@ extension ScenarioNode {
     }
 
     package static func isValidName(_ name: String) -> Bool { isIdentifier(name, maxLength: Scenario.maximumNodeNameLength) }
+}
+
+extension Scenario {
+    /// Adds `network` as `networks:` does in a scenario file: its gateway node (`NAME-gw`), the
+    /// internet (with the first network) and a link to it from every server node (a node whose
+    /// role is ``NodeRole/server(names:families:)``, added before), an access link per member
+    /// (`NAME.MEMBER`: the radio, with `radio`'s type, profile and impairments; its interface in
+    /// the member is named after the network, `p0`, `p1`... in the gateway), and the gateway's
+    /// uplink (`NAME.uplink`). Add the nodes first; ``problems`` says what is missing.
+    public mutating func addNetwork(_ network: NetworkSpec, radio: LinkSpec? = nil) {
+        var radio = radio ?? LinkSpec(network.name, between: ("", ""), type: network.type)
+        radio.families = network.families
+        if !nodes.contains(where: { $0.role == .internet }) {
+            nodes.append(ScenarioNode(name: NetworkSpec.internetNode, description: "the internet (added for networks)", role: .internet))
+            let servers = nodes.filter { if case .server = $0.role { true } else { false } }
+            for (index, server) in servers.enumerated() {
+                var attachment = LinkSpec(NetworkSpec.attachmentName(server: server.name), between: (NetworkSpec.internetNode, server.name))
+                attachment.interfaceNames = ["srv\(index)", "internet"]
+                attachment.role = .attachment(server: server.name)
+                if case .server(_, let families) = server.role { attachment.families = families }
+                links.append(attachment)
+            }
+        }
+        let index = nodes.filter { if case .gateway = $0.role { true } else { false } }.count
+        nodes.append(ScenarioNode(name: network.gateway, description: "the gateway of network '\(network.name)'", role: .gateway(network: network.name)))
+        var added: [LinkSpec] = []
+        for (position, member) in network.members.enumerated() {
+            var access = radio
+            access.name = NetworkSpec.accessLinkName(network: network.name, node: member)
+            access.endpoints = (member, network.gateway)
+            access.interfaceNames = [network.name, "p\(position)"]
+            access.role = .access(network: network.name, node: member, index: position)
+            added.append(access)
+        }
+        var uplink = LinkSpec(NetworkSpec.uplinkName(network: network.name), between: (network.gateway, NetworkSpec.internetNode))
+        uplink.interfaceNames = ["uplink", "gw\(index)"]
+        uplink.role = .uplink(network: network.name)
+        uplink.line = network.line
+        added.append(uplink)
+        // The networks' links come before the servers' attachments, in the order added.
+        let attachments = links.firstIndex { if case .attachment = $0.role { true } else { false } } ?? links.endIndex
+        links.insert(contentsOf: added, at: attachments)
+        networks.append(network)
+    }
 }
 
 extension LinkSpec {

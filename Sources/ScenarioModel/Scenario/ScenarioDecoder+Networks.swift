@@ -149,37 +149,11 @@ extension ScenarioDecoder {
     }
 
     /// The scenario's nodes and links with every network's gateway, the internet, and their
-    /// links added: an access link per member (its interface in the member named after the
-    /// network, `p0`, `p1`... in the gateway), an uplink per gateway (`uplink` in the gateway,
-    /// `gw0`, `gw1`... in the internet), and a link per server (`internet` in the server,
-    /// `srv0`, `srv1`... in the internet).
+    /// links added (``Scenario/addNetwork(_:radio:)``, as a scenario built in Swift adds them).
     static func expandNetworks(_ templates: [NetworkTemplate], nodes: inout [ScenarioNode], links: inout [LinkSpec]) {
-        guard !templates.isEmpty else { return }
-        let servers = nodes.filter { if case .server = $0.role { true } else { false } }
-        nodes.append(ScenarioNode(name: NetworkSpec.internetNode, description: "the internet (added for networks)", role: .internet))
-        for (index, template) in templates.enumerated() {
-            let network = template.spec
-            nodes.append(ScenarioNode(name: network.gateway, description: "the gateway of network '\(network.name)'", role: .gateway(network: network.name)))
-            for (position, member) in network.members.enumerated() {
-                var access = template.radio
-                access.name = NetworkSpec.accessLinkName(network: network.name, node: member)
-                access.endpoints = (member, network.gateway)
-                access.interfaceNames = [network.name, "p\(position)"]
-                access.role = .access(network: network.name, node: member, index: position)
-                links.append(access)
-            }
-            var uplink = LinkSpec(NetworkSpec.uplinkName(network: network.name), between: (network.gateway, NetworkSpec.internetNode))
-            uplink.interfaceNames = ["uplink", "gw\(index)"]
-            uplink.role = .uplink(network: network.name)
-            uplink.line = template.spec.line
-            links.append(uplink)
-        }
-        for (index, server) in servers.enumerated() {
-            var attachment = LinkSpec(NetworkSpec.attachmentName(server: server.name), between: (NetworkSpec.internetNode, server.name))
-            attachment.interfaceNames = ["srv\(index)", "internet"]
-            attachment.role = .attachment(server: server.name)
-            if case .server(_, let families) = server.role { attachment.families = families }
-            links.append(attachment)
-        }
+        var scenario = Scenario(name: "expansion", duration: .seconds(1), nodes: nodes, links: links)
+        for template in templates { scenario.addNetwork(template.spec, radio: template.radio) }
+        nodes = scenario.nodes
+        links = scenario.links
     }
 }
