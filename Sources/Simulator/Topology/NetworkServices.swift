@@ -528,13 +528,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
 package enum DNSProbe {
     /// The query for `name` (type A, recursion desired) with id `id`.
     package static func query(_ name: String, id: UInt16 = 0x526f, type: UInt16 = 1) -> [UInt8] {
-        var bytes: [UInt8] = [UInt8(id >> 8), UInt8(id & 0xff), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
-        for label in name.split(separator: ".") {
-            bytes.append(UInt8(label.utf8.count))
-            bytes += label.utf8
-        }
-        bytes += [0, UInt8(type >> 8), UInt8(type & 0xff), 0, 1]
-        return bytes
+        DNSMessage.query(name, id: id, type: type)
     }
 
     /// Whether a name server at `address` answers a query for `name` (any response code) within

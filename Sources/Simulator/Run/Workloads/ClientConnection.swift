@@ -458,7 +458,8 @@ final class ClientConnection: Sendable {
         guard let host = context.workload.host, let namespace = context.clientNamespace else { return context.serverAddresses }
         let deadline = min(MonotonicInstant.now + context.workload.timeout, limit ?? context.stopAt, context.stopAt)
         let servers = context.nameServers?() ?? []
-        switch NameLookup.resolve(host, families: context.workload.family.families, servers: servers, in: namespace, deadline: deadline, stop: context.stop) {
+        let families = context.workload.family.families.map { $0 == .ipv4 ? AddressFamily.inet : .inet6 }
+        switch NameLookup.resolve(host, families: families, servers: servers, in: namespace, deadline: deadline, stop: context.stop) {
         case .success(let answer):
             state.withLock { state in
                 state.lookups?.durations.append(answer.duration)

@@ -1,15 +1,16 @@
 import Glibc
 import Netlink
+import RoamCore
 import RoamSystem
-import ScenarioModel
 import SystemPackage
 
 /// A host name looked up as an app's stub resolver does (glibc's, with its defaults): A and
 /// AAAA queries at once over UDP to the first name server of the node's `resolv.conf`, each try
 /// waiting up to 5 s, then the next server, twice round; a server that fails (SERVFAIL, REFUSED,
 /// unreachable) passes the question on to the next, a "no such name" ends the lookup. Made in the
-/// client node's namespace, so that it goes where the node's own lookups go: to its network's
-/// resolver, through its links.
+/// client's namespace, so that it goes where the node's own lookups go: to its network's
+/// resolver, through its links; optionally through one interface only (a connectivity probe's).
+/// The simulator's clients and the monitor's connectivity probes both look names up with it.
 package enum NameLookup {
     /// What a lookup found.
     package struct Answer: Sendable, Hashable {
@@ -38,12 +39,19 @@ package enum NameLookup {
         package var description: String {
             switch self {
             case .noResolver: "no resolver (the node has joined no network)"
-            case .timedOut(let duration): "no answer in \(duration.roamDescription)"
+            case .timedOut(let duration): "no answer in \(Self.milliseconds(duration))"
             case .noSuchName: "no such name (NXDOMAIN)"
             case .serverFailed(let why): why
             case .noAddresses: "no address of the families asked for"
             case .stopped: "stopped"
             }
+        }
+
+        /// `1001ms`, or `5s` for whole seconds.
+        static func milliseconds(_ duration: Duration) -> String {
+            let (seconds, attoseconds) = duration.components
+            if attoseconds == 0 { return "\(seconds)s" }
+            return "\((Double(seconds) * 1000 + Double(attoseconds) / 1e15).rounded())ms"
         }
     }
 
@@ -53,8 +61,8 @@ package enum NameLookup {
 
     /// Looks `name` up for `families` at `servers` (the node's, in order), from `namespace`, until
     /// `deadline` at the latest (or `stop`).
-    package static func resolve(_ name: String, families: [IPFamily], servers: [IPAddress], in namespace: NetworkNamespace,
-                                deadline: MonotonicInstant, stop: EventSignal? = nil) -> Result<Answer, Failure> {
+    package static func resolve(_ name: String, families: [AddressFamily], servers: [IPAddress], in namespace: NetworkNamespace,
+                                interface: String? = nil, deadline: MonotonicInstant, stop: EventSignal? = nil) -> Result<Answer, Failure> {
         guard !servers.isEmpty else { return .failure(.noResolver) }
         let began = MonotonicInstant.now
         var lastFailure: Failure?
@@ -62,7 +70,7 @@ package enum NameLookup {
             for server in servers {
                 guard MonotonicInstant.now < deadline else { return .failure(lastFailure.flatMap(\.decisive) ?? .timedOut(.now - began)) }
                 let tryDeadline = min(deadline, .now + attemptTimeout)
-                switch ask(server, name: name, families: families, in: namespace, deadline: tryDeadline, stop: stop) {
+                switch ask(server, name: name, families: families, in: namespace, interface: interface, deadline: tryDeadline, stop: stop) {
                 case .success(let addresses):
                     if addresses.isEmpty { return .failure(.noAddresses) }
                     return .success(Answer(addresses: addresses, server: server, duration: .now - began))
@@ -79,28 +87,37 @@ package enum NameLookup {
     }
 
     /// One try at one server: both queries, until both are answered or `deadline`.
-    private static func ask(_ server: IPAddress, name: String, families: [IPFamily], in namespace: NetworkNamespace,
-                            deadline: MonotonicInstant, stop: EventSignal?) -> Result<[IPAddress], Failure> {
+    /// Sends `descriptor`'s traffic out of `interface` only (SO_BINDTODEVICE).
+    package static func bind(_ descriptor: Int32, toDevice interface: String) -> Bool {
+        var name = Array(interface.utf8CString)
+        return setsockopt(descriptor, SOL_SOCKET, SO_BINDTODEVICE, &name, socklen_t(name.count)) == 0
+    }
+
+    private static func ask(_ server: IPAddress, name: String, families: [AddressFamily], in namespace: NetworkNamespace,
+                            interface: String?, deadline: MonotonicInstant, stop: EventSignal?) -> Result<[IPAddress], Failure> {
         let domain = server.family == .inet ? AF_INET : AF_INET6
         guard let descriptor = try? namespace.perform({ socket(domain, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0) }),
               descriptor >= 0 else {
             return .failure(.serverFailed("cannot open a socket to \(server): \(Errno.current)"))
         }
         defer { close(descriptor) }
+        if let interface, !bind(descriptor, toDevice: interface) {
+            return .failure(.serverFailed("cannot bind a socket to \(interface): \(Errno.current)"))
+        }
         guard server.withSocketAddress(port: 53, { connect(descriptor, $0, $1) }) == 0 else {
             return .failure(.serverFailed("\(server) is unreachable: \(Errno.current)"))
         }
-        var pending: [UInt16: IPFamily] = [:]
+        var pending: [UInt16: AddressFamily] = [:]
         for family in families {
             var id = UInt16.random(in: 1...UInt16.max)
             while pending[id] != nil { id = UInt16.random(in: 1...UInt16.max) }
-            let query = DNSProbe.query(name, id: id, type: family == .ipv4 ? DNSMessage.typeA : DNSMessage.typeAAAA)
+            let query = DNSMessage.query(name, id: id, type: family == .inet ? DNSMessage.typeA : DNSMessage.typeAAAA)
             guard query.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) == query.count else {
                 return .failure(.serverFailed("\(server) is unreachable: \(Errno.current)"))
             }
             pending[id] = family
         }
-        var found: [IPFamily: [IPAddress]] = [:]
+        var found: [AddressFamily: [IPAddress]] = [:]
         var buffer = [UInt8](repeating: 0, count: 1500)
         while !pending.isEmpty {
             var entries = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
@@ -116,7 +133,7 @@ package enum NameLookup {
             guard let message = DNSMessage(parsing: buffer[..<count]), let family = pending[message.id] else { continue }
             pending[message.id] = nil
             switch message.responseCode {
-            case 0: found[family] = message.addresses.filter { family == .ipv4 ? $0.family == .inet : $0.family == .inet6 }
+            case 0: found[family] = message.addresses.filter { $0.family == family }
             case 3: return .failure(.noSuchName)
             case 2: return .failure(.serverFailed("\(server) failed (SERVFAIL)"))
             case 5: return .failure(.serverFailed("\(server) refused (REFUSED)"))
@@ -125,7 +142,7 @@ package enum NameLookup {
         }
         // A try that timed out with one family answered gives what it has, as glibc does.
         if found.isEmpty { return .failure(.timedOut(.zero)) }
-        return .success((found[.ipv6] ?? []) + (found[.ipv4] ?? []))
+        return .success((found[.inet6] ?? []) + (found[.inet] ?? []))
     }
 }
 
@@ -143,6 +160,17 @@ extension NameLookup.Failure {
 package struct DNSMessage: Sendable, Hashable {
     package static let typeA: UInt16 = 1
     package static let typeAAAA: UInt16 = 28
+
+    /// The query for `name` (of `type`, recursion desired) with identifier `id`.
+    package static func query(_ name: String, id: UInt16 = 0x526f, type: UInt16 = typeA) -> [UInt8] {
+        var bytes: [UInt8] = [UInt8(id >> 8), UInt8(id & 0xff), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
+        for label in name.split(separator: ".") {
+            bytes.append(UInt8(label.utf8.count))
+            bytes += label.utf8
+        }
+        bytes += [0, UInt8(type >> 8), UInt8(type & 0xff), 0, 1]
+        return bytes
+    }
 
     package var id: UInt16
     package var responseCode: UInt8

@@ -1,14 +1,14 @@
 import Netlink
-@testable import Simulator
+@testable import PathMonitor
 import Testing
 
 /// The responses a client's lookups read: answers taken with their names compressed or not,
 /// and every malformed message refused without reading past its end.
 @Suite struct DNSMessageTests {
-    /// A response to `DNSProbe.query(name, id:, type:)` with `answers` (type, rdata), the first
+    /// A response to `DNSMessage.query(name, id:, type:)` with `answers` (type, rdata), the first
     /// answer's name written out, the others pointing at the question's.
     static func response(to name: String, id: UInt16, code: UInt8 = 0, answers: [(UInt16, [UInt8])]) -> [UInt8] {
-        var bytes = DNSProbe.query(name, id: id, type: 1)
+        var bytes = DNSMessage.query(name, id: id, type: 1)
         bytes[2] |= 0x80
         bytes[3] = 0x80 | code
         bytes[7] = UInt8(answers.count)
