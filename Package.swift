@@ -71,7 +71,7 @@ let package = Package(
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
         .target(name: "Simulator", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "RoamFuzzTargets", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "RoamSystem",
+        .target(name: "RoamFuzzTargets", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor",
                                                        .product(name: "Yams", package: "Yams")]),
         .executableTarget(
             name: "roam",

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import compare diagnostics)
+[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import compare diagnostics probe)
 case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh SECONDS [TARGET...]" >&2; exit 2 ;; esac
 
 swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address >&2

@@ -1,3 +1,4 @@
+import PathMonitor
 import RoamReport
 import RoamCore
 import RoamSystem
@@ -35,6 +36,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// at most 100 are kept (and a count of the rest), and what they print is bounded by a
     /// constant, whatever the input.
     case diagnostics
+    /// What a connectivity probe gets back (`roam monitor --validate`), and probe URLs: an
+    /// answer parses within its bounds (a head of 8 KiB, a body of 16 KiB, a printable
+    /// `Location` of 2 KiB) and is judged; a URL parses or is refused, never trapped on.
+    case probe
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -49,6 +54,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .import: Self.importProfile(bytes)
         case .compare: Self.compare(bytes)
         case .diagnostics: Self.diagnostics(text)
+        case .probe: Self.probe(bytes)
         }
     }
 
@@ -78,6 +84,22 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         // (networks included: what it cannot play is in its notes).
         precondition((try? ChaosMeshExport.export(scenario)) != nil, "the export refused a scenario with default devices")
         _ = scenario.timeScaled(by: 0.5)
+    }
+
+    static func probe(_ bytes: UnsafeRawBufferPointer) {
+        if let response = ProbeResponse(parsing: bytes) {
+            precondition((0...999).contains(response.status), "a status of more than three digits")
+            precondition(response.body.count <= ConnectivityProbe.maximumAnswer, "a body past the probe's limit")
+            if let location = response.location {
+                precondition(location.utf8.count <= 2048 && location.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f }, "an unprintable or long Location")
+            }
+            let judged = ConnectivityProbe.judge(response, ConnectivityValidation(url: "http://connectivity.roam.test/generate_204"), url: "http://x/")
+            precondition(judged.state != .unknown, "an answer judged unknown")
+        }
+        let text = String(decoding: bytes.prefix(4096), as: UTF8.self)
+        if case .success(let target) = ConnectivityValidation(url: text).target() {
+            precondition(!target.host.isEmpty && target.port > 0 && target.path.hasPrefix("/"), "a probe URL parsed into nothing")
+        }
     }
 
     static func trace(_ text: String) {

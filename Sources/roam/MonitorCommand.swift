@@ -41,6 +41,15 @@ struct MonitorCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Interfaces file: lines of 'PATTERN ATTRIBUTES', e.g. 'wwan* type=cellular expensive'.", valueName: "file"))
     var interfaces: String?
 
+    @Option(name: .customLong("validate"), help: ArgumentHelp("Check each interface's connectivity: an HTTP GET of this URL from the interface, expecting 204 (a redirect or another page: a captive portal; nothing: limited).", valueName: "url"))
+    var validationURL: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --validate: seconds between checks of a validated interface (default 300, NetworkManager's).", valueName: "seconds"))
+    var validateInterval: Int?
+
+    @Flag(name: .long, help: "With --validate: use only validated interfaces (a path behind a captive portal is unsatisfied), as Android's default network.")
+    var requireValidated = false
+
     func validate() throws {
         // A name under /run/netns, as `ip netns` makes them: no path, no control characters.
         if let netns, netns.isEmpty || netns == "." || netns == ".." || netns.utf8.count > 255
@@ -52,6 +61,15 @@ struct MonitorCommand: ParsableCommand {
         }
         for type in prohibit where InterfaceType(name: type) == nil {
             throw ValidationError("unknown interface type '\(escapedForMessage(type))' for --prohibit; use wifi, cellular, wiredEthernet, loopback or other")
+        }
+        if let validationURL, case .failure(let error) = ConnectivityValidation(url: validationURL).target() {
+            throw ValidationError("--validate: \(error.message)")
+        }
+        if let validateInterval, !(1...86_400).contains(validateInterval) {
+            throw ValidationError("--validate-interval must be 1 to 86400 seconds, not \(validateInterval)")
+        }
+        if validationURL == nil, validateInterval != nil || requireValidated {
+            throw ValidationError("--validate-interval and --require-validated need --validate URL: nothing is validated without a probe")
         }
         if let require, let required = InterfaceType(name: require), prohibit.contains(where: { InterfaceType(name: $0) == required }) {
             throw ValidationError("--require \(required.rawValue) and --prohibit \(required.rawValue) contradict: no path could satisfy both; drop one")
@@ -82,6 +100,12 @@ struct MonitorCommand: ParsableCommand {
             prohibitsExpensive: prohibitExpensive,
             prohibitsConstrained: prohibitConstrained,
             prohibitsUltraConstrained: prohibitUltraConstrained))
+        configuration.policy.requiresValidated = requireValidated
+        if let validationURL {
+            var validation = ConnectivityValidation(url: validationURL)
+            if let validateInterval { validation.interval = .seconds(validateInterval) }
+            configuration.validation = validation
+        }
         if let interfaces {
             do {
                 configuration.interfaceRules = try InterfaceRules(contentsOfFile: interfaces)

@@ -15,6 +15,10 @@ struct MonitorCommandInputTests {
         (["monitor", "--netns", "a/b"], "--netns 'a/b' is not a network namespace name"),
         (["monitor", "--require", "wifi", "--prohibit", "wifi"], "--require wifi and --prohibit wifi contradict"),
         (["monitor", "--bogus"], "Unknown option '--bogus'"),
+        (["monitor", "--validate", "https://connectivity.roam.test/"], "--validate: connectivity probe URL 'https://connectivity.roam.test/': only http:// is probed"),
+        (["monitor", "--validate", "http://a b/"], "spaces and control or non-ASCII characters are not allowed"),
+        (["monitor", "--validate", "http://x.test/", "--validate-interval", "0"], "--validate-interval must be 1 to 86400 seconds, not 0"),
+        (["monitor", "--require-validated"], "--validate-interval and --require-validated need --validate URL"),
     ])
     func rejectsBadInputWithExitCode2(_ arguments: [String], _ message: String) throws {
         let result = try RunningCommand.run(roam, arguments)
@@ -51,14 +55,16 @@ struct MonitorCommandKernelTests {
             let first = try #require(command.lines.wait { !$0.isEmpty }?.first)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
             #expect(Set(object.keys) == ["time", "status", "unsatisfiedReason", "isExpensive", "isConstrained", "supportsIPv4",
-                                         "supportsIPv6", "supportsDNS", "primaryInterface", "gateways", "interfaces", "isUltraConstrained", "linkQuality"])
+                                         "supportsIPv6", "supportsDNS", "primaryInterface", "gateways", "interfaces", "isUltraConstrained", "linkQuality",
+                                         "connectivity"])
             #expect(object["status"] as? String == "satisfied")
             #expect(object["primaryInterface"] as? String == "wl0")
             #expect(object["unsatisfiedReason"] is NSNull)
             let time = try #require(object["time"] as? String)
             #expect(time.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"#, options: .regularExpression) != nil)
             let interfaces = try #require(object["interfaces"] as? [[String: Any]])
-            #expect(interfaces.first.map { Set($0.keys) } == ["name", "index", "type", "isExpensive", "isConstrained", "state", "mtu", "addresses", "isUltraConstrained", "linkQuality"])
+            #expect(interfaces.first.map { Set($0.keys) } == ["name", "index", "type", "isExpensive", "isConstrained", "state", "mtu", "addresses", "isUltraConstrained", "linkQuality",
+                                                          "connectivity"])
 
             try test.socket.setLink(index: peer, up: false)
             let expensive = command.lines.wait { lines in lines.contains { $0.contains(#""primaryInterface":"ce0""#) && $0.contains(#""isExpensive":true"#) } }

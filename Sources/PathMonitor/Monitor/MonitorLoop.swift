@@ -32,6 +32,8 @@ final class MonitorLoop {
     /// matching rules again only when the interface's name, alias, kind or facts change keeps
     /// them off the path from a notification to its update.
     private var classifications: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
+    /// Connectivity validation, when the configuration asks for it (made when the loop runs).
+    private var validator: ConnectivityValidator?
     private var wireless: NetlinkSocket?
     private var wirelessUnavailable = false
     private var nextWirelessPoll = ContinuousClock.now
@@ -63,6 +65,15 @@ final class MonitorLoop {
         let requests: NetlinkSocket
         let events: NetlinkSocket
         var watcher: DirectoryWatcher?
+        if let validation = configuration.validation {
+            do throws(PathMonitorError) {
+                validator = try ConnectivityValidator(validation, namespace: namespace)
+            } catch {
+                started.finish(.failure(error))
+                return
+            }
+        }
+        defer { validator?.cancel() }
         do throws(NetlinkError) {
             prepareDeviceFacts()
             requests = try NetlinkSocket(.route, in: namespace)
@@ -114,13 +125,15 @@ final class MonitorLoop {
         guard let wakeup else { return }
         var descriptors = [events.fileDescriptor, wakeup.descriptor.rawValue]
         if let watcher { descriptors.append(watcher.fileDescriptor.rawValue) }
+        let probesReady = validator.map { _ in descriptors.count }
+        if let validator { descriptors.append(validator.signal.descriptor.rawValue) }
         let resolverNames = resolverFileNames()
 
         while !core.isCancelled {
             // Dumps left over from a storm that outlasted the settle rounds are done now, not
             // after the next notification, which may never come.
             let pending = needsFullDump || needsRouteDump
-            let ready = try readable(descriptors, timeout: pending ? .zero : wirelessPollTimeout())
+            let ready = try readable(descriptors, timeout: pending ? .zero : nextTimeout())
             // A due reading of Wi-Fi quality is an evaluation: it reads nl80211, and the path is
             // published only if it changed.
             if wirelessPollIsDue() { isDirty = true }
@@ -130,7 +143,12 @@ final class MonitorLoop {
                 continue
             }
             if ready[0] { try drain(events) }
-            if ready.count > 2, ready[2], let watcher {
+            if let probesReady, ready[probesReady], let validator, validator.collect() { isDirty = true }
+            if let validator, validator.timeUntilNextProbe == .zero {
+                let started = validator.runDue(resolvers: resolvers.nameservers.map(\.address))
+                core.updateStatistics { $0.connectivityProbes += started }
+            }
+            if ready.count > 2, probesReady != 2, ready[2], let watcher {
                 // An overflowed inotify queue may have lost the resolver file's event: read it again.
                 if let changed = watcher.changedNames(), changed.isDisjoint(with: resolverNames) {} else { reloadResolvers() }
             }
@@ -255,9 +273,9 @@ final class MonitorLoop {
         for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
         var seen: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
         let classifier = evaluator.classifier
-        let path = evaluator.path(for: snapshot, facts: current, resolvers: resolvers) { link, facts in
+        let classify = { (link: Link, facts: DeviceFacts) -> InterfaceClassifier.Classification in
             let key = ClassifiedLink(link)
-            if let known = classifications[link.index], known.link == key, known.facts == facts {
+            if let known = self.classifications[link.index], known.link == key, known.facts == facts {
                 seen[link.index] = known
                 return known.value
             }
@@ -265,11 +283,28 @@ final class MonitorLoop {
             seen[link.index] = (key, facts, value)
             return value
         }
+        var (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
+                                                   connectivity: validator?.connectivity ?? [:], classify: classify)
+        if let validator {
+            // New and renumbered interfaces are probed now, and are unknown until they answer.
+            let (started, changed) = validator.update(probeable, resolvers: resolvers.nameservers.map(\.address))
+            if started > 0 { core.updateStatistics { $0.connectivityProbes += started } }
+            if changed {
+                (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
+                                                       connectivity: validator.connectivity, classify: classify)
+            }
+        }
         classifications = seen
         return path
     }
 
     // MARK: - Wi-Fi link quality
+
+    /// How long the loop may sleep: until Wi-Fi quality is due to be read, or a probe is due.
+    private func nextTimeout() -> Duration? {
+        let times = [wirelessPollTimeout(), validator?.timeUntilNextProbe].compactMap { $0 }
+        return times.min()
+    }
 
     /// How long the loop may sleep before the next reading of Wi-Fi quality (-1: no Wi-Fi, or
     /// polling is off).

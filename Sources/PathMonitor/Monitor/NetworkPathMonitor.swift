@@ -56,6 +56,10 @@ public final class NetworkPathMonitor: Sendable {
         /// as `netns` metadata. By default a logger labelled `roam.path-monitor`, which goes
         /// wherever the app bootstrapped `LoggingSystem`.
         public var logger: Logger
+        /// Whether and how the monitor checks that each interface reaches the internet (off by
+        /// default): each interface's ``NetworkInterface/connectivity`` and the path's follow
+        /// its probes, and ``PathPolicy/requiresValidated`` keeps paths to validated interfaces.
+        public var validation: ConnectivityValidation?
 
         public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
                     resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
@@ -86,6 +90,8 @@ public final class NetworkPathMonitor: Sendable {
         public var routeDumps = 0
         /// Readings of a Wi-Fi interface's link quality from nl80211.
         public var wirelessReadings = 0
+        /// Connectivity probes sent (``Configuration/validation``).
+        public var connectivityProbes = 0
     }
 
     /// The namespace watched.

@@ -14,7 +14,16 @@ extension NetworkInterface {
             ("addresses", .array(addresses.map { .string($0.description) })),
             ("isUltraConstrained", .bool(isUltraConstrained)),
             ("linkQuality", .string(linkQuality.rawValue)),
+            ("connectivity", connectivity.json),
         ])
+    }
+}
+
+extension InterfaceConnectivity {
+    /// `{"state": "portal", "portalURL": "http://…", "reason": "…"}`.
+    public var json: JSONValue {
+        .object([("state", .string(state.rawValue)), ("portalURL", portalURL.map { .string($0) } ?? .null),
+                 ("reason", reason.map { .string($0) } ?? .null)])
     }
 }
 
@@ -36,6 +45,7 @@ extension NetworkPath {
             ("interfaces", .array(availableInterfaces.map(\.json))),
             ("isUltraConstrained", .bool(isUltraConstrained)),
             ("linkQuality", .string(linkQuality.rawValue)),
+            ("connectivity", .string(connectivity.rawValue)),
         ])
     }
 
@@ -50,6 +60,7 @@ extension NetworkPath {
         if isExpensive { words.append("expensive") }
         if isUltraConstrained { words.append("ultra-constrained") } else if isConstrained { words.append("constrained") }
         if linkQuality != .unknown { words.append("quality \(linkQuality.rawValue)") }
+        if connectivity != .unknown { words.append(connectivity.rawValue) }
         if supportsIPv4 { words.append("ipv4") }
         if supportsIPv6 { words.append("ipv6") }
         if supportsDNS { words.append("dns") }
@@ -59,6 +70,7 @@ extension NetworkPath {
             if interface.isExpensive { parts.append("expensive") }
             if interface.isUltraConstrained { parts.append("ultra-constrained") } else if interface.isConstrained { parts.append("constrained") }
             if interface.linkQuality != .unknown { parts.append("quality \(interface.linkQuality.rawValue)") }
+            if interface.connectivity.state != .unknown { parts.append(interface.connectivity.description) }
             parts.append(interface.state.description)
             parts.append("mtu \(interface.mtu)")
             parts.append(contentsOf: interface.addresses.map(\.description))

@@ -22,6 +22,9 @@ public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
     public var mtu: UInt32
     /// The addresses, with prefix lengths, IPv4 first.
     public var addresses: [IPPrefix]
+    /// Whether the interface reaches the internet, when the monitor validates connectivity
+    /// (``NetworkPathMonitor/Configuration/validation``); `unknown` otherwise.
+    public var connectivity = InterfaceConnectivity()
 
     public init(name: String, index: Int32, type: InterfaceType, isExpensive: Bool = false, isConstrained: Bool = false,
                 isUltraConstrained: Bool = false, linkQuality: LinkQuality = .unknown,
@@ -69,6 +72,12 @@ public enum UnsatisfiedReason: String, Sendable, Hashable, Codable, CustomString
     /// The interface that would carry traffic is ultra-constrained (satellite) and the monitor
     /// prohibits ultra-constrained paths.
     case prohibitedUltraConstrained
+    /// The policy requires a validated interface (``PathPolicy/requiresValidated``), and the best
+    /// left is behind a captive portal.
+    case portal
+    /// The policy requires a validated interface, and none is: their probes found no internet,
+    /// or have not answered yet.
+    case noInternet
     public var description: String { rawValue }
 }
 
@@ -105,6 +114,8 @@ public struct NetworkPath: Sendable, Hashable {
     public var supportsDNS: Bool
     /// The gateways of the permitted default routes, the primary interface's first.
     public var gateways: [IPAddress]
+    /// The primary interface's connectivity, when the monitor validates it; `unknown` otherwise.
+    public var connectivity: InterfaceConnectivity.State = .unknown
 
     public init(status: PathStatus, unsatisfiedReason: UnsatisfiedReason?, availableInterfaces: [NetworkInterface],
                 primaryInterface: NetworkInterface?, isExpensive: Bool, isConstrained: Bool, isUltraConstrained: Bool = false,

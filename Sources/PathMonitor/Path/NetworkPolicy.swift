@@ -14,6 +14,12 @@ public struct PathPolicy: Sendable, Hashable {
     /// `allowUltraConstrainedPaths = false`. Apple's default prohibits them; Roam's permits them,
     /// as it does every other kind, so that a monitor shows what is there unless asked not to.
     public var prohibitsUltraConstrained: Bool
+    /// Only interfaces whose connectivity is validated may be used, as Android's default network
+    /// requires `NET_CAPABILITY_VALIDATED`: a Wi-Fi behind a captive portal, or one that reaches
+    /// nothing, is left out, and with no validated interface the path is unsatisfied (`portal`
+    /// or `noInternet`). Needs the monitor's ``NetworkPathMonitor/Configuration/validation``;
+    /// without it no interface is ever validated.
+    public var requiresValidated = false
 
     public init(requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
                 prohibitsExpensive: Bool = false, prohibitsConstrained: Bool = false, prohibitsUltraConstrained: Bool = false) {
@@ -32,6 +38,9 @@ public struct PathPolicy: Sendable, Hashable {
         if prohibitsExpensive && interface.isExpensive { return .prohibitedExpensive }
         if prohibitsUltraConstrained && interface.isUltraConstrained { return .prohibitedUltraConstrained }
         if prohibitsConstrained && interface.isConstrained { return .prohibitedConstrained }
+        if requiresValidated, interface.type != .loopback, interface.connectivity.state != .validated {
+            return interface.connectivity.state == .portal ? .portal : .noInternet
+        }
         return nil
     }
 }

@@ -45,6 +45,14 @@ public struct PathEvaluator: Sendable {
     /// answer, which a monitor remembers per interface between evaluations).
     func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
               classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> NetworkPath {
+        evaluate(snapshot, facts: facts, resolvers: resolvers, connectivity: [:], classify: classify).path
+    }
+
+    /// The path of `snapshot` with each interface's `connectivity`, and the interfaces a
+    /// connectivity probe can go out of (up with an address, not loopback, whatever the policy).
+    func evaluate(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
+                  connectivity: [Int32: InterfaceConnectivity],
+                  classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> (path: NetworkPath, probeable: [NetworkInterface]) {
         var byInterface: [Int32: [InterfaceAddress]] = [:]
         for address in snapshot.addresses.values where address.isUsable {
             byInterface[address.interfaceIndex, default: []].append(address)
@@ -63,11 +71,12 @@ public struct PathEvaluator: Sendable {
         let candidates: [Candidate] = snapshot.links.values.sorted { $0.index < $1.index }.map { link in
             let addresses = (byInterface[link.index] ?? []).sorted(by: Self.addressOrder)
             let kind = classify(link, facts[link.index] ?? DeviceFacts())
-            let interface = NetworkInterface(
+            var interface = NetworkInterface(
                 name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
                 isConstrained: kind.isConstrained, isUltraConstrained: kind.isUltraConstrained, linkQuality: kind.linkQuality,
                 state: link.operationalState, mtu: link.mtu,
                 addresses: addresses.map(\.prefix))
+            if let known = connectivity[link.index] { interface.connectivity = known }
             let routable = addresses.filter { $0.family == .inet || !$0.address.isLinkLocal }
             let isUsable = link.isRunning && (link.isLoopback ? !addresses.isEmpty : !routable.isEmpty)
             // A default route helps only with a source address of its family.
@@ -129,7 +138,7 @@ public struct PathEvaluator: Sendable {
         } : []
         let permittedIndices = Set(available.map(\.link.index))
 
-        return NetworkPath(
+        var path = NetworkPath(
             status: status,
             unsatisfiedReason: satisfied ? nil : reason,
             availableInterfaces: available.map(\.interface),
@@ -145,6 +154,9 @@ public struct PathEvaluator: Sendable {
                                                            loopbackUsable: loopback != nil, names: available.map(\.link)),
             gateways: gateways.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
         )
+        path.connectivity = primary?.interface.connectivity.state ?? .unknown
+        let probeable = candidates.filter { $0.isUsable && !$0.link.isLoopback }.map(\.interface)
+        return (path, probeable)
     }
 
     /// The sort key of the preference order: primary first, loopback last, then free before

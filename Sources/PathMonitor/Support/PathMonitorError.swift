@@ -21,6 +21,8 @@ public struct PathMonitorError: Error, Sendable, CustomStringConvertible {
         public static let netlink = Code("netlink")
         /// The monitor was used in a way its state does not allow (started twice, started after cancel).
         public static let invalidState = Code("invalidState")
+        /// The configuration cannot work (a connectivity probe URL that is not `http://`).
+        public static let invalidConfiguration = Code("invalidConfiguration")
 
         public var description: String { name }
     }

@@ -1,0 +1,130 @@
+/// Whether an interface reaches the internet, as a connectivity probe found out: Android's
+/// `NET_CAPABILITY_VALIDATED` and `CAPTIVE_PORTAL`, NetworkManager's connectivity states.
+public struct InterfaceConnectivity: Sendable, Hashable, CustomStringConvertible {
+    public enum State: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// Not checked (yet): validation is off, or the first probe has not answered.
+        case unknown
+        /// The probe got the answer it expects: the internet is there.
+        case validated
+        /// Something answered the probe in its place (a redirect, or a page of its own): a
+        /// captive portal, until the user logs in.
+        case portal
+        /// Nothing answered (no route, a timeout, a reset, a name that does not resolve) or an
+        /// error came back: connected, but no internet.
+        case limited
+
+        public var description: String { rawValue }
+    }
+
+    public var state: State
+    /// For a portal: where it sends a browser (its redirect's `Location`), if it said.
+    public var portalURL: String?
+    /// What the last probe found, in a few words (`HTTP 302 to http://…`, `no answer in 5s`).
+    public var reason: String?
+
+    public init(state: State = .unknown, portalURL: String? = nil, reason: String? = nil) {
+        self.state = state
+        self.portalURL = portalURL
+        self.reason = reason
+    }
+
+    public var description: String {
+        var text = state.rawValue
+        if let portalURL { text += " (\(portalURL))" }
+        return text
+    }
+}
+
+/// How a monitor checks that its interfaces reach the internet (off unless set): a probe like
+/// NetworkManager's and Android's, an HTTP GET of ``url`` sent from each interface (bound to it,
+/// in the monitor's namespace, the name looked up through that interface), expecting
+/// ``expectedStatus`` (and ``expectedBody``, when set). Any other answer below 400 is a portal; no
+/// answer, or an error status, is `limited`.
+///
+/// Each interface is checked when it appears or its addresses change, again every
+/// ``interval`` while validated, and, while not, after ``retryDelay`` doubling up to
+/// ``maximumRetryDelay``; never more than one probe at a time per interface. A validated
+/// interface turns `limited` only after ``failuresBeforeLimited`` probes in a row found nothing
+/// (a portal's answer counts at once).
+public struct ConnectivityValidation: Sendable, Hashable {
+    /// `http://HOST[:PORT]/PATH`: plain HTTP, as portals intercept it (HTTPS is not probed).
+    public var url: String
+    /// The status the URL answers with when nothing is in the way: 204, as Android's
+    /// `generate_204`, or 200 with ``expectedBody``, as NetworkManager's check.
+    public var expectedStatus: Int
+    /// The body the answer starts with, when the status alone does not prove it (NetworkManager's
+    /// `response`).
+    public var expectedBody: String?
+    /// How long one probe may take, lookup and connection included.
+    public var timeout: Duration
+    /// How often a validated interface is checked again (NetworkManager's default: 300 s).
+    public var interval: Duration
+    /// The first wait before checking again an interface that is not validated; it doubles.
+    public var retryDelay: Duration
+    public var maximumRetryDelay: Duration
+    /// Probes in a row that found nothing before a validated interface is `limited`.
+    public var failuresBeforeLimited: Int
+
+    public init(url: String, expectedStatus: Int = 204, expectedBody: String? = nil, timeout: Duration = .seconds(5),
+                interval: Duration = .seconds(300), retryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(60),
+                failuresBeforeLimited: Int = 2) {
+        self.url = url
+        self.expectedStatus = expectedStatus
+        self.expectedBody = expectedBody
+        self.timeout = timeout
+        self.interval = interval
+        self.retryDelay = retryDelay
+        self.maximumRetryDelay = maximumRetryDelay
+        self.failuresBeforeLimited = failuresBeforeLimited
+    }
+
+    /// The parts of ``url``: host, port and path (with its query), or why it is not a URL a
+    /// probe can fetch.
+    public func target() -> Result<ProbeTarget, PathMonitorError> {
+        ProbeTarget.parse(url)
+    }
+}
+
+/// Where a connectivity probe goes.
+public struct ProbeTarget: Sendable, Hashable {
+    public var host: String
+    public var port: UInt16
+    /// The path and query, `/generate_204`.
+    public var path: String
+
+    /// Parses `http://HOST[:PORT][/PATH]`; the host is a name, an IPv4 address or a bracketed
+    /// IPv6 address.
+    static func parse(_ url: String) -> Result<ProbeTarget, PathMonitorError> {
+        func refuse(_ why: String) -> Result<ProbeTarget, PathMonitorError> {
+            .failure(PathMonitorError(.invalidConfiguration, "connectivity probe URL '\(url.prefix(200))': \(why)"))
+        }
+        guard url.utf8.count <= 2048 else { return refuse("longer than 2048 bytes") }
+        guard url.lowercased().hasPrefix("http://") else { return refuse("only http:// is probed (a portal intercepts plain HTTP)") }
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return refuse("spaces and control or non-ASCII characters are not allowed") }
+        let rest = url.dropFirst(7)
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authority = rest[..<slash]
+        let path = slash == rest.endIndex ? "/" : String(rest[slash...])
+        guard !authority.contains("@") else { return refuse("user information is not allowed") }
+        var host = Substring(authority)
+        var port: UInt16 = 80
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return refuse("an IPv6 address needs its closing ']'") }
+            let after = host[host.index(after: close)...]
+            host = host[host.index(after: host.startIndex)..<close]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let number = UInt16(after.dropFirst()), number > 0 else { return refuse("the port must be 1 to 65535") }
+                port = number
+            }
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let number = UInt16(host[host.index(after: colon)...]), number > 0 else { return refuse("the port must be 1 to 65535") }
+            port = number
+            host = host[..<colon]
+        }
+        guard !host.isEmpty, host.utf8.count <= 253 else { return refuse("the host must be 1 to 253 characters") }
+        guard host.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" }) else {
+            return refuse("the host has characters a host name cannot")
+        }
+        return .success(ProbeTarget(host: String(host), port: port, path: path))
+    }
+}

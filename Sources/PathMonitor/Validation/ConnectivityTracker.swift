@@ -1,0 +1,108 @@
+import Netlink
+
+/// When each interface is probed and what its connectivity is, on a clock of the caller's (a
+/// `Duration` since the monitor started; a manual one in tests). No I/O: the caller runs the
+/// probes it asks for and hands their outcomes back.
+///
+/// An interface is probed when it appears and when its addresses change (a new network: its
+/// connectivity is unknown again); while validated, every ``ConnectivityValidation/interval``;
+/// while not, after ``ConnectivityValidation/retryDelay``, doubling up to the maximum. One probe at
+/// a time per interface: an outcome for an interface since gone or changed is ignored.
+package struct ConnectivityTracker: Sendable {
+    /// A probe to run: its identifier, and the interface to send it from.
+    package struct Probe: Sendable, Hashable {
+        package var id: UInt64
+        package var index: Int32
+        package var interface: String
+    }
+
+    private struct Entry {
+        var name: String
+        var addresses: [IPPrefix]
+        var connectivity = InterfaceConnectivity()
+        /// Probes in a row that found nothing.
+        var failures = 0
+        var retry: Duration
+        var due: Duration?
+        var inFlight: UInt64?
+    }
+
+    package let configuration: ConnectivityValidation
+    private var entries: [Int32: Entry] = [:]
+    private var nextID: UInt64 = 1
+    /// Probes asked for so far (statistics).
+    package private(set) var probesStarted = 0
+
+    package init(configuration: ConnectivityValidation) {
+        self.configuration = configuration
+    }
+
+    /// Each interface's connectivity now, by index.
+    package var connectivity: [Int32: InterfaceConnectivity] { entries.mapValues(\.connectivity) }
+
+    /// The interfaces that can be probed now (up, with an address, not loopback): new ones, and
+    /// ones whose addresses changed, are probed at once; gone ones are forgotten. Returns the
+    /// probes to start.
+    package mutating func update(_ interfaces: [NetworkInterface], at now: Duration) -> [Probe] {
+        let present = Set(interfaces.map(\.index))
+        for index in entries.keys where !present.contains(index) { entries[index] = nil }
+        for interface in interfaces {
+            let addresses = interface.addresses.filter { !$0.address.isLinkLocal }.sorted { $0.description < $1.description }
+            if let entry = entries[interface.index], entry.name == interface.name, entry.addresses == addresses { continue }
+            entries[interface.index] = Entry(name: interface.name, addresses: addresses, retry: configuration.retryDelay, due: now)
+        }
+        return due(at: now)
+    }
+
+    /// The probes due at `now` (one per interface at most).
+    package mutating func due(at now: Duration) -> [Probe] {
+        var probes: [Probe] = []
+        for index in entries.keys.sorted() {
+            guard var entry = entries[index], entry.inFlight == nil, let due = entry.due, due <= now else { continue }
+            let probe = Probe(id: nextID, index: index, interface: entry.name)
+            nextID += 1
+            probesStarted += 1
+            entry.inFlight = probe.id
+            entry.due = nil
+            entries[index] = entry
+            probes.append(probe)
+        }
+        return probes
+    }
+
+    /// When the next probe is due, if one is waiting.
+    package var nextDue: Duration? {
+        entries.values.compactMap { $0.inFlight == nil ? $0.due : nil }.min()
+    }
+
+    /// What `probe` found, at `now`. True when the interface's connectivity changed.
+    package mutating func finished(_ probe: Probe, _ found: InterfaceConnectivity, at now: Duration) -> Bool {
+        guard var entry = entries[probe.index], entry.inFlight == probe.id else { return false }
+        entry.inFlight = nil
+        let before = entry.connectivity
+        switch found.state {
+        case .validated:
+            entry.connectivity = found
+            entry.failures = 0
+            entry.retry = configuration.retryDelay
+            entry.due = now + configuration.interval
+        case .portal:
+            entry.connectivity = found
+            entry.failures = 0
+            entry.due = now + entry.retry
+            entry.retry = min(entry.retry * 2, configuration.maximumRetryDelay)
+        case .limited, .unknown:
+            entry.failures += 1
+            if before.state == .validated, entry.failures < configuration.failuresBeforeLimited {
+                // One probe that found nothing is not yet a verdict: ask again soon.
+                entry.due = now + configuration.retryDelay
+            } else {
+                entry.connectivity = InterfaceConnectivity(state: .limited, reason: found.reason)
+                entry.due = now + entry.retry
+                entry.retry = min(entry.retry * 2, configuration.maximumRetryDelay)
+            }
+        }
+        entries[probe.index] = entry
+        return entry.connectivity != before
+    }
+}
