@@ -71,6 +71,26 @@ import Testing
         #expect(!session.handle(.pathUpdated(Self.path([renumbered, Self.cell]), at: ms(60))).contains { if case .leave = $0 { true } else { false } })
     }
 
+    /// The racer leaves out interfaces behind a portal or without internet while one is
+    /// validated; without validation (all unknown), or with `prefersValidated` off, it keeps them.
+    @Test func aRaceSkipsUnvalidatedInterfacesWhileOneIsValidated() throws {
+        func with(_ interface: NetworkInterface, _ state: InterfaceConnectivity.State) -> NetworkInterface {
+            var changed = interface
+            changed.connectivity = InterfaceConnectivity(state: state)
+            return changed
+        }
+        let policy = ConnectionPolicy()
+        let portal = Self.path([with(Self.wifi, .portal), with(Self.cell, .validated)])
+        #expect(try policy.permittedInterfaces(of: portal).get().map(\.name) == ["cell"])
+        let checking = Self.path([with(Self.wifi, .unknown), with(Self.cell, .validated)])
+        #expect(try policy.permittedInterfaces(of: checking).get().map(\.name) == ["wifi", "cell"])
+        let nothingValidated = Self.path([with(Self.wifi, .portal), with(Self.cell, .limited)])
+        #expect(try policy.permittedInterfaces(of: nothingValidated).get().map(\.name) == ["wifi", "cell"])
+        var indifferent = policy
+        indifferent.prefersValidated = false
+        #expect(try indifferent.permittedInterfaces(of: portal).get().map(\.name) == ["wifi", "cell"])
+    }
+
     /// One rule after a failed race for every driver (the simulator retried every 100 ms,
     /// HandoverConnection threw, RoamNIO waited for a path change): back off 100 ms doubling to
     /// 1 s, race at once on a new path, give up only after the policy's time.

@@ -91,6 +91,35 @@ import Testing
         #expect(machine.stalledPaths.isHeldDown("wifi", at: ms(20)) == false)
     }
 
+    // MARK: Connectivity
+
+    static func with(_ interface: NetworkInterface, _ state: InterfaceConnectivity.State) -> NetworkInterface {
+        var changed = interface
+        changed.connectivity = InterfaceConnectivity(state: state)
+        return changed
+    }
+
+    /// A Wi-Fi whose connectivity check finds a portal or nothing is left at once while cellular
+    /// is validated (as Wi-Fi Assist leaves a Wi-Fi that passes nothing), and not moved back to
+    /// until it validates; without a validated other, or with the rule off, the flow stays.
+    @Test func aConnectionLeavesAnInterfaceThatLostItsInternetWhileAnotherIsValidated() {
+        var machine = connected()
+        let lost = Self.path([Self.with(Self.wifi, .limited), Self.with(Self.cell, .unknown)])
+        #expect(machine.handle(.pathUpdated(lost, at: ms(10))) == [], "no validated interface to go to")
+        let portal = Self.path([Self.with(Self.wifi, .portal), Self.with(Self.cell, .validated)])
+        #expect(machine.handle(.pathUpdated(portal, at: ms(20))) == [.move(.connectivityLost(interface: "wifi", connectivity: .portal))])
+        #expect(Machine.Reason.connectivityLost(interface: "wifi", connectivity: .portal).description
+            == "wifi is behind a captive portal while another interface is validated")
+        // On cellular now: the free Wi-Fi is not probed while it is a portal, only once it validates.
+        #expect(machine.handle(.connected(interface: "cell", transport: .tcp, at: ms(30))) == [])
+        #expect(!machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil)).contains { if case .startProbe = $0 { true } else { false } })
+        let passed = Self.path([Self.with(Self.wifi, .validated), Self.with(Self.cell, .validated)])
+        #expect(machine.handle(.pathUpdated(passed, at: .seconds(6))).contains(.startProbe(interface: "wifi")))
+        // The rule off: the flow stays where it is.
+        var staying = connected { $0.leavesUnvalidated = false }
+        #expect(staying.handle(.pathUpdated(portal, at: ms(20))) == [])
+    }
+
     @Test func overMPTCPThePathManagerMovesTheSubflowsWhenAnInterfaceLeaves() {
         var machine = connected(transport: .mptcp)
         #expect(machine.handle(.pathUpdated(Self.cellOnly, at: ms(10))) == [])

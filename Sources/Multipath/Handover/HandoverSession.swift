@@ -450,7 +450,7 @@ public struct HandoverSession: Sendable {
             // Staying keeps the probes going, so the evidence stays fresh.
             _ = machine.handle(.stayed(at: now))
             return []
-        case .stalled, .pathLost, .addressLost, .tooPoor, .failed:
+        case .stalled, .pathLost, .addressLost, .connectivityLost, .tooPoor, .failed:
             // Judged again once viable: not before, or a stall would be found at every tick,
             // its hold-down doubling each time.
             guard unviable == nil else { return [] }

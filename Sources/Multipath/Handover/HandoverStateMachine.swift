@@ -64,6 +64,11 @@ public struct HandoverStateMachine: Sendable {
         public var serviceType: MultipathServiceType = .handover
         /// For a stream: what it needs from a path (nil: no stream rule).
         public var stream: StreamRequirement?
+        /// Whether the flow leaves an interface whose connectivity turns `portal` or `limited`
+        /// while another permitted interface is validated (the monitor validates connectivity):
+        /// a Wi-Fi that loses its internet is left as Wi-Fi Assist leaves one that passes
+        /// nothing, without waiting for a stall.
+        public var leavesUnvalidated = true
 
         public init() {}
     }
@@ -91,6 +96,9 @@ public struct HandoverStateMachine: Sendable {
         case pathLost(interface: String)
         /// The interface stays, without the connection's address (renumbered).
         case addressLost(interface: String, address: IPAddress)
+        /// The interface's connectivity check found a portal or no internet, while another
+        /// interface is validated.
+        case connectivityLost(interface: String, connectivity: InterfaceConnectivity.State)
         /// No data for the threshold while data was expected.
         case stalled(interface: String?, threshold: Duration)
         /// The stream judged the path too poor (``StreamPathJudge``).
@@ -104,6 +112,7 @@ public struct HandoverStateMachine: Sendable {
             switch self {
             case .pathLost(let interface): "\(interface) left the path"
             case let .addressLost(interface, address): "\(interface) lost the connection's address \(address)"
+            case let .connectivityLost(interface, connectivity): "\(interface) is \(connectivity == .portal ? "behind a captive portal" : "without internet") while another interface is validated"
             case .stalled(_, let threshold): "no data for \(threshold.roamMilliseconds)"
             case .tooPoor(_, let detail): detail
             case .betterPath(let interface, let probes): "back to \(interface), which answered \(probes) probes in a row"
@@ -398,6 +407,14 @@ public struct HandoverStateMachine: Sendable {
         return actions
     }
 
+    /// Why the flow should leave `current`: its connectivity is `portal` or `limited` while
+    /// another interface of `path` is validated (with ``Configuration/leavesUnvalidated``).
+    private func connectivityLost(_ current: NetworkInterface, in path: NetworkPath) -> Reason? {
+        guard configuration.leavesUnvalidated, current.connectivity.state == .portal || current.connectivity.state == .limited,
+              path.availableInterfaces.contains(where: { $0.name != current.name && $0.connectivity.state == .validated }) else { return nil }
+        return .connectivityLost(interface: current.name, connectivity: current.connectivity.state)
+    }
+
     private mutating func evaluate(at now: Duration, smoothedRTT: Duration?, awaitingDataSince: Duration?) -> [Action] {
         guard let connection else { return probeActions(at: now) }
         if let since = awaitingDataSince {
@@ -417,10 +434,17 @@ public struct HandoverStateMachine: Sendable {
                     return abandonStaleProbe() + move(.addressLost(interface: interface, address: address), holdDown: false, at: now)
                 }
             }
+            if let lost = connectivityLost(current, in: path) {
+                return abandonStaleProbe() + move(lost, holdDown: false, at: now)
+            }
         }
-        if connection.transport == .mptcp, configuration.controlsSubflows, let interface = activeSubflow, let path,
-           !path.availableInterfaces.contains(where: { $0.name == interface }) {
-            return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
+        if connection.transport == .mptcp, configuration.controlsSubflows, let interface = activeSubflow, let path {
+            guard let current = path.availableInterfaces.first(where: { $0.name == interface }) else {
+                return abandonStaleProbe() + move(.pathLost(interface: interface), holdDown: false, at: now)
+            }
+            if let lost = connectivityLost(current, in: path) {
+                return abandonStaleProbe() + move(lost, holdDown: false, at: now)
+            }
         }
         return probeActions(at: now)
     }
@@ -436,8 +460,10 @@ public struct HandoverStateMachine: Sendable {
         case .mptcp:
             let available = Set(path.availableInterfaces.map(\.name))
             // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
+            let unvalidated = Set(path.availableInterfaces.filter { $0.connectivity.state == .portal || $0.connectivity.state == .limited }.map(\.name))
             let target = demoted.sorted().first { name in
                 guard available.contains(name) else { return false }
+                if configuration.leavesUnvalidated, unvalidated.contains(name) { return false }
                 guard let now else { return true }
                 return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
             }
@@ -458,6 +484,8 @@ public struct HandoverStateMachine: Sendable {
               primary.name != current, !primary.isExpensive,
               path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
         if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
+        // Not back behind a portal, nor onto a network without internet: only once it validates.
+        if configuration.leavesUnvalidated, primary.connectivity.state == .portal || primary.connectivity.state == .limited { return nil }
         return primary
     }
 

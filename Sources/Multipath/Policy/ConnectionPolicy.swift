@@ -31,6 +31,12 @@ public struct ConnectionPolicy: Sendable, Hashable {
     public var requiredInterfaceType: InterfaceType?
     public var prohibitedInterfaceTypes: Set<InterfaceType> = []
     public var serviceType: MultipathServiceType = .none
+    /// While an interface is validated (``InterfaceConnectivity``, when the monitor validates
+    /// connectivity), interfaces behind a captive portal or without internet (`portal`,
+    /// `limited`) are not raced, as iOS keeps apps on cellular until a portal is passed and
+    /// Android's default network is a validated one. Without validation every interface is
+    /// `unknown`, and this changes nothing. True by default.
+    public var prefersValidated = true
 
     public init(allowsExpensive: Bool = true, allowsConstrained: Bool = true, allowsUltraConstrained: Bool = true, allowsCellular: Bool = true,
                 requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
@@ -67,6 +73,9 @@ public struct ConnectionPolicy: Sendable, Hashable {
         }
         if permitted.isEmpty {
             return .failure(PathRefusal(reasons: Set(refused.map(\.1)), refused: refused.map { "\($0.0) (\($0.1))" }))
+        }
+        if prefersValidated, permitted.contains(where: { $0.connectivity.state == .validated }) {
+            permitted.removeAll { $0.connectivity.state == .portal || $0.connectivity.state == .limited }
         }
         return .success(permitted)
     }
