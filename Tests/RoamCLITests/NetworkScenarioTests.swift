@@ -59,6 +59,14 @@ struct NetworkScenarioTests {
             return change
         }
         #expect(leaves.map(\.link) == ["cafe.phone"])
+        // The phone's monitor validated both networks against the internet's connectivity check
+        // (the LTE one through its own resolver, by the AAAA record of its own IPv6).
+        let paths = NetemHost.timeline(directory).compactMap { record -> String? in
+            guard case .path(let node, let summary, _) = record.event, node == "phone" else { return nil }
+            return summary
+        }
+        #expect(paths.contains { $0.contains("cafe wifi quality good validated") && $0.contains("lte cellular expensive quality good validated") },
+                "\(paths)")
         // Each program's output is in the report; every program and file is gone.
         for log in ["network-internet-unbound.log", "network-cafe-gw-nft.log", "network-lte-gw-tayga.log", "network-lte-gw-unbound.log"] {
             #expect(FileManager.default.fileExists(atPath: directory + "/" + log), "\(log)")

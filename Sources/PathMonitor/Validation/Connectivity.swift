@@ -1,3 +1,5 @@
+import Netlink
+
 /// Whether an interface reaches the internet, as a connectivity probe found out: Android's
 /// `NET_CAPABILITY_VALIDATED` and `CAPTIVE_PORTAL`, NetworkManager's connectivity states.
 public struct InterfaceConnectivity: Sendable, Hashable, CustomStringConvertible {
@@ -64,6 +66,10 @@ public struct ConnectivityValidation: Sendable, Hashable {
     public var maximumRetryDelay: Duration
     /// Probes in a row that found nothing before a validated interface is `limited`.
     public var failuresBeforeLimited: Int
+    /// The name servers a probe from an interface asks, by interface name, where each network
+    /// has its own (Android asks each network's): an interface not listed asks those of the
+    /// monitor's `resolv.conf`, through itself.
+    public var interfaceResolvers: [String: [IPAddress]] = [:]
 
     public init(url: String, expectedStatus: Int = 204, expectedBody: String? = nil, timeout: Duration = .seconds(5),
                 interval: Duration = .seconds(300), retryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(60),

@@ -84,7 +84,8 @@ final class ConnectivityValidator {
         let outcomes = self.outcomes
         for probe in probes {
             let thread = try? PinnedThread(name: "roam-probe") {
-                let found = ConnectivityProbe.run(target, validation, interface: probe.interface, namespace: namespace, resolvers: resolvers, stop: stop)
+                let servers = validation.interfaceResolvers[probe.interface] ?? resolvers
+                let found = ConnectivityProbe.run(target, validation, interface: probe.interface, namespace: namespace, resolvers: servers, stop: stop)
                 outcomes.list.withLock { $0.append((probe, found)) }
                 signal.signal()
             }

@@ -189,7 +189,10 @@ final class RunSession {
             }
             guard let namespace = topology.namespace(of: node.name) else { continue }
             // A network's member reads the resolv.conf its commands see (its primary network's).
-            let monitor = NetworkPathMonitor(namespace: namespace, configuration: .init(resolverConfigurationPath: services?.resolvConfPath(of: node.name)))
+            var configuration = NetworkPathMonitor.Configuration(resolverConfigurationPath: services?.resolvConfPath(of: node.name))
+            // A phone of networks validates each: the internet answers its connectivity check.
+            configuration.validation = services?.validation(of: node.name)
+            let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
             let name = node.name
             let recorder = recorder
             let subscription = monitor.onUpdate { path in recorder.record(path, node: name) }

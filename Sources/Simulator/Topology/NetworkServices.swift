@@ -66,6 +66,9 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                 if families.contains(.ipv6) { records.append("\(name). 60 IN AAAA \(node.serviceIPv6)") }
             }
         }
+        // The phones' connectivity check, answered by the internet (``ConnectivityResponder``).
+        records.append("\(ConnectivityResponder.name). 60 IN A \(internet.serviceIPv4)")
+        records.append("\(ConnectivityResponder.name). 60 IN AAAA \(internet.serviceIPv6)")
         // RFC 7050: an IPv6-only host learns its network's NAT64 prefix from the AAAA records
         // DNS64 synthesizes for this name.
         records += ["ipv4only.arpa. 60 IN A 192.0.0.170", "ipv4only.arpa. 60 IN A 192.0.0.171"]
@@ -213,6 +216,10 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         if let authoritative = Self.authoritativeConfiguration(plan), let internet {
             try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: authoritative, in: internet.name, what: "unbound")
             servers.append((internet.serviceIPv4, internet.name))
+            if let namespace = topology.namespace(of: internet.name) {
+                let responder = try ConnectivityResponder(addresses: [internet.serviceIPv4, internet.serviceIPv6], in: namespace)
+                lock.withLock { _ in self.responder = responder }
+            }
         }
         if let nameServer = internet?.serviceIPv4 {
             for network in plan.networks {
@@ -257,6 +264,8 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// The fault on each gateway's resolver, and the relays that make some; under `lock`.
     private var dnsFaults: [String: TimelineEvent.Action] = [:]
     private var relays: [String: DNSFaultRelay] = [:]
+    /// The internet's connectivity check.
+    private var responder: ConnectivityResponder?
 
     package func apply(_ action: TimelineEvent.Action, link name: String) throws(SimulatorError) {
         guard let link = plan.link(name) else { throw SimulatorError(.invalidScenario, "no link '\(name)' in this run") }
@@ -327,6 +336,22 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// /etc/resolv.conf, and its path monitor reads it.
     package func resolvConfPath(of node: String) -> String? { lock.withLock { _ in resolvers[node] } }
 
+    /// How a phone's monitor validates its networks: the internet's connectivity check, each
+    /// network's interface asking that network's resolver (nil: `node` is no phone of a network).
+    package func validation(of node: String) -> ConnectivityValidation? {
+        guard let planned = plan.node(node), resolvConfPath(of: node) != nil else { return nil }
+        var validation = ConnectivityValidation(url: "http://\(ConnectivityResponder.name)\(ConnectivityResponder.path)",
+                                                timeout: .seconds(2), interval: Self.validationInterval)
+        for network in plan.networks where network.spec.members.contains(node) {
+            if let resolver = network.resolver { validation.interfaceResolvers[network.spec.name] = [resolver] }
+        }
+        _ = planned
+        return validation
+    }
+
+    /// How often a phone checks a validated network again in a run: scenarios are short.
+    static let validationInterval = Duration.seconds(30)
+
     /// The name servers of `node` now: those its resolv.conf names (its primary network's).
     package func nameServers(of node: String) -> [IPAddress] {
         guard let planned = plan.node(node) else { return [] }
@@ -392,6 +417,10 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         }
         for relay in lock.withLock({ _ in relays.values }) { relay.stop() }
         lock.withLock { _ in relays = [:] }
+        lock.withLock { _ in
+            defer { responder = nil }
+            return responder
+        }?.stop()
         for process in running { kill(-process.pid, SIGTERM) }
         let deadline = MonotonicInstant.now + .seconds(1)
         for process in running {
