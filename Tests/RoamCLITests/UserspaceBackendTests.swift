@@ -10,13 +10,18 @@ import Testing
 /// scenario runs on it. Root only; runs on any kernel with /dev/net/tun.
 @Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
                 "needs root, the built roam, and /dev/net/tun"), .serialized)
-struct UserspaceBackendTests {
+final class UserspaceBackendTests: @unchecked Sendable {
     let roam = TestEnvironment.roamExecutable ?? "roam"
+    /// This test's reports, in a directory of its own (a name made of the pid alone could be an
+    /// older run's, owned by another user), removed after it.
+    let base = "/tmp/roam-userspace-\(getpid())-\(UUID().uuidString.prefix(8))"
+
+    deinit { try? FileManager.default.removeItem(atPath: base) }
 
     /// Runs `file` with the userspace backend into a fresh report directory; returns it and the status.
     func run(_ file: String, _ options: [String] = [], timeout: TimeInterval = 120) throws -> (directory: String, status: Int32, output: String) {
         let name = URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
-        let directory = "/tmp/roam-userspace-\(getpid())/\(name)-\(UUID().uuidString.prefix(8))"
+        let directory = "\(base)/\(name)-\(UUID().uuidString.prefix(8))"
         let result = try RunningCommand.run(roam, ["run", file, "--backend", "userspace", "--quiet", "--report", directory] + options, timeout: timeout)
         return (directory, result.status, result.output + result.error)
     }
@@ -126,7 +131,7 @@ struct UserspaceBackendTests {
     @Test func cleanupRemovesWhatAKilledRunLeft() throws {
         let before = NetworkNamespaceList.roam()
         let command = try RunningCommand(roam, ["run", NetemHost.root + "/scenarios/elevator.yaml", "--backend", "userspace", "--quiet",
-                                                "--report", "/tmp/roam-userspace-\(getpid())/killed"])
+                                                "--report", "\(base)/killed"])
         let deadline = Date().addingTimeInterval(30)
         while NetworkNamespaceList.roam().count < before.count + 2, Date() < deadline { usleep(20_000) }
         let left = Set(NetworkNamespaceList.roam()).subtracting(before)

@@ -339,13 +339,12 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// How a phone's monitor validates its networks: the internet's connectivity check, each
     /// network's interface asking that network's resolver (nil: `node` is no phone of a network).
     package func validation(of node: String) -> ConnectivityValidation? {
-        guard let planned = plan.node(node), resolvConfPath(of: node) != nil else { return nil }
+        guard plan.node(node) != nil, resolvConfPath(of: node) != nil else { return nil }
         var validation = ConnectivityValidation(url: "http://\(ConnectivityResponder.name)\(ConnectivityResponder.path)",
                                                 timeout: .seconds(2), interval: Self.validationInterval)
         for network in plan.networks where network.spec.members.contains(node) {
             if let resolver = network.resolver { validation.interfaceResolvers[network.spec.name] = [resolver] }
         }
-        _ = planned
         return validation
     }
 
