@@ -31,7 +31,7 @@ public struct ConnectionPolicy: Sendable, Hashable {
     public var requiredInterfaceType: InterfaceType?
     public var prohibitedInterfaceTypes: Set<InterfaceType> = []
     public var serviceType: MultipathServiceType = .none
-    /// While an interface is validated (``InterfaceConnectivity``, when the monitor validates
+    /// While an interface is validated (`InterfaceConnectivity`, when the monitor validates
     /// connectivity), interfaces behind a captive portal or without internet (`portal`,
     /// `limited`) are not raced, as iOS keeps apps on cellular until a portal is passed and
     /// Android's default network is a validated one. Without validation every interface is

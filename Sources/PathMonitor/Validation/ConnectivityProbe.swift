@@ -15,28 +15,23 @@ package struct ProbeResponse: Sendable, Hashable {
     /// The longest head read (status line and headers).
     static let maximumHead = 8192
 
-    package init?(parsing bytes: some Collection<UInt8>) {
-        let bytes = Array(bytes.prefix(ConnectivityProbe.maximumAnswer))
-        // The head ends at the first empty line (CRLF CRLF, or LF LF from a lax server).
-        var end: Int?
-        var bodyStart = 0
+    /// Where an HTTP head in `bytes` ends (its last line break) and what follows it begins: at the
+    /// first empty line (CRLF CRLF, or LF LF from a lax peer) within `limit` bytes.
+    package static func headEnd(of bytes: [UInt8], limit: Int = maximumHead) -> (end: Int, bodyStart: Int)? {
         var index = 0
-        while index < min(bytes.count, Self.maximumHead) {
+        while index < min(bytes.count, limit) {
             if bytes[index] == 0x0a {
-                if index + 1 < bytes.count, bytes[index + 1] == 0x0a {
-                    end = index
-                    bodyStart = index + 2
-                    break
-                }
-                if index + 2 < bytes.count, bytes[index + 1] == 0x0d, bytes[index + 2] == 0x0a {
-                    end = index
-                    bodyStart = index + 3
-                    break
-                }
+                if index + 1 < bytes.count, bytes[index + 1] == 0x0a { return (index, index + 2) }
+                if index + 2 < bytes.count, bytes[index + 1] == 0x0d, bytes[index + 2] == 0x0a { return (index, index + 3) }
             }
             index += 1
         }
-        guard let end else { return nil }
+        return nil
+    }
+
+    package init?(parsing bytes: some Collection<UInt8>) {
+        let bytes = Array(bytes.prefix(ConnectivityProbe.maximumAnswer))
+        guard let (end, bodyStart) = Self.headEnd(of: bytes) else { return nil }
         let lines = bytes[..<end].split(separator: 0x0a, omittingEmptySubsequences: false).map { line -> ArraySlice<UInt8> in
             line.last == 0x0d ? line.dropLast() : line
         }

@@ -1,5 +1,6 @@
 import Glibc
 import Netlink
+import PathMonitor
 import RoamSystem
 import SystemPackage
 
@@ -55,17 +56,6 @@ final class ConnectivityResponder: Sendable {
         thread.join()
     }
 
-    /// Whether `bytes` hold a whole request head (an empty line, CRLF or LF).
-    static func endsHead(_ bytes: [UInt8]) -> Bool {
-        var index = 0
-        while index + 1 < bytes.count {
-            if bytes[index] == 0x0a, bytes[index + 1] == 0x0a { return true }
-            if index + 3 < bytes.count, bytes[index] == 0x0d, bytes[index + 1] == 0x0a, bytes[index + 2] == 0x0d, bytes[index + 3] == 0x0a { return true }
-            index += 1
-        }
-        return false
-    }
-
     private static func serve(_ listeners: [Int32], stop: EventSignal) {
         struct Client {
             var descriptor: Int32
@@ -104,7 +94,7 @@ final class ConnectivityResponder: Sendable {
                 let head = clients[index].head
                 if head.count > 8192 {
                     done.insert(client.descriptor)
-                } else if Self.endsHead(head) {
+                } else if ProbeResponse.headEnd(of: head) != nil {
                     _ = answer.withUnsafeBytes { send(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     done.insert(client.descriptor)
                 }
