@@ -75,11 +75,14 @@ import Testing
         let secondMiss = tracker.finished(probe, Self.nothing, at: s(301))
         #expect(secondMiss)
         #expect(tracker.connectivity[2] == Self.nothing)
-        // From unknown, the first failure is a verdict.
+        // From unknown too: a first miss is asked again soon, a second is the verdict.
         var fresh = ConnectivityTracker(configuration: Self.validation)
         let first = fresh.update([Self.cell], at: .zero)[0]
         let freshMiss = fresh.finished(first, Self.nothing, at: s(1))
-        #expect(freshMiss && fresh.connectivity[3]?.state == .limited)
+        #expect(!freshMiss && fresh.connectivity[3]?.state == .unknown && fresh.nextDue == s(2))
+        let again = fresh.due(at: s(2))[0]
+        let freshSecondMiss = fresh.finished(again, Self.nothing, at: s(2))
+        #expect(freshSecondMiss && fresh.connectivity[3]?.state == .limited)
     }
 
     @Test func aRenumberedInterfaceIsANewNetworkAndAGoneOneIsForgotten() {

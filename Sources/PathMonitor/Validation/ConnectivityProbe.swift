@@ -72,13 +72,14 @@ package enum ConnectivityProbe {
         if let literal = IPAddress(target.host) {
             addresses = [literal]
         } else {
+            // A third of the timeout a try, so that a query lost on a lossy radio is asked again.
             switch NameLookup.resolve(target.host, families: [.inet6, .inet], servers: resolvers, in: namespace, interface: interface,
-                                      deadline: deadline, stop: stop) {
+                                      deadline: deadline, stop: stop, tryTimeout: validation.timeout / 3) {
             case .success(let answer): addresses = answer.addresses
             case .failure(let failure): return limited("looking up \(target.host): \(failure)")
             }
         }
-        var lastFailure = "no address"
+        var lastFailure = "the lookup of \(target.host) took the whole timeout"
         for address in addresses {
             guard MonotonicInstant.now < deadline else { break }
             switch fetch(address, target, interface: interface, namespace: namespace, deadline: deadline, stop: stop) {

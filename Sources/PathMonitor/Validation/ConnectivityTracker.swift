@@ -93,8 +93,9 @@ package struct ConnectivityTracker: Sendable {
             entry.retry = min(entry.retry * 2, configuration.maximumRetryDelay)
         case .limited, .unknown:
             entry.failures += 1
-            if before.state == .validated, entry.failures < configuration.failuresBeforeLimited {
-                // One probe that found nothing is not yet a verdict: ask again soon.
+            if before.state != .limited, entry.failures < configuration.failuresBeforeLimited {
+                // One probe that found nothing (a query lost on a lossy radio) is not yet a
+                // verdict: ask again soon.
                 entry.due = now + configuration.retryDelay
             } else {
                 entry.connectivity = InterfaceConnectivity(state: .limited, reason: found.reason)

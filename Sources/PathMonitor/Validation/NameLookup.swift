@@ -62,14 +62,15 @@ package enum NameLookup {
     /// Looks `name` up for `families` at `servers` (the node's, in order), from `namespace`, until
     /// `deadline` at the latest (or `stop`).
     package static func resolve(_ name: String, families: [AddressFamily], servers: [IPAddress], in namespace: NetworkNamespace,
-                                interface: String? = nil, deadline: MonotonicInstant, stop: EventSignal? = nil) -> Result<Answer, Failure> {
+                                interface: String? = nil, deadline: MonotonicInstant, stop: EventSignal? = nil,
+                                tryTimeout: Duration = attemptTimeout) -> Result<Answer, Failure> {
         guard !servers.isEmpty else { return .failure(.noResolver) }
         let began = MonotonicInstant.now
         var lastFailure: Failure?
         for _ in 0..<attempts {
             for server in servers {
                 guard MonotonicInstant.now < deadline else { return .failure(lastFailure.flatMap(\.decisive) ?? .timedOut(.now - began)) }
-                let tryDeadline = min(deadline, .now + attemptTimeout)
+                let tryDeadline = min(deadline, .now + tryTimeout)
                 switch ask(server, name: name, families: families, in: namespace, interface: interface, deadline: tryDeadline, stop: stop) {
                 case .success(let addresses):
                     if addresses.isEmpty { return .failure(.noAddresses) }
