@@ -429,7 +429,7 @@ public struct HandoverSession: Sendable {
                 requests.append(.switchedSubflows(to: interface, reason))
                 // The interface left is withdrawn; a better path keeps the old one as standby.
                 switch reason {
-                case .pathLost(let left), .stalled(let left?, _), .tooPoor(let left?, _): requests += withdraw(left)
+                case .pathLost(let left), .stalled(let left?, _), .tooPoor(let left?, _), .connectivityLost(let left, _): requests += withdraw(left)
                 default: break
                 }
             }
@@ -507,7 +507,10 @@ public struct HandoverSession: Sendable {
         // Without a fresh sample, what was opened so far counts as live.
         let live = Set(live ?? Array(backupOf.keys))
         var requests: [Request] = []
+        // No subflow over a network not validated while one is: a portal would hold it.
+        let validatedOnly = configuration.rules.leavesUnvalidated && path.availableInterfaces.contains { $0.connectivity.state == .validated }
         for interface in path.availableInterfaces where interface.type != .loopback {
+            if validatedOnly, interface.connectivity.state != .validated, interface.name != active { continue }
             guard let local = interface.addresses.first(where: { $0.address.family == remote.family && !$0.address.isLinkLocal })?.address else { continue }
             let backup = interface.name != active
             if live.contains(local) {

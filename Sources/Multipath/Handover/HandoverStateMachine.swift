@@ -67,7 +67,9 @@ public struct HandoverStateMachine: Sendable {
         /// Whether the flow leaves an interface whose connectivity turns `portal` or `limited`
         /// while another permitted interface is validated (the monitor validates connectivity):
         /// a Wi-Fi that loses its internet is left as Wi-Fi Assist leaves one that passes
-        /// nothing, without waiting for a stall.
+        /// nothing, without waiting for a stall. Also: a flow on a validated interface does not
+        /// move back to a free one until that one is validated too (not while it is `unknown`,
+        /// its check still running), as a phone joining a hotel's Wi-Fi stays on cellular.
         public var leavesUnvalidated = true
 
         public init() {}
@@ -467,10 +469,10 @@ public struct HandoverStateMachine: Sendable {
                 guard let now else { return true }
                 return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
             }
-            // A free primary that cannot join the connection (another address family) is
-            // probed as over TCP: the flow goes back to it with a new connection.
-            if target == nil, configuration.controlsSubflows, let primary = freePrimary(over: currentInterface, at: now),
-               !canCarrySubflow(primary) {
+            // A free primary the flow was never on (a hotel's Wi-Fi, validated once its portal is
+            // passed) is probed as a demoted one is: then the data goes to its subflow; one that
+            // cannot join the connection (another address family) gets a new connection over it.
+            if target == nil, configuration.controlsSubflows, let primary = freePrimary(over: currentInterface, at: now) {
                 return primary.name
             }
             return target
@@ -486,6 +488,9 @@ public struct HandoverStateMachine: Sendable {
         if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
         // Not back behind a portal, nor onto a network without internet: only once it validates.
         if configuration.leavesUnvalidated, primary.connectivity.state == .portal || primary.connectivity.state == .limited { return nil }
+        // Nor off a validated network onto one whose check has not answered yet.
+        if configuration.leavesUnvalidated, primary.connectivity.state == .unknown,
+           path.availableInterfaces.first(where: { $0.name == current })?.connectivity.state == .validated { return nil }
         return primary
     }
 

@@ -74,7 +74,11 @@ public final class MPTCPPathManager: Sendable {
     public static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: ConnectionPolicy,
                                  stalled: Set<String> = []) -> [(interface: String, endpoint: MPTCPEndpoint)] {
         guard serviceType != .none, case .success(let permitted) = policy.permittedInterfaces(of: path) else { return [] }
-        let usable = permitted.filter { $0.type != .loopback }
+        var usable = permitted.filter { $0.type != .loopback }
+        // No subflow over a network not validated yet while one is (its portal would hold it).
+        if policy.prefersValidated, usable.contains(where: { $0.connectivity.state == .validated }) {
+            usable.removeAll { $0.connectivity.state != .validated }
+        }
         // Stalled interfaces go last, keeping the path's order otherwise.
         let ordered = usable.filter { !stalled.contains($0.name) } + usable.filter { stalled.contains($0.name) }
         let preferred = ordered.first?.name

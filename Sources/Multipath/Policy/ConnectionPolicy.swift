@@ -33,9 +33,10 @@ public struct ConnectionPolicy: Sendable, Hashable {
     public var serviceType: MultipathServiceType = .none
     /// While an interface is validated (`InterfaceConnectivity`, when the monitor validates
     /// connectivity), interfaces behind a captive portal or without internet (`portal`,
-    /// `limited`) are not raced, as iOS keeps apps on cellular until a portal is passed and
-    /// Android's default network is a validated one. Without validation every interface is
-    /// `unknown`, and this changes nothing. True by default.
+    /// `limited`) are not raced, and one whose check has not answered yet is raced after the
+    /// validated ones, as iOS keeps apps on cellular until a portal is passed and Android's
+    /// default network is a validated one. Without validation every interface is `unknown`,
+    /// and this changes nothing. True by default.
     public var prefersValidated = true
 
     public init(allowsExpensive: Bool = true, allowsConstrained: Bool = true, allowsUltraConstrained: Bool = true, allowsCellular: Bool = true,
@@ -75,7 +76,10 @@ public struct ConnectionPolicy: Sendable, Hashable {
             return .failure(PathRefusal(reasons: Set(refused.map(\.1)), refused: refused.map { "\($0.0) (\($0.1))" }))
         }
         if prefersValidated, permitted.contains(where: { $0.connectivity.state == .validated }) {
+            // Android's default network and iOS's primary: a network behind a portal or without
+            // internet is not used, and one still being checked comes after those that passed.
             permitted.removeAll { $0.connectivity.state == .portal || $0.connectivity.state == .limited }
+            permitted = permitted.filter { $0.connectivity.state == .validated } + permitted.filter { $0.connectivity.state != .validated }
         }
         return .success(permitted)
     }

@@ -18,3 +18,25 @@ extension IPAddress {
         return try withUnsafePointer(to: &v6) { try $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { try body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
     }
 }
+
+extension IPAddress {
+    /// The address in a `sockaddr_in` or `sockaddr_in6` (as `accept` and `recvfrom` fill one in);
+    /// nil for another family. An IPv4-mapped IPv6 address stays IPv6.
+    public init?(socketAddress storage: sockaddr_storage) {
+        var storage = storage
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            let bytes = withUnsafePointer(to: &storage) { pointer in
+                pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
+            }
+            self.init(bytes: bytes)
+        case AF_INET6:
+            let bytes = withUnsafePointer(to: &storage) { pointer in
+                pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
+            }
+            self.init(bytes: bytes)
+        default:
+            return nil
+        }
+    }
+}

@@ -32,6 +32,8 @@ final class MonitorCore: Sendable {
         /// Deliveries asked for from other threads (a new subscriber's first path), run by the
         /// monitor's thread before the next path it publishes.
         var posted: [@Sendable () -> Void] = []
+        /// Interfaces asked to be validated again (nil: all), taken by the monitor's thread.
+        var revalidations: [String?] = []
     }
 
     private let state = Mutex(State())
@@ -170,6 +172,27 @@ final class MonitorCore: Sendable {
         }
         for work in posted { work() }
         for (id, subscriber) in subscribers { deliver(path, to: subscriber, id: id) }
+    }
+
+    /// Asks the monitor's thread to validate `interface` (every one when nil) again now.
+    func requestRevalidation(of interface: String?) {
+        let wakeup = state.withLock { state -> EventSignal? in
+            guard case .running(_, let wakeup) = state.phase else { return nil }
+            // Bounded: many asks before the thread takes them become one for every interface.
+            if state.revalidations.count >= 64 { state.revalidations = [nil] } else { state.revalidations.append(interface) }
+            return wakeup
+        }
+        wakeup?.signal()
+    }
+
+    /// The revalidations asked for since the last call: nil for every interface.
+    func takeRevalidations() -> Set<String>?? {
+        state.withLock { state -> Set<String>?? in
+            defer { state.revalidations = [] }
+            guard !state.revalidations.isEmpty else { return .none }
+            if state.revalidations.contains(where: { $0 == nil }) { return .some(nil) }
+            return .some(Set(state.revalidations.compactMap { $0 }))
+        }
     }
 
     /// Runs what other threads posted for the monitor's thread. Called by that thread when

@@ -140,6 +140,10 @@ final class MonitorLoop {
             if ready[1] {
                 wakeup.reset()
                 core.runPosted()
+                if case .some(let names) = core.takeRevalidations(), let validator {
+                    let started = validator.revalidate(names, resolvers: resolvers.nameservers.map(\.address))
+                    core.updateStatistics { $0.connectivityProbes += started }
+                }
                 continue
             }
             if ready[0] { try drain(events) }

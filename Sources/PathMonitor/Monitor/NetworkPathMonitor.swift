@@ -163,6 +163,15 @@ public final class NetworkPathMonitor: Sendable {
         }
     }
 
+    /// Checks the connectivity of `interface` (of every interface when nil) again now, when the
+    /// monitor validates connectivity (``Configuration/validation``; otherwise nothing happens):
+    /// for an app that knows something changed that the monitor cannot see, as after the user
+    /// logged into a captive portal (Android's `reportNetworkConnectivity`, NetworkManager's
+    /// `CheckConnectivity`). An interface with a probe in flight is probed again once it ends.
+    public func revalidate(interface: String? = nil) {
+        core.requestRevalidation(of: interface)
+    }
+
     /// The last path published; nil before ``start()``.
     public var currentPath: NetworkPath? { core.currentPath }
 

@@ -20,10 +20,11 @@ extension NetworkInterface {
 }
 
 extension InterfaceConnectivity {
-    /// `{"state": "portal", "portalURL": "http://…", "reason": "…"}`.
+    /// `{"state": "portal", "portalURL": "http://…", "reason": "…", "sessionRemainingSeconds": null}`.
     public var json: JSONValue {
         .object([("state", .string(state.rawValue)), ("portalURL", portalURL.map { .string($0) } ?? .null),
-                 ("reason", reason.map { .string($0) } ?? .null)])
+                 ("reason", reason.map { .string($0) } ?? .null),
+                 ("sessionRemainingSeconds", sessionRemaining.map { .int($0.components.seconds) } ?? .null)])
     }
 }
 

@@ -89,9 +89,13 @@ public struct PathEvaluator: Sendable {
 
         let routed = candidates.filter(\.hasRoute)
         let permittedRouted = routed.filter { $0.prohibition == nil }
+        // With connectivity validation, a validated interface is primary before one not checked
+        // yet, and both before one behind a portal or without internet, whatever the routes
+        // say: Android's default network, iOS's primary while a hotel's Wi-Fi holds it.
         let primaryOrder: (Candidate, Candidate) -> Bool = { lhs, rhs in
             let l = lhs.best!, r = rhs.best!
-            return (l.isMainTable ? 0 : 1, l.metric, lhs.link.index) < (r.isMainTable ? 0 : 1, r.metric, rhs.link.index)
+            return (Self.connectivityRank(lhs.interface), l.isMainTable ? 0 : 1, l.metric, lhs.link.index)
+                < (Self.connectivityRank(rhs.interface), r.isMainTable ? 0 : 1, r.metric, rhs.link.index)
         }
         var primary = permittedRouted.min(by: primaryOrder)
 
@@ -159,7 +163,18 @@ public struct PathEvaluator: Sendable {
         return (path, probeable)
     }
 
-    /// The sort key of the preference order: primary first, loopback last, then free before
+    /// 0 for a validated interface, 1 for one not checked (every interface, without
+    /// validation), 2 for one behind a portal or without internet.
+    private static func connectivityRank(_ interface: NetworkInterface) -> UInt64 {
+        switch interface.connectivity.state {
+        case .validated: 0
+        case .unknown: 1
+        case .portal, .limited: 2
+        }
+    }
+
+    /// The sort key of the preference order: primary first, loopback last, then (with
+    /// validation) validated, unchecked, then portal or limited, then free before
     /// costly, then wired, Wi-Fi, cellular, other, then by route metric and index. Packed into
     /// two integers compared in order (no allocation per element).
     private static func preference(_ candidate: Candidate, primaryIndex: Int32?) -> (UInt64, UInt64) {
@@ -169,6 +184,7 @@ public struct PathEvaluator: Sendable {
         var high = bit(candidate.link.index != primaryIndex)
         high = high << 1 | bit(interface.type == .loopback)
         high = high << 1 | bit(!candidate.hasRoute)
+        high = high << 2 | connectivityRank(interface)
         high = high << 1 | bit(interface.isExpensive)
         high = high << 1 | bit(interface.isConstrained)
         high = high << 1 | bit(interface.isUltraConstrained)

@@ -23,6 +23,10 @@ public struct InterfaceConnectivity: Sendable, Hashable, CustomStringConvertible
     public var portalURL: String?
     /// What the last probe found, in a few words (`HTTP 302 to http://…`, `no answer in 5s`).
     public var reason: String?
+    /// How long the session the user logged into has left, when the network's portal API said
+    /// (RFC 8908's `seconds-remaining`, as of the probe): the monitor checks again once it has
+    /// passed.
+    public var sessionRemaining: Duration?
 
     public init(state: State = .unknown, portalURL: String? = nil, reason: String? = nil) {
         self.state = state
@@ -70,6 +74,15 @@ public struct ConnectivityValidation: Sendable, Hashable {
     /// has its own (Android asks each network's): an interface not listed asks those of the
     /// monitor's `resolv.conf`, through itself.
     public var interfaceResolvers: [String: [IPAddress]] = [:]
+    /// The captive-portal API (RFC 8908) each interface's network announced, by interface name:
+    /// the URI a DHCP client got in option 114 or an RA's option 37 (RFC 8910), handed over by
+    /// whoever runs that client. A probe from a listed interface asks the API first: `captive:
+    /// true` is a portal (its `user-portal-url` the page); otherwise the probe goes on, and a
+    /// validated interface whose session has a `seconds-remaining` is checked again once it has
+    /// passed. An API that does not answer, or answers something other than its JSON, is noted in
+    /// the reason and the probe decides alone. Plain `http://` only: RFC 8908 asks for HTTPS,
+    /// which a probe here cannot speak (Roam's own portals serve it over HTTP).
+    public var interfacePortalAPIs: [String: String] = [:]
 
     public init(url: String, expectedStatus: Int = 204, expectedBody: String? = nil, timeout: Duration = .seconds(5),
                 interval: Duration = .seconds(300), retryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(60),
@@ -89,6 +102,19 @@ public struct ConnectivityValidation: Sendable, Hashable {
     public func target() -> Result<ProbeTarget, PathMonitorError> {
         ProbeTarget.parse(url)
     }
+
+    /// The portal API of each interface that has one, parsed, or why one is not a URL a probe
+    /// can fetch.
+    func portalAPITargets() -> Result<[String: ProbeTarget], PathMonitorError> {
+        var targets: [String: ProbeTarget] = [:]
+        for (interface, url) in interfacePortalAPIs {
+            switch ProbeTarget.parse(url, what: "captive-portal API URL of \(escapedForMessage(interface, maximumLength: 16))") {
+            case .success(let target): targets[interface] = target
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(targets)
+    }
 }
 
 /// Where a connectivity probe goes.
@@ -98,11 +124,16 @@ public struct ProbeTarget: Sendable, Hashable {
     /// The path and query, `/generate_204`.
     public var path: String
 
+    /// The target as a URL again: `http://HOST[:PORT]PATH`.
+    public var url: String {
+        "http://\(host.contains(":") ? "[\(host)]" : host)\(port == 80 ? "" : ":\(port)")\(path)"
+    }
+
     /// Parses `http://HOST[:PORT][/PATH]`; the host is a name, an IPv4 address or a bracketed
     /// IPv6 address.
-    static func parse(_ url: String) -> Result<ProbeTarget, PathMonitorError> {
+    static func parse(_ url: String, what: String = "connectivity probe URL") -> Result<ProbeTarget, PathMonitorError> {
         func refuse(_ why: String) -> Result<ProbeTarget, PathMonitorError> {
-            .failure(PathMonitorError(.invalidConfiguration, "connectivity probe URL '\(url.prefix(200))': \(why)"))
+            .failure(PathMonitorError(.invalidConfiguration, "\(what) '\(escapedForMessage(url, maximumLength: 200))': \(why)"))
         }
         guard url.utf8.count <= 2048 else { return refuse("longer than 2048 bytes") }
         guard url.lowercased().hasPrefix("http://") else { return refuse("only http:// is probed (a portal intercepts plain HTTP)") }

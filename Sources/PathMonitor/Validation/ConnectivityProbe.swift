@@ -64,10 +64,43 @@ package enum ConnectivityProbe {
     package static let maximumAnswer = 16384
 
     package static func run(_ target: ProbeTarget, _ validation: ConnectivityValidation, interface: String, namespace: NetworkNamespace,
-                            resolvers: [IPAddress], stop: EventSignal) -> InterfaceConnectivity {
+                            resolvers: [IPAddress], stop: EventSignal, portalAPI: ProbeTarget? = nil) -> InterfaceConnectivity {
         let deadline = MonotonicInstant.now + validation.timeout
-        let url = "http://\(target.host.contains(":") ? "[\(target.host)]" : target.host)\(target.port == 80 ? "" : ":\(target.port)")\(target.path)"
-        func limited(_ reason: String) -> InterfaceConnectivity { InterfaceConnectivity(state: .limited, reason: reason) }
+        var apiNote: String?
+        var session: PortalAPIAnswer?
+        if let portalAPI {
+            // RFC 8908: the API first; it knows the portal's page and how long a session lasts.
+            switch get(portalAPI, accept: PortalAPIAnswer.mediaType, validation, interface: interface, namespace: namespace,
+                       resolvers: resolvers, deadline: deadline, stop: stop) {
+            case .success(let response):
+                switch PortalAPIAnswer.parse(response) {
+                case .success(let answer) where answer.captive:
+                    return InterfaceConnectivity(state: .portal, portalURL: answer.userPortalURL,
+                                                 reason: "the portal API at \(portalAPI.url) says captive")
+                case .success(let answer): session = answer
+                case .failure(let why): apiNote = "the portal API at \(portalAPI.url) \(why)"
+                }
+            case .failure(let why):
+                apiNote = "the portal API at \(portalAPI.url): \(why.reason)"
+            }
+        }
+        var found: InterfaceConnectivity
+        switch get(target, accept: "*/*", validation, interface: interface, namespace: namespace, resolvers: resolvers, deadline: deadline, stop: stop) {
+        case .success(let response): found = judge(response, validation, url: target.url)
+        case .failure(let why): found = InterfaceConnectivity(state: .limited, reason: why.reason)
+        }
+        if let apiNote { found.reason = (found.reason.map { $0 + "; " } ?? "") + apiNote }
+        if found.state == .validated, let remaining = session?.secondsRemaining {
+            found.sessionRemaining = .seconds(remaining)
+        }
+        return found
+    }
+
+    /// `GET` of `target` from `interface`: its host looked up through the interface (unless it
+    /// is an address), then each address tried in turn until one answers HTTP, by `deadline`.
+    private static func get(_ target: ProbeTarget, accept: String, _ validation: ConnectivityValidation, interface: String,
+                            namespace: NetworkNamespace, resolvers: [IPAddress], deadline: MonotonicInstant,
+                            stop: EventSignal) -> Result<ProbeResponse, ProbeFailure> {
         let addresses: [IPAddress]
         if let literal = IPAddress(target.host) {
             addresses = [literal]
@@ -76,23 +109,24 @@ package enum ConnectivityProbe {
             switch NameLookup.resolve(target.host, families: [.inet6, .inet], servers: resolvers, in: namespace, interface: interface,
                                       deadline: deadline, stop: stop, tryTimeout: validation.timeout / 3) {
             case .success(let answer): addresses = answer.addresses
-            case .failure(let failure): return limited("looking up \(target.host): \(failure)")
+            case .failure(let failure): return .failure(ProbeFailure(reason: "looking up \(target.host): \(failure)"))
             }
         }
         var lastFailure = "the lookup of \(target.host) took the whole timeout"
         for address in addresses {
             guard MonotonicInstant.now < deadline else { break }
-            switch fetch(address, target, interface: interface, namespace: namespace, deadline: deadline, stop: stop) {
+            switch fetch(address, target, accept: accept, interface: interface, namespace: namespace, deadline: deadline, stop: stop) {
             case .success(let bytes):
                 guard let response = ProbeResponse(parsing: bytes) else {
-                    return limited(bytes.isEmpty ? "\(address) closed the connection without an answer" : "\(address) answered with something other than HTTP")
+                    return .failure(ProbeFailure(reason: bytes.isEmpty ? "\(address) closed the connection without an answer"
+                                                 : "\(address) answered with something other than HTTP"))
                 }
-                return judge(response, validation, url: url)
+                return .success(response)
             case .failure(let why):
                 lastFailure = why.reason
             }
         }
-        return limited(lastFailure)
+        return .failure(ProbeFailure(reason: lastFailure))
     }
 
     /// What an answer means: the expected one validates; another status below 400 is a portal
@@ -113,7 +147,7 @@ package enum ConnectivityProbe {
     }
 
     /// Connects from `interface` to `address` and reads the answer to the probe's request.
-    private static func fetch(_ address: IPAddress, _ target: ProbeTarget, interface: String, namespace: NetworkNamespace,
+    private static func fetch(_ address: IPAddress, _ target: ProbeTarget, accept: String, interface: String, namespace: NetworkNamespace,
                               deadline: MonotonicInstant, stop: EventSignal) -> Result<[UInt8], ProbeFailure> {
         let domain = address.family == .inet ? AF_INET : AF_INET6
         guard let descriptor = try? namespace.perform({
@@ -136,7 +170,7 @@ package enum ConnectivityProbe {
         case .stopped: return .failure(ProbeFailure(reason: "stopped"))
         }
         let host = target.host.contains(":") ? "[\(target.host)]" : target.host
-        let request = Array("GET \(target.path) HTTP/1.1\r\nHost: \(host)\(target.port == 80 ? "" : ":\(target.port)")\r\nUser-Agent: roam-connectivity-check\r\nAccept: */*\r\nConnection: close\r\n\r\n".utf8)
+        let request = Array("GET \(target.path) HTTP/1.1\r\nHost: \(host)\(target.port == 80 ? "" : ":\(target.port)")\r\nUser-Agent: roam-connectivity-check\r\nAccept: \(accept)\r\nConnection: close\r\n\r\n".utf8)
         var sent = 0
         while sent < request.count {
             let count = request[sent...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -188,4 +222,56 @@ package enum ConnectivityProbe {
         if entries[1].revents != 0 { return .stopped }
         return entries[0].revents != 0 ? .ready : .timedOut
     }
+}
+
+/// What a captive-portal API (RFC 8908) answered: whether the client is held by the portal, the
+/// page it logs in at, and how long its session has left. Parsed from a `200` answer whose body
+/// is a JSON object with a boolean `captive`; what else is in it is ignored, a value of the
+/// wrong kind is not. The body is at most what a probe reads (``ConnectivityProbe/maximumAnswer``).
+package struct PortalAPIAnswer: Sendable, Hashable {
+    /// RFC 8908's media type.
+    package static let mediaType = "application/captive+json"
+    /// A session longer than a year is taken as a year.
+    package static let maximumSeconds: Int64 = 366 * 86_400
+
+    package var captive: Bool
+    /// `user-portal-url`: only an http:// or https:// URL of printable ASCII, at most 2048 bytes.
+    package var userPortalURL: String?
+    /// `seconds-remaining`, whole seconds, from 0 to ``maximumSeconds``.
+    package var secondsRemaining: Int64?
+
+    /// The answer in `response`, or why it is not one (`answered HTTP 404`, `sent no JSON: ...`).
+    package static func parse(_ response: ProbeResponse) -> Result<PortalAPIAnswer, PortalAPIError> {
+        guard response.status == 200 else { return .failure(PortalAPIError("answered HTTP \(response.status)")) }
+        let text = String(decoding: response.body, as: UTF8.self)
+        let value: JSONValue
+        do throws(JSONParseError) {
+            value = try JSONValue.parse(text)
+        } catch {
+            return .failure(PortalAPIError("sent no JSON (\(error))"))
+        }
+        guard case .object = value else { return .failure(PortalAPIError("sent JSON that is not an object")) }
+        guard case .bool(let captive)? = value["captive"] else { return .failure(PortalAPIError("sent no boolean 'captive'")) }
+        var answer = PortalAPIAnswer(captive: captive)
+        if let url = value["user-portal-url"] {
+            guard let text = url.stringValue, text.utf8.count <= 2048, text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }),
+                  text.lowercased().hasPrefix("http://") || text.lowercased().hasPrefix("https://") else {
+                return .failure(PortalAPIError("sent a 'user-portal-url' that is not an http(s) URL of at most 2048 characters"))
+            }
+            answer.userPortalURL = text
+        }
+        if let remaining = value["seconds-remaining"] {
+            guard let seconds = remaining.doubleValue, seconds.isFinite, seconds >= 0 else {
+                return .failure(PortalAPIError("sent a 'seconds-remaining' that is not a number of seconds"))
+            }
+            answer.secondsRemaining = Int64(min(seconds, Double(maximumSeconds)).rounded(.down))
+        }
+        return .success(answer)
+    }
+}
+
+/// Why a captive-portal API's answer was not taken.
+package struct PortalAPIError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var description: String
+    init(_ description: String) { self.description = description }
 }

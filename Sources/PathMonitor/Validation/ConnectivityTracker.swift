@@ -25,7 +25,13 @@ package struct ConnectivityTracker: Sendable {
         var retry: Duration
         var due: Duration?
         var inFlight: UInt64?
+        /// Asked to check again while a probe was in flight: due as soon as it ends.
+        var again = false
     }
+
+    /// How long after a portal session's announced end it is checked again (the API's seconds
+    /// are whole, and the portal's clock is not the monitor's).
+    static let sessionMargin = Duration.seconds(1)
 
     package let configuration: ConnectivityValidation
     private var entries: [Int32: Entry] = [:]
@@ -70,6 +76,19 @@ package struct ConnectivityTracker: Sendable {
         return probes
     }
 
+    /// Has the interfaces named in `names` (all when nil) checked again now, as after a login:
+    /// Android's `reportNetworkConnectivity`, NetworkManager's `CheckConnectivity`. An interface
+    /// with a probe in flight gets another once it ends. Returns the probes to start.
+    package mutating func revalidate(_ names: Set<String>?, at now: Duration) -> [Probe] {
+        for (index, entry) in entries where names?.contains(entry.name) ?? true {
+            var entry = entry
+            if entry.inFlight != nil { entry.again = true } else { entry.due = now }
+            entry.retry = configuration.retryDelay
+            entries[index] = entry
+        }
+        return due(at: now)
+    }
+
     /// When the next probe is due, if one is waiting.
     package var nextDue: Duration? {
         entries.values.compactMap { $0.inFlight == nil ? $0.due : nil }.min()
@@ -85,7 +104,8 @@ package struct ConnectivityTracker: Sendable {
             entry.connectivity = found
             entry.failures = 0
             entry.retry = configuration.retryDelay
-            entry.due = now + configuration.interval
+            // A session the portal API said ends is checked again just after it does.
+            entry.due = now + min(configuration.interval, found.sessionRemaining.map { $0 + Self.sessionMargin } ?? configuration.interval)
         case .portal:
             entry.connectivity = found
             entry.failures = 0
@@ -102,6 +122,10 @@ package struct ConnectivityTracker: Sendable {
                 entry.due = now + entry.retry
                 entry.retry = min(entry.retry * 2, configuration.maximumRetryDelay)
             }
+        }
+        if entry.again {
+            entry.again = false
+            entry.due = now
         }
         entries[probe.index] = entry
         return entry.connectivity != before

@@ -8,6 +8,8 @@ import Synchronization
 final class ConnectivityValidator {
     private var tracker: ConnectivityTracker
     private let target: ProbeTarget
+    /// Each interface's portal API, where its network announced one.
+    private let portalAPIs: [String: ProbeTarget]
     private let namespace: NetworkNamespace
     private let origin = MonotonicInstant.now
     /// Readable while outcomes wait to be collected.
@@ -20,6 +22,10 @@ final class ConnectivityValidator {
     init(_ validation: ConnectivityValidation, namespace: NetworkNamespace) throws(PathMonitorError) {
         switch validation.target() {
         case .success(let target): self.target = target
+        case .failure(let error): throw error
+        }
+        switch validation.portalAPITargets() {
+        case .success(let targets): portalAPIs = targets
         case .failure(let error): throw error
         }
         tracker = ConnectivityTracker(configuration: validation)
@@ -54,6 +60,13 @@ final class ConnectivityValidator {
         return probes.count
     }
 
+    /// Checks the interfaces named (all when nil) again now; returns how many probes started.
+    func revalidate(_ names: Set<String>?, resolvers: [IPAddress]) -> Int {
+        let probes = tracker.revalidate(names, at: now)
+        launch(probes, resolvers: resolvers)
+        return probes.count
+    }
+
     /// How long until the next probe is due, if one waits.
     var timeUntilNextProbe: Duration? { tracker.nextDue.map { max(.zero, $0 - now) } }
 
@@ -81,11 +94,12 @@ final class ConnectivityValidator {
 
     private func launch(_ probes: [ConnectivityTracker.Probe], resolvers: [IPAddress]) {
         let target = self.target, validation = tracker.configuration, namespace = self.namespace, stop = self.stop, signal = self.signal
-        let outcomes = self.outcomes
+        let outcomes = self.outcomes, portalAPIs = self.portalAPIs
         for probe in probes {
             let thread = try? PinnedThread(name: "roam-probe") {
                 let servers = validation.interfaceResolvers[probe.interface] ?? resolvers
-                let found = ConnectivityProbe.run(target, validation, interface: probe.interface, namespace: namespace, resolvers: servers, stop: stop)
+                let found = ConnectivityProbe.run(target, validation, interface: probe.interface, namespace: namespace, resolvers: servers, stop: stop,
+                                                 portalAPI: portalAPIs[probe.interface])
                 outcomes.list.withLock { $0.append((probe, found)) }
                 signal.signal()
             }

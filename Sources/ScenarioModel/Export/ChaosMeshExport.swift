@@ -79,6 +79,7 @@ public enum ChaosMeshExport {
             case .none: break
             }
             if network.nat64 { roles.append("NAT64 with DNS64") }
+            if network.portal != nil { roles.append("its captive portal") }
             roles.append("its resolver")
             notes.add("network '\(network.name)': its links are exported as any link, with the pods of node '\(network.gateway)' as its gateway; "
                 + "what Roam's gateway does (\(roles.joined(separator: ", "))) and the phones' addresses are the cluster's to provide")
@@ -93,6 +94,8 @@ public enum ChaosMeshExport {
                 notes.add("renumber on \(event.link) \(when) is not exported: Chaos Mesh cannot change a pod's addresses")
             case .rebind:
                 notes.add("rebind on \(event.link) \(when) is not exported: Chaos Mesh has no NAT whose mappings it could flush")
+            case .portal(let login):
+                notes.add("portal \(login ? "login" : "logout") on \(event.link) \(when) is not exported: Chaos Mesh has no captive portal")
             case .dns, .dnsDelay:
                 notes.add("the dns faults on \(event.link) are not exported: Chaos Mesh's DNSChaos acts on the cluster's DNS server for chosen pods, "
                     + "not on a network's resolver")

@@ -38,6 +38,9 @@ public struct NetworkSpec: Sendable, Hashable {
     /// The members joined when the scenario starts: all but those whose first membership event
     /// on the timeline is a `join`.
     public var joinedAtStart: [String]
+    /// The network's captive portal (`portal:`), if it has one: until a phone logs in, its
+    /// traffic goes no further than the gateway.
+    public var portal: CaptivePortal?
     /// The line of the scenario file that defines it (0: not read from a file).
     public var line = 0
 
@@ -83,6 +86,51 @@ public struct NetworkSpec: Sendable, Hashable {
 
     /// The longest network name: it names the phone's interface.
     public static let maximumNameLength = 12
+}
+
+/// A network's captive portal (`portal:`), as hotels, trains and cafés have: until a phone
+/// logs in, the gateway answers its HTTP (port 80) with a redirect to the portal's page and
+/// stops everything else it would forward; the portal's API (RFC 8908) tells the phone's
+/// monitor whether it is held and how long its session lasts. A phone logs in by a timeline
+/// event (`portal: login`) or by POSTing to the portal's page, as a browser does.
+public struct CaptivePortal: Sendable, Hashable {
+    /// What the portal does with a phone's DNS before login.
+    public enum DNS: String, Sendable, Hashable, CaseIterable {
+        /// Queries reach the network's resolver: names resolve as after login.
+        case through
+        /// The gateway answers every query itself with its own address (many portals do), so
+        /// that any HTTP request reaches the portal.
+        case hijack
+    }
+
+    /// What the portal does with traffic it does not redirect.
+    public enum Blocking: String, Sendable, Hashable, CaseIterable {
+        /// Dropped: connections time out.
+        case drop
+        /// Refused: TCP gets a reset, the rest an ICMP "administratively prohibited".
+        case reset
+    }
+
+    public var dns: DNS
+    public var others: Blocking
+    /// How long a login lasts (nil: until a `portal: logout`, or the run's end).
+    public var expires: Duration?
+    /// Whether the network announces the portal's API (RFC 8910; a phone's monitor then asks it).
+    public var announcesAPI: Bool
+
+    public init(dns: DNS = .through, others: Blocking = .drop, expires: Duration? = nil, announcesAPI: Bool = true) {
+        self.dns = dns
+        self.others = others
+        self.expires = expires
+        self.announcesAPI = announcesAPI
+    }
+
+    /// The host name of every network's portal: each network's resolver answers it with its own
+    /// gateway.
+    public static let host = "portal.roam.test"
+
+    /// The shortest session a portal gives.
+    public static let minimumExpiry = Duration.seconds(1)
 }
 
 /// What a node is in a scenario with networks.

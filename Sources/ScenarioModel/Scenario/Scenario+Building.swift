@@ -117,6 +117,21 @@ extension Scenario {
                 if !workloadNames.contains(expectation.subject) { problems.append("expectation names unknown workload '\(expectation.subject)'") }
                 if !linkNames.contains(link) { problems.append("maxBytesOver names unknown link '\(link)'") }
                 if bytes < 0 { problems.append("maxBytesOver: bytes cannot be negative") }
+            case .connectivity(let wanted):
+                if !nodeNames.contains(expectation.subject) { problems.append("path expectation names unknown node '\(expectation.subject)'") }
+                switch wanted.timing {
+                case .at(let time):
+                    if time < .zero || time > duration { problems.append("path expectation at \(time.roamDescription) is outside the scenario") }
+                case .after(let link, _, let within):
+                    if !linkNames.contains(link) { problems.append("path expectation names unknown link '\(link)'") }
+                    if within <= .zero { problems.append("path expectation: within must be more than zero") }
+                }
+            case .maxBytesWhilePortal(let network, let bytes):
+                if !workloadNames.contains(expectation.subject) { problems.append("expectation names unknown workload '\(expectation.subject)'") }
+                if !networks.contains(where: { $0.name == network && $0.portal != nil }) {
+                    problems.append("maxBytesWhilePortal names '\(network)', which is no network with a captive portal")
+                }
+                if bytes < 0 { problems.append("maxBytesWhilePortal: bytes cannot be negative") }
             default:
                 if !workloadNames.contains(expectation.subject) { problems.append("expectation names unknown workload '\(expectation.subject)'") }
             }

@@ -218,6 +218,9 @@ public struct TimelineEvent: Sendable, Hashable {
         /// The network's resolver answers every query from its phones this much late (on its
         /// uplink), until a `dns(nil)`.
         case dnsDelay(Duration)
+        /// The link's phone logs into its network's captive portal (`true`), as a user who
+        /// accepted the terms, or out of it (`false`).
+        case portal(login: Bool)
     }
 
     public var at: Duration
@@ -355,12 +358,45 @@ public struct Expectation: Sendable, Hashable {
         case maxBytesOver(link: String, bytes: Int64)
         /// The node's path reaches `condition` within `within` of `after` (a link event).
         case path(condition: PathCondition, within: Duration, afterLink: String, afterEvent: String)
+        /// The node's connectivity (its path's, or one interface's) is as expected at a time, or
+        /// becomes so within a time of a link event.
+        case connectivity(ConnectivityExpectation)
+        /// The workload's client sent and received at most `bytes` over `network` while that
+        /// network's captive portal held it, as the gateway counted them.
+        case maxBytesWhilePortal(network: String, bytes: Int64)
     }
 
     /// The workload checked, or the node for a path expectation.
     public var subject: String
     public var check: Check
     public var line: Int
+}
+
+/// What a node's connectivity must be (`path: {connectivity: portal, interface: hotel}`), and when.
+public struct ConnectivityExpectation: Sendable, Hashable {
+    /// The states of `InterfaceConnectivity`.
+    public enum State: String, Sendable, Hashable, CaseIterable {
+        case unknown, validated, portal, limited
+    }
+
+    /// When it must hold.
+    public enum Timing: Sendable, Hashable {
+        /// At this time of the run: the node's path then (the last it published by then).
+        case at(Duration)
+        /// Within `within` of the first `event` on `link` (as a path expectation's `after`).
+        case after(link: String, event: String, within: Duration)
+    }
+
+    public var state: State
+    /// The interface whose connectivity it is (nil: the path's, its primary interface's).
+    public var interface: String?
+    public var timing: Timing
+
+    public init(state: State, interface: String? = nil, timing: Timing) {
+        self.state = state
+        self.interface = interface
+        self.timing = timing
+    }
 }
 
 /// A property of a node's network path.

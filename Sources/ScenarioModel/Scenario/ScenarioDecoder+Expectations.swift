@@ -4,7 +4,8 @@ import Yams
 
 // Expectations: what a run must show, each checked against what the scenario can produce.
 extension ScenarioDecoder {
-    func expectations(_ node: Node, workloads: [Workload], nodes: Set<String>, links: [LinkSpec], timeline: [TimelineEvent]) -> [Expectation]? {
+    func expectations(_ node: Node, workloads: [Workload], nodes: Set<String>, links: [LinkSpec], timeline: [TimelineEvent],
+                      networks: [NetworkSpec] = []) -> [Expectation]? {
         guard let items = list(node, "expect") else { return nil }
         var expectations: [Expectation] = []
         let byName = Dictionary(workloads.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
@@ -25,10 +26,11 @@ extension ScenarioDecoder {
             case .rebind: "rebind"
             case .dns(let fault): fault == nil ? "dns-ok" : "dns"
             case .dnsDelay: "dns"
+            case .portal(let login): login ? "login" : "logout"
             }
             happening.insert(event.link + "\u{0}" + name)
         }
-        let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode", "maxBytesOver"]
+        let metrics = ["maxStall", "minThroughput", "maxTimeToFirstByte", "completes", "exitCode", "maxBytesOver", "maxBytesWhilePortal"]
         // What each workload is expected to do, where a second answer could contradict the first.
         var outcomes: [String: (check: Expectation.Check, line: Int)] = [:]
         for item in items {
@@ -37,7 +39,7 @@ extension ScenarioDecoder {
                 if let parsed = pathExpectation(&expectation, nodes: nodes, links: linkNames, happening: happening, at: item) {
                     expectations.append(parsed)
                 }
-                finish(expectation, known: ["node", "path", "within", "after"])
+                finish(expectation, known: ["node", "path", "within", "after", "at"])
                 continue
             }
             let workload = take(&expectation, "workload", required: true) { value -> Workload? in
@@ -61,6 +63,7 @@ extension ScenarioDecoder {
                 case "maxTimeToFirstByte": check = duration(value, "maxTimeToFirstByte", allowZero: false).map { .maxTimeToFirstByte($0) }
                 case "completes": check = bool(value, "completes").map { .completes($0) }
                 case "maxBytesOver": check = bytesOver(value, links: linkNames)
+                case "maxBytesWhilePortal": check = bytesWhilePortal(value, workload: workload, networks: networks)
                 default: check = integer(value, "exitCode", range: 0...255).map { .exitCode($0) }
                 }
                 if let workload, let check {
@@ -95,11 +98,14 @@ extension ScenarioDecoder {
             return nil
         case (.maxBytesOver, .command): return "bytes per link are counted for bulk, requests and stream workloads"
         case (.maxBytesOver, _): return nil
+        case (.maxBytesWhilePortal, .command):
+            return "a portal counts the bytes of bulk, requests and stream workloads (by their server's port); a command's are not told apart"
+        case (.maxBytesWhilePortal, _): return nil
         case (.maxStall, _): return "stalls are measured for stream workloads"
         case (.minThroughput, _): return "throughput is measured for bulk, requests and stream workloads"
         case (.maxTimeToFirstByte, _): return "time to first byte is measured for requests workloads"
         case (.exitCode, _): return "exit codes belong to command workloads"
-        case (.path, _): return nil
+        case (.path, _), (.connectivity, _): return nil
         }
     }
 
@@ -125,7 +131,35 @@ extension ScenarioDecoder {
         return .maxBytesOver(link: link, bytes: bytes)
     }
 
-    /// `- node: phone`, `path: expensive`, `within: 1s`, `after: {link: wifi, event: down}`.
+    /// `maxBytesWhilePortal: {network: hotel, bytes: 0b}`: the network has a portal, and the
+    /// workload's client is one of its members.
+    func bytesWhilePortal(_ value: Node, workload: Workload?, networks: [NetworkSpec]) -> Expectation.Check? {
+        guard var fields = fields(value, "maxBytesWhilePortal") else { return nil }
+        let network = take(&fields, "network", required: true) { node -> NetworkSpec? in
+            guard let name = self.string(node, "network") else { return nil }
+            guard let network = networks.first(where: { $0.name == name }) else {
+                let guess = suggestion(for: name, among: networks.map(\.name)).map { " (did you mean '\($0)'?)" } ?? ""
+                self.error("no network named '\(escapedForMessage(name))' is defined in networks\(guess)", at: node)
+                return nil
+            }
+            guard network.portal != nil else {
+                self.error("network '\(name)' has no captive portal (portal: true), so nothing is counted while one holds a phone", at: node)
+                return nil
+            }
+            if let client = workload?.to, !network.members.contains(client) {
+                self.error("workload '\(workload!.name)' runs its client in node '\(client)', which is not a member of network '\(name)'", at: node)
+                return nil
+            }
+            return network
+        }
+        let bytes = take(&fields, "bytes", required: true) { self.size($0, "bytes", range: 0...ScenarioLimits.maximumSize) }
+        finish(fields, known: ["network", "bytes"])
+        guard let network, let bytes else { return nil }
+        return .maxBytesWhilePortal(network: network.name, bytes: bytes)
+    }
+
+    /// `- node: phone`, `path: expensive`, `within: 1s`, `after: {link: wifi, event: down}`;
+    /// `path: {connectivity: portal, interface: hotel}` with `at: 10s` or the same `within` and `after`.
     func pathExpectation(_ fields: inout Fields, nodes: Set<String>, links: Set<String>, happening: Set<String>, at item: Node) -> Expectation? {
         let node = take(&fields, "node") { value -> String? in
             guard let name = self.string(value, "node") else { return nil }
@@ -135,7 +169,33 @@ extension ScenarioDecoder {
             }
             return name
         }
-        let condition = take(&fields, "path", required: true) { self.choice($0, "path", PathCondition.self) }
+        // `path: {connectivity: STATE, interface: NAME}`, or a condition's name.
+        var connectivity: (state: ConnectivityExpectation.State, interface: String?)?
+        var pathIsMapping = false
+        let condition = take(&fields, "path", required: true) { value -> PathCondition? in
+            guard case .mapping = value else { return self.choice(value, "path", PathCondition.self) }
+            pathIsMapping = true
+            guard var form = self.fields(value, "path") else { return nil }
+            let state = self.take(&form, "connectivity", required: true) { self.choice($0, "connectivity", ConnectivityExpectation.State.self) }
+            let interface = self.take(&form, "interface") { self.identifier($0, "interface", maxLength: 15) }
+            self.finish(form, known: ["connectivity", "interface"])
+            if let state { connectivity = (state, interface) }
+            return nil
+        }
+        if fields.has("at") {
+            let at = take(&fields, "at") { self.duration($0, "at") }
+            if !pathIsMapping {
+                error("at: applies to path: {connectivity: ...}; a path condition is checked within a time after an event", at: fields.keyNode("path") ?? item)
+                return nil
+            }
+            if fields.has("within") || fields.has("after") {
+                error("an expectation holds at a time (at) or within a time after an event (within, after), not both", at: item)
+                return nil
+            }
+            guard let node, let at, let connectivity else { return nil }
+            return Expectation(subject: node, check: .connectivity(ConnectivityExpectation(state: connectivity.state, interface: connectivity.interface,
+                                                                                              timing: .at(at))), line: item.line)
+        }
         let within = take(&fields, "within", required: true) { self.duration($0, "within", allowZero: false) }
         let after = take(&fields, "after", required: true) { value -> (String, String)? in
             guard var trigger = self.fields(value, "after") else { return nil }
@@ -147,7 +207,8 @@ extension ScenarioDecoder {
                 }
                 return name
             }
-            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile", "join", "leave", "renumber", "rebind", "dns", "dns-ok"]
+            let events = ["down", "up", "blackhole", "set", "ramp", "flap", "profile", "join", "leave", "renumber", "rebind", "dns", "dns-ok",
+                          "login", "logout"]
             let event = self.take(&trigger, "event", required: true) { eventNode -> String? in
                 guard let text = self.string(eventNode, "event"), events.contains(text) else {
                     self.error("event must be one of \(events.joined(separator: ", "))", at: eventNode)
@@ -164,6 +225,10 @@ extension ScenarioDecoder {
                 return nil
             }
             return (link, event)
+        }
+        if let connectivity, let node, let within, let after {
+            return Expectation(subject: node, check: .connectivity(ConnectivityExpectation(
+                state: connectivity.state, interface: connectivity.interface, timing: .after(link: after.0, event: after.1, within: within))), line: item.line)
         }
         guard let node, let condition, let within, let after else { return nil }
         return Expectation(subject: node, check: .path(condition: condition, within: within, afterLink: after.0, afterEvent: after.1), line: item.line)

@@ -73,6 +73,7 @@ extension ScenarioDecoder {
             let ipv4 = take(&network, "ipv4") { self.choice($0, "ipv4", NetworkSpec.IPv4Service.self) }
             let ipv6 = take(&network, "ipv6") { self.bool($0, "ipv6") }
             let nat64 = take(&network, "nat64") { self.bool($0, "nat64") }
+            let portal = take(&network, "portal") { self.captivePortal($0) }
             let members = take(&network, "members", required: true) { value -> [String]? in
                 guard let items = self.list(value, "members") else { return nil }
                 var members: [String] = []
@@ -103,11 +104,12 @@ extension ScenarioDecoder {
             let up = take(&network, "up") { self.impairmentBlock($0, "the up direction of \(context)") } ?? Impairment()
             let down = take(&network, "down") { self.impairmentBlock($0, "the down direction of \(context)") } ?? Impairment()
             finish(network, known: ["name", "type", "expensive", "constrained", "ultraConstrained", "capture", "profile", "ipv4", "ipv6",
-                                    "nat64", "members", "up", "down"] + Self.impairmentKeys)
+                                    "nat64", "portal", "members", "up", "down"] + Self.impairmentKeys)
             guard let name, let members else { continue }
             let resolvedType = type ?? profile?.type ?? .wifi
             var spec = NetworkSpec(name: name, type: resolvedType, ipv4: ipv4 ?? (resolvedType == .cellular ? .cgnat : .nat44),
                                    ipv6: ipv6 ?? true, nat64: nat64 ?? false, members: members)
+            if case .some(.some(let portal)) = portal { spec.portal = portal }
             if spec.nat64 && !spec.ipv6 {
                 error("network '\(name)' translates IPv6 to IPv4 (nat64: true) but gives no IPv6 (ipv6: false); NAT64 needs IPv6",
                       at: network.keyNode("nat64")!)
@@ -146,6 +148,23 @@ extension ScenarioDecoder {
             templates.append(NetworkTemplate(spec: spec, radio: radio))
         }
         return templates
+    }
+
+    /// `portal: true`, `portal: false`, or `portal: {dns: hijack, others: reset, expires: 10m, api: false}`:
+    /// `.some(nil)` for `false`, nil for a mistake (reported).
+    func captivePortal(_ value: Node) -> CaptivePortal?? {
+        if case .scalar = value {
+            guard let flag = bool(value, "portal") else { return nil }
+            return .some(flag ? CaptivePortal() : nil)
+        }
+        guard var fields = fields(value, "portal") else { return nil }
+        var portal = CaptivePortal()
+        if let dns = take(&fields, "dns", { self.choice($0, "dns", CaptivePortal.DNS.self) }) { portal.dns = dns }
+        if let others = take(&fields, "others", { self.choice($0, "others", CaptivePortal.Blocking.self) }) { portal.others = others }
+        portal.expires = take(&fields, "expires") { self.duration($0, "expires", minimum: CaptivePortal.minimumExpiry) }
+        if let api = take(&fields, "api", { self.bool($0, "api") }) { portal.announcesAPI = api }
+        finish(fields, known: ["dns", "others", "expires", "api"])
+        return .some(portal)
     }
 
     /// The scenario's nodes and links with every network's gateway, the internet, and their

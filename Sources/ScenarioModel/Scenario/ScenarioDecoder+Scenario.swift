@@ -55,7 +55,7 @@ extension ScenarioDecoder {
         }
         let workloads = take(&top, "workloads") { self.workloads($0, nodes: nodes, links: links, duration: duration) } ?? []
         let expectations = take(&top, "expect") {
-            self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline)
+            self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline, networks: networks)
         } ?? []
         finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "networks", "timeline", "workloads", "expect"])
         if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }

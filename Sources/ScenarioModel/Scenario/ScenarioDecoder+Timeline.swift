@@ -43,7 +43,7 @@ extension ScenarioDecoder {
                 if event.has("node") { error("node names a member of a network: write network: NAME with it", at: event.keyNode("node")!) }
                 targets = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }.map { [$0] }
             }
-            let networkActions = ["join", "leave", "renumber", "rebind", "dns"]
+            let networkActions = ["join", "leave", "renumber", "rebind", "dns", "portal"]
             let actions = network == nil && !event.has("network") ? linkActions : linkActions + networkActions
             let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
             let present = (linkActions + networkActions).filter { event.has($0) }
@@ -95,6 +95,21 @@ extension ScenarioDecoder {
                         if let span, let at { extra.append((at + span, .dns(nil))) }
                     }
                     targets = [NetworkSpec.uplinkName(network: network.name)]
+                case "portal":
+                    guard actions.contains(name) else {
+                        error("portal is what a phone does at a network's captive portal: write network: NAME (and node: PHONE) with it", at: value)
+                        break
+                    }
+                    guard let network else { break }
+                    guard network.portal != nil else {
+                        error("network '\(network.name)' has no captive portal; give it one (portal: true) or remove this event", at: value)
+                        break
+                    }
+                    guard let text = string(value, "portal"), text == "login" || text == "logout" else {
+                        error("portal must be login or logout", at: value)
+                        break
+                    }
+                    action = .portal(login: text == "login")
                 case "join", "leave", "renumber":
                     guard actions.contains(name) else {
                         error("\(name) is what a phone does to a network: write network: NAME with it", at: value)

@@ -149,6 +149,8 @@ public struct TimelineSchedule: Sendable, Hashable {
                 add(event.at, .network(event.action), fault == nil ? "dns-ok" : "dns")
             case .dnsDelay:
                 add(event.at, .network(event.action), "dns")
+            case .portal(let login):
+                add(event.at, .network(event.action), login ? "login" : "logout")
             }
         }
         pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }

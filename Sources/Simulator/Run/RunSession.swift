@@ -171,7 +171,12 @@ final class RunSession {
             try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
         }
         if !plan.networks.isEmpty {
-            let services = NetworkServices(plan: plan, topology: topology, report: report, watchdog: watchdog)
+            // A captive portal counts what each workload's client sends it (by the server's port).
+            let counted = scenario.workloads.enumerated().compactMap { index, workload -> (index: Int, client: String, port: UInt16)? in
+                if case .command = workload.kind { return nil }
+                return workload.to.map { (index, $0, WorkloadContext.port(index: index)) }
+            }
+            let services = NetworkServices(plan: plan, topology: topology, report: report, watchdog: watchdog, countedWorkloads: counted)
             self.services = services
             try services.start()
         }
@@ -206,6 +211,10 @@ final class RunSession {
             monitors.append((monitor, subscription))
             monitorOf[name] = monitor
         }
+        // A login at a captive portal: the phone's monitor checks that network again at once, as
+        // a phone does when its captive-portal sheet sees the user through.
+        let phones = monitorOf
+        services?.observeLogins { node, network in phones[node]?.revalidate(interface: network) }
     }
 
     /// What `--multipath` means here. `auto` hands `handover` over through the userspace path
@@ -241,6 +250,7 @@ final class RunSession {
                        at: .zero)
         }
         recorder.attach(log)
+        services?.attach(log)
         return log
     }
 
@@ -448,8 +458,13 @@ final class RunSession {
         // The emulator's counters are final once it stops (the topology goes in tearDown()).
         backend?.stop()
         let linkStatistics = backend?.linkStatistics ?? []
-        let results = drivers.map { driver, _ in
+        var results = drivers.map { driver, _ in
             driver.result(end: min(endedAt, driver.context.workload.stop ?? scenario.duration))
+        }
+        if let counts = services?.portalCounts() {
+            for (position, (driver, _)) in drivers.enumerated() {
+                results[position].bytesWhilePortal = counts[driver.context.index] ?? [:]
+            }
         }
         let changes = log.appliedChanges
         let paths = log.paths

@@ -17,10 +17,15 @@ final class DNSFaultRelay: Sendable {
     enum Mode: Sendable, Equatable {
         case delay(Duration)
         case servfail
+        /// A captive portal's: every A or AAAA question is answered with these addresses (the
+        /// gateway's), TTL 0, whatever the name; other types get an empty answer.
+        case hijack(ipv4: IPAddress?, ipv6: IPAddress?)
     }
 
     /// Where the relay listens in the gateway, on each of its resolver's addresses.
     static let port: UInt16 = 5300
+    /// Where a captive portal's hijacking relay listens.
+    static let hijackPort: UInt16 = 5301
     static let maximumPending = 1024
 
     private let stopSignal: EventSignal
@@ -30,7 +35,7 @@ final class DNSFaultRelay: Sendable {
 
     /// Starts relaying in `namespace` (the gateway's) for the resolver at `resolvers` (its
     /// addresses on the network: the relay listens on each, at ``port``).
-    init(mode: Mode, resolvers: [IPAddress], in namespace: NetworkNamespace) throws(SimulatorError) {
+    init(mode: Mode, resolvers: [IPAddress], in namespace: NetworkNamespace, port: UInt16 = DNSFaultRelay.port) throws(SimulatorError) {
         var listeners: [Int32] = []
         var upstreams: [IPAddress: Int32] = [:]
         func closeAll() {
@@ -39,7 +44,7 @@ final class DNSFaultRelay: Sendable {
         do {
             try namespace.perform {
                 for address in resolvers {
-                    listeners.append(try Self.socket(bound: address, port: Self.port))
+                    listeners.append(try Self.socket(bound: address, port: port))
                     // Queries go on to the resolver from a socket of the relay's own.
                     let upstream = try Self.socket(bound: nil, family: address.family)
                     guard address.withSocketAddress(port: 53, { connect(upstream, $0, $1) }) == 0 else {
@@ -201,6 +206,13 @@ private struct RelayLoop {
                         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(listener, bytes.baseAddress, bytes.count, 0, $0, length) }
                     }
                 }
+            case let .hijack(ipv4, ipv6):
+                let answer = Self.hijacked(query, ipv4: ipv4, ipv6: ipv6)
+                _ = answer.withUnsafeBytes { bytes in
+                    withUnsafePointer(to: &client) { pointer in
+                        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(listener, bytes.baseAddress, bytes.count, 0, $0, length) }
+                    }
+                }
             case .delay(let delay):
                 guard held.count - first + forwarded.count < DNSFaultRelay.maximumPending else {
                     dropped.count.add(1, ordering: .relaxed)
@@ -209,6 +221,23 @@ private struct RelayLoop {
                 held.append(Held(due: .now + delay, query: query, listener: index, client: client, clientLength: length))
             }
         }
+    }
+
+    /// A portal's answer to `query`: for one A (or AAAA) question, `ipv4` (or `ipv6`) as its
+    /// answer with TTL 0; for anything else, no answer (NOERROR).
+    static func hijacked(_ query: [UInt8], ipv4: IPAddress?, ipv6: IPAddress?) -> [UInt8] {
+        var answer = questionOnly(query)
+        answer[2] = 0x80 | 0x04 | (query[2] & 0x01)   // a response, authoritative, keeping "recursion desired"
+        answer[3] = 0x80                              // recursion available, NOERROR
+        // One whole question: its type is the two bytes before its class.
+        guard answer.count >= 17, answer[5] == 1, answer[4] == 0 else { return answer }
+        let type = UInt16(answer[answer.count - 4]) << 8 | UInt16(answer[answer.count - 3])
+        let address = type == 1 ? ipv4 : type == 28 ? ipv6 : nil
+        guard let address, (type == 1) == (address.family == .inet) else { return answer }
+        answer[7] = 1
+        let data = address.bytes
+        answer += [0xc0, 0x0c, UInt8(type >> 8), UInt8(type & 0xff), 0, 1, 0, 0, 0, 0, 0, UInt8(data.count)] + data
+        return answer
     }
 
     /// The query's header and question only (no additional records), every count but the

@@ -2,6 +2,7 @@ import Glibc
 import RoamCore
 import Netlink
 import PathMonitor
+import RoamReport
 import RoamSystem
 import ScenarioModel
 import Synchronization
@@ -46,11 +47,25 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// How long a program has to answer before the run gives up on it.
     static let readinessTimeout = Duration.seconds(10)
 
-    package init(plan: TopologyPlan, topology: Topology, report: SecureDirectory, watchdog: ProcessGroupWatchdog) {
+    /// The workloads whose traffic a captive portal counts: the index (its counter's name and,
+    /// from it, its server's port) and the node its client runs in.
+    private let countedWorkloads: [(index: Int, client: String, port: UInt16)]
+
+    package init(plan: TopologyPlan, topology: Topology, report: SecureDirectory, watchdog: ProcessGroupWatchdog,
+                 countedWorkloads: [(index: Int, client: String, port: UInt16)] = []) {
         self.plan = plan
         self.topology = topology
         self.report = report
         self.watchdog = watchdog
+        self.countedWorkloads = countedWorkloads
+        // Each phone's addresses on its networks, for the portals to know who asks.
+        for network in plan.networks {
+            for member in network.spec.members {
+                let link = NetworkSpec.accessLinkName(network: network.spec.name, node: member)
+                guard let interface = plan.node(member)?.interfaces.first(where: { $0.link == link }) else { continue }
+                for address in interface.addresses where !address.address.isLinkLocal { members[address.address] = link }
+            }
+        }
     }
 
     // MARK: - Configuration (pure)
@@ -91,6 +106,11 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                 """
         } else {
             text += "  module-config: \"iterator\"\n"
+        }
+        if network.spec.portal != nil {
+            // The portal's page and API, at the gateway.
+            text += [network.gatewayIPv4.map { "\(CaptivePortal.host). 60 IN A \($0)" }, network.gatewayIPv6.map { "\(CaptivePortal.host). 60 IN AAAA \($0)" }]
+                .compactMap { $0 }.map { "  local-data: \"\($0)\"\n" }.joined()
         }
         // The special-use names unbound answers itself by default; the scenario's zone may use them.
         text += """
@@ -167,6 +187,65 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
             """
     }
 
+    /// A captive portal's nftables table in its gateway: the set of logged-in phones (by the
+    /// gateway's interface to each: a portal knows a phone by its MAC address, which stays when
+    /// it is renumbered); for the others, HTTP to anywhere but the gateway goes to the portal's
+    /// server (DNAT to port 80 of the gateway), DNS to the hijacking relay when the portal
+    /// hijacks it, and whatever else the gateway would forward is dropped or refused. `counters`
+    /// name, for each counted workload, the access interface of its client and its server's port:
+    /// what the phone sends toward that port on connections it opened (or tried to) while held is
+    /// counted, before any DNAT.
+    package static func portalRuleset(_ network: TopologyPlan.NetworkPlan, accessInterfaces: [String],
+                                      counters: [(name: String, interface: String, port: UInt16)] = []) -> String? {
+        guard let portal = network.spec.portal, !accessInterfaces.isEmpty else { return nil }
+        let phones = "{ " + accessInterfaces.map { "\"\($0)\"" }.joined(separator: ", ") + " }"
+        var nat = "    iifname @allowed return\n"
+        if let v4 = network.gatewayIPv4 {
+            nat += "    iifname \(phones) ip daddr != \(v4) tcp dport 80 dnat ip to \(v4):80\n"
+        }
+        if let v6 = network.gatewayIPv6 {
+            nat += "    iifname \(phones) ip6 daddr != \(v6) tcp dport 80 dnat ip6 to [\(v6)]:80\n"
+        }
+        if portal.dns == .hijack {
+            if let v4 = network.gatewayIPv4 {
+                nat += "    iifname \(phones) meta nfproto ipv4 udp dport 53 dnat ip to \(v4):\(DNSFaultRelay.hijackPort)\n"
+            }
+            if let v6 = network.gatewayIPv6 {
+                nat += "    iifname \(phones) meta nfproto ipv6 udp dport 53 dnat ip6 to [\(v6)]:\(DNSFaultRelay.hijackPort)\n"
+            }
+        }
+        let block = portal.others == .drop ? "drop" : "meta l4proto tcp reject with tcp reset\n    iifname \(phones) reject with icmpx admin-prohibited"
+        // A connection opened (or tried: each SYN the portal drops is a new one) while the portal
+        // holds the phone is marked; its packets are counted, what the phone sent on connections
+        // it had before is not.
+        var counting = counters.isEmpty ? "" : "    ct state new iifname \(phones) iifname != @allowed ct mark set \(portalMark)\n"
+        for counter in counters {
+            counting += "    ct mark \(portalMark) iifname \"\(counter.interface)\" tcp dport \(counter.port) counter name \"\(counter.name)\"\n"
+        }
+        return """
+            table inet roam-portal {
+              set allowed {
+                type ifname
+              }
+            \(counters.map { "  counter \($0.name) {\n  }\n" }.joined())  chain count {
+                type filter hook prerouting priority mangle; policy accept;
+            \(counting)  }
+              chain prerouting {
+                type nat hook prerouting priority dstnat - 10; policy accept;
+            \(nat)  }
+              chain forward {
+                type filter hook forward priority filter; policy accept;
+                iifname @allowed accept
+                iifname \(phones) \(block)
+              }
+            }
+
+            """
+    }
+
+    /// The conntrack mark of a connection a phone opened while a portal held it ("RP").
+    static let portalMark = "0x5250"
+
     /// tayga's configuration: the network-specific prefix, the pool phones are mapped into.
     package static func taygaConfiguration() -> String {
         var first = TopologyPlan.nat64Pool.address.bytes
@@ -211,6 +290,9 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                 try configureTranslator(in: gateway)
                 try run(["tayga", "--nodetach", "-c", "/dev/fd/3"], configuration: Self.taygaConfiguration(), in: gateway, what: "tayga")
             }
+        }
+        for network in plan.networks where network.spec.portal != nil {
+            try startPortal(network)
         }
         var servers: [(address: IPAddress, node: String)] = []
         if let authoritative = Self.authoritativeConfiguration(plan), let internet {
@@ -271,7 +353,17 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         guard let link = plan.link(name) else { throw SimulatorError(.invalidScenario, "no link '\(name)' in this run") }
         switch action {
         case .renumber:
-            try topology.renumber(link: name)
+            let addresses = try topology.renumber(link: name)
+            lock.withLock { _ in
+                members = members.filter { $0.value != name }
+                for address in addresses where !address.address.isLinkLocal { members[address.address] = name }
+            }
+        case .portal(let login):
+            guard let portal = lock.withLock({ _ in portals[link.second] }) else {
+                throw SimulatorError(.invalidScenario, "network of '\(name)' has no captive portal")
+            }
+            portal.set(login, link: name)
+            if let failure = lock.withLock({ _ in portalFailures.removeValue(forKey: name) }) { throw failure }
         case .rebind:
             // The gateway's NAT forgets every mapping; the next packet of each flow gets a new one.
             try runToCompletion(["conntrack", "-F"], configuration: "", in: link.first, what: "conntrack")
@@ -313,6 +405,112 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         }
     }
 
+    // MARK: - Captive portals
+
+    /// Each portal network's server, by gateway; the hijacking DNS relays; each phone's address
+    /// on its networks (its access link); under `lock`.
+    private var portals: [String: CaptivePortalServer] = [:]
+    private var hijackers: [DNSFaultRelay] = []
+    private var members: [IPAddress: String] = [:]
+    /// A change of a session that could not be carried out, for the timeline event that made it.
+    private var portalFailures: [String: SimulatorError] = [:]
+    /// Where portal changes not made by the timeline are recorded, once the run's log exists.
+    private var portalLog: RunLog?
+    /// Told of each login: the run has the phone's monitor check the network again, as a
+    /// phone's captive-portal sheet does once the user is through.
+    private var loginObserver: (@Sendable (_ node: String, _ network: String) -> Void)?
+
+    /// Records the portals' changes in `log` from now on, and that each member starts held.
+    package func attach(_ log: RunLog) {
+        lock.withLock { _ in portalLog = log }
+        for network in plan.networks where network.spec.portal != nil {
+            for member in network.spec.members {
+                log.record(.link(RunEvent.LinkChange(link: NetworkSpec.accessLinkName(network: network.spec.name, node: member), action: "portal",
+                                                     kind: .network("held by the captive portal of \(network.spec.name)"))), at: .zero)
+            }
+        }
+    }
+
+    /// Calls `observer` with each login from now on.
+    package func observeLogins(_ observer: @escaping @Sendable (_ node: String, _ network: String) -> Void) {
+        lock.withLock { _ in loginObserver = observer }
+    }
+
+    /// The access interfaces of `network`'s phones in its gateway.
+    private func accessInterfaces(of network: TopologyPlan.NetworkPlan) -> [(link: String, interface: String, member: String)] {
+        network.spec.members.compactMap { member in
+            let name = NetworkSpec.accessLinkName(network: network.spec.name, node: member)
+            return plan.link(name).map { (name, $0.secondInterface, member) }
+        }
+    }
+
+    /// The counters of `network`'s portal: one per counted workload whose client is its member.
+    private func portalCounters(of network: TopologyPlan.NetworkPlan) -> [(name: String, interface: String, port: UInt16)] {
+        let interfaces = Dictionary(accessInterfaces(of: network).map { ($0.member, $0.interface) }, uniquingKeysWith: { first, _ in first })
+        return countedWorkloads.compactMap { workload in
+            interfaces[workload.client].map { ("w\(workload.index)", $0, workload.port) }
+        }
+    }
+
+    private func startPortal(_ network: TopologyPlan.NetworkPlan) throws(SimulatorError) {
+        guard let portal = network.spec.portal, let namespace = topology.namespace(of: network.spec.gateway) else { return }
+        let gateway = network.spec.gateway
+        let access = accessInterfaces(of: network)
+        guard let rules = Self.portalRuleset(network, accessInterfaces: access.map(\.interface), counters: portalCounters(of: network)) else { return }
+        try runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: rules, in: gateway, what: "nft-portal")
+        let addresses = [network.gatewayIPv4, network.gatewayIPv6].compactMap { $0 }
+        if portal.dns == .hijack {
+            let relay = try DNSFaultRelay(mode: .hijack(ipv4: network.gatewayIPv4, ipv6: network.gatewayIPv6), resolvers: addresses, in: namespace,
+                                          port: DNSFaultRelay.hijackPort)
+            lock.withLock { _ in hijackers.append(relay) }
+        }
+        let interfaceOf = Dictionary(access.map { ($0.link, $0.interface) }, uniquingKeysWith: { first, _ in first })
+        let nodeOf = Dictionary(access.map { ($0.link, $0.member) }, uniquingKeysWith: { first, _ in first })
+        let server = try CaptivePortalServer(
+            portal: portal, network: network.spec.name, addresses: addresses, in: namespace,
+            member: { [weak self] address in
+                guard let self else { return nil }
+                return self.lock.withLock { _ in self.members[address] }
+            },
+            apply: { [weak self] change in
+                guard let self, let interface = interfaceOf[change.link] else { return }
+                let element = "add element inet roam-portal allowed { \"\(interface)\" }\n"
+                do throws(SimulatorError) {
+                    try self.runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: change.loggedIn ? element : "delete" + element.dropFirst(3),
+                                             in: gateway, what: "nft-portal-session")
+                } catch {
+                    self.lock.withLock { _ in self.portalFailures[change.link] = error }
+                }
+                let (log, observer) = self.lock.withLock { _ in (self.portalLog, self.loginObserver) }
+                if change.cause != .timeline {
+                    log?.record(.link(RunEvent.LinkChange(link: change.link, action: "portal",
+                                                          kind: .network("\(change.loggedIn ? "login" : "logout") \(change.cause)"))))
+                }
+                if change.loggedIn, change.cause != .expiry, let node = nodeOf[change.link] { observer?(node, network.spec.name) }
+            })
+        lock.withLock { _ in portals[gateway] = server }
+    }
+
+    /// What each network's portal counted of each counted workload while it held the workload's
+    /// client: by workload index, then network. Read from the gateways' nftables counters.
+    package func portalCounts() -> [Int: [String: (bytes: Int64, packets: Int64)]] {
+        var counts: [Int: [String: (bytes: Int64, packets: Int64)]] = [:]
+        for network in plan.networks where network.spec.portal != nil && !portalCounters(of: network).isEmpty {
+            let gateway = network.spec.gateway
+            guard (try? runToCompletion(["nft", "-j", "list", "counters", "table", "inet", "roam-portal"], configuration: "", in: gateway,
+                                        what: "nft-portal-counters")) != nil,
+                  let output = try? report.readFile(named: "network-\(gateway)-nft-portal-counters.log", maximumBytes: 1 << 20),
+                  let json = try? JSONValue.parse(String(decoding: output, as: UTF8.self)),
+                  case .array(let items)? = json["nftables"] else { continue }
+            for item in items {
+                guard let counter = item["counter"], let name = counter["name"]?.stringValue, name.hasPrefix("w"),
+                      let index = Int(name.dropFirst()), case .int(let bytes)? = counter["bytes"], case .int(let packets)? = counter["packets"] else { continue }
+                counts[index, default: [:]][network.spec.name] = (bytes, packets)
+            }
+        }
+        return counts
+    }
+
     /// Puts a ``DNSFaultRelay`` between the phones of `gateway`'s network and its resolver.
     private func startRelay(_ mode: DNSFaultRelay.Mode, gateway: String) throws(SimulatorError) {
         guard let network = plan.networks.first(where: { $0.spec.gateway == gateway }), let namespace = topology.namespace(of: gateway) else {
@@ -344,6 +542,8 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                                                 timeout: .seconds(2), interval: Self.validationInterval)
         for network in plan.networks where network.spec.members.contains(node) {
             if let resolver = network.resolver { validation.interfaceResolvers[network.spec.name] = [resolver] }
+            // What the network's DHCP or RA would announce (RFC 8910).
+            if network.spec.portal?.announcesAPI == true { validation.interfacePortalAPIs[network.spec.name] = CaptivePortalHTTP.apiURL }
         }
         return validation
     }
@@ -414,8 +614,13 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
             defer { processes = [] }
             return processes
         }
-        for relay in lock.withLock({ _ in relays.values }) { relay.stop() }
-        lock.withLock { _ in relays = [:] }
+        for relay in lock.withLock({ _ in Array(relays.values) + hijackers }) { relay.stop() }
+        for portal in lock.withLock({ _ in portals.values }) { portal.stop() }
+        lock.withLock { _ in
+            relays = [:]
+            hijackers = []
+            portals = [:]
+        }
         lock.withLock { _ in
             defer { responder = nil }
             return responder

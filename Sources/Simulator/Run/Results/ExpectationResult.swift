@@ -34,7 +34,8 @@ extension Expectation.Check {
         case .completes: "completes"
         case .exitCode: "exitCode"
         case .maxBytesOver: "maxBytesOver"
-        case .path: "path"
+        case .path, .connectivity: "path"
+        case .maxBytesWhilePortal: "maxBytesWhilePortal"
         }
     }
 }
@@ -71,6 +72,8 @@ public enum ExpectationEvaluator {
             switch expectation.check {
             case let .path(condition, within, link, event):
                 return path(expectation, condition: condition, within: within, link: link, event: event, changes: changes, paths: paths)
+            case .connectivity(let wanted):
+                return connectivity(expectation, wanted, changes: changes, paths: paths)
             default:
                 guard let result = workloads.first(where: { $0.name == expectation.subject }) else {
                     return ExpectationResult(expectation: expectation, passed: false, measured: "nothing",
@@ -120,7 +123,16 @@ public enum ExpectationEvaluator {
                                      requirement: "at most \(bytes) bytes over \(link)",
                                      detail: others.isEmpty ? "no bytes over other links" : "over other links: "
                                         + others.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-        case .path:
+        case let .maxBytesWhilePortal(network, bytes):
+            let requirement = "at most \(bytes) bytes over \(network) while its portal held the phone"
+            guard let counted = result.bytesWhilePortal[network] else {
+                return ExpectationResult(expectation: expectation, passed: false, measured: "nothing", requirement: requirement,
+                                         detail: "the gateway of \(network) counted nothing for this workload (its portal did not run)")
+            }
+            return ExpectationResult(expectation: expectation, passed: counted.bytes <= bytes, measured: "\(counted.bytes) bytes",
+                                     requirement: requirement,
+                                     detail: "\(counted.packets) packets the portal stopped or redirected, counted by the gateway")
+        case .path, .connectivity:
             return ExpectationResult(expectation: expectation, passed: false, measured: "", requirement: "path")
         }
     }
@@ -160,6 +172,56 @@ public enum ExpectationEvaluator {
         let delay = first.at - t
         return ExpectationResult(expectation: expectation, passed: delay <= within, measured: delay.roamDescription,
                                  requirement: requirement, detail: "\(link) \(event) at \(t.roamDescription), path: \(first.path.summary)")
+    }
+}
+
+extension ExpectationEvaluator {
+    /// The connectivity `wanted` names in `path`: one interface's, or the path's.
+    static func state(of wanted: ConnectivityExpectation, in path: NetworkPath) -> String? {
+        guard let name = wanted.interface else { return path.connectivity.rawValue }
+        return path.availableInterfaces.first { $0.name == name }?.connectivity.state.rawValue
+    }
+
+    static func connectivity(_ expectation: Expectation, _ wanted: ConnectivityExpectation, changes: [AppliedChange],
+                             paths: [PathRecord]) -> ExpectationResult {
+        let subject = wanted.interface.map { "\(expectation.subject)'s \($0)" } ?? "\(expectation.subject)'s path"
+        let nodePaths = paths.filter { $0.node == expectation.subject }
+        func described(_ record: PathRecord?) -> String {
+            guard let record else { return "no path yet" }
+            return state(of: wanted, in: record.path).map { "\($0)" } ?? "no interface \(wanted.interface ?? "")"
+        }
+        switch wanted.timing {
+        case .at(let time):
+            let requirement = "\(subject) \(wanted.state.rawValue) at \(time.roamDescription)"
+            let inForce = nodePaths.last { $0.at <= time }
+            let found = inForce.flatMap { state(of: wanted, in: $0.path) }
+            var detail = inForce.map { "the path since \($0.at.roamDescription): \($0.path.summary)" } ?? "the node published no path by then"
+            if let reason = inForce.flatMap({ record in
+                record.path.availableInterfaces.first { $0.name == (wanted.interface ?? record.path.primaryInterface?.name) }?.connectivity.reason
+            }) {
+                detail += " (\(escapedForMessage(reason, maximumLength: 200)))"
+            }
+            return ExpectationResult(expectation: expectation, passed: found == wanted.state.rawValue, measured: described(inForce),
+                                     requirement: requirement, detail: detail)
+        case let .after(link, event, within):
+            let requirement = "\(subject) \(wanted.state.rawValue) within \(within.roamDescription) after \(link) \(event)"
+            guard let trigger = trigger(link: link, event: event, in: changes) else {
+                return ExpectationResult(expectation: expectation, passed: false, measured: "never", requirement: requirement,
+                                         detail: "\(link) \(event) never happened in this run")
+            }
+            let t = trigger.actual
+            if let inForce = nodePaths.last(where: { $0.at <= t }), state(of: wanted, in: inForce.path) == wanted.state.rawValue {
+                return ExpectationResult(expectation: expectation, passed: true, measured: "0ms", requirement: requirement,
+                                         detail: "already \(wanted.state.rawValue) when \(link) \(event) happened at \(t.roamDescription)")
+            }
+            guard let first = nodePaths.first(where: { $0.at > t && state(of: wanted, in: $0.path) == wanted.state.rawValue }) else {
+                return ExpectationResult(expectation: expectation, passed: false, measured: "never", requirement: requirement,
+                                         detail: "no path update made it \(wanted.state.rawValue) after \(t.roamDescription); last: \(described(nodePaths.last))")
+            }
+            let delay = first.at - t
+            return ExpectationResult(expectation: expectation, passed: delay <= within, measured: delay.roamDescription,
+                                     requirement: requirement, detail: "\(link) \(event) at \(t.roamDescription), path: \(first.path.summary)")
+        }
     }
 }
 

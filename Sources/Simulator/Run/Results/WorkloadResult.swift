@@ -20,6 +20,9 @@ public struct WorkloadResult: Sendable {
     /// Bytes received over each interface (multipath modes): what went over cellular is what a
     /// user pays for.
     public var bytesByInterface: [String: Int64] = [:]
+    /// What the gateway of each network with a captive portal counted of this workload's
+    /// traffic while the portal held its client (by network name).
+    public var bytesWhilePortal: [String: (bytes: Int64, packets: Int64)] = [:]
     /// Times the flow moved to another path.
     public var handovers = 0
     /// What carried the workload's connections: `mptcp` (multipath), `tcp (mptcp fallback)`

@@ -56,7 +56,10 @@ struct WorkloadContext: Sendable {
     /// userspace path manager on its node).
     var controlsSubflows = false
 
-    var port: UInt16 { UInt16(20000 + index) }
+    var port: UInt16 { Self.port(index: index) }
+
+    /// The port the server of workload number `index` listens on.
+    static func port(index: Int) -> UInt16 { UInt16(20000 + index) }
 }
 
 /// One kind of traffic. ``prepare()`` runs before the scenario's time zero (listeners are

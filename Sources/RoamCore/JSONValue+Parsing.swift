@@ -1,4 +1,3 @@
-import RoamCore
 
 /// Why text is not JSON: what was expected, and where.
 public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
