@@ -82,8 +82,11 @@ import Testing
         let policy = ConnectionPolicy()
         let portal = Self.path([with(Self.wifi, .portal), with(Self.cell, .validated)])
         #expect(try policy.permittedInterfaces(of: portal).get().map(\.name) == ["cell"])
+        // One still being checked comes after the validated one (Android's default network).
         let checking = Self.path([with(Self.wifi, .unknown), with(Self.cell, .validated)])
-        #expect(try policy.permittedInterfaces(of: checking).get().map(\.name) == ["wifi", "cell"])
+        #expect(try policy.permittedInterfaces(of: checking).get().map(\.name) == ["cell", "wifi"])
+        let unchecked = Self.path([with(Self.wifi, .unknown), with(Self.cell, .unknown)])
+        #expect(try policy.permittedInterfaces(of: unchecked).get().map(\.name) == ["wifi", "cell"])
         let nothingValidated = Self.path([with(Self.wifi, .portal), with(Self.cell, .limited)])
         #expect(try policy.permittedInterfaces(of: nothingValidated).get().map(\.name) == ["wifi", "cell"])
         var indifferent = policy

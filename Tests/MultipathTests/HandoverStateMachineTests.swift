@@ -120,6 +120,44 @@ import Testing
         #expect(staying.handle(.pathUpdated(portal, at: ms(20))) == [])
     }
 
+    /// A phone on validated cellular whose free Wi-Fi appears: not probed while its check runs
+    /// (`unknown`) nor while it is a portal; once it validates, probed and moved to, over TCP as
+    /// over MPTCP whose subflows Roam controls (the Wi-Fi was never demoted: a hotel's, joined
+    /// after the flow began).
+    @Test(arguments: [Machine.Transport.tcp, .mptcp])
+    func aFreeNetworkJoinedLaterIsMovedToOnlyOnceValidated(_ transport: Machine.Transport) {
+        var machine = Machine(configuration: { var c = Machine.Configuration(); c.controlsSubflows = transport == .mptcp; return c }())
+        _ = machine.handle(.pathUpdated(Self.path([Self.with(Self.cell, .validated)]), at: .zero))
+        _ = machine.handle(.connected(interface: "cell", transport: transport, at: .zero))
+        func probes(_ actions: [Machine.Action]) -> [String] {
+            actions.compactMap { if case .startProbe(let interface) = $0 { interface } else { nil } }
+        }
+        for state in [InterfaceConnectivity.State.unknown, .portal] {
+            let joined = Self.path([Self.with(Self.wifi, state), Self.with(Self.cell, .validated)])
+            #expect(probes(machine.handle(.pathUpdated(joined, at: .seconds(1)))).isEmpty, "\(state)")
+            #expect(probes(machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil))).isEmpty, "\(state)")
+        }
+        let passed = Self.path([Self.with(Self.wifi, .validated), Self.with(Self.cell, .validated)])
+        #expect(probes(machine.handle(.pathUpdated(passed, at: .seconds(6)))) == ["wifi"])
+        var now = Duration.seconds(6)
+        var moved: [Machine.Action] = []
+        for _ in 0..<5 where moved.isEmpty {
+            moved = machine.handle(.probeFinished(interface: "wifi", connected: true, at: now)).filter {
+                switch $0 {
+                case .move, .switchSubflows: true
+                default: false
+                }
+            }
+            now += .seconds(1)
+            _ = machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil))
+        }
+        switch (transport, moved.first) {
+        case (.tcp, .move(.betterPath(let interface, _))?): #expect(interface == "wifi")
+        case (.mptcp, .switchSubflows(let interface, _)?): #expect(interface == "wifi")
+        default: Issue.record("\(transport): no move to the Wi-Fi: \(moved)")
+        }
+    }
+
     @Test func overMPTCPThePathManagerMovesTheSubflowsWhenAnInterfaceLeaves() {
         var machine = connected(transport: .mptcp)
         #expect(machine.handle(.pathUpdated(Self.cellOnly, at: ms(10))) == [])

@@ -20,6 +20,8 @@ struct ConnectivityKernelTests {
         mode_file = sys.argv[1]
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
+                if self.path == "/api":
+                    return self.api(open(mode_file + ".api").read().strip())
                 mode = open(mode_file).read().strip()
                 if mode == "ok":
                     self.send_response(204); self.end_headers()
@@ -43,6 +45,25 @@ struct ConnectivityKernelTests {
                 elif mode == "garbage":
                     self.wfile.write(b"\x00\xff garbage that is not HTTP\r\n\r\n")
                 # close: no answer at all
+            def api(self, mode):
+                bodies = {"captive": b'{"captive": true, "user-portal-url": "http://portal.example.test/api-login"}',
+                          "through": b'{"captive": false, "seconds-remaining": 1}',
+                          "badjson": b'{"captive": tru', "array": b'[{"captive": true}]',
+                          "huge": b'{"captive": true, "pad": "' + b"x" * (10 << 20) + b'"}'}
+                if mode == "drip":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    for _ in range(600):
+                        self.wfile.write(b"X"); self.wfile.flush(); time.sleep(0.05)
+                    return
+                body = bodies.get(mode)
+                if body is None:
+                    self.send_response(404); self.end_headers(); return
+                self.send_response(200); self.send_header("Content-Type", "application/captive+json")
+                self.send_header("Content-Length", str(len(body))); self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
             def log_message(self, *args): pass
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
@@ -53,11 +74,22 @@ struct ConnectivityKernelTests {
 
     /// A phone namespace whose `wl0` leads to a server namespace at 198.18.0.1 running the
     /// server above; `body` gets the phone's namespace and a way to change the server's mode.
-    func withServer(_ body: (TestNamespace, (String) throws -> Void) async throws -> Void) async throws {
+    func withServer(_ body: (TestNamespace, @escaping @Sendable (String) throws -> Void) async throws -> Void) async throws {
+        try await withServer { phone, setMode, _ in try await body(phone, setMode) }
+    }
+
+    /// The same, with a way to change what the server's portal API (`/api`) answers: `captive`,
+    /// `through` (not captive, 1 s left), `badjson`, `array`, `huge` (10 MB), `drip`, `none` (404).
+    func withServer(_ body: (TestNamespace, @escaping @Sendable (String) throws -> Void,
+                                   @escaping @Sendable (String) throws -> Void) async throws -> Void) async throws {
         let before = try HostNetworkState.capture()
         let modeFile = NSTemporaryDirectory() + "roam-probe-mode-\(getpid())"
         try "ok".write(toFile: modeFile, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: modeFile) }
+        try "none".write(toFile: modeFile + ".api", atomically: true, encoding: .utf8)
+        defer {
+            try? FileManager.default.removeItem(atPath: modeFile)
+            try? FileManager.default.removeItem(atPath: modeFile + ".api")
+        }
         try await TestNamespace.with { phone in
             try await TestNamespace.with { server in
                 try phone.socket.createVethPair("wl0", peer: "wl0p", peerNamespace: server.namespace)
@@ -70,7 +102,8 @@ struct ConnectivityKernelTests {
                 let python = try RunningCommand("/usr/sbin/ip", ["netns", "exec", server.name, "python3", "-c", Self.server, modeFile])
                 defer { _ = python.stop(with: SIGKILL) }
                 #expect(python.lines.waitForLast(timeout: 20) { $0 == "ready" } != nil, "\(python.errors.values)")
-                try await body(phone) { mode in try mode.write(toFile: modeFile, atomically: true, encoding: .utf8) }
+                try await body(phone, { mode in try mode.write(toFile: modeFile, atomically: true, encoding: .utf8) },
+                               { mode in try mode.write(toFile: modeFile + ".api", atomically: true, encoding: .utf8) })
             }
         }
         #expect(try HostNetworkState.capture() == before)
@@ -81,10 +114,11 @@ struct ConnectivityKernelTests {
                                retryDelay: .milliseconds(50), maximumRetryDelay: .milliseconds(200), failuresBeforeLimited: 2)
     }
 
-    func monitor(_ phone: TestNamespace, requiresValidated: Bool = false) throws -> (NetworkPathMonitor, Recorder<NetworkPath>, PathUpdateSubscription) {
+    func monitor(_ phone: TestNamespace, requiresValidated: Bool = false,
+                 validation: ConnectivityValidation = validation()) throws -> (NetworkPathMonitor, Recorder<NetworkPath>, PathUpdateSubscription) {
         var configuration = NetworkPathMonitor.Configuration(resolverConfigurationPath: "/nonexistent/resolv.conf",
                                                              logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        configuration.validation = Self.validation()
+        configuration.validation = validation
         configuration.policy.requiresValidated = requiresValidated
         let monitor = NetworkPathMonitor(namespace: phone.namespace, configuration: configuration)
         let recorder = Recorder<NetworkPath>()
@@ -152,6 +186,53 @@ struct ConnectivityKernelTests {
             #expect(validated.primaryInterface?.name == "wl0" && validated.connectivity == .validated)
             try setMode("close")
             #expect(recorder.waitForLast { $0.unsatisfiedReason == .noInternet } != nil)
+        }
+    }
+
+    /// The portal API the network announced (RFC 8908) is asked first: `captive` is a portal
+    /// whatever the probe would find, with the API's page; a session's length comes with
+    /// `validated`. An API that answers nothing useful (bad JSON, 10 MB, a drip, a 404) is noted
+    /// and the probe decides, in the same timeout.
+    @Test func thePortalAPIIsAskedFirstAndItsHostileAnswersCostNothingMore() async throws {
+        try await withServer { phone, _, setAPI in
+            var validation = Self.validation()
+            validation.interfacePortalAPIs = ["wl0": "http://198.18.0.1:8080/api"]
+            try setAPI("captive")
+            let (monitor, recorder, subscription) = try monitor(phone, validation: validation)
+            defer { monitor.cancel(); subscription.cancel() }
+            let captive = try #require(recorder.waitForLast { $0.connectivity == .portal }, "\(recorder.values.map(\.summary))")
+            #expect(wl0(captive)?.portalURL == "http://portal.example.test/api-login")
+            #expect(wl0(captive)?.reason == "the portal API at http://198.18.0.1:8080/api says captive")
+            try setAPI("through")
+            let through = try #require(recorder.waitForLast { $0.connectivity == .validated })
+            #expect(wl0(through)?.sessionRemaining == .seconds(1) && wl0(through)?.reason == "HTTP 204 from http://198.18.0.1:8080/generate_204")
+            for (mode, note) in [("badjson", "sent no JSON"), ("array", "not an object"), ("huge", "sent no JSON"), ("none", "answered HTTP 404"),
+                                 ("drip", "answered with something other than HTTP")] {
+                try setAPI(mode)
+                let noted = recorder.waitForLast { $0.connectivity == .validated && wl0($0)?.reason?.contains(note) == true }
+                #expect(noted != nil, "\(mode): \(recorder.values.last.flatMap { wl0($0)?.reason } ?? "-")")
+                #expect(noted.flatMap { wl0($0)?.sessionRemaining } == nil)
+            }
+        }
+    }
+
+    /// A monitor asked to check again (as after a login) does so at once, whatever its interval.
+    @Test func aRevalidationChecksAtOnce() async throws {
+        try await withServer { phone, setMode in
+            var validation = Self.validation()
+            validation.interval = .seconds(300)
+            validation.maximumRetryDelay = .seconds(300)
+            let (monitor, recorder, subscription) = try monitor(phone, validation: validation)
+            defer { monitor.cancel(); subscription.cancel() }
+            #expect(recorder.waitForLast { $0.connectivity == .validated } != nil)
+            let probes = monitor.statistics.connectivityProbes
+            try setMode("portal")
+            monitor.revalidate(interface: "wl0")
+            #expect(recorder.waitForLast(timeout: 5) { $0.connectivity == .portal } != nil)
+            try setMode("ok")
+            monitor.revalidate()
+            #expect(recorder.waitForLast(timeout: 5) { $0.connectivity == .validated } != nil)
+            #expect(monitor.statistics.connectivityProbes == probes + 2)
         }
     }
 }

@@ -170,4 +170,79 @@ import Testing
         }
         #expect(error.code == .invalidConfiguration && error.message.contains(message), "\(error.message)")
     }
+
+    /// A session the portal API gave a length is checked again just after it ends; a check asked
+    /// for (a login) comes at once, or right after the probe in flight.
+    @Test func aSessionsEndAndARevalidationBringTheNextProbeForward() {
+        var tracker = ConnectivityTracker(configuration: Self.validation)
+        let first = tracker.update([Self.wifi], at: .zero)
+        var session = Self.validated
+        session.sessionRemaining = s(30)
+        _ = tracker.finished(first[0], session, at: s(1))
+        #expect(tracker.nextDue == s(1) + s(30) + ConnectivityTracker.sessionMargin)
+        // Longer than the interval: the interval wins.
+        session.sessionRemaining = s(3600)
+        let second = tracker.due(at: s(32))
+        _ = tracker.finished(second[0], session, at: s(32))
+        #expect(tracker.nextDue == s(332))
+        // Asked to check again: now.
+        let asked = tracker.revalidate(nil, at: s(40))
+        #expect(asked.map(\.interface) == ["wlan0"])
+        // Asked again while that probe is in flight: none now, one as soon as it ends.
+        let whileInFlight = tracker.revalidate(["wlan0"], at: s(41))
+        #expect(whileInFlight.isEmpty)
+        _ = tracker.finished(asked[0], Self.portal, at: s(42))
+        #expect(tracker.nextDue == s(42))
+        // Another interface's name asks nothing of this one.
+        let next = tracker.due(at: s(42))
+        _ = tracker.finished(next[0], Self.portal, at: s(43))
+        let other = tracker.revalidate(["rmnet0"], at: s(44))
+        #expect(other.isEmpty)
+    }
+
+    /// RFC 8908's JSON as a portal sends it, and what is refused of it, each within bounds.
+    @Test func portalAPIAnswersAreReadAndBadOnesRefused() throws {
+        func answer(_ body: String, status: Int = 200) -> Result<PortalAPIAnswer, PortalAPIError> {
+            PortalAPIAnswer.parse(ProbeResponse(parsing: Array("HTTP/1.1 \(status) OK\r\nContent-Type: application/captive+json\r\n\r\n\(body)".utf8))!)
+        }
+        let captive = try answer(#"{"captive": true, "user-portal-url": "https://portal.example/login", "venue-info-url": 3}"#).get()
+        #expect(captive == PortalAPIAnswer(captive: true, userPortalURL: "https://portal.example/login"))
+        let through = try answer(#"{"captive": false, "seconds-remaining": 326.7, "can-extend-session": true}"#).get()
+        #expect(through == PortalAPIAnswer(captive: false, secondsRemaining: 326))
+        let forever = try answer(#"{"captive": false, "seconds-remaining": 1e300}"#).get()
+        #expect(forever.secondsRemaining == PortalAPIAnswer.maximumSeconds)
+        let refused: [(String, Int, String)] = [
+            (#"{"captive": false}"#, 404, "answered HTTP 404"),
+            ("<html>login</html>", 200, "sent no JSON"),
+            ("[true]", 200, "not an object"),
+            (#"{"captive": "yes"}"#, 200, "no boolean 'captive'"),
+            (#"{"user-portal-url": "http://a/"}"#, 200, "no boolean 'captive'"),
+            (#"{"captive": true, "user-portal-url": "javascript:alert(1)"}"#, 200, "not an http(s) URL"),
+            (#"{"captive": true, "user-portal-url": "http://a/\u001b[31m"}"#, 200, "not an http(s) URL"),
+            (#"{"captive": false, "seconds-remaining": -5}"#, 200, "not a number of seconds"),
+            (#"{"captive": false, "seconds-remaining": "10"}"#, 200, "not a number of seconds"),
+            (String(repeating: "[", count: 100_000), 200, "sent no JSON"),
+            ("{\"captive\": true, \"pad\": \"" + String(repeating: "x", count: 100_000) + "\"}", 200, "sent no JSON"),
+        ]
+        for (body, status, message) in refused {
+            guard case .failure(let error) = answer(body, status: status) else {
+                Issue.record("accepted: \(body.prefix(80))")
+                continue
+            }
+            #expect(error.description.contains(message), "\(body.prefix(80)): \(error)")
+            #expect(error.description.utf8.count < 300)
+        }
+    }
+
+    @Test func aPortalAPIURLIsCheckedAsTheProbesIs() {
+        var validation = Self.validation
+        validation.interfacePortalAPIs = ["wlan0": "https://portal.example/api"]
+        guard case .failure(let error) = validation.portalAPITargets() else {
+            Issue.record("an https API was accepted")
+            return
+        }
+        #expect(error.code == .invalidConfiguration && error.message.contains("captive-portal API URL of wlan0"), "\(error.message)")
+        validation.interfacePortalAPIs = ["wlan0": "http://portal.roam.test/api"]
+        #expect((try? validation.portalAPITargets().get())?["wlan0"] == ProbeTarget(host: "portal.roam.test", port: 80, path: "/api"))
+    }
 }

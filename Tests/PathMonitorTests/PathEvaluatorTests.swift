@@ -22,6 +22,30 @@ import Testing
         #expect(!path.usesInterfaceType(.cellular))
     }
 
+    /// With validation, the primary is a validated interface before one still being checked,
+    /// and both before one behind a portal or without internet, whatever the routes prefer
+    /// (Android's default network, iOS while a hotel's Wi-Fi holds it); all unknown, the routes
+    /// decide as before.
+    @Test(arguments: [
+        (InterfaceConnectivity.State.unknown, InterfaceConnectivity.State.unknown, "wlan0"),
+        (.validated, .validated, "wlan0"),
+        (.unknown, .validated, "wwan0"),
+        (.portal, .validated, "wwan0"),
+        (.limited, .unknown, "wwan0"),
+        (.portal, .limited, "wlan0"),
+    ])
+    func theValidatedInterfaceIsPrimary(_ wifi: InterfaceConnectivity.State, _ cell: InterfaceConnectivity.State, _ primary: String) {
+        let evaluator = PathEvaluator()
+        let (path, _) = evaluator.evaluate(Fixture.phone(), facts: [:], resolvers: resolvers,
+                                           connectivity: [2: InterfaceConnectivity(state: wifi), 3: InterfaceConnectivity(state: cell)]) {
+            evaluator.classifier.classify($0, facts: $1)
+        }
+        #expect(path.primaryInterface?.name == primary)
+        #expect(path.availableInterfaces.first?.name == primary)
+        #expect(path.connectivity == (primary == "wlan0" ? wifi : cell))
+        #expect(path.isExpensive == (primary == "wwan0"))
+    }
+
     @Test func fallsBackToCellularWhenWifiLosesCarrier() {
         let path = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false), resolvers: resolvers)
         #expect(path.status == .satisfied)

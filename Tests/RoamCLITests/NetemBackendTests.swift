@@ -84,7 +84,7 @@ struct NetemBackendTests {
     }
 
     /// The bundled scenarios with networks, at full length on netem: every expectation holds.
-    static let networkScenarios = ["coffee-shop-to-lte", "carrier-nat-rebind", "hotel-dns"]
+    static let networkScenarios = ["coffee-shop-to-lte", "carrier-nat-rebind", "hotel-dns", "hotel-wifi"]
 
     @Test(arguments: networkScenarios) func networkScenarioPasses(_ name: String) throws {
         let directory = try output() + "/network-" + name

@@ -117,6 +117,93 @@ struct NetworkScenarioTests {
         #expect(video.map(\.1) == ["connect chat.example.test", "disconnect", "connect chat.example.test"] && video[1].0 > 8, "\(video)")
     }
 
+    /// The hotel's captive portal (scenarios/hotel-wifi.yaml): the app that follows the path
+    /// stays on LTE while the portal holds the phone, sends nothing into it, moves to the Wi-Fi
+    /// once the login validates it and back when the session expires; curl, unaware, fails while
+    /// held. Every change of the portal is on the timeline.
+    @Test func aHotelsCaptivePortalKeepsTheAppOnCellularUntilTheGuestLogsIn() throws {
+        let directory = try play("hotel-wifi")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let timeline = NetemHost.timeline(directory)
+        let portal = timeline.compactMap { record -> (Double, String, String)? in
+            guard case .link(let change) = record.event, change.link == "hotel.phone", case .network(let detail) = change.kind else { return nil }
+            return (record.time.seconds, change.action, detail)
+        }
+        #expect(portal.map { "\($0.1) \($0.2)" } == ["portal held by the captive portal of hotel", "login login", "portal logout expired"], "\(portal)")
+        if portal.count == 3 {
+            #expect(abs(portal[1].0 - 20) < 0.5 && abs(portal[2].0 - 50) < 0.5, "the session lasted 30 s: \(portal)")
+        }
+        // The phone's monitor: the portal (by its API, with its page) from the join until the
+        // login, then validated, then the portal again after the expiry.
+        let hotel = timeline.compactMap { record -> (Double, String, String?)? in
+            guard case .path(let node, _, let path) = record.event, node == "phone", case .array(let interfaces)? = path["interfaces"],
+                  let wifi = interfaces.first(where: { $0["name"]?.stringValue == "hotel" }),
+                  let state = wifi["connectivity"]?["state"]?.stringValue else { return nil }
+            return (record.time.seconds, state, wifi["connectivity"]?["portalURL"]?.stringValue)
+        }
+        let states = hotel.map(\.1).reduce(into: [String]()) { if $0.last != $1 { $0.append($1) } }
+        #expect(states == ["unknown", "portal", "validated", "portal"] || states == ["portal", "validated", "portal"], "\(hotel)")
+        #expect(hotel.contains { $0.1 == "portal" && $0.2 == "http://portal.roam.test/" && $0.0 > 5 && $0.0 < 6 }, "found within a second of the join: \(hotel)")
+        // The app: no failed request, on LTE until the login, on the Wi-Fi until the expiry.
+        let switches = timeline.compactMap { record -> (Double, String)? in
+            switch record.event {
+            case .subflowSwitch(let workload, let to, _) where workload == "app": (record.time.seconds, to)
+            case .connect(let connect) where connect.workload == "app": (record.time.seconds, connect.interface ?? "?")
+            default: nil
+            }
+        }
+        #expect(switches.map(\.1) == ["lte", "hotel", "lte"], "\(switches)")
+        if switches.count == 3 {
+            #expect(switches[1].0 > 20 && switches[1].0 < 23 && switches[2].0 > 50 && switches[2].0 < 52, "\(switches)")
+        }
+        let summary = try #require(NetemHost.summary(directory))
+        let app = try #require(summary.workloads.first { $0.name == "app" })
+        #expect(app.requests?.failed == 0 && (app.requests?.succeeded ?? 0) >= 55, "\(String(describing: app.requests))")
+        #expect((app.bytesByInterface["hotel"] ?? 0) > 0 && (app.bytesByInterface["lte"] ?? 0) > 0)
+        // curl: refused nothing, dropped everything while held (each try a 2 s timeout).
+        let curl = NetemHost.text(directory + "/unaware.stdout")
+        #expect(curl.contains("while held by the portal: ") && curl.contains("logged in: "), "\(curl)")
+        #expect(NetemHost.text(directory + "/unaware.stderr").contains("Connection timed out after 200"))
+    }
+
+    /// A portal that hijacks DNS and refuses the rest (Tests/Fixtures/portal-hijack.yaml): every
+    /// name is the gateway's, HTTP anywhere is redirected to the portal's page, other TCP is
+    /// refused at once; the API says captive; a POST logs the phone in (the path validates at
+    /// once: the run tells its monitor, as a captive-portal sheet does) and another out.
+    @Test func aPortalThatHijacksDNSIsPassedByAPOSTAsABrowserDoes() throws {
+        let directory = try play("portal-hijack", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let lines = NetemHost.text(directory + "/guest.stdout").split(separator: "\n").map { $0.split(separator: " ", maxSplits: 1).last.map(String.init) ?? "" }
+        let expected = [
+            #"resolve ["192.168.0.1", "fd72:6f61:6e00::1"]"#,
+            "http 302 http://portal.roam.test/",
+            "tcp 8080 ConnectionRefusedError",
+            #"api {"captive": true, "user-portal-url": "http://portal.roam.test/", "can-extend-session": true}"#,
+            "login 303",
+            #"resolve ["198.19.255.2", "fd72:6f61:6d00:ffff::2"]"#,
+            "tcp 8080 connected",
+            "web 200",
+            #"api {"captive": false, "user-portal-url": "http://portal.roam.test/", "can-extend-session": true}"#,
+            "logout 303",
+            "tcp 8080 ConnectionRefusedError",
+        ]
+        #expect(lines.count == expected.count && zip(lines, expected).allSatisfy { $0.hasPrefix($1) }, "\(lines)")
+        // Refused, not dropped: at once.
+        #expect(lines.filter { $0.hasPrefix("tcp 8080 ConnectionRefusedError in 0.") }.count == 2, "\(lines)")
+        let timeline = NetemHost.timeline(directory)
+        let changes = timeline.compactMap { record -> String? in
+            guard case .link(let change) = record.event, change.action == "portal", case .network(let detail) = change.kind else { return nil }
+            return detail
+        }
+        #expect(changes.count == 3 && changes[1].hasPrefix("login by a POST from ") && changes[2].hasPrefix("logout by a POST from "), "\(changes)")
+        let login = try #require(timeline.first { if case .link(let change) = $0.event { change.action == "portal" && $0.time > .zero } else { false } }?.time)
+        let validated = timeline.first { record in
+            guard record.time > login, case .path(let node, _, let path) = record.event, node == "phone" else { return false }
+            return path["connectivity"]?.stringValue == "validated"
+        }
+        #expect(validated.map { $0.time - login < .seconds(1) } == true, "validated within a second of the POST")
+    }
+
     @Test func aHotelResolverThatTimesOutFailsLookupsButNotCachedAddressesOrAFallback() throws {
         let directory = try play("hotel-dns")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -265,4 +265,104 @@ import Testing
         let found = errors(Self.base + "workloads:\n  - \(workload)\n")
         #expect(found.contains { $0.hasPrefix("21:") && $0.contains(message) }, "\(found)")
     }
+
+    // MARK: - Captive portals
+
+    /// `base` with a portal on the home network.
+    func withPortal(_ portal: String = "true") -> String {
+        Self.base.replacingOccurrences(of: "    delay: 5ms\n", with: "    delay: 5ms\n    portal: \(portal)\n")
+    }
+
+    @Test func aPortalIsReadWithItsDefaultsOrAsWritten() throws {
+        let plain = try #require(read(withPortal()).scenario, "\(errors(withPortal()))")
+        #expect(plain.networks[0].portal == CaptivePortal())
+        #expect(plain.networks[0].portal?.dns == .through && plain.networks[0].portal?.others == .drop && plain.networks[0].portal?.announcesAPI == true)
+        #expect(plain.networks[1].portal == nil)
+        let text = withPortal("{ dns: hijack, others: reset, expires: 10m, api: false }")
+        let written = try #require(read(text).scenario, "\(errors(text))")
+        #expect(written.networks[0].portal == CaptivePortal(dns: .hijack, others: .reset, expires: .seconds(600), announcesAPI: false))
+        #expect(try #require(read(withPortal("false")).scenario).networks[0].portal == nil)
+    }
+
+    @Test func portalLoginsAndExpectationsAreReadForEachMember() throws {
+        let text = withPortal("{ expires: 30s }") + """
+            timeline:
+              - at: 5s
+                network: home
+                node: phone
+                portal: login
+              - at: 8s
+                network: home
+                portal: logout
+            workloads:
+              - name: app
+                kind: requests
+                from: api
+                to: phone
+            expect:
+              - node: phone
+                path: { connectivity: portal, interface: home }
+                at: 2s
+              - node: phone
+                path: { connectivity: validated }
+                within: 1s
+                after: { link: home.phone, event: login }
+              - workload: app
+                maxBytesWhilePortal: { network: home, bytes: 0b }
+
+            """
+        let scenario = try #require(read(text).scenario, "\(errors(text))")
+        #expect(scenario.timeline.map(\.link) == ["home.phone", "home.phone", "home.tablet"])
+        #expect(scenario.timeline.map(\.action) == [.portal(login: true), .portal(login: false), .portal(login: false)])
+        #expect(scenario.expectations.map(\.check) == [
+            .connectivity(ConnectivityExpectation(state: .portal, interface: "home", timing: .at(.seconds(2)))),
+            .connectivity(ConnectivityExpectation(state: .validated, timing: .after(link: "home.phone", event: "login", within: .seconds(1)))),
+            .maxBytesWhilePortal(network: "home", bytes: 0),
+        ])
+        #expect(scenario.problems.isEmpty, "\(scenario.problems)")
+        let schedule = TimelineSchedule(scenario: scenario)
+        #expect(schedule.changes.map(\.action) == ["login", "logout", "logout"])
+    }
+
+    @Test(arguments: [
+        ("portal: maybe", "portal must be true or false"),
+        ("portal: { dns: block }", "dns must be one of"),
+        ("portal: { others: ignore }", "others must be one of"),
+        ("portal: { expires: 0s }", "expires"),
+        ("portal: { expires: 500ms }", "must be at least 1s"),
+        ("portal: { login: post }", "unknown key 'login'"),
+    ])
+    func portalMistakesAreRefusedWhereTheyStand(_ portal: String, _ message: String) {
+        let text = Self.base.replacingOccurrences(of: "    delay: 5ms\n", with: "    delay: 5ms\n    \(portal)\n")
+        let found = errors(text)
+        #expect(found.contains { $0.contains(message) }, "\(found)")
+        #expect(read(text).scenario == nil)
+    }
+
+    @Test(arguments: [
+        ("timeline:\n  - at: 1s\n    network: lte\n    portal: login\n", "network 'lte' has no captive portal; give it one (portal: true)"),
+        ("timeline:\n  - at: 1s\n    network: home\n    portal: accept\n", "portal must be login or logout"),
+        ("timeline:\n  - at: 1s\n    link: home.phone\n    portal: login\n", "portal is what a phone does at a network's captive portal"),
+        ("timeline:\n  - at: 1s\n    network: home\n    direction: up\n    portal: login\n", "direction does not apply to portal"),
+        ("expect:\n  - node: phone\n    path: { connectivity: open }\n    at: 1s\n", "connectivity must be one of"),
+        ("expect:\n  - node: phone\n    path: { interface: home }\n    at: 1s\n", "needs 'connectivity'"),
+        ("expect:\n  - node: phone\n    path: satisfied\n    at: 1s\n", "at: applies to path: {connectivity: ...}"),
+        ("expect:\n  - node: phone\n    path: { connectivity: portal }\n    at: 1s\n    within: 1s\n", "at a time (at) or within a time after an event"),
+        ("expect:\n  - node: phone\n    path: { connectivity: portal }\n    within: 1s\n    after: { link: home.phone, event: login }\n",
+         "the timeline has no login event on link 'home.phone'"),
+        ("workloads:\n  - name: app\n    kind: requests\n    from: api\n    to: phone\nexpect:\n  - workload: app\n    maxBytesWhilePortal: { network: lte, bytes: 0b }\n",
+         "network 'lte' has no captive portal (portal: true)"),
+        ("workloads:\n  - name: app\n    kind: requests\n    from: api\n    to: phone\nexpect:\n  - workload: app\n    maxBytesWhilePortal: { network: hom, bytes: 0b }\n",
+         "no network named 'hom' is defined in networks (did you mean 'home'?)"),
+        ("workloads:\n  - name: app\n    kind: requests\n    from: api\n    to: web\nexpect:\n  - workload: app\n    maxBytesWhilePortal: { network: home, bytes: 0b }\n",
+         "runs its client in node 'web', which is not a member of network 'home'"),
+        ("workloads:\n  - name: app\n    kind: command\n    from: phone\n    run: [true]\nexpect:\n  - workload: app\n    maxBytesWhilePortal: { network: home, bytes: 0b }\n",
+         "a portal counts the bytes of bulk, requests and stream workloads"),
+    ])
+    func portalEventAndExpectationMistakesAreRefused(_ tail: String, _ message: String) {
+        let text = withPortal() + tail
+        let found = errors(text)
+        #expect(found.contains { $0.contains(message) }, "\(found)")
+        #expect(read(text).scenario == nil)
+    }
 }

@@ -70,8 +70,9 @@ package enum ConnectivityProbe {
         var session: PortalAPIAnswer?
         if let portalAPI {
             // RFC 8908: the API first; it knows the portal's page and how long a session lasts.
+            // Half the time at most: an API that drips leaves the probe the other half.
             switch get(portalAPI, accept: PortalAPIAnswer.mediaType, validation, interface: interface, namespace: namespace,
-                       resolvers: resolvers, deadline: deadline, stop: stop) {
+                       resolvers: resolvers, deadline: MonotonicInstant.now + validation.timeout / 2, stop: stop) {
             case .success(let response):
                 switch PortalAPIAnswer.parse(response) {
                 case .success(let answer) where answer.captive:
@@ -239,6 +240,12 @@ package struct PortalAPIAnswer: Sendable, Hashable {
     package var userPortalURL: String?
     /// `seconds-remaining`, whole seconds, from 0 to ``maximumSeconds``.
     package var secondsRemaining: Int64?
+
+    package init(captive: Bool, userPortalURL: String? = nil, secondsRemaining: Int64? = nil) {
+        self.captive = captive
+        self.userPortalURL = userPortalURL
+        self.secondsRemaining = secondsRemaining
+    }
 
     /// The answer in `response`, or why it is not one (`answered HTTP 404`, `sent no JSON: ...`).
     package static func parse(_ response: ProbeResponse) -> Result<PortalAPIAnswer, PortalAPIError> {

@@ -1,0 +1,126 @@
+import Foundation
+import Netlink
+import PathMonitor
+import RoamSystem
+@testable import ScenarioModel
+@testable import Simulator
+import Testing
+
+/// A network's captive portal, root-free: its sessions on a manual clock, what its HTTP server
+/// answers (hostile requests included), and the nftables table its gateway gets.
+/// `NetworkScenarioTests` (RoamCLITests) plays portals against the kernel and real clients.
+@Suite struct CaptivePortalTests {
+    func at(_ seconds: Int64) -> MonotonicInstant { MonotonicInstant(nanoseconds: 1_000_000_000 * (1000 + seconds)) }
+
+    @Test func sessionsBeginEndAndExpireOnTime() {
+        var sessions = CaptivePortalSessions(portal: CaptivePortal(expires: .seconds(30)))
+        #expect(!sessions.isLoggedIn("hotel.phone") && sessions.nextExpiry == nil)
+        let login = sessions.login("hotel.phone", at: at(20), cause: .timeline)
+        #expect(login == CaptivePortalSessions.Change(link: "hotel.phone", loggedIn: true, cause: .timeline))
+        #expect(sessions.remaining("hotel.phone", at: at(25)) == .seconds(25))
+        // A second login renews the session, and is no change.
+        let again = sessions.login("hotel.phone", at: at(30), cause: .request(from: IPAddress("192.168.0.10")!))
+        #expect(again == nil)
+        #expect(sessions.nextExpiry == at(60))
+        #expect(sessions.expire(at: at(59)).isEmpty)
+        let expired = sessions.expire(at: at(60))
+        #expect(expired == [CaptivePortalSessions.Change(link: "hotel.phone", loggedIn: false, cause: .expiry)])
+        #expect(!sessions.isLoggedIn("hotel.phone") && sessions.nextExpiry == nil)
+        #expect(sessions.logout("hotel.phone", cause: .timeline) == nil, "not logged in: nothing changes")
+        // Without expiry, until logout.
+        var open = CaptivePortalSessions(portal: CaptivePortal())
+        _ = open.login("hotel.phone", at: at(0), cause: .timeline)
+        #expect(open.remaining("hotel.phone", at: at(1_000_000)) == nil && open.expire(at: at(1_000_000)).isEmpty)
+        #expect(open.logout("hotel.phone", cause: .request(from: IPAddress("192.168.0.10")!))?.loggedIn == false)
+        #expect("\(CaptivePortalSessions.Cause.request(from: IPAddress("fd72:6f61:6e00::a")!))" == "by a POST from fd72:6f61:6e00::a")
+    }
+
+    func request(_ text: String) -> Result<CaptivePortalHTTP.Request, CaptivePortalHTTP.Refusal> {
+        CaptivePortalHTTP.parse(head: Array(text.utf8))
+    }
+
+    func answer(_ text: String, loggedIn: Bool = false, remaining: Duration? = nil) throws -> (head: String, body: String, login: Bool?) {
+        let parsed = try request(text).get()
+        let (bytes, login) = CaptivePortalHTTP.answer(parsed, loggedIn: loggedIn, remaining: remaining, network: "hotel")
+        let response = try #require(ProbeResponse(parsing: bytes))
+        let text = String(decoding: bytes, as: UTF8.self)
+        return (text.components(separatedBy: "\r\n")[0] + (response.location.map { " -> \($0)" } ?? ""), String(decoding: response.body, as: UTF8.self), login)
+    }
+
+    @Test func thePortalRedirectsEverythingButItsPageAndAPI() throws {
+        // Any other host, the probe's included: a redirect to the page (Android and NetworkManager call that a portal).
+        #expect(try answer("GET /generate_204 HTTP/1.1\r\nHost: connectivity.roam.test\r\n\r\n").head
+            == "HTTP/1.1 302 Found -> http://portal.roam.test/")
+        #expect(try answer("GET http://api.example.test/x HTTP/1.1\r\nHost: portal.roam.test\r\n\r\n").head.hasPrefix("HTTP/1.1 302"),
+                "an absolute form names its own host")
+        #expect(try answer("GET / HTTP/1.0\r\n\r\n").head.hasPrefix("HTTP/1.1 302"), "no host at all")
+        // The page, the login and logout, on the portal's host (any port, any case).
+        let page = try answer("GET / HTTP/1.1\r\nHost: Portal.Roam.Test:80\r\n\r\n")
+        #expect(page.head == "HTTP/1.1 200 OK" && page.body.contains("action=/login"))
+        #expect(try answer("GET / HTTP/1.1\r\nHost: portal.roam.test\r\n\r\n", loggedIn: true).body.contains("action=/logout"))
+        let login = try answer("POST /login HTTP/1.1\r\nHost: portal.roam.test\r\nContent-Length: 10\r\n\r\n")
+        #expect(login.head == "HTTP/1.1 303 See Other -> http://portal.roam.test/" && login.login == true)
+        #expect(try answer("POST /logout HTTP/1.1\r\nHost: portal.roam.test\r\n\r\n").login == false)
+        #expect(try answer("GET /login HTTP/1.1\r\nHost: portal.roam.test\r\n\r\n").head.hasPrefix("HTTP/1.1 405"), "a login is a POST")
+        #expect(try answer("GET /nothing HTTP/1.1\r\nHost: portal.roam.test\r\n\r\n").head.hasPrefix("HTTP/1.1 404"))
+        // The API, as PathMonitor reads it.
+        for (loggedIn, remaining, expected) in [(false, nil, PortalAPIAnswer(captive: true, userPortalURL: "http://portal.roam.test/")),
+                                                (true, Duration.seconds(29), PortalAPIAnswer(captive: false, userPortalURL: "http://portal.roam.test/", secondsRemaining: 29)),
+                                                (true, nil, PortalAPIAnswer(captive: false, userPortalURL: "http://portal.roam.test/"))] {
+            let parsed = try request("GET /api HTTP/1.1\r\nHost: portal.roam.test\r\nAccept: application/captive+json\r\n\r\n").get()
+            let bytes = CaptivePortalHTTP.answer(parsed, loggedIn: loggedIn, remaining: remaining, network: "hotel").response
+            let response = try #require(ProbeResponse(parsing: bytes))
+            #expect(String(decoding: bytes, as: UTF8.self).contains("Content-Type: application/captive+json\r\n"))
+            #expect(try PortalAPIAnswer.parse(response).get() == expected)
+        }
+    }
+
+    @Test func hostileRequestsAreRefusedWithinBounds() {
+        let refused: [(String, CaptivePortalHTTP.Refusal)] = [
+            ("", .malformed),
+            ("GET / HTTP/1.1\r\n", .malformed),
+            ("GET /\r\n\r\n", .malformed),
+            ("get / HTTP/1.1\r\n\r\n", .malformed),
+            ("GET / SPDY/3\r\n\r\n", .malformed),
+            ("GET /\u{1b}[31m HTTP/1.1\r\n\r\n", .malformed),
+            ("GET /\(String(repeating: "a", count: 3000)) HTTP/1.1\r\n\r\n", .malformed),
+            ("POST /login HTTP/1.1\r\nContent-Length: -1\r\n\r\n", .malformed),
+            ("POST /login HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", .malformed),
+            ("POST /login HTTP/1.1\r\nContent-Length: 4097\r\n\r\n", .tooLarge),
+            ("POST /login HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", .tooLarge),
+            ("GET / HTTP/1.1\r\n" + String(repeating: "X-Pad: y\r\n", count: 1000) + "\r\n", .malformed),
+        ]
+        for (text, refusal) in refused {
+            guard case .failure(let found) = request(text) else {
+                Issue.record("accepted: \(text.prefix(60))")
+                continue
+            }
+            #expect(found == refusal, "\(text.prefix(60))")
+        }
+    }
+
+    @Test func theGatewaysTableHoldsPhonesUntilTheyLogIn() throws {
+        let text = NetworkPlanTests.text.replacingOccurrences(of: "    delay: 5ms\n", with: "    delay: 5ms\n    portal: { dns: hijack, others: reset }\n")
+        let scenario = try #require(ScenarioReader.parse(text, file: "s.yaml").scenario)
+        let plan = try TopologyPlan(scenario: scenario, runID: "abc123")
+        let home = try #require(plan.network("home")), lte = try #require(plan.network("lte"))
+        let rules = try #require(NetworkServices.portalRuleset(home, accessInterfaces: ["p0", "p1"], counters: [("w2", "p0", 20002)]))
+        #expect(rules.contains("set allowed {\n    type ifname\n  }"))
+        #expect(rules.contains("iifname { \"p0\", \"p1\" } ip daddr != 192.168.0.1 tcp dport 80 dnat ip to 192.168.0.1:80"))
+        #expect(rules.contains("ip6 daddr != fd72:6f61:6e00:0::1 tcp dport 80 dnat ip6 to [fd72:6f61:6e00:0::1]:80")
+                || rules.contains("ip6 daddr != fd72:6f61:6e00::1 tcp dport 80 dnat ip6 to [fd72:6f61:6e00::1]:80"), "\(rules)")
+        #expect(rules.contains("udp dport 53 dnat ip to 192.168.0.1:\(DNSFaultRelay.hijackPort)"))
+        #expect(rules.contains("iifname @allowed accept\n    iifname { \"p0\", \"p1\" } meta l4proto tcp reject with tcp reset"))
+        #expect(rules.contains("counter w2 {") && rules.contains("ct mark 0x5250 iifname \"p0\" tcp dport 20002 counter name \"w2\""))
+        // A portal that lets DNS through and drops the rest.
+        var through = home
+        through.spec.portal = CaptivePortal()
+        let plain = try #require(NetworkServices.portalRuleset(through, accessInterfaces: ["p0"]))
+        #expect(!plain.contains("udp dport 53") && plain.contains("iifname { \"p0\" } drop") && !plain.contains("ct mark set"))
+        #expect(NetworkServices.portalRuleset(lte, accessInterfaces: ["p0"]) == nil, "no portal")
+        // The network's resolver answers the portal's name with its gateway.
+        let resolver = NetworkServices.resolverConfiguration(home, nameServer: .v4(198, 19, 255, 5))
+        #expect(resolver.contains("local-data: \"portal.roam.test. 60 IN A 192.168.0.1\""))
+        #expect(!NetworkServices.resolverConfiguration(lte, nameServer: .v4(198, 19, 255, 5)).contains("portal.roam.test"))
+    }
+}
