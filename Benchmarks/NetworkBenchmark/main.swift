@@ -10,6 +10,9 @@
 //    monitor publishing it.
 // 4. From the same events to a stream's first byte after them: plain TCP, application-level
 //    handover and MPTCP, each a whole scenario played by ScenarioRunner.
+// 5. Captive portals: what a connectivity probe costs, per hour beside NetworkManager's and
+//    Android's schedules; from a portal network's join, a login and a session's end to the phone's
+//    monitor publishing each; and bundled hotel-wifi's failed requests, handover against curl.
 //
 //   swift build -c release --product NetworkBenchmark && .build/release/NetworkBenchmark
 //   options: --quick (fewer rounds, to check that it runs)
@@ -334,6 +337,77 @@ do {
     try running.services.setMembership(true, link: "cafe.phone")
 } catch { fail("\(error)") }
 
+// MARK: - 5a. What a connectivity probe costs (before 3's carrier losses take the gateway's routes)
+
+/// The phone's monitor, validating its networks as in a run, to weigh one probe.
+@MainActor func validatingMonitor(portalAPI: String?) -> NetworkPathMonitor {
+    guard let namespace = running.topology.namespace(of: "phone"), var validation = running.services.validation(of: "phone") else { fail("no phone") }
+    validation.interval = .seconds(3600)
+    if let portalAPI { validation.interfacePortalAPIs["cafe"] = portalAPI }
+    var configuration = NetworkPathMonitor.Configuration(resolverConfigurationPath: running.services.resolvConfPath(of: "phone"))
+    configuration.validation = validation
+    let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
+    do { try monitor.start() } catch { fail("\(error)") }
+    return monitor
+}
+
+/// Bytes in and out of the phone's cafe interface so far.
+@MainActor func cafeBytes() -> Int64 {
+    let output = capture(["-n", phoneNamespace, "-s", "-j", "link", "show", "cafe"])
+    guard let json = try? JSONValue.parse(output), case .array(let links)? = Optional(json), let stats = links.first?["stats64"],
+          case .int(let received)? = stats["rx"]?["bytes"], case .int(let sent)? = stats["tx"]?["bytes"] else { fail("cannot read the cafe's counters: \(output)") }
+    return received + sent
+}
+
+/// Bytes one probe from the cafe interface costs (median of `rounds`): each asked for with
+/// `revalidate`, counted on the interface until it has been quiet for 300 ms.
+@MainActor func bytesPerProbe(portalAPI: String?, rounds: Int) -> Int64 {
+    let monitor = validatingMonitor(portalAPI: portalAPI)
+    defer { monitor.cancel() }
+    let deadline = ContinuousClock.now + .seconds(10)
+    while monitor.currentPath?.availableInterfaces.first(where: { $0.name == "cafe" })?.connectivity.state != .validated {
+        guard ContinuousClock.now < deadline else {
+            fail("the cafe did not validate: \(String(describing: monitor.currentPath?.availableInterfaces.map { "\($0.name) \($0.connectivity.state) \($0.connectivity.reason ?? "")" }))")
+        }
+        usleep(10_000)
+    }
+    var sizes: [Int64] = []
+    for _ in 0..<rounds {
+        usleep(300_000)
+        let before = cafeBytes(), probes = monitor.statistics.connectivityProbes
+        monitor.revalidate(interface: "cafe")
+        while monitor.statistics.connectivityProbes == probes { usleep(1_000) }
+        var last = cafeBytes(), quietSince = ContinuousClock.now
+        while ContinuousClock.now - quietSince < .milliseconds(300) {
+            usleep(20_000)
+            let now = cafeBytes()
+            if now != last { last = now; quietSince = ContinuousClock.now }
+        }
+        sizes.append(last - before)
+    }
+    return sizes.sorted()[sizes.count / 2]
+}
+
+let probeRounds = quick ? 3 : 15
+let probeBytes = bytesPerProbe(portalAPI: nil, rounds: probeRounds)
+let probeAndAPIBytes = bytesPerProbe(portalAPI: "http://connectivity.roam.test/api", rounds: probeRounds)
+func perHour(_ probes: Double, _ bytes: Int64) -> String {
+    probes == 0 ? "0" : String(format: "%.0f probes, %.1f KB", probes, probes * Double(bytes) / 1000)
+}
+say("")
+say("One connectivity probe from the cafe interface, as a phone's monitor makes it in a run (A and AAAA lookup")
+say("through the network's resolver, TCP, GET, the 204, close), counted on the interface: median of \(probeRounds):")
+say("\(probeBytes) bytes; with a portal API asked first (one more GET): \(probeAndAPIBytes) bytes.")
+say("Per interface and hour (Roam's figures: these bytes; NetworkManager's and Android's: their schedules from their")
+say("sources, with Roam's probe size, one address family):")
+say("")
+say("| who | while validated | while held by a portal (after its back-off) |")
+say("|---|---|---|")
+say("| Roam, PathMonitor's defaults (300 s; back-off 1 s doubling to 60 s) | \(perHour(12, probeBytes)) | \(perHour(60, probeBytes)) |")
+say("| Roam, in a scenario (30 s; with the portal's API) | \(perHour(120, probeAndAPIBytes)) | \(perHour(60, probeAndAPIBytes)) |")
+say("| NetworkManager (interval 300 s; 1 s doubling to 300 s without full connectivity) | \(perHour(12, probeBytes)) | \(perHour(12, probeBytes)) |")
+say("| Android NetworkMonitor (validated: none until a data stall or an app's report; portal: every 10 min) | 0 | \(perHour(6, probeBytes)) |")
+
 // MARK: - 3. From the event to the phone's path monitor
 
 final class Latest: @unchecked Sendable {
@@ -465,4 +539,98 @@ for (label, mode, multipath) in clients {
         cells.append(found.count * 2 <= measured.count ? "< 20 ms" : format(median(found)))
     }
     say("| \(label) | " + cells.joined(separator: " | ") + " |")
+}
+
+// MARK: - 5. Captive portals
+
+/// A phone on LTE joins a hotel's Wi-Fi with a portal at 1 s, logs in at 3 s, and its session
+/// ends 3 s later; `api`: whether the network announces its portal API. Each round has a seed of
+/// its own: the radio's 0.1% loss, drawn from the seed, would otherwise drop the same packet every
+/// round (one seed loses the first AAAA answer, and the probe asks again 667 ms later).
+func portalScenario(api: Bool, seed: Int) -> Scenario {
+    let text = """
+        name: portal
+        seed: \(seed)
+        duration: 8s
+        nodes:
+          phone: {}
+          api: { internet: { names: [api.example.test] } }
+        networks:
+          - { name: hotel, type: wifi, profile: home-wifi, members: [phone], portal: { expires: 3s, api: \(api) } }
+          - { name: lte, type: cellular, profile: lte, members: [phone] }
+        timeline:
+          - { at: 1s, network: hotel, join: phone }
+          - { at: 3s, network: hotel, node: phone, portal: login }
+        """
+    let outcome = ScenarioReader.parse(text, file: "portal.yaml")
+    guard let scenario = outcome.scenario else { fail(outcome.diagnostics.map(\.description).joined(separator: "\n")) }
+    return scenario
+}
+
+/// From the join to the hotel's `portal`, from the login to `validated`, and from the session's
+/// end to `portal` again (nil: not within the run).
+func portalTimes(api: Bool, round: Int) -> (join: Duration, login: Duration, expiry: Duration?) {
+    var options = RunOptions()
+    options.reportDirectory = scratch + "/portal-\(api)-\(round)"
+    let report: RunReport
+    do { report = try ScenarioRunner(scenario: portalScenario(api: api, seed: round + 1), options: options).run() } catch { fail("\(error)") }
+    func state(_ record: PathRecord) -> InterfaceConnectivity.State? {
+        guard record.node == "phone" else { return nil }
+        return record.path.availableInterfaces.first { $0.name == "hotel" }?.connectivity.state
+    }
+    func first(_ wanted: InterfaceConnectivity.State, after time: Duration) -> Duration? {
+        report.paths.first { $0.at > time && state($0) == wanted }.map { $0.at - time }
+    }
+    guard let join = report.changes.first(where: { $0.change.action == "join" })?.actual,
+          let login = report.changes.first(where: { $0.change.action == "login" })?.actual else { fail("the portal's events did not apply") }
+    guard let joined = first(.portal, after: join), let validated = first(.validated, after: login) else {
+        fail("the monitor did not follow the portal (api \(api)): \(report.paths.compactMap { state($0).map { "\($0)" } })")
+    }
+    // The session's end, as the portal recorded it.
+    let timeline = (try? String(contentsOfFile: options.reportDirectory! + "/timeline.jsonl", encoding: .utf8)) ?? ""
+    let expired = timeline.split(separator: "\n").compactMap { line -> Duration? in
+        guard line.contains("logout expired"), let event = try? JSONValue.parse(String(line)), let t = event["t"]?.doubleValue else { return nil }
+        return .milliseconds(Int64((t * 1000).rounded()))
+    }.first
+    return (joined, validated, expired.flatMap { first(.portal, after: $0) })
+}
+
+let portalRounds = quick ? 1 : 5
+say("")
+say("A phone on LTE joins a hotel's Wi-Fi whose portal holds it, logs in (a timeline event: the run has its monitor")
+say("check at once, as a phone's captive-portal sheet does), and its 3 s session ends: from each to the phone's")
+say("monitor publishing it, median of \(portalRounds) scenarios played by ScenarioRunner:")
+say("")
+say("| network | join → portal | login → validated | session's end → portal |")
+say("|---|---|---|---|")
+for api in quick ? [true] : [true, false] {
+    let times = (0..<portalRounds).map { portalTimes(api: api, round: $0) }
+    let expiries = times.compactMap(\.expiry)
+    let expiry = expiries.count * 2 > times.count ? format(median(expiries))
+        : "at the next periodic check (30 s in a scenario, 300 s by default)"
+    say("| \(api ? "announces its portal API (RFC 8908)" : "no portal API: the probe's redirect only") | \(format(median(times.map(\.join)))) "
+        + "| \(format(median(times.map(\.login)))) | \(expiry) |")
+}
+say("")
+say("References: NetworkManager probes at once on a new connection, then after a login only at its next back-off")
+say("step (1 s doubling to 300 s: up to 5 min); Android re-evaluates when its captive-portal app reports the login,")
+say("else every 10 min (AOSP NetworkMonitor's CAPTIVE_PORTAL_REEVALUATE_DELAY_MS).")
+
+if !quick {
+    let path = FileManager.default.currentDirectoryPath + "/scenarios/hotel-wifi.yaml"
+    let outcome = ScenarioReader.read(contentsOf: path)
+    guard let hotel = outcome.scenario else { fail("cannot read \(path): \(outcome.diagnostics.map(\.description))") }
+    var options = RunOptions()
+    options.reportDirectory = scratch + "/hotel-wifi"
+    let report: RunReport
+    do { report = try ScenarioRunner(scenario: hotel, options: options).run() } catch { fail("\(error)") }
+    let app = report.workloads.first { $0.name == "app" }?.requests
+    let curl = (try? String(contentsOfFile: scratch + "/hotel-wifi/unaware.stdout", encoding: .utf8))?.split(separator: "\n").last.map(String.init) ?? "?"
+    say("")
+    say("scenarios/hotel-wifi.yaml, one run (60 s: portal from 5 s, login at 20 s, session's end at 50 s):")
+    say("")
+    say("| client | requests | failed |")
+    say("|---|---|---|")
+    say("| app, handover (follows the validated path) | \(app?.sent ?? 0) | \(app?.failed ?? -1) |")
+    say("| curl, unaware (the routes' choice) | a request a second | \(curl) |")
 }

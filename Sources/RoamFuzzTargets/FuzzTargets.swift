@@ -38,7 +38,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case diagnostics
     /// What a connectivity probe gets back (`roam monitor --validate`), and probe URLs: an
     /// answer parses within its bounds (a head of 8 KiB, a body of 16 KiB, a printable
-    /// `Location` of 2 KiB) and is judged; a URL parses or is refused, never trapped on.
+    /// `Location` of 2 KiB) and is judged, and read as a captive-portal API's JSON (RFC 8908);
+    /// a URL parses or is refused, never trapped on.
     case probe
 
     /// Runs one input through the target.
@@ -95,6 +96,18 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
             let judged = ConnectivityProbe.judge(response, ConnectivityValidation(url: "http://connectivity.roam.test/generate_204"), url: "http://x/")
             precondition(judged.state != .unknown, "an answer judged unknown")
+            // The same answer as a captive-portal API's (RFC 8908): taken within its bounds, or refused saying why.
+            switch PortalAPIAnswer.parse(response) {
+            case .success(let answer):
+                if let url = answer.userPortalURL {
+                    precondition(url.utf8.count <= 2048 && url.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f }, "an unprintable or long user-portal-url")
+                }
+                if let seconds = answer.secondsRemaining {
+                    precondition((0...PortalAPIAnswer.maximumSeconds).contains(seconds), "seconds-remaining out of range")
+                }
+            case .failure(let error):
+                precondition(!error.description.isEmpty && error.description.utf8.count <= 400, "a refusal without a bounded reason")
+            }
         }
         let text = String(decoding: bytes.prefix(4096), as: UTF8.self)
         if case .success(let target) = ConnectivityValidation(url: text).target() {

@@ -80,6 +80,8 @@ struct ReportModel {
         var nodes: [String: [(t: Double, path: JSONValue, summary: String)]] = [:], nodeOrder: [String] = []
         var openDown: [String: Double] = [:]
         var openDNS: [String: (start: Double, label: String)] = [:]
+        // Access links a captive portal holds, since when.
+        var openPortal: [String: Double] = [:]
         var openBlackhole: [String: Double] = [:]
         for workload in summary.workloads where workloads[workload.name] == nil {
             workloads[workload.name] = Workload(name: workload.name, kind: workload.kind, mode: workload.mode)
@@ -110,6 +112,18 @@ struct ReportModel {
                         links[name]!.down.append(Interval(start: start, end: t, label: "carrier down"))
                     }
                 case .network(let detail):
+                    // A captive portal holds a phone from the start or a logout until a login: an
+                    // outage of the phone's access link.
+                    if detail.hasPrefix("held by") || detail.hasPrefix("logout") {
+                        if openPortal[name] == nil { openPortal[name] = t }
+                        break
+                    }
+                    if detail.hasPrefix("login") {
+                        if let start = openPortal.removeValue(forKey: name) {
+                            links[name]!.down.append(Interval(start: start, end: t, label: "captive portal"))
+                        }
+                        break
+                    }
                     // A resolver's fault shows on its network's uplink as an outage of its own,
                     // until it recovers or another fault takes its place.
                     guard detail.hasPrefix("dns ") else { break }
@@ -188,6 +202,7 @@ struct ReportModel {
         }
         for (name, start) in openDown { links[name]?.down.append(Interval(start: start, end: duration, label: "carrier down")) }
         for (name, open) in openDNS { links[name]?.down.append(Interval(start: open.start, end: duration, label: open.label)) }
+        for (name, start) in openPortal { links[name]?.down.append(Interval(start: start, end: duration, label: "captive portal")) }
         for (key, start) in openBlackhole {
             let parts = key.split(separator: "/").map(String.init)
             links[parts[0]]?.blackholed[parts[1], default: []].append(Interval(start: start, end: duration, label: "blackhole \(parts[1])"))

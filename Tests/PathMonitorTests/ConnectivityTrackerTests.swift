@@ -85,27 +85,37 @@ import Testing
         #expect(freshSecondMiss && fresh.connectivity[3]?.state == .limited)
     }
 
-    @Test func aRenumberedInterfaceIsANewNetworkAndAGoneOneIsForgotten() {
+    /// New addresses on an interface are checked again at once, its verdict kept meanwhile (a
+    /// renewed lease is the same network: Android keeps its validation); a probe in flight is
+    /// followed by another as soon as it ends. A gone interface is forgotten.
+    @Test func aRenumberedInterfaceIsCheckedAgainAndAGoneOneIsForgotten() {
         var tracker = ConnectivityTracker(configuration: Self.validation)
         let probe = tracker.update([Self.wifi], at: .zero)[0]
         _ = tracker.finished(probe, Self.validated, at: .zero)
         var renumbered = Self.wifi
         renumbered.addresses = [IPPrefix("192.168.0.74/24")!]
         let again = tracker.update([renumbered], at: s(5))
-        #expect(again.map(\.interface) == ["wlan0"] && tracker.connectivity[2]?.state == .unknown)
-        // The old probe's late answer is ignored; the new one's counts.
-        let lateAnswer = tracker.finished(probe, Self.portal, at: s(5))
-        #expect(!lateAnswer)
+        #expect(again.map(\.interface) == ["wlan0"] && tracker.connectivity[2]?.state == .validated)
         let newAnswer = tracker.finished(again[0], Self.portal, at: s(6))
         #expect(newAnswer && tracker.connectivity[2]?.state == .portal)
-        // A link-local address coming or going is no new network.
+        // Renumbered again while a probe is in flight: none now, one as soon as it ends.
+        let inFlight = tracker.due(at: s(7))
+        #expect(inFlight.map(\.interface) == ["wlan0"])
+        renumbered.addresses = [IPPrefix("192.168.0.138/24")!]
+        #expect(tracker.update([renumbered], at: .milliseconds(7100)).isEmpty)
+        _ = tracker.finished(inFlight[0], Self.portal, at: s(8))
+        #expect(tracker.nextDue == s(8))
+        // A link-local address coming or going is no change.
+        let next = tracker.due(at: s(8))
+        _ = tracker.finished(next[0], Self.portal, at: s(8))
         var linkLocal = renumbered
         linkLocal.addresses.append(IPPrefix("fe80::1/64")!)
-        let afterLinkLocal = tracker.update([linkLocal], at: .milliseconds(6500))
+        let afterLinkLocal = tracker.update([linkLocal], at: .milliseconds(8500))
         #expect(afterLinkLocal.isEmpty && tracker.connectivity[2]?.state == .portal)
-        let afterGone = tracker.update([], at: s(8))
+        let lateProbe = tracker.due(at: s(100))
+        let afterGone = tracker.update([], at: s(101))
         #expect(afterGone.isEmpty && tracker.connectivity.isEmpty)
-        let goneAnswer = tracker.finished(again[0], Self.validated, at: s(9))
+        let goneAnswer = tracker.finished(lateProbe[0], Self.validated, at: s(102))
         #expect(!goneAnswer)
     }
 

@@ -101,6 +101,28 @@ struct HTMLReportTests {
         #expect(!HTMLReport.render(try reportFixture()).contains("class=\"flag ultra\""))
     }
 
+    /// A captive portal's hold on a phone's access link (from the start, and again from a
+    /// session's end) is drawn as an outage of that link until each login.
+    @Test func aCaptivePortalsHoldShowsOnTheAccessLink() throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/report").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("roam-report-portal-\(getpid())").path
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.copyItem(atPath: source + "/summary.json", toPath: directory + "/summary.json")
+        var timeline = try String(contentsOfFile: source + "/timeline.jsonl", encoding: .utf8)
+        timeline += #"{"t":0.0,"type":"link","link":"cell","action":"portal","network":"held by the captive portal of hotel"}"# + "\n"
+        timeline += #"{"t":2.5,"type":"link","link":"cell","action":"login","planned":2.5,"actual":2.5,"network":"login","line":9}"# + "\n"
+        timeline += #"{"t":6.0,"type":"link","link":"cell","action":"portal","network":"logout expired"}"# + "\n"
+        timeline += #"{"t":8.0,"type":"link","link":"cell","action":"portal","network":"login by a POST from 192.168.0.10"}"# + "\n"
+        try timeline.write(toFile: directory + "/timeline.jsonl", atomically: true, encoding: .utf8)
+        let model = ReportModel(try RecordedRun.load(directory: directory))
+        let cell = try #require(model.links.first { $0.name == "cell" })
+        let held = cell.down.filter { $0.label == "captive portal" }
+        #expect(held.map(\.start) == [0, 6] && held.map(\.end) == [2.5, 8], "\(cell.down)")
+    }
+
     @Test func aComparisonPutsBothRunsOnOneAxisAndTheirFiguresSideBySide() throws {
         let a = try reportFixture()
         var b = a

@@ -123,4 +123,46 @@ import Testing
         #expect(resolver.contains("local-data: \"portal.roam.test. 60 IN A 192.168.0.1\""))
         #expect(!NetworkServices.resolverConfiguration(lte, nameServer: .v4(198, 19, 255, 5)).contains("portal.roam.test"))
     }
+
+    /// The portal's request parser against mutated requests (a seeded generator: the same inputs
+    /// every run): it answers or refuses each within its bounds, never traps, and what it
+    /// answers is an HTTP response of bounded size.
+    @Test func mutatedRequestsAreAnsweredOrRefusedWithinBounds() {
+        let seeds = ["GET /api HTTP/1.1\r\nHost: portal.roam.test\r\nAccept: application/captive+json\r\n\r\n",
+                     "POST /login HTTP/1.1\r\nHost: portal.roam.test:80\r\nContent-Length: 8\r\n\r\naccept=1",
+                     "GET http://connectivity.roam.test/generate_204 HTTP/1.0\r\n\r\n"].map { Array($0.utf8) }
+        var random = SystemRandomNumberGenerator.Seeded(seed: 0x726f616d)
+        let alphabet = Array(" :/\r\n\t0123456789abcdefGETPOSThttp.?#%\u{0}\u{7f}\u{ff}".utf8)
+        for round in 0..<20_000 {
+            var bytes = seeds[round % seeds.count]
+            for _ in 0...(Int(random.next() % 8)) {
+                let position = Int(random.next() % UInt64(bytes.count + 1))
+                switch random.next() % 4 {
+                case 0 where position < bytes.count: bytes.remove(at: position)
+                case 1: bytes.insert(alphabet[Int(random.next() % UInt64(alphabet.count))], at: position)
+                case 2 where position < bytes.count: bytes[position] = UInt8(truncatingIfNeeded: random.next())
+                default: bytes.insert(contentsOf: bytes[position...].prefix(64), at: position)
+                }
+            }
+            guard case .success(let request) = CaptivePortalHTTP.parse(head: bytes) else { continue }
+            #expect(request.contentLength <= CaptivePortalHTTP.maximumBody && request.path.utf8.count <= 2048)
+            let (response, _) = CaptivePortalHTTP.answer(request, loggedIn: round % 2 == 0, remaining: .seconds(Int64(round)), network: "hotel")
+            #expect(response.count < 1024 && ProbeResponse(parsing: response) != nil, "\(String(decoding: bytes, as: UTF8.self))")
+        }
+    }
+}
+
+extension SystemRandomNumberGenerator {
+    /// SplitMix64: a seeded generator for reproducible test inputs.
+    struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9e37_79b9_7f4a_7c15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+            return z ^ (z >> 31)
+        }
+    }
 }

@@ -232,8 +232,14 @@ public struct Scene: Sendable {
 /// asked) started before it and closed after.
 public func playScene(_ name: String, timeline: String = "", wifi: String = "profile: wifi", mptcpServer: Bool = false,
                       _ body: @escaping @Sendable (Scene) async throws -> Void) async throws -> ScenarioRun<Void> {
+    try await playScene(try phoneAndServer(name, timeline: timeline, wifi: wifi), mptcpServer: mptcpServer, body)
+}
+
+/// Plays `scenario` (with nodes `phone` and `server`) the same way.
+public func playScene(_ scenario: Scenario, mptcpServer: Bool = false,
+                      _ body: @escaping @Sendable (Scene) async throws -> Void) async throws -> ScenarioRun<Void> {
     let group = MultiThreadedEventLoopGroup.singleton
-    return try await phoneAndServer(name, timeline: timeline, wifi: wifi).run { network in
+    return try await scenario.run { network in
         let phone = try network.node("phone"), server = try network.node("server")
         let http = try await server.run { try HTTPServer(group: group, mptcp: mptcpServer) }
         defer { http.close() }

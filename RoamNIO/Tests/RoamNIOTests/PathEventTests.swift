@@ -194,6 +194,47 @@ struct PathEventTests {
         #expect(run.report.passed, run.comment)
     }
 
+    /// A hotel's captive portal (a scenario's networks; the phone's monitor validates them): the
+    /// race takes LTE while the Wi-Fi is held, the channel hears of the Wi-Fi as a better path
+    /// once the login validates it, and a channel over the Wi-Fi is told it is no longer viable
+    /// when the session ends (the portal's API said when), with LTE the better path.
+    @Test func aCaptivePortalKeepsTheChannelOnCellularUntilTheLoginAndSendsItBackWhenTheSessionEnds() async throws {
+        let scenario = try Scenario.parse(yaml: """
+            name: nio-portal
+            seed: 5
+            duration: 30s
+            nodes:
+              phone: {}
+              server: { internet: true }
+            networks:
+              - { name: hotel, type: wifi, profile: wifi, members: [phone], portal: { expires: 5s } }
+              - { name: lte, type: cellular, profile: lte, members: [phone] }
+            timeline:
+              - { at: 3s, network: hotel, node: phone, portal: login }
+            """)
+        let run = try await playScene(scenario) { scene in
+            let monitor = try #require(scene.phone.monitor)
+            for await path in monitor.paths where path.availableInterfaces.first(where: { $0.name == "hotel" })?.connectivity.state == .portal { break }
+            let held = try await scene.connect()
+            #expect(held.interface == "lte", "the hotel's Wi-Fi is held by its portal")
+            try await held.closing {
+                let better = try #require(await held.events.first(within: .seconds(8)) { $0.betterInterface == "hotel" })
+                #expect(better >= .seconds(3), "not before the login")
+            }
+            let online = try await scene.connect()
+            #expect(online.interface == "hotel")
+            try await online.closing {
+                let unviable = try #require(await online.events.first(within: .seconds(10)) { $0.isUnviable })
+                #expect(unviable >= .seconds(8), "not before the session ends")
+                let advice = await online.events.advice
+                #expect(advice.first == .viabilityUpdate(.init(isViable: false, reason: .connectivityLost(interface: "hotel", connectivity: .portal))),
+                        "\(advice)")
+                #expect(await online.events.first(within: .seconds(2)) { $0.betterInterface == "lte" } != nil, "\(advice)")
+            }
+        }
+        #expect(run.report.passed, run.comment)
+    }
+
     /// Waits for the monitor to publish a path whose interface names satisfy `condition`.
     static func waitForPath(of monitor: NetworkPathMonitor, _ condition: ([String]) -> Bool) async {
         for await path in monitor.paths where condition(path.availableInterfaces.map(\.name)) { return }

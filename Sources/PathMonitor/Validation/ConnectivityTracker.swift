@@ -4,8 +4,8 @@ import Netlink
 /// `Duration` since the monitor started; a manual one in tests). No I/O: the caller runs the
 /// probes it asks for and hands their outcomes back.
 ///
-/// An interface is probed when it appears and when its addresses change (a new network: its
-/// connectivity is unknown again); while validated, every ``ConnectivityValidation/interval``;
+/// An interface is probed when it appears and when its addresses change (its last verdict kept
+/// until the new probe answers); while validated, every ``ConnectivityValidation/interval``;
 /// while not, after ``ConnectivityValidation/retryDelay``, doubling up to the maximum. One probe at
 /// a time per interface: an outcome for an interface since gone or changed is ignored.
 package struct ConnectivityTracker: Sendable {
@@ -54,7 +54,19 @@ package struct ConnectivityTracker: Sendable {
         for index in entries.keys where !present.contains(index) { entries[index] = nil }
         for interface in interfaces {
             let addresses = interface.addresses.filter { !$0.address.isLinkLocal }.sorted { $0.description < $1.description }
-            if let entry = entries[interface.index], entry.name == interface.name, entry.addresses == addresses { continue }
+            if var entry = entries[interface.index], entry.name == interface.name {
+                guard entry.addresses != addresses else { continue }
+                // New addresses on the same interface (a renewed lease, a renumbering): checked
+                // again at once, or as soon as the probe in flight ends, its verdict kept meanwhile
+                // (Android keeps a network's validation across address changes; NetworkManager
+                // checks again).
+                entry.addresses = addresses
+                entry.failures = 0
+                entry.retry = configuration.retryDelay
+                if entry.inFlight != nil { entry.again = true } else { entry.due = now }
+                entries[interface.index] = entry
+                continue
+            }
             entries[interface.index] = Entry(name: interface.name, addresses: addresses, retry: configuration.retryDelay, due: now)
         }
         return due(at: now)

@@ -1,3 +1,4 @@
+import CRoamLinux
 import Glibc
 import RoamCore
 import Netlink

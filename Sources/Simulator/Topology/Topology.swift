@@ -265,6 +265,14 @@ package final class Topology {
                     do throws(NetlinkError) {
                         try socket.deleteAddress(prefix, interfaceIndex: index)
                     } catch where error.errno == EADDRNOTAVAIL {}
+                    // The rule of the address goes with it: kept, it would send what the phone
+                    // sends from the address when it joins again to a table whose routes are not
+                    // back yet (its unreachable default), where the main table already reaches
+                    // the network (a connectivity probe's first lookup was lost to that).
+                    if !prefix.address.isLinkLocal {
+                        try? socket.deleteRule(RoutingRule(family: prefix.address.family, priority: interface.rulePriority,
+                                                           source: IPPrefix(prefix.address, length: prefix.address.bitWidth), table: interface.table))
+                    }
                 }
                 try socket.setLink(index: index, up: false, alias: nil, mtu: nil, name: nil)
             }
