@@ -355,7 +355,12 @@ struct NetworkScenarioTests {
         defer { try? FileManager.default.removeItem(atPath: "/tmp/roam-networks-\(getpid())") }
         let deadline = Date().addingTimeInterval(30)
         func directories() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: "/run/roam")) ?? []).filter { $0.hasPrefix("net-") } }
-        while programs().count < 2 || directories().isEmpty, Date() < deadline { usleep(20_000) }
+        // Until the phone's resolv.conf is written: every program is started (and given to the
+        // watchdog) before it is.
+        func resolvConfs() -> [String] {
+            directories().flatMap { ((try? FileManager.default.contentsOfDirectory(atPath: "/run/roam/" + $0)) ?? []).filter { $0.hasSuffix("-resolv.conf") } }
+        }
+        while programs().count < 2 || resolvConfs().isEmpty, Date() < deadline { usleep(20_000) }
         let left = Set(NetworkNamespaceList.roam()).subtracting(before)
         #expect(left.count == 4 && directories().count == 1, "\(left) \(directories())")
         // Something of another's planted beside it is not Roam's to remove.

@@ -38,11 +38,28 @@ public final class RunningCommand: @unchecked Sendable {
         }
     }
 
-    /// Sends `signal` and waits for the process to end; returns its exit status.
+    /// Sends `signal` and waits for the process to end; returns its exit status (the signal's
+    /// number when a signal ended it, as Foundation's `terminationStatus`).
     public func stop(with signal: Int32 = SIGINT) -> Int32 {
         kill(process.processIdentifier, signal)
-        process.waitUntilExit()
-        return process.terminationStatus
+        return waitForExit()
+    }
+
+    /// Waits for the process to end, at most `timeout` seconds (-1 then): Foundation's reaper, or
+    /// waitpid should that miss its SIGCHLD (seen once in CI: a run killed with SIGKILL stayed a
+    /// zombie Foundation never reaped, and `waitUntilExit` hung the suite).
+    public func waitForExit(timeout: TimeInterval = 60) -> Int32 {
+        let pid = process.processIdentifier
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if !process.isRunning { return process.terminationStatus }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return status & 0x7f == 0 ? (status >> 8) & 0xff : status & 0x7f
+            }
+            usleep(5_000)
+        }
+        return -1
     }
 
     /// Runs a command to completion and returns its status, standard output and standard error.
@@ -53,14 +70,14 @@ public final class RunningCommand: @unchecked Sendable {
         command.process.terminationHandler = { _ in exited.signal() }
         if command.process.isRunning, exited.wait(timeout: .now() + timeout) == .timedOut {
             kill(command.process.processIdentifier, SIGKILL)
-            command.process.waitUntilExit()
+            _ = command.waitForExit()
             return (-9, command.lines.values.joined(separator: "\n"), command.errors.values.joined(separator: "\n"))
         }
-        command.process.waitUntilExit()
+        let status = command.waitForExit()
         // Output may still be in flight to the readability handlers; wait for both ends to close.
         command.lines.waitUntilClosed(timeout: 5)
         command.errors.waitUntilClosed(timeout: 5)
-        return (command.process.terminationStatus, command.lines.values.joined(separator: "\n"), command.errors.values.joined(separator: "\n"))
+        return (status, command.lines.values.joined(separator: "\n"), command.errors.values.joined(separator: "\n"))
     }
 }
 
