@@ -291,7 +291,9 @@ struct NetworkScenarioTests {
                 guard case .mptcp(_, let changes, nil) = record.event, record.time.seconds > 3.9, record.time.seconds < 5 else { return nil }
                 return changes
             }.flatMap { $0 }
-            #expect(changes.contains("removed \(first.local) id 2 subflow dev #2 (home)") && changes.contains { $0.hasPrefix("added fd72:6f61:6e00::1:a") },
+            // (Endpoint ids follow the order the networks validated in at the start: not asserted.)
+            #expect(changes.contains { $0.hasPrefix("removed \(first.local) id ") && $0.hasSuffix(" subflow dev #2 (home)") }
+                        && changes.contains { $0.hasPrefix("added fd72:6f61:6e00::1:a") },
                     "the endpoints follow the renumbering: \(changes)")
             let added = events.compactMap { record -> String? in
                 guard case .subflow(let subflow) = record.event, subflow.event == "added", subflow.interface == "home", record.time.seconds > 4 else { return nil }
