@@ -1,3 +1,4 @@
+import Foundation
 @testable import ScenarioModel
 @testable import Simulator
 import Testing
@@ -119,6 +120,25 @@ let twoLinks = """
         if case .requests(_, _, let interval, _) = workload.kind { #expect(interval == .milliseconds(250)) }
         #expect(scaled.links == original.links)
         #expect(original.timeScaled(by: 1) == original)
+    }
+
+    /// The bundled hotel-wifi, time-scaled as the test suites play it: its portal's session and
+    /// the time its connectivity expectations name shrink with the story; `within` does not.
+    @Test func timeScalingShortensAPortalsSessionAndTheTimesExpectationsName() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/hotel-wifi.yaml").path
+        let original = try #require(ScenarioReader.read(contentsOf: path).scenario)
+        let scaled = original.timeScaled(by: 0.25)
+        #expect(scaled.networks.first { $0.name == "hotel" }?.portal?.expires == .milliseconds(7500))
+        let times = scaled.expectations.compactMap { expectation -> Duration? in
+            if case .connectivity(let wanted) = expectation.check, case .at(let time) = wanted.timing { time } else { nil }
+        }
+        #expect(times == [.milliseconds(2500), .milliseconds(13750)])
+        let withins = scaled.expectations.compactMap { expectation -> Duration? in
+            if case .connectivity(let wanted) = expectation.check, case .after(_, _, let within) = wanted.timing { within } else { nil }
+        }
+        #expect(withins == [.seconds(2)])
+        #expect(scaled.problems.isEmpty, "\(scaled.problems)")
     }
 }
 

@@ -1,8 +1,9 @@
 extension Scenario {
     /// The same story played `factor` times as fast (0 < factor ≤ 1 shortens it): the duration,
-    /// every event time, ramp span and flap period and end, and every workload's start, stop and
-    /// request interval are scaled. What a user perceives is not: delays, rates, stream buffers,
-    /// timeouts and expectation limits keep their values. For shortened runs in tests and CI.
+    /// every event time, ramp span and flap period and end, every workload's start, stop and
+    /// request interval, a captive portal's session length and the time a connectivity
+    /// expectation names (`at:`) are scaled. What a user perceives is not: delays, rates, stream
+    /// buffers, timeouts and expectation limits keep their values. For shortened runs in tests and CI.
     public func timeScaled(by factor: Double) -> Scenario {
         guard factor > 0, factor != 1 else { return self }
         func scale(_ duration: Duration) -> Duration { duration * factor }
@@ -26,6 +27,22 @@ extension Scenario {
                 workload.kind = .requests(requestSize: requestSize, responseSize: responseSize, interval: scale(interval), count: count)
             }
             return workload
+        }
+        scaled.networks = networks.map { network in
+            var network = network
+            if var portal = network.portal {
+                portal.expires = portal.expires.map(scale)
+                network.portal = portal
+            }
+            return network
+        }
+        scaled.expectations = expectations.map { expectation in
+            var expectation = expectation
+            if case .connectivity(var wanted) = expectation.check, case .at(let time) = wanted.timing {
+                wanted.timing = .at(scale(time))
+                expectation.check = .connectivity(wanted)
+            }
+            return expectation
         }
         return scaled
     }
