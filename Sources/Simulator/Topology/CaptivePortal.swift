@@ -211,26 +211,13 @@ final class CaptivePortalServer: Sendable {
          member: @escaping @Sendable (IPAddress) -> String?, apply: @escaping @Sendable (CaptivePortalSessions.Change) -> Void) throws(SimulatorError) {
         sessions = Mutex(CaptivePortalSessions(portal: portal))
         self.apply = apply
-        var listeners: [Int32] = []
+        let listeners = try ConnectivityResponder.listen(on: addresses, in: namespace, for: "the captive portal")
         do {
-            try namespace.perform {
-                for address in addresses {
-                    let descriptor = socket(address.family == .inet ? AF_INET : AF_INET6,
-                                            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-                    guard descriptor >= 0 else { throw SimulatorError(.environment, "cannot open the captive portal's socket: \(Errno.current)") }
-                    listeners.append(descriptor)
-                    var one: Int32 = 1
-                    setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-                    guard address.withSocketAddress(port: 80, { bind(descriptor, $0, $1) }) == 0, listen(descriptor, 64) == 0 else {
-                        throw SimulatorError(.environment, "cannot listen at \(address) port 80 for the captive portal: \(Errno.current)")
-                    }
-                }
-            }
             stopSignal = try EventSignal()
             changed = try EventSignal()
         } catch {
             for descriptor in listeners { close(descriptor) }
-            throw (error as? SimulatorError) ?? SimulatorError(.environment, "cannot start the captive portal: \(error)")
+            throw SimulatorError(.environment, "cannot start the captive portal: \(error)")
         }
         let owned = listeners
         do throws(NetlinkError) {

@@ -20,25 +20,12 @@ final class ConnectivityResponder: Sendable {
 
     /// Listens on port 80 of `addresses` in `namespace` (the internet's).
     init(addresses: [IPAddress], in namespace: NetworkNamespace) throws(SimulatorError) {
-        var listeners: [Int32] = []
+        let listeners = try Self.listen(on: addresses, in: namespace, for: "the connectivity check")
         do {
-            try namespace.perform {
-                for address in addresses {
-                    let descriptor = socket(address.family == .inet ? AF_INET : AF_INET6,
-                                            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-                    guard descriptor >= 0 else { throw SimulatorError(.environment, "cannot open the connectivity check's socket: \(Errno.current)") }
-                    listeners.append(descriptor)
-                    var one: Int32 = 1
-                    setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-                    guard address.withSocketAddress(port: 80, { bind(descriptor, $0, $1) }) == 0, listen(descriptor, 64) == 0 else {
-                        throw SimulatorError(.environment, "cannot listen at \(address) port 80 for the connectivity check: \(Errno.current)")
-                    }
-                }
-            }
             stopSignal = try EventSignal()
         } catch {
             for descriptor in listeners { close(descriptor) }
-            throw (error as? SimulatorError) ?? SimulatorError(.environment, "cannot start the connectivity check: \(error)")
+            throw SimulatorError(.environment, "cannot start the connectivity check: \(error)")
         }
         let stop = stopSignal, owned = listeners
         do throws(NetlinkError) {
@@ -55,6 +42,31 @@ final class ConnectivityResponder: Sendable {
     func stop() {
         stopSignal.signal()
         thread.join()
+    }
+
+    /// Non-blocking TCP listeners on port 80 of `addresses` in `namespace` (all or none), for
+    /// `what` (named in errors): the connectivity check's, a captive portal's.
+    static func listen(on addresses: [IPAddress], in namespace: NetworkNamespace, for what: String) throws(SimulatorError) -> [Int32] {
+        var listeners: [Int32] = []
+        do {
+            try namespace.perform {
+                for address in addresses {
+                    let descriptor = socket(address.family == .inet ? AF_INET : AF_INET6,
+                                            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+                    guard descriptor >= 0 else { throw SimulatorError(.environment, "cannot open a socket for \(what): \(Errno.current)") }
+                    listeners.append(descriptor)
+                    var one: Int32 = 1
+                    setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+                    guard address.withSocketAddress(port: 80, { bind(descriptor, $0, $1) }) == 0, Glibc.listen(descriptor, 64) == 0 else {
+                        throw SimulatorError(.environment, "cannot listen at \(address) port 80 for \(what): \(Errno.current)")
+                    }
+                }
+            }
+        } catch {
+            for descriptor in listeners { close(descriptor) }
+            throw (error as? SimulatorError) ?? SimulatorError(.environment, "cannot start \(what): \(error)")
+        }
+        return listeners
     }
 
     private static func serve(_ listeners: [Int32], stop: EventSignal) {
