@@ -275,15 +275,8 @@ final class CaptivePortalServer: Sendable {
             let polled = clients.count
             for (index, listener) in listeners.enumerated() where entries[2 + index].revents != 0 {
                 while clients.count < Self.maximumClients {
-                    var storage = sockaddr_storage()
-                    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                    let descriptor = withUnsafeMutablePointer(to: &storage) { pointer in
-                        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(listener, $0, &length) }
-                    }
-                    guard descriptor >= 0 else { break }
-                    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-                    clients.append(Client(descriptor: descriptor, peer: IPAddress(socketAddress: storage), deadline: .now + Self.patience))
+                    guard let (descriptor, peer) = ConnectivityResponder.acceptClient(listener) else { break }
+                    clients.append(Client(descriptor: descriptor, peer: peer, deadline: .now + Self.patience))
                 }
             }
             var done: Set<Int32> = []

@@ -44,6 +44,20 @@ final class ConnectivityResponder: Sendable {
         thread.join()
     }
 
+    /// A client waiting on `listener`, made close-on-exec and non-blocking, with its address
+    /// (nil: none waits).
+    static func acceptClient(_ listener: Int32) -> (descriptor: Int32, peer: IPAddress?)? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let descriptor = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(listener, $0, &length) }
+        }
+        guard descriptor >= 0 else { return nil }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        return (descriptor, IPAddress(socketAddress: storage))
+    }
+
     /// Non-blocking TCP listeners on port 80 of `addresses` in `namespace` (all or none), for
     /// `what` (named in errors): the connectivity check's, a captive portal's.
     static func listen(on addresses: [IPAddress], in namespace: NetworkNamespace, for what: String) throws(SimulatorError) -> [Int32] {
@@ -89,10 +103,7 @@ final class ConnectivityResponder: Sendable {
             let polled = clients.count
             for (index, listener) in listeners.enumerated() where entries[1 + index].revents != 0 {
                 while clients.count < maximumClients {
-                    let descriptor = Glibc.accept(listener, nil, nil)
-                    guard descriptor >= 0 else { break }
-                    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+                    guard let (descriptor, _) = acceptClient(listener) else { break }
                     clients.append(Client(descriptor: descriptor, deadline: .now + patience))
                 }
             }
