@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients samples docs api-check api-baseline bench bench-quick soak fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients python samples docs api-check api-baseline bench bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -54,6 +54,13 @@ nio: setup
 # Wi-Fi (RoamTesting, RoamNIO). AsyncHTTPClient and Hummingbird take minutes to build the first time.
 real-clients: setup
 	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests && ../../scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) $(SHARED_BUILD) --skip-build --no-parallel
+
+# clients/python: the Python client and its pytest plugin, installed from its path into a venv
+# (.build/python, with pytest from PyPI), tested against real runs of the built roam (rootless);
+# then Examples/PythonApp, a Python app's retry tested with the plugin.
+python: build
+	@scripts/python-env.sh >/dev/null
+	cd clients/python && ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" ../../.build/python/bin/python -m pytest -q tests
 
 # The code samples of the README, docs/ and every DocC catalog and doc comment, type-checked
 # against the built modules with warnings as errors (RoamNIO's samples too: it is built first).

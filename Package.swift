@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        // The control API's HTTP server and `roam ctl`'s client (SwiftNIO's HTTP/1 codec).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         // `swift package generate-documentation` (make docs): a plugin, never linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
@@ -70,6 +72,14 @@ let package = Package(
         .target(name: "RoamReport", dependencies: ["RoamCore", "ScenarioModel", "RoamSystem"]),
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
         .target(name: "Simulator", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
+        // A run's control API (`roam run --control`, `roam ctl`): its routes, its listeners, its
+        // HTTP server and client on SwiftNIO.
+        .target(name: "RoamControl", dependencies: ["RoamCore", "RoamSystem", "CRoamLinux", "ScenarioModel", "RoamReport", "Simulator", "PathMonitor",
+                                                    .product(name: "NIOCore", package: "swift-nio"),
+                                                    .product(name: "NIOPosix", package: "swift-nio"),
+                                                    .product(name: "NIOHTTP1", package: "swift-nio"),
+                                                    .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                                                    .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamFuzzTargets", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor",
                                                        .product(name: "Yams", package: "Yams")]),
@@ -83,6 +93,7 @@ let package = Package(
                 "Simulator",
                 "Multipath",
                 "RoamSystem",
+                "RoamControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),

@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <netinet/in.h>
@@ -35,6 +36,9 @@ extern int pthread_setname_np(pthread_t thread, const char *name);
 extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
 extern int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
 extern int pipe2(int fds[2], int flags);
+
+// SO_PEERCRED's value (struct ucred is declared only under _GNU_SOURCE): a control API's peer.
+struct roam_ucred { pid_t pid; uid_t uid; gid_t gid; };
 
 // Paths opened without following links, and processes pinned before they are trusted
 // (Sources/RoamSystem/SafePath). O_PATH is a GNU extension Glibc's module leaves out.

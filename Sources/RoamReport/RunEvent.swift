@@ -91,6 +91,9 @@ public enum RunEvent: Sendable {
         /// The line of the scenario file.
         public var line: Int?
         public var error: String?
+        /// Sent while the run played, through its control API (`roam run --control`), not
+        /// written in the scenario's timeline.
+        public var live = false
 
         public init(link: String, action: String, kind: Kind, planned: Duration? = nil, actual: Duration? = nil, step: String? = nil,
                     line: Int? = nil, error: String? = nil) {
@@ -335,6 +338,7 @@ extension RunEvent {
             case let .conditions(direction, conditions): fields += [("direction", .string(direction)), ("conditions", conditions)]
             }
             if let line = change.line { fields.append(("line", .int(Int64(line)))) }
+            if change.live { fields.append(("live", .bool(true))) }
             if let error = change.error { fields.append(("error", .string(error))) }
             return fields
         case let .quality(link, quality, error):
@@ -456,10 +460,12 @@ extension RunEvent {
                 guard let conditions = f.object["conditions"], case .object = conditions else { throw f.error("neither 'carrier' nor a 'conditions' object") }
                 kind = .conditions(direction: try f.string("direction"), conditions: conditions)
             }
-            self = .link(LinkChange(link: try f.string("link"), action: try f.string("action"), kind: kind,
+            var change = LinkChange(link: try f.string("link"), action: try f.string("action"), kind: kind,
                                     planned: try f.optionalDuration("planned"), actual: try f.optionalDuration("actual"),
                                     step: try f.optionalString("step"), line: try f.optionalInt("line").map { Int(clamping: $0) },
-                                    error: try f.optionalString("error")))
+                                    error: try f.optionalString("error"))
+            change.live = try f.optionalBool("live") ?? false
+            self = .link(change)
         case "quality":
             self = .quality(link: try f.string("link"), quality: try f.string("quality"), error: try f.optionalString("error"))
         case "path":

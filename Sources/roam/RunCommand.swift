@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Netlink
+import RoamControl
 import RoamCore
 import RoamSystem
 import ScenarioModel
@@ -60,6 +61,15 @@ struct RunCommand: ParsableCommand {
     @Option(name: .customLong("max-output-size"), help: ArgumentHelp("The most those files may hold together (default 1GiB).", valueName: "size"))
     var maximumOutputSize: String?
 
+    @Flag(help: "Serve the run's control API (HTTP/JSON, /v1/...) on a Unix socket only this user can reach; the first line on standard output then says where (see docs/control-api.md, and roam ctl).")
+    var control = false
+
+    @Option(help: ArgumentHelp("Also serve the control API on 127.0.0.1:PORT (0: a free port), for a bearer token printed once and written beside the socket (implies --control).", valueName: "port"))
+    var controlPort: Int?
+
+    @Flag(help: "Keep the network up after the scenario's timeline and workloads end, until the run is stopped (roam ctl RUN stop, or Ctrl-C, which cancels it).")
+    var hold = false
+
     /// Whether this run builds its network in a user namespace of its own: asked for, or where
     /// the process cannot build named namespaces as root (an ordinary user, `unshare -Ur`).
     var isRootless: Bool { rootless || !Rootless.canRunAsRoot }
@@ -69,7 +79,12 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("--time-scale \(timeScale) is not in (0, 1]: it scales the scenario's time, 0.5 plays it in half its duration")
         }
         _ = try outputLimits()
+        if let controlPort, !(0...65_535).contains(controlPort) {
+            throw ValidationError("--control-port \(controlPort) is not a port: 0 to 65535 (0 picks a free one)")
+        }
     }
+
+    var servesControl: Bool { control || controlPort != nil }
 
     /// The output limits the flags ask for.
     func outputLimits() throws -> OutputLimits {
@@ -98,8 +113,34 @@ struct RunCommand: ParsableCommand {
         options.decisionLogs = decisionLog
         options.multipath = multipath
         options.outputLimits = try outputLimits()
-        if isRootless { try prepareRootless(&options, scenario: scenario) }
+        options.hold = hold
+        options.holdsEvents = servesControl
+        var listeners: ControlListeners?
+        if isRootless {
+            try prepareRootless(&options, scenario: scenario) { runID in
+                // Bound on the host, before the run enters its user namespace: the host reaches them.
+                if servesControl { listeners = try bindControl(runID: runID, rootless: true) }
+            }
+        } else if servesControl {
+            let runID = RunRegistry.newRunID()
+            options.runID = runID
+            listeners = try bindControl(runID: runID, rootless: false)
+        }
+        defer { listeners?.removeFiles() }
         let runner = ScenarioRunner(scenario: scenario, options: options)
+        let api = ControlAPI(finish: { runner.finish() })
+        var server: ControlServer?
+        if let listeners {
+            let started = ControlServer(api: api)
+            do {
+                try started.start(listeners)
+            } catch {
+                started.shutdown()
+                printError("roam run: error: cannot serve the control API: \(error)")
+                throw ExitCode.badInput
+            }
+            server = started
+        }
 
         // SIGINT and SIGTERM go to one thread that stops the run; every other thread (and so
         // every thread the run starts) has them blocked.
@@ -124,9 +165,15 @@ struct RunCommand: ParsableCommand {
 
         let console = ProgressConsole(enabled: !quiet, rootless: Rootless.hasEntered)
         let result: RunReport
+        let announcement = listeners.map { ControlAnnouncement(listeners: $0) }
         do {
-            result = try runner.run { progress in console.show(progress) }
+            result = try runner.run(progress: { progress in console.show(progress) }, started: { network in
+                api.started(network)
+                if let announcement { announcement.announce(reportDirectory: network.reportDirectory) }
+            })
         } catch {
+            api.ended(.object([("error", .string(error.message))]))
+            server?.shutdown()
             console.clear()
             // A refusal of the scenario itself is placed in the file, as the reader's are.
             if error.code == .invalidScenario {
@@ -137,6 +184,9 @@ struct RunCommand: ParsableCommand {
             }
             throw ExitCode.badInput
         }
+        api.ended(.object([("reportDirectory", .string(result.reportDirectory)), ("summary", .string(result.reportDirectory + "/summary.json")),
+                           ("passed", .bool(result.passed)), ("cancelled", .bool(result.cancelled))]))
+        server?.shutdown()
         console.clear()
         writeLine(RunTable.render(result))
         let signal = received.load(ordering: .relaxed)
@@ -152,7 +202,20 @@ extension RunCommand {
     /// `roam exec` finds it (a registry another user made first is refused, and the run goes on
     /// without it), chooses its run id, and opens its report directory, so that the report lands
     /// where the host sees the path (the run's private `/run` would hide it). Then it enters.
-    func prepareRootless(_ options: inout RunOptions, scenario: Scenario) throws {
+    /// The control API's listeners for run `runID`, or exit 2 with why not.
+    func bindControl(runID: String, rootless: Bool) throws -> ControlListeners {
+        do {
+            let directory = try ControlListeners.directory(rootless: rootless, creating: true)
+            return try ControlListeners(directory: directory, runID: runID, port: controlPort)
+        } catch let error as SafePathError {
+            printError("roam run: error: cannot place the control socket: \(error.message)")
+        } catch {
+            printError("roam run: error: \(error)")
+        }
+        throw ExitCode.badInput
+    }
+
+    func prepareRootless(_ options: inout RunOptions, scenario: Scenario, beforeEntering: (String) throws -> Void = { _ in }) throws {
         do {
             try Rootless.preflight()
         } catch {
@@ -174,6 +237,7 @@ extension RunCommand {
             printError("roam run: error: \(error.message)")
             throw ExitCode.badInput
         }
+        try beforeEntering(runID)
         do {
             try Rootless.enter()
         } catch {
@@ -331,5 +395,29 @@ enum RunTable {
 extension String {
     func padding(toLength length: Int) -> String {
         count >= length ? self : self + String(repeating: " ", count: length - count)
+    }
+}
+
+/// Where a run's control API is, said once the run is at time zero: one JSON line on standard
+/// output (for programs that start runs, such as the Python client), and on standard error
+/// for people, with the token of the loopback port (shown only here).
+final class ControlAnnouncement: Sendable {
+    let listeners: ControlListeners
+
+    init(listeners: ControlListeners) {
+        self.listeners = listeners
+    }
+
+    func announce(reportDirectory: String) {
+        var members: [(String, JSONValue)] = [("runId", .string(listeners.runID)), ("socket", .string(listeners.socketPath))]
+        if let tcp = listeners.tcp {
+            members.append(("url", .string("http://127.0.0.1:\(tcp.port)")))
+            if let tokenPath = listeners.tokenPath { members.append(("tokenFile", .string(tokenPath))) }
+        }
+        members.append(("reportDirectory", .string(reportDirectory)))
+        writeLine(JSONValue.object([("control", .object(members))]).serialized)
+        var text = "roam run: control API on \(listeners.socketPath) (roam ctl \(listeners.runID) ...)"
+        if let tcp = listeners.tcp { text += " and http://127.0.0.1:\(tcp.port) with Authorization: Bearer \(tcp.token)" }
+        printError(text)
     }
 }

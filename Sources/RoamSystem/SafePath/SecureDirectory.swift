@@ -45,6 +45,8 @@ public final class SecureDirectory: Sendable {
     public let path: String
     /// An `O_PATH` descriptor of the directory.
     private let descriptor: Int32
+    /// The directory's descriptor, for calls relative to it (binding a socket in it).
+    package var rawDescriptor: Int32 { descriptor }
     /// Whether the last component was made by this open.
     public let wasCreated: Bool
     /// The directory's owner and mode bits, from its descriptor.

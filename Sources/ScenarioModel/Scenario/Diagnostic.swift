@@ -118,6 +118,15 @@ final class DiagnosticCollector {
     /// Whether further diagnostics are only counted.
     var isFull: Bool { diagnostics.count >= Self.maximumDiagnostics }
 
+    /// Every diagnostic in the order of the text (the note of those left out last).
+    var sortedDiagnostics: [ScenarioDiagnostic] {
+        var sorted = diagnostics.enumerated().sorted { lhs, rhs in
+            (lhs.element.line, lhs.element.column, lhs.offset) < (rhs.element.line, rhs.element.column, rhs.offset)
+        }.map(\.element)
+        if let note = omissionNote { sorted.append(note) }
+        return sorted
+    }
+
     var hasErrors: Bool { omittedErrors || diagnostics.contains { $0.severity == .error } }
 }
 

@@ -6,13 +6,38 @@ import Yams
 extension ScenarioDecoder {
     func timeline(_ node: Node, links: [LinkSpec], networks: [NetworkSpec] = [], duration: Duration?) -> [TimelineEvent]? {
         guard let items = list(node, "timeline") else { return nil }
-        let linkActions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
         let linkNames = Set(links.map(\.name))
         let networksByName = Dictionary(networks.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var events: [(event: TimelineEvent, node: Node)] = []
         for item in items {
-            guard var event = fields(item, "a timeline event") else { continue }
-            let at = take(&event, "at", required: true) { self.duration($0, "at") }
+            events += timelineEvents(item, linkNames: linkNames, networksByName: networksByName, duration: duration)
+        }
+        checkOrder(events)
+        // Time order; events at the same time keep file order (the sort is made stable by index).
+        let sorted = events.enumerated().sorted { ($0.element.event.at, $0.offset) < ($1.element.event.at, $1.offset) }.map(\.element)
+        checkCarrierAndBlackholes(sorted)
+        checkExpansion(sorted)
+        return sorted.map(\.event)
+    }
+
+    /// The events of one timeline item (a `for:` span adds the event that ends it). `liveAt`:
+    /// a change sent while a run plays (the control API), which happens then and names no `at`.
+    func timelineEvents(_ item: Node, linkNames: Set<String>, networksByName: [String: NetworkSpec], duration: Duration?,
+                        liveAt: Duration? = nil) -> [(event: TimelineEvent, node: Node)] {
+        let linkActions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
+        var events: [(event: TimelineEvent, node: Node)] = []
+        do {
+            guard var event = fields(item, "a timeline event") else { return [] }
+            let at: Duration?
+            if let liveAt {
+                if let atNode = event.keyNode("at") {
+                    error("a live change happens when it is sent: remove at", at: atNode)
+                    _ = event.take("at")
+                }
+                at = liveAt
+            } else {
+                at = take(&event, "at", required: true) { self.duration($0, "at") }
+            }
             // An event names a link, or a network (all its members' radios, or one member's with `node`).
             var targets: [String]?
             var network: NetworkSpec?
@@ -157,12 +182,7 @@ extension ScenarioDecoder {
                 }
             }
         }
-        checkOrder(events)
-        // Time order; events at the same time keep file order (the sort is made stable by index).
-        let sorted = events.enumerated().sorted { ($0.element.event.at, $0.offset) < ($1.element.event.at, $1.offset) }.map(\.element)
-        checkCarrierAndBlackholes(sorted)
-        checkExpansion(sorted)
-        return sorted.map(\.event)
+        return events
     }
 
     /// Events listed out of time order play in time order; say so once, where it first happens.
@@ -250,7 +270,7 @@ extension ScenarioDecoder {
 
     /// Refuses a timeline that expands to more link changes than ``ScenarioLimits/maximumChanges``
     /// (a ramp makes one per step, a flap two per period), at the event that crosses the bound.
-    private func checkExpansion(_ events: [(event: TimelineEvent, node: Node)]) {
+    func checkExpansion(_ events: [(event: TimelineEvent, node: Node)]) {
         var total = 0
         for (event, node) in events {
             let count = TimelineSchedule.changeCount(of: event)
@@ -318,9 +338,20 @@ extension ScenarioDecoder {
             }
             return fraction
         } ?? 0.5
-        let until = take(&flap, "until") { self.duration($0, "until") }
-        finish(flap, known: ["period", "duty", "until"])
+        var until = take(&flap, "until") { self.duration($0, "until") }
+        if let forNode = flap.keyNode("for") {
+            let span = take(&flap, "for") { self.duration($0, "for", allowZero: false) }
+            if until != nil {
+                error("a flap ends at until or after for, not both", at: forNode)
+            } else if let span, let at {
+                until = at + span
+            }
+        }
+        finish(flap, known: ["period", "duty", "until", "for"])
         let end = until ?? duration
+        if end == nil, until == nil, !flap.has("for") {
+            error("this flap has no end: the run is open-ended; give it for: DURATION or until: TIME", at: node)
+        }
         if let until, let at, until <= at {
             error("until (\(until.roamDescription)) must come after the event's at (\(at.roamDescription))", at: node)
             return nil

@@ -40,25 +40,35 @@ public enum ScenarioReader {
         // A byte-order mark starts many files saved on Windows; YAML readers ignore it.
         let source = text.hasPrefix("\u{FEFF}") ? String(text.unicodeScalars.dropFirst()) : text
         let collector = DiagnosticCollector(file: file, source: source)
+        guard let root = compose(source, collector: collector, empty: "the file is empty; a scenario needs at least name, duration and nodes") else {
+            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+        }
+        let scenario = ScenarioDecoder(collector, baseDirectory: baseDirectory, scenarioOwner: scenarioOwner).scenario(root)
+        return Outcome(scenario: collector.hasErrors ? nil : scenario, diagnostics: collector.sortedDiagnostics)
+    }
+
+    /// The YAML tree of `source`, or nil after reporting why not: control characters, syntax,
+    /// aliases that expand past the budget, tags; `empty` says what an empty text lacks.
+    static func compose(_ source: String, collector: DiagnosticCollector, empty: String) -> Node? {
         if let (line, column, scalar) = firstUnprintable(in: source) {
             let name = scalar.value == 0 ? "a NUL byte" : "the control character U+\(String(scalar.value, radix: 16, uppercase: true).leftPadded(to: 4))"
             collector.error("\(name) is not allowed in YAML; remove it (write it as an escape such as \"\\t\" inside a double-quoted string)",
                             line: line, column: column)
-            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+            return nil
         }
         let root: Node?
         do {
             root = try Yams.compose(yaml: source, .basic)
         } catch let error as YamlError {
             report(error, to: collector)
-            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+            return nil
         } catch {
             collector.error("cannot parse YAML: \(error)", line: 1, column: 1)
-            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+            return nil
         }
         guard let root else {
-            collector.error("the file is empty; a scenario needs at least name, duration and nodes", line: 1, column: 1)
-            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+            collector.error(empty, line: 1, column: 1)
+            return nil
         }
         // Aliases share what they name, so a small file can stand for a huge tree (an anchored
         // mapping aliased a thousand times, aliases of aliases): refused before it is walked.
@@ -67,20 +77,15 @@ public enum ScenarioReader {
         guard count <= budget else {
             collector.error("the file's aliases (*name) expand to more than \(budget) values; Roam reads at most 4 per byte of the file "
                 + "(plus 1024): write the repeated parts out, or alias less", line: 1, column: 1)
-            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+            return nil
         }
         // A tag (`!secret 5`) would be ignored by a reader that reads every value as text: say so.
         if let tagged {
             collector.error("YAML tag '\(escapedForMessage(tagged.tag.rawValue))' is not one Roam reads (a scenario's values are plain "
                 + "text, numbers with units and lists); remove it", line: tagged.line, column: tagged.column)
-            return Outcome(scenario: nil, diagnostics: collector.diagnostics)
+            return nil
         }
-        let scenario = ScenarioDecoder(collector, baseDirectory: baseDirectory, scenarioOwner: scenarioOwner).scenario(root)
-        var sorted = collector.diagnostics.enumerated().sorted { lhs, rhs in
-            (lhs.element.line, lhs.element.column, lhs.offset) < (rhs.element.line, rhs.element.column, rhs.offset)
-        }.map(\.element)
-        if let note = collector.omissionNote { sorted.append(note) }
-        return Outcome(scenario: collector.hasErrors ? nil : scenario, diagnostics: sorted)
+        return root
     }
 
     /// The most values (scalars, mappings, lists, with aliases expanded) a file of `bytes` may

@@ -23,6 +23,8 @@ public struct ScheduledChange: Sendable, Hashable {
     /// For a ramp, the step (1...stepCount); otherwise nil.
     public var step: Int?
     public var stepCount: Int?
+    /// Sent while the run played (its control API), not written in the scenario's timeline.
+    public var live = false
 }
 
 /// A scenario's timeline expanded into the changes a backend applies: ramps cut into steps of at
@@ -102,9 +104,27 @@ public struct TimelineSchedule: Sendable, Hashable {
             }
         }
         self.initial = initial
+        changes = Self.expand(scenario.timeline, scenario: scenario, state: &state)
+    }
 
+    /// The changes that live `events` (``LiveChange``) make to links whose conditions are now
+    /// `state` (each link's, per direction): resolved as the timeline's own events are, from
+    /// that state (a ramp starts where the link is now), each marked ``ScheduledChange/live``.
+    public static func liveChanges(_ events: [TimelineEvent], scenario: Scenario,
+                                   from state: [String: [TrafficDirection: LinkConditions]]) -> [ScheduledChange] {
+        var state = state
+        return expand(events, scenario: scenario, state: &state).map { change in
+            var change = change
+            change.live = true
+            return change
+        }
+    }
+
+    /// `events` expanded into changes, each resolved from `state`, which follows them.
+    private static func expand(_ events: [TimelineEvent], scenario: Scenario,
+                               state: inout [String: [TrafficDirection: LinkConditions]]) -> [ScheduledChange] {
         var pending: [Pending] = []
-        for (index, event) in scenario.timeline.enumerated() {
+        for (index, event) in events.enumerated() {
             let directions: [TrafficDirection] = switch event.direction {
             case .both: [.up, .down]
             case .up: [.up]
@@ -194,7 +214,7 @@ public struct TimelineSchedule: Sendable, Hashable {
                                                action: item.action, line: item.line, step: step?.0, stepCount: step?.1))
             }
         }
-        self.changes = changes
+        return changes
     }
 }
 

@@ -239,7 +239,7 @@ final class RunSession {
     /// Sets time zero (``ScenarioRunner/lead`` from now) and writes the timeline's first events:
     /// the run, the links' initial conditions, and the paths the monitors published so far.
     func startLog() throws(SimulatorError) -> RunLog {
-        let log = try RunLog(start: .now + ScenarioRunner.lead, directory: report)
+        let log = try RunLog(start: .now + ScenarioRunner.lead, directory: report, holdingEvents: options.holdsEvents)
         self.log = log
         wallStart = RFC3339.now()
         log.record(.run(.started(scenario: scenario.name, runID: runID, seed: seed, backend: selection.kind.rawValue, duration: scenario.duration)),
@@ -388,7 +388,7 @@ final class RunSession {
         if let started {
             started(RunningNetwork(runID: runID, seed: seed, backend: selection.kind, reportDirectory: directory, start: log.start, plan: plan,
                                    namespaces: plan.nodes.reduce(into: [:]) { $0[$1.name] = topology.namespace(of: $1.name) },
-                                   monitors: monitorOf, log: log))
+                                   monitors: monitorOf, log: log, scenario: scenario, player: player, isOpen: options.hold))
         }
         sampleUntilTheEnd(log: log, player: player, progress: progress)
         let cancelled = isCancelled()
@@ -403,7 +403,10 @@ final class RunSession {
 
     /// The run's own loop: sample every interval, stop workloads at their time, end on time.
     private func sampleUntilTheEnd(log: RunLog, player: TimelinePlayer, progress: (@Sendable (RunProgress) -> Void)?) {
-        let end = log.start + scenario.duration
+        let scenarioEnd = log.start + scenario.duration
+        // Held open: the network stays until the run is stopped (checked once a day of waiting).
+        let end = options.hold ? MonotonicInstant.now + .seconds(100 * 365 * 86_400) : scenarioEnd
+        var heldSince: MonotonicInstant?
         var nextSample = log.start + options.sampleInterval
         var previous: [Int64] = drivers.map { _ in 0 }
         var lastSampleAt = log.start
@@ -413,6 +416,10 @@ final class RunSession {
             let nextStop = pendingStops.map(\.1).min() ?? end
             guard stop.wait(until: min(nextSample, nextStop, end)) else { break }
             let now = MonotonicInstant.now
+            if options.hold, heldSince == nil, now >= scenarioEnd {
+                heldSince = now
+                log.record(.mark(text: "the scenario's timeline is over; the network is held until the run is stopped", node: nil))
+            }
             for (index, at) in pendingStops where at <= now {
                 drivers[index].stop.signal()
                 stopped.insert(index)

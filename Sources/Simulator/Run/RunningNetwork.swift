@@ -2,6 +2,7 @@ import Netlink
 import PathMonitor
 import RoamReport
 import RoamSystem
+import ScenarioModel
 
 /// A scenario's network while it runs: each node's namespace, addresses and path, for code that
 /// runs alongside the scenario's own workloads (``ScenarioRunner/run(progress:started:)``).
@@ -16,7 +17,12 @@ public struct RunningNetwork: Sendable {
     package let plan: TopologyPlan
     let namespaces: [String: NetworkNamespace]
     let monitors: [String: NetworkPathMonitor]
-    let log: RunLog
+    package let log: RunLog
+    /// The scenario as it plays (time-scaled when the run is).
+    package let scenario: Scenario
+    package let player: TimelinePlayer
+    /// The run goes on past the scenario's duration until it is stopped (``RunOptions/hold``).
+    package let isOpen: Bool
 
     /// The namespace of `node`, nil when the scenario has no such node.
     public func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }
@@ -41,4 +47,16 @@ public struct RunningNetwork: Sendable {
     public func mark(_ text: String, node: String? = nil) {
         log.record(.mark(text: text, node: node))
     }
+
+    /// Reads `text` as a live change to `target` (``LiveChange``) and applies it now: what is
+    /// due now before this returns (``AppliedChange/failure`` says what the backend refused),
+    /// the rest in time. Nil changes when the text was refused (the outcome's diagnostics say why).
+    package func applyLive(_ text: String, to target: LiveChange.Target) -> (outcome: LiveChange.Outcome, applied: [AppliedChange]) {
+        let outcome = LiveChange.read(text, target: target, scenario: scenario, at: max(log.elapsed, .zero), open: isOpen)
+        guard let events = outcome.events else { return (outcome, []) }
+        return (outcome, player.applyLive(events, scenario: scenario))
+    }
+
+    /// What each link is doing now: carrier and each direction's conditions.
+    package var linkStates: [String: TimelinePlayer.LinkState] { player.linkStates }
 }

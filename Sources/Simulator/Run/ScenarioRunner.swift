@@ -47,6 +47,13 @@ public struct RunOptions: Sendable {
     /// all of them together. What does not fit is left out and noted in the report.
     public var outputLimits = OutputLimits()
 
+    /// Keeps the network up after the scenario's duration (its timeline and workloads over)
+    /// until the run is ended by ``ScenarioRunner/finish()`` or ``ScenarioRunner/cancel()``:
+    /// for interactive and long tests driven from outside (`roam run --hold`).
+    public var hold = false
+    /// Holds the run's latest events in memory for live readers (its control API).
+    package var holdsEvents = false
+
     /// For a rootless run (``Rootless``): the registry, opened on the host, where the run also
     /// notes its process, so that `roam exec RUN NODE` finds its namespaces from another shell.
     package var hostRegistry: RunRegistry?

@@ -30,6 +30,13 @@ package final class TimelinePlayer: Sendable {
     private nonisolated(unsafe) let backend: any LinkBackend
     private nonisolated(unsafe) let tagger: LinkTagger?
     private nonisolated(unsafe) let membership: (any NetworkEventHandler)?
+    /// Changes sent while the run plays (``applyLive(_:scenario:)``) that are still to come (a
+    /// live ramp's later steps, a live flap), in time order.
+    private let live = Mutex<[ScheduledChange]>([])
+    /// Wakes the player when ``live`` changes.
+    private let liveSignal: EventSignal?
+    /// Held while a change is applied: the player's thread and live controllers take turns.
+    private let applying = Mutex<Void>(())
 
     /// What a link is doing now, for progress lines.
     package struct LinkState: Sendable {
@@ -58,6 +65,7 @@ package final class TimelinePlayer: Sendable {
         self.log = log
         self.stop = stop
         self.states = Mutex(Self.initialStates(of: schedule))
+        liveSignal = try? EventSignal()
     }
 
     /// What each link is doing at the start of `schedule`.
@@ -92,55 +100,111 @@ package final class TimelinePlayer: Sendable {
         player?.join()
     }
 
+    /// Applies `events` (a change sent while the run plays, ``LiveChange``) now: resolved from
+    /// each link's current conditions, what is due now applied before this returns, the rest (a
+    /// ramp's later steps, a flap) played by the player's thread in time. A live change to a link
+    /// replaces what is left of an earlier live change to it; the timeline's own later changes
+    /// still play as written. Live changes and the timeline's take turns, one change at a time.
+    /// Returns what was applied now.
+    package func applyLive(_ events: [TimelineEvent], scenario: Scenario) -> [AppliedChange] {
+        guard let first = events.map(\.at).min() else { return [] }
+        return applying.withLock { _ -> [AppliedChange] in
+            let current = states.withLock { states in
+                states.mapValues { [TrafficDirection.up: $0.up, TrafficDirection.down: $0.down] }
+            }
+            let changes = TimelineSchedule.liveChanges(events, scenario: scenario, from: current)
+            let links = Set(changes.map(\.link))
+            let now = changes.filter { $0.at <= first }
+            let later = changes.filter { $0.at > first }
+            live.withLock { queue in
+                queue.removeAll { links.contains($0.link) }
+                queue.append(contentsOf: later)
+                queue.sort { $0.at < $1.at }
+            }
+            if !later.isEmpty { liveSignal?.signal() }
+            return now.map { perform($0) }
+        }
+    }
+
     private func play() {
-        for change in schedule.changes {
-            guard stop.wait(until: log.start + change.at) else { return }
+        var next = 0
+        let changes = schedule.changes
+        while true {
+            liveSignal?.reset()
+            let dueLive = live.withLock { $0.first?.at }
+            let dueStatic = next < changes.count ? changes[next].at : nil
+            let due = [dueLive, dueStatic].compactMap { $0 }.min()
+            // Nothing planned: wait for a live change (or the end of the run).
+            let deadline = due.map { log.start + $0 } ?? .now + .seconds(3600)
+            let extra = liveSignal.map { [$0.pollEntry] } ?? []
+            guard stop.wait(until: deadline, wakingOn: extra) else { return }
+            guard let due, log.elapsed >= due else { continue }
+            // The timeline's change first when both are due at once.
+            if let dueStatic, dueStatic <= due {
+                let change = changes[next]
+                next += 1
+                applying.withLock { _ in _ = perform(change) }
+            } else {
+                applying.withLock { _ in
+                    let change = live.withLock { queue -> ScheduledChange? in
+                        guard let first = queue.first, first.at <= due else { return nil }
+                        return queue.removeFirst()
+                    }
+                    if let change { _ = perform(change) }
+                }
+            }
+        }
+    }
+
+    /// Applies one change through the backend (or the network's gateway), records it, and
+    /// retags the link when its quality grade changed. Called with ``applying`` held.
+    private func perform(_ change: ScheduledChange) -> AppliedChange {
+        var failure: String?
+        do throws(SimulatorError) {
+            switch change.change {
+            case .carrier(let up):
+                // A phone's resolver moves off a network before its carrier goes, and back
+                // after it returns.
+                if !up { try membership?.carrierChanged(false, link: change.link) }
+                try backend.setCarrier(up, link: change.link)
+                if up { try membership?.carrierChanged(true, link: change.link) }
+            case .membership(let joins):
+                guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' joins no network in this run") }
+                try membership.setMembership(joins, link: change.link)
+            case .network(let action):
+                guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' is part of no network in this run") }
+                try membership.apply(action, link: change.link)
+            case .conditions(let direction, let conditions):
+                try backend.apply(conditions, link: change.link, direction: direction)
+            }
+        } catch {
+            failure = error.message
+        }
+        let actual = log.elapsed
+        var regraded: LinkQuality?
+        if failure == nil {
+            regraded = states.withLock { states -> LinkQuality? in
+                guard let before = states[change.link]?.quality else { return nil }
+                switch change.change {
+                case .carrier(let up), .membership(let up): states[change.link]?.carrier = up
+                case .network: break
+                case .conditions(.up, let conditions): states[change.link]?.up = conditions
+                case .conditions(.down, let conditions): states[change.link]?.down = conditions
+                }
+                let after = states[change.link]?.quality
+                return after == before ? nil : after
+            }
+        }
+        log.applied(change, actual: actual, failure: failure)
+        if let regraded, let tagger {
             var failure: String?
             do throws(SimulatorError) {
-                switch change.change {
-                case .carrier(let up):
-                    // A phone's resolver moves off a network before its carrier goes, and back
-                    // after it returns.
-                    if !up { try membership?.carrierChanged(false, link: change.link) }
-                    try backend.setCarrier(up, link: change.link)
-                    if up { try membership?.carrierChanged(true, link: change.link) }
-                case .membership(let joins):
-                    guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' joins no network in this run") }
-                    try membership.setMembership(joins, link: change.link)
-                case .network(let action):
-                    guard let membership else { throw SimulatorError(.invalidScenario, "'\(change.link)' is part of no network in this run") }
-                    try membership.apply(action, link: change.link)
-                case .conditions(let direction, let conditions):
-                    try backend.apply(conditions, link: change.link, direction: direction)
-                }
+                try tagger.tag(change.link, quality: regraded)
             } catch {
                 failure = error.message
             }
-            let actual = log.elapsed
-            var regraded: LinkQuality?
-            if failure == nil {
-                regraded = states.withLock { states -> LinkQuality? in
-                    guard let before = states[change.link]?.quality else { return nil }
-                    switch change.change {
-                    case .carrier(let up), .membership(let up): states[change.link]?.carrier = up
-                    case .network: break
-                    case .conditions(.up, let conditions): states[change.link]?.up = conditions
-                    case .conditions(.down, let conditions): states[change.link]?.down = conditions
-                    }
-                    let after = states[change.link]?.quality
-                    return after == before ? nil : after
-                }
-            }
-            log.applied(change, actual: actual, failure: failure)
-            if let regraded, let tagger {
-                var failure: String?
-                do throws(SimulatorError) {
-                    try tagger.tag(change.link, quality: regraded)
-                } catch {
-                    failure = error.message
-                }
-                log.record(.quality(link: change.link, quality: regraded.rawValue, error: failure))
-            }
+            log.record(.quality(link: change.link, quality: regraded.rawValue, error: failure))
         }
+        return AppliedChange(change: change, actual: actual, failure: failure)
     }
 }

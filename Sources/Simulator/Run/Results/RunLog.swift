@@ -39,11 +39,25 @@ package final class RunLog: Sendable {
         /// run grows by a few words per path, not by a whole path.
         var distinctPaths: Set<NetworkPath> = []
         var lines = 0
+        /// The latest events' lines, for readers of the run while it plays (its control API's
+        /// event stream): event `lines - recent.count + i` is `recent[i]`. Bounded by
+        /// ``heldEvents`` and ``heldBytes``; older ones are in `timeline.jsonl`.
+        var recent: [String] = []
+        var recentStart = 0
+        var recentBytes = 0
+        var holding = false
+        var subscribers: [Int: @Sendable () -> Void] = [:]
+        var nextSubscriber = 0
     }
     private let state: Mutex<State>
 
+    /// The most recent events held in memory for live readers, by count and by bytes.
+    package static let heldEvents = 65_536
+    package static let heldBytes = 32 << 20
+
     /// Logs to `timeline.jsonl` in `directory` (a new file); nil logs to memory only.
-    package init(start: MonotonicInstant, directory: SecureDirectory?) throws(SimulatorError) {
+    /// `holdingEvents`: the latest events are held for ``events(from:limit:)`` from the first.
+    package init(start: MonotonicInstant, directory: SecureDirectory?, holdingEvents: Bool = false) throws(SimulatorError) {
         self.start = start
         var file: FileDescriptor?
         if let directory {
@@ -53,7 +67,9 @@ package final class RunLog: Sendable {
                 throw SimulatorError(error)
             }
         }
-        state = Mutex(State(file: file))
+        var initial = State(file: file)
+        initial.holding = holdingEvents
+        state = Mutex(initial)
     }
 
     deinit {
@@ -65,12 +81,54 @@ package final class RunLog: Sendable {
 
     /// Writes one event at `time` since time zero (now when nil).
     package func record(_ event: RunEvent, at time: Duration? = nil) {
-        let line = RecordedEvent(time: time ?? elapsed, event: event).json.serialized + "\n"
-        state.withLock { state in
+        let text = RecordedEvent(time: time ?? elapsed, event: event).json.serialized
+        let line = text + "\n"
+        let subscribers = state.withLock { state -> [@Sendable () -> Void] in
             state.lines += 1
-            guard let file = state.file else { return }
-            try? writeAll(line.utf8, to: file)
+            if let file = state.file { try? writeAll(line.utf8, to: file) }
+            guard state.holding || !state.subscribers.isEmpty else { return [] }
+            state.recent.append(text)
+            state.recentBytes += text.utf8.count
+            // Dropped from the front in batches, so that each event costs O(1) on average.
+            if state.recent.count > Self.heldEvents || state.recentBytes > Self.heldBytes {
+                let drop = max(state.recent.count / 4, 1)
+                state.recentBytes -= state.recent[..<drop].reduce(0) { $0 + $1.utf8.count }
+                state.recent.removeFirst(drop)
+                state.recentStart += drop
+            }
+            return Array(state.subscribers.values)
         }
+        for wake in subscribers { wake() }
+    }
+
+    /// Events from sequence number `first` on (the first event of a run is 0), at most `limit`:
+    /// their lines (JSON, no newline), the number of the first one returned, and the number
+    /// the next event will have. When `first` is older than what is held, the held ones are
+    /// returned from the oldest, and the caller sees the gap in the numbers.
+    package func events(from first: Int, limit: Int) -> (lines: [String], first: Int, next: Int) {
+        state.withLock { state in
+            let start = max(first, state.recentStart)
+            guard start < state.lines else { return ([], start, state.lines) }
+            let offset = start - state.recentStart
+            let end = min(state.recent.count, offset + limit)
+            return (Array(state.recent[offset..<end]), start, state.lines)
+        }
+    }
+
+    /// Calls `wake` (on the recording thread: it must return at once) after every event from
+    /// now on, until ``unsubscribe(_:)``. Events are held for ``events(from:limit:)`` from the
+    /// first subscription on.
+    package func subscribe(_ wake: @escaping @Sendable () -> Void) -> Int {
+        state.withLock { state in
+            if !state.holding && state.subscribers.isEmpty && state.recent.isEmpty { state.recentStart = state.lines }
+            defer { state.nextSubscriber += 1 }
+            state.subscribers[state.nextSubscriber] = wake
+            return state.nextSubscriber
+        }
+    }
+
+    package func unsubscribe(_ token: Int) {
+        state.withLock { _ = $0.subscribers.removeValue(forKey: token) }
     }
 
     /// Records a link change that was applied (or failed) at `actual`.
@@ -83,8 +141,10 @@ package final class RunLog: Sendable {
         case let .conditions(direction, conditions): .conditions(direction: direction.rawValue, conditions: conditions.json)
         }
         let step = change.step.flatMap { step in change.stepCount.map { "\(step)/\($0)" } }
-        record(.link(RunEvent.LinkChange(link: change.link, action: change.action, kind: kind, planned: change.at, actual: actual, step: step,
-                                         line: change.line, error: failure)), at: actual)
+        var event = RunEvent.LinkChange(link: change.link, action: change.action, kind: kind, planned: change.at, actual: actual, step: step,
+                                        line: change.live ? nil : change.line, error: failure)
+        event.live = change.live
+        record(.link(event), at: actual)
     }
 
     /// How a network event is written in the timeline.

@@ -1,0 +1,308 @@
+import CRoamLinux
+import Glibc
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import RoamCore
+import Synchronization
+
+/// Serves a run's ``ControlAPI`` over HTTP/1.1 on its ``ControlListeners``, with SwiftNIO's HTTP
+/// codec: one event-loop thread, and a small thread pool for what blocks (a live change waits
+/// for the backend). At most ``maximumConnections`` at once; a request's body at most
+/// ``ControlAPI/maximumBodySize``; the peer of a Unix connection must be the run's user, and a
+/// TCP request must carry the token.
+package final class ControlServer: Sendable {
+    package static let maximumConnections = 64
+
+    private let api: ControlAPI
+    private let group: MultiThreadedEventLoopGroup
+    private let pool: NIOThreadPool
+    private let channels = NIOLockedValueBox<[Channel]>([])
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
+
+    package init(api: ControlAPI) {
+        self.api = api
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+    }
+
+    /// Serves on `listeners` (their descriptors are the server's from now on).
+    package func start(_ listeners: ControlListeners) throws {
+        let expectedUID = geteuid()
+        try serve(descriptor: listeners.unixDescriptor, token: nil, peerUID: expectedUID)
+        if let tcp = listeners.tcp {
+            try serve(descriptor: tcp.descriptor, token: tcp.token, peerUID: nil)
+        }
+    }
+
+    private func serve(descriptor: Int32, token: String?, peerUID: uid_t?) throws {
+        let api = api
+        let pool = pool
+        let connections = connections
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .childChannelInitializer { channel in
+                let admitted = connections.withLockedValue { open -> Bool in
+                    guard open.count < Self.maximumConnections else { return false }
+                    open[ObjectIdentifier(channel)] = channel
+                    return true
+                }
+                guard admitted else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in
+                    connections.withLockedValue { _ = $0.removeValue(forKey: ObjectIdentifier(channel)) }
+                }
+                let addHandlers: @Sendable () -> EventLoopFuture<Void> = {
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(ControlHandler(api: api, pool: pool, token: token))
+                    }
+                }
+                guard let peerUID, let provider = channel as? SocketOptionProvider else { return addHandlers() }
+                let credentials: EventLoopFuture<roam_ucred> = provider.unsafeGetSocketOption(level: .init(rawValue: SOL_SOCKET),
+                                                                                          name: .init(rawValue: SO_PEERCRED))
+                return credentials.flatMap { peer in
+                    guard peer.uid == peerUID else { return channel.close() }
+                    return addHandlers()
+                }
+            }
+            .childChannelOption(.allowRemoteHalfClosure, value: false)
+        let channel = try bootstrap.withBoundSocket(descriptor).wait()
+        channels.withLockedValue { $0.append(channel) }
+    }
+
+    /// Stops listening, lets each connection finish what it is answering (an event stream sends
+    /// what is left), closes them and stops the threads.
+    package func shutdown() {
+        let listening = channels.withLockedValue { channels in
+            defer { channels = [] }
+            return channels
+        }
+        for channel in listening { try? channel.close().wait() }
+        let open = connections.withLockedValue { Array($0.values) }
+        for channel in open {
+            channel.pipeline.handler(type: ControlHandler.self).whenComplete { result in
+                switch result {
+                case .success(let handler): handler.drain()
+                case .failure: channel.close(promise: nil)
+                }
+            }
+        }
+        // Bounded: a peer that reads nothing does not hold the run's end.
+        let deadline = NIODeadline.now() + .seconds(2)
+        for channel in open {
+            let closed = channel.closeFuture
+            let timeout = channel.eventLoop.scheduleTask(deadline: deadline) { channel.close(promise: nil) }
+            try? closed.wait()
+            timeout.cancel()
+        }
+        try? group.syncShutdownGracefully()
+        try? pool.syncShutdownGracefully()
+    }
+}
+
+/// One connection: requests in order, each answered from the thread pool; an event stream
+/// holds the connection until the run ends or the client goes.
+final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let api: ControlAPI
+    private let pool: NIOThreadPool
+    private let token: String?
+
+    // Touched on the channel's event loop only.
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+    private var busy = false
+    private var draining = false
+    private var context: ChannelHandlerContext?
+    private var stream: EventStream?
+
+    /// An event stream in progress.
+    private final class EventStream {
+        let source: ControlAPI.EventSource
+        var next: Int
+        var subscription: Int?
+        var scheduled = false
+        init(source: ControlAPI.EventSource, next: Int) {
+            self.source = source
+            self.next = next
+        }
+    }
+
+    init(api: ControlAPI, pool: NIOThreadPool, token: String?) {
+        self.api = api
+        self.pool = pool
+        self.token = token
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if let stream, let subscription = stream.subscription { stream.source.unsubscribe(subscription) }
+        stream = nil
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let requestHead):
+            head = requestHead
+            body = []
+            tooLarge = false
+        case .body(var buffer):
+            guard !tooLarge else { return }
+            if body.count + buffer.readableBytes > ControlAPI.maximumBodySize {
+                tooLarge = true
+                body = []
+            } else if let bytes = buffer.readBytes(length: buffer.readableBytes) {
+                body += bytes
+            }
+        case .end:
+            guard let requestHead = head, !busy, stream == nil else {
+                // A request pipelined behind an event stream or an answer in progress.
+                context.close(promise: nil)
+                return
+            }
+            head = nil
+            if let token, !ControlListeners.authorizes(requestHead.headers.first(name: "authorization"), token: token) {
+                write(.json(status: 401, body: .object([("error", "this port needs Authorization: Bearer TOKEN (the token roam run printed, also in its RUNID.token file)")])),
+                      head: requestHead, context: context)
+                return
+            }
+            if tooLarge {
+                write(ControlAPI.error(413, "a request's body may hold at most \(ControlAPI.maximumBodySize) bytes"), head: requestHead, context: context)
+                return
+            }
+            busy = true
+            let api = api
+            let requestBody = body
+            body = []
+            let loop = context.eventLoop
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            let lastEventID = requestHead.headers.first(name: "last-event-id")
+            let method = requestHead.method.rawValue
+            let target = requestHead.uri
+            pool.submit { _ in
+                api.handle(method: method, target: target, body: requestBody, lastEventID: lastEventID) { answer in
+                    loop.execute {
+                        let handler = bound.value
+                        handler.busy = false
+                        guard let context = handler.context else { return }
+                        handler.write(answer, head: requestHead, context: context)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The server is shutting down: close once what is being answered is sent.
+    func drain() {
+        draining = true
+        guard let context else { return }
+        if let stream {
+            pump(stream, context: context)
+        } else if !busy {
+            context.close(promise: nil)
+        }
+    }
+
+    private func write(_ answer: ControlAPI.Answer, head request: HTTPRequestHead, context: ChannelHandlerContext) {
+        switch answer {
+        case .json(let status, let value):
+            let bytes = Array((value.serialized + "\n").utf8)
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/json")
+            headers.add(name: "Content-Length", value: String(bytes.count))
+            headers.add(name: "Cache-Control", value: "no-store")
+            let keepAlive = request.isKeepAlive && !draining
+            headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: HTTPResponseStatus(statusCode: status), headers: headers))),
+                          promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil)
+            let done = context.writeAndFlushPromise()
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+            if !keepAlive { done.futureResult.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) } }
+        case .events(let source, let from):
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "text/event-stream")
+            headers.add(name: "Cache-Control", value: "no-store")
+            headers.add(name: "Connection", value: "close")
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: .ok, headers: headers))), promise: nil)
+            let stream = EventStream(source: source, next: from)
+            self.stream = stream
+            let loop = context.eventLoop
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            let scheduled = Atomic<Bool>(false)
+            stream.subscription = source.subscribe {
+                // Coalesced: one wake-up in flight at a time, however many events arrive.
+                guard !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+                loop.execute {
+                    scheduled.store(false, ordering: .releasing)
+                    let handler = bound.value
+                    guard let stream = handler.stream, let context = handler.context else { return }
+                    handler.pump(stream, context: context)
+                }
+            }
+            pump(stream, context: context)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if let stream, context.channel.isWritable { pump(stream, context: context) }
+    }
+
+    /// Sends what the stream has not sent while the channel takes it; ends the stream once the
+    /// run has ended and everything is sent (or the server is shutting down).
+    private func pump(_ stream: EventStream, context: ChannelHandlerContext) {
+        var wrote = false
+        while context.channel.isWritable {
+            let batch = stream.source.next(stream.next, 256)
+            if batch.first > stream.next {
+                // Older than what the run holds: say which were skipped, so the reader knows.
+                let gap = "event: gap\ndata: {\"from\":\(stream.next),\"to\":\(batch.first)}\n\n"
+                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: gap)))), promise: nil)
+                wrote = true
+            }
+            if batch.lines.isEmpty {
+                stream.next = max(stream.next, batch.first)
+                if draining || !stream.source.follow || stream.source.ended() {
+                    context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+                    if let subscription = stream.subscription { stream.source.unsubscribe(subscription) }
+                    stream.subscription = nil
+                    self.stream = nil
+                    return
+                }
+                break
+            }
+            var buffer = context.channel.allocator.buffer(capacity: batch.lines.reduce(0) { $0 + $1.utf8.count + 48 })
+            for (offset, line) in batch.lines.enumerated() {
+                buffer.writeString("id: \(batch.first + offset)\nevent: \(Self.type(of: line))\ndata: ")
+                buffer.writeString(line)
+                buffer.writeString("\n\n")
+            }
+            stream.next = batch.first + batch.lines.count
+            context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+            wrote = true
+        }
+        if wrote { context.flush() }
+    }
+
+    /// The `type` of a timeline line (`{"t":…,"type":"link",…}`), for the SSE event name.
+    static func type(of line: String) -> String {
+        guard let start = line.range(of: ",\"type\":\"")?.upperBound, let end = line[start...].firstIndex(of: "\"") else { return "message" }
+        let name = line[start..<end]
+        return name.isEmpty || name.count > 32 ? "message" : String(name)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+}
+
+extension ChannelHandlerContext {
+    fileprivate func writeAndFlushPromise() -> EventLoopPromise<Void> { eventLoop.makePromise() }
+}

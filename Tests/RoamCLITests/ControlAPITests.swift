@@ -1,0 +1,210 @@
+import Foundation
+import Glibc
+import RoamReport
+import Simulator
+import TestSupport
+import Testing
+
+/// `roam run --control` and `roam ctl` on real runs: what the API answers, what a change does to
+/// the link and the timeline, who may connect, and the end of a run. curl is the other client
+/// (the Python client's tests are in clients/python).
+@Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
+                "needs root, the built roam, and /dev/net/tun"), .serialized)
+final class ControlAPITests: @unchecked Sendable {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+    let base = "/tmp/roam-control-\(getpid())-\(UUID().uuidString.prefix(8))"
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        chmod(base, 0o777)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: base) }
+
+    /// A held run of walk-out-of-home at a quarter of its time, with its API; the JSON line
+    /// it announced itself with.
+    struct Started {
+        let command: RunningCommand
+        let runID: String
+        let socket: String
+        let url: String?
+        let tokenFile: String?
+    }
+
+    func start(_ extra: [String] = [], asUser: String? = nil) throws -> Started {
+        let arguments = ["run", NetemHost.root + "/scenarios/walk-out-of-home.yaml", "--backend", "userspace", "--control", "--hold", "--quiet",
+                         "--time-scale", "0.25", "--report", "\(base)/report-\(UUID().uuidString.prefix(8))"] + extra
+        let command: RunningCommand
+        if let asUser {
+            command = try RunningCommand("/usr/bin/setpriv", ["--reuid", asUser, "--regid", "nogroup", "--clear-groups", "env", "-u", "XDG_RUNTIME_DIR", roam] + arguments)
+        } else {
+            command = try RunningCommand(roam, arguments)
+        }
+        guard let line = command.lines.waitForLast(timeout: 60, { $0.hasPrefix("{\"control\"") }) else {
+            _ = command.stop(with: SIGKILL)
+            throw Failure("roam run --control said nothing: \(command.errors.values.joined(separator: "\n"))")
+        }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let control = try #require(object["control"] as? [String: Any])
+        return Started(command: command, runID: try #require(control["runId"] as? String), socket: try #require(control["socket"] as? String),
+                       url: control["url"] as? String, tokenFile: control["tokenFile"] as? String)
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// curl over the run's socket: status and body.
+    func curl(_ started: Started, _ method: String, _ path: String, body: String? = nil, asUser: String? = nil) throws -> (status: Int, body: String) {
+        var arguments = ["-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "20", "--unix-socket", started.socket, "-X", method, "http://roam" + path]
+        if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }
+        let result = asUser.map { user in try? RunningCommand.run("/usr/bin/setpriv", ["--reuid", user, "--regid", "nogroup", "--clear-groups", "/usr/bin/curl"] + arguments) }
+            ?? (try? RunningCommand.run("/usr/bin/curl", arguments))
+        let output = try #require(result).output
+        let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    func json(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    func ctl(_ started: Started, _ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        try RunningCommand.run(roam, ["ctl", started.runID] + arguments, timeout: 60)
+    }
+
+    @Test func aLiveChangeIsAppliedRecordedAndRefusedAsTheReaderRefusesIt() throws {
+        let run = try start()
+        defer { _ = run.command.stop(with: SIGKILL) }
+        let info = json(try curl(run, "GET", "/v1/run").body)
+        #expect(info["runId"] as? String == run.runID)
+        #expect((info["links"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["wifi", "cell"])
+
+        // A change in the timeline's vocabulary: applied before the answer, and in the link's state.
+        let set = try curl(run, "POST", "/v1/links/wifi", body: #"{"set": {"delay": "250ms", "loss": "3%"}, "direction": "down"}"#)
+        #expect(set.status == 200, "\(set.body)")
+        let link = json(try curl(run, "GET", "/v1/links/wifi").body)
+        #expect((link["down"] as? [String: Any])?["delayMs"] as? Double == 250)
+        #expect((link["up"] as? [String: Any])?["delayMs"] as? Double != 250)
+
+        // roam ctl's words make the same change; the carrier goes, and the node sees it.
+        let down = try ctl(run, ["link", "wifi", "down"])
+        #expect(down.status == 0, "\(down.error)")
+        let shown = try RunningCommand.run(roam, ["exec", run.runID, "phone", "--", "ip", "-o", "link", "show", "wifi"])
+        #expect(shown.output.contains("NO-CARRIER") || shown.output.contains("state DOWN"), "\(shown.output)")
+        let up = try ctl(run, ["link", "wifi", "up"])
+        #expect(up.status == 0, "\(up.error)")
+
+        // Refused with the scenario reader's own messages, placed in the body; nothing changes.
+        let bad = try curl(run, "POST", "/v1/links/wifi", body: #"{"set": {"delay": "soon"}}"#)
+        #expect(bad.status == 400)
+        #expect(bad.body.contains("'soon' is not a duration"), "\(bad.body)")
+        #expect(bad.body.contains(#""line":1"#), "\(bad.body)")
+        let withAt = try curl(run, "POST", "/v1/links/wifi", body: #"{"at": "3s", "down": true}"#)
+        #expect(withAt.status == 400 && withAt.body.contains("remove at"), "\(withAt.body)")
+        let unknown = try curl(run, "POST", "/v1/links/wlan0", body: #"{"down": true}"#)
+        #expect(unknown.status == 404 && unknown.body.contains("links: wifi, cell"), "\(unknown.body)")
+        let notJSON = try curl(run, "POST", "/v1/links/wifi", body: "[1, 2")
+        #expect(notJSON.status == 400, "\(notJSON.body)")
+        let huge = try curl(run, "POST", "/v1/links/wifi", body: "{\"set\": {\"delay\": \"1ms\"}, \"x\": \"" + String(repeating: "a", count: 70_000) + "\"}")
+        #expect(huge.status == 413, "\(huge.body)")
+        #expect(try curl(run, "DELETE", "/v1/links/wifi").status == 405)
+        #expect(try curl(run, "GET", "/v1/nothing").status == 404)
+        let ctlBad = try ctl(run, ["link", "wifi", "set", "delay=soon"])
+        #expect(ctlBad.status == 2 && ctlBad.error.contains("'soon' is not a duration"), "\(ctlBad.error)")
+        #expect(json(try curl(run, "GET", "/v1/links/wifi").body)["carrier"] as? String == "up")
+
+        // The path of a node, as roam monitor --json prints it.
+        let path = json(try curl(run, "GET", "/v1/nodes/phone/path").body)
+        #expect(path["status"] as? String == "satisfied")
+        #expect(try curl(run, "GET", "/v1/nodes/router/path").status == 404)
+
+        // Every live change is in the event stream and in timeline.jsonl, marked live.
+        let events = try ctl(run, ["events"])
+        let live = events.output.split(separator: "\n").filter { $0.contains(#""live":true"#) }
+        #expect(live.count == 3, "the set (one direction), down and up: \(live)")
+
+        let stop = try ctl(run, ["stop"])
+        #expect(stop.status == 0, "\(stop.error)")
+        let report = json(stop.output)
+        let directory = try #require(report["reportDirectory"] as? String)
+        #expect(run.command.waitForExit(timeout: 60) == 0)
+        let timeline = NetemHost.text(directory + "/timeline.jsonl")
+        #expect(timeline.split(separator: "\n").filter { $0.contains(#""live":true"#) }.count == live.count)
+        // The socket goes with the run.
+        #expect(access(run.socket, F_OK) != 0)
+        let after = try ctl(run, ["info"])
+        #expect(after.status == 2 && after.error.contains("no control API for run"), "\(after.error)")
+    }
+
+    @Test func onlyTheRunsUserReachesItsSocketAndTheLoopbackPortNeedsTheToken() throws {
+        let run = try start(["--control-port", "0"])
+        defer { _ = run.command.stop(with: SIGKILL) }
+        var status = stat()
+        #expect(lstat(run.socket, &status) == 0 && status.st_mode & 0o777 == 0o600 && status.st_uid == 0)
+        // Another user cannot connect (the socket and its directory are root's alone).
+        let other = try curl(run, "GET", "/v1/run", asUser: "nobody")
+        #expect(other.status == 0, "nobody got \(other.status): \(other.body)")
+        // The loopback port answers only with the token from the file beside the socket.
+        let url = try #require(run.url)
+        let tokenFile = try #require(run.tokenFile)
+        #expect(lstat(tokenFile, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        let token = NetemHost.text(tokenFile).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(token.count == 64)
+        let without = try RunningCommand.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", url + "/v1/run"])
+        #expect(without.output == "401")
+        let wrong = try RunningCommand.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Authorization: Bearer " + String(repeating: "0", count: 64), url + "/v1/run"])
+        #expect(wrong.output == "401")
+        let with = try RunningCommand.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Authorization: Bearer " + token, url + "/v1/run"])
+        #expect(with.output == "200")
+        #expect(try ctl(run, ["stop"]).status == 0)
+        #expect(run.command.waitForExit(timeout: 60) == 0)
+        #expect(access(tokenFile, F_OK) != 0, "the token goes with the run")
+    }
+
+    @Test func concurrentControllersAreServedOneChangeAtATimeAndAnEventStreamEndsWithTheRun() throws {
+        let run = try start()
+        defer { _ = run.command.stop(with: SIGKILL) }
+        // Eight controllers at once, each setting its own delay on the down direction.
+        let answers = Recorder<Int>()
+        let group = DispatchGroup()
+        for index in 1...8 {
+            group.enter()
+            Thread.detachNewThread { [self] in
+                let answer = try? curl(run, "POST", "/v1/links/wifi", body: "{\"set\": {\"delay\": \"\(index * 10)ms\"}, \"direction\": \"down\"}")
+                answers.append(answer?.status ?? -1)
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        #expect(answers.values.sorted() == Array(repeating: 200, count: 8))
+        // The last change applied is the state: its delay is one of the eight, whole.
+        let delay = (json(try curl(run, "GET", "/v1/links/wifi").body)["down"] as? [String: Any])?["delayMs"] as? Double
+        #expect(delay.map { (1...8).map { Double($0 * 10) }.contains($0) } == true, "\(String(describing: delay))")
+        // An event stream that follows ends when the run does.
+        let follower = try RunningCommand(roam, ["ctl", run.runID, "events", "--follow"])
+        #expect(follower.lines.wait(timeout: 20) { $0.count >= 10 } != nil)
+        let stop = try curl(run, "POST", "/v1/stop")
+        #expect(stop.status == 200 && stop.body.contains("reportDirectory"), "\(stop.body)")
+        #expect(follower.waitForExit(timeout: 30) == 0)
+        #expect(follower.lines.values.last?.contains(#""event":"end""#) == true, "\(follower.lines.values.suffix(2))")
+        #expect(run.command.waitForExit(timeout: 60) == 0)
+    }
+
+    @Test func aRootlessRunIsControlledByItsUserAlone() throws {
+        let run = try start(asUser: "nobody")
+        defer { _ = run.command.stop(with: SIGKILL) }
+        #expect(run.socket.hasPrefix("/tmp/roam-65534/runs/"), "\(run.socket)")
+        let down = try RunningCommand.run("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "env", "-u", "XDG_RUNTIME_DIR",
+                                                               roam, "ctl", run.runID, "link", "wifi", "down"])
+        #expect(down.status == 0, "\(down.error)")
+        // Root reaches the file but is not the run's user: the connection is closed unanswered.
+        let root = try curl(run, "GET", "/v1/run")
+        #expect(root.status == 0, "root got \(root.status): \(root.body)")
+        let stop = try RunningCommand.run("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "env", "-u", "XDG_RUNTIME_DIR",
+                                                               roam, "ctl", run.runID, "stop"])
+        #expect(stop.status == 0, "\(stop.error)")
+        #expect(run.command.waitForExit(timeout: 60) == 0)
+    }
+}

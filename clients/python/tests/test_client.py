@@ -1,0 +1,143 @@
+"""The Python client and its pytest plugin against real runs of Roam (rootless, userspace backend)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import roam
+
+# A quarter of walk-out-of-home's 40 s, held open afterwards: the tests drive it.
+SCENARIO = dict(scenario="walk-out-of-home", hold=True, backend="userspace", time_scale=0.25)
+
+
+@pytest.fixture
+def run(roam_start):
+    options = dict(SCENARIO)
+    return roam_start(options.pop("scenario"), **options)
+
+
+def test_a_run_describes_itself(run):
+    info = run.info()
+    assert info["api"] == "v1"
+    assert info["runId"] == run.run_id
+    assert [link["name"] for link in info["links"]] == ["wifi", "cell"]
+    assert {node["name"] for node in info["nodes"]} == {"phone", "server"}
+    assert info["hold"] is True
+    assert info["state"] in ("running", "held")
+
+
+def test_a_link_change_reaches_the_node_the_link_and_the_event_stream(run):
+    start = run.info()["nextEvent"]
+    answer = run.down("wifi")
+    assert [change["carrier"] for change in answer["applied"]] == ["down"]
+    assert run.link("wifi")["carrier"] == "down"
+    # The phone's own view of its radio: the carrier is gone.
+    shown = run.exec("phone", ["ip", "-o", "link", "show", "wifi"], check=True).stdout
+    assert "NO-CARRIER" in shown or "state DOWN" in shown, shown
+    event = run.wait_for(lambda e: e["type"] == "link" and e.get("link") == "wifi" and e.get("live"), timeout=10, start=start)
+    assert event["action"] == "down" and event["carrier"] == "down"
+    # The phone's path monitor moves it to cellular.
+    path = run.wait_for_path("phone", lambda p: p["primaryInterface"] == "cell", timeout=15)
+    assert path["isExpensive"] is True
+    run.up("wifi")
+    assert run.link("wifi")["carrier"] == "up"
+
+
+def test_conditions_are_set_and_ramped_from_where_the_link_is(run):
+    run.set("wifi", delay="200ms", direction="down")
+    state = run.link("wifi")
+    assert state["down"]["delayMs"] == 200.0
+    assert state["up"]["delayMs"] != 200.0
+    answer = run.ramp("wifi", over="300ms", delay="500ms")
+    # The first step now (a 300 ms ramp is cut into steps of 100 ms at most), the rest in time.
+    assert all(change["action"] == "ramp" for change in answer["applied"])
+    deadline = time.monotonic() + 10
+    while run.link("wifi")["down"]["delayMs"] != 500.0:
+        assert time.monotonic() < deadline, run.link("wifi")
+        time.sleep(0.05)
+    assert run.link("wifi")["up"]["delayMs"] == 500.0
+
+
+def test_bad_changes_are_refused_as_the_scenario_reader_refuses_them(run):
+    with pytest.raises(roam.ControlError) as refused:
+        run.change_link("wifi", {"set": {"delay": "soon"}})
+    assert refused.value.status == 400
+    assert "'soon' is not a duration" in refused.value.message
+    assert refused.value.diagnostics[0]["line"] == 1 and refused.value.diagnostics[0]["column"] > 1
+    with pytest.raises(roam.ControlError) as unknown:
+        run.down("wlan0")
+    assert unknown.value.status == 404 and "links: wifi, cell" in unknown.value.message
+    with pytest.raises(roam.ControlError) as two:
+        run.change_link("wifi", {"down": True, "blackhole": True})
+    assert two.value.status == 400 and "one action" in two.value.message
+    with pytest.raises(roam.ControlError) as traced:
+        run.change_link("wifi", {"set": {"trace": "/etc/shadow"}})
+    assert traced.value.status == 400 and "trace" in traced.value.message
+    with pytest.raises(roam.ControlError) as large:
+        run.change_link("wifi", {"set": {"delay": "1ms"}, "pad": "x" * 70000})
+    assert large.value.status == 413
+    with pytest.raises(roam.ControlError) as node:
+        run.path("router")
+    assert node.value.status == 404 and "phone" in node.value.message
+    # Nothing refused changed the link.
+    assert run.link("wifi")["carrier"] == "up"
+
+
+def test_a_program_spawned_in_a_node_reaches_the_server_over_the_scenarios_links(run):
+    server = run.spawn("server", ["python3", "-c", "import socket,sys\n"
+                                  "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', 9009)); s.listen()\n"
+                                  "print('listening', flush=True)\n"
+                                  "c,_=s.accept(); c.sendall(b'hello over ' + c.recv(16))"])
+    assert server.stdout.readline().strip() == b"listening"
+    address = run.exec("phone", ["sh", "-c", "echo $ROAM_SERVER_WIFI_ADDR"]).stdout.strip()
+    client = run.exec("phone", ["python3", "-c", "import socket,sys\n"
+                                "c=socket.create_connection((sys.argv[1], 9009), timeout=10); c.sendall(b'wifi'); print(c.recv(64).decode())",
+                                address or "198.18.0.2"], check=True)
+    assert client.stdout.strip() == "hello over wifi"
+    assert server.wait(10) == 0
+
+
+def test_event_sequence_numbers_have_no_gap_under_a_fast_flap(run):
+    start = run.info()["nextEvent"]
+    run.flap("wifi", period="10ms", for_="1s")
+    time.sleep(1.5)
+    events = list(run.events(start, follow=False))
+    sequence = [event["seq"] for event in events]
+    assert sequence == list(range(start, start + len(sequence)))
+    flaps = [event for event in events if event["type"] == "link" and event.get("action") == "flap"]
+    # Two changes per 10 ms period for a second: 200, every one recorded (and live).
+    assert len(flaps) == 200, len(flaps)
+    assert all(event.get("live") for event in flaps)
+
+
+def test_stop_writes_the_report_and_the_run_answers_410_after(run):
+    result = run.stop()
+    assert result["passed"] in (True, False)
+    with open(result["summary"]) as summary:
+        assert json.load(summary)["runId"] == run.run_id
+    assert run.process.returncode in (0, 1)
+    assert "report:" in run.output
+    assert run.stop() is result
+
+
+@pytest.mark.roam_scenario("walk-out-of-home", hold=True, backend="userspace", time_scale=0.25)
+def test_the_fixture_starts_a_marked_scenario(roam_run):
+    assert roam_run.info()["scenario"] == "walk-out-of-home"
+    roam_run.blackhole("cell", direction="up")
+    assert roam_run.link("cell")["up"].get("blackhole") is True
+
+
+def test_a_run_that_cannot_start_says_why(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\nduration: 5s\nnodes: [a]\nlinks:\n  - {name: l, between: [a, b]}\n")
+    with pytest.raises(roam.RoamError) as failed:
+        roam.start(str(broken))
+    assert "exited 2" in str(failed.value) and "b" in str(failed.value)
+
+
+def test_attach_finds_a_run_by_its_id(run):
+    other = roam.attach(run.run_id, binary=run.binary)
+    assert other.info()["runId"] == run.run_id

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The Python environment the Python client's tests and Examples/PythonApp run in: a venv in
+# .build/python with pytest and the client (clients/python) installed from its path, as a user
+# would install it. Idempotent: quick when both are there and the client has not changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=.build/python
+stamp="$venv/.roam-client-installed"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+# Reinstalled when the client's files are newer than the last install.
+if [ ! -f "$stamp" ] || [ -n "$(find clients/python -newer "$stamp" -type f -not -path '*/__pycache__/*' -not -path '*.egg-info*' -not -path 'clients/python/build/*' -not -path '*/.pytest_cache/*' | head -1)" ]; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'pytest>=7' ./clients/python
+  touch "$stamp"
+fi
+echo "$venv/bin/python"
