@@ -60,7 +60,7 @@ real-clients: setup
 # then Examples/PythonApp, a Python app's retry tested with the plugin.
 python: build
 	@scripts/python-env.sh >/dev/null
-	cd clients/python && ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" ../../.build/python/bin/python -m pytest -q tests
+	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" .build/python/bin/python -m pytest -q -p no:cacheprovider clients/python/tests Examples/PythonApp/tests
 
 # The code samples of the README, docs/ and every DocC catalog and doc comment, type-checked
 # against the built modules with warnings as errors (RoamNIO's samples too: it is built first).

@@ -145,6 +145,9 @@ let package = Package(
         .testTarget(name: "RoamReportTests", dependencies: ["RoamReport", "PathMonitor"]),
         .testTarget(name: "SimulatorTests", dependencies: ["RoamSystem", "ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "MultipathTests", dependencies: ["RoamSystem", "Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
+        // Root-free: the control API's routes against its OpenAPI document, its answers before and
+        // after a run, its HTTP server and client over a Unix socket.
+        .testTarget(name: "RoamControlTests", dependencies: ["RoamControl", "RoamSystem", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "RoamReport", "LinkEmulation", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
     ],
     swiftLanguageModes: [.v6]

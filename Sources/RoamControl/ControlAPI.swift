@@ -260,6 +260,13 @@ package final class ControlAPI: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// The `type` of a timeline line (`{"t":…,"type":"link",…}`), for the SSE event name.
+    package static func eventType(of line: String) -> String {
+        guard let start = line.range(of: ",\"type\":\"")?.upperBound, let end = line[start...].firstIndex(of: "\"") else { return "message" }
+        let name = line[start..<end]
+        return name.isEmpty || name.count > 32 ? "message" : String(name)
+    }
+
     // MARK: - Bodies
 
     static func error(_ status: Int, _ message: String) -> Answer {
@@ -319,6 +326,8 @@ package final class ControlAPI: Sendable {
             ("nodes", .array(nodes)),
             ("links", .array(links)),
             ("networks", .array(networks)),
+            // What a command workload gets: each node's addresses, for programs started in nodes.
+            ("environment", .object(network.environment.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
         ])
     }
 

@@ -280,7 +280,7 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             }
             var buffer = context.channel.allocator.buffer(capacity: batch.lines.reduce(0) { $0 + $1.utf8.count + 48 })
             for (offset, line) in batch.lines.enumerated() {
-                buffer.writeString("id: \(batch.first + offset)\nevent: \(Self.type(of: line))\ndata: ")
+                buffer.writeString("id: \(batch.first + offset)\nevent: \(ControlAPI.eventType(of: line))\ndata: ")
                 buffer.writeString(line)
                 buffer.writeString("\n\n")
             }
@@ -289,13 +289,6 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             wrote = true
         }
         if wrote { context.flush() }
-    }
-
-    /// The `type` of a timeline line (`{"t":…,"type":"link",…}`), for the SSE event name.
-    static func type(of line: String) -> String {
-        guard let start = line.range(of: ",\"type\":\"")?.upperBound, let end = line[start...].firstIndex(of: "\"") else { return "message" }
-        let name = line[start..<end]
-        return name.isEmpty || name.count > 32 ? "message" : String(name)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

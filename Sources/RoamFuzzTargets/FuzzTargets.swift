@@ -41,6 +41,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// `Location` of 2 KiB) and is judged, and read as a captive-portal API's JSON (RFC 8908);
     /// a URL parses or is refused, never trapped on.
     case probe
+    /// A change sent to a run's control API (`roam run --control`): the first byte chooses the
+    /// link, the time and whether the run is open-ended, the rest is the body. It is read
+    /// against a fixed scenario or refused with at most 100 diagnostics; what it expands to
+    /// stays within the timeline's bound, acts on the link named, and resolves from the links'
+    /// state.
+    case live
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -56,12 +62,50 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .compare: Self.compare(bytes)
         case .diagnostics: Self.diagnostics(text)
         case .probe: Self.probe(bytes)
+        case .live: Self.live(bytes)
         }
     }
 
     /// Runs one input given as an array.
     public func run(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { run($0) }
+    }
+
+    static let liveScenario: Scenario = {
+        let text = """
+            name: live
+            duration: 60s
+            nodes: {phone: {}, server: {}}
+            profiles:
+              slow: {delay: 300ms, rate: 256kbit}
+            links:
+              - {name: wifi, between: [phone, server], type: wifi, delay: 10ms, rate: 50mbit, loss: 1%}
+              - {name: cell, between: [phone, server], type: cellular, delay: 40ms}
+            """
+        guard let scenario = ScenarioReader.parse(text, file: "live.yaml").scenario else { preconditionFailure("the live target's scenario reads") }
+        return scenario
+    }()
+
+    static func live(_ bytes: UnsafeRawBufferPointer) {
+        guard let first = bytes.first else { return }
+        let link = ["wifi", "cell", "wlan0"][Int(first >> 1) % 3]
+        let at = Duration.milliseconds(Int(first) * 250)
+        let outcome = LiveChange.read(String(decoding: bytes.dropFirst(), as: UTF8.self), target: .link(link), scenario: liveScenario,
+                                      at: at, open: first & 1 == 1)
+        precondition(outcome.diagnostics.count <= 101, "diagnostics are bounded")
+        guard let events = outcome.events else {
+            precondition(!outcome.errors.isEmpty, "a refused change says why")
+            return
+        }
+        precondition(events.allSatisfy { $0.link == link && $0.at >= at }, "a change acts on its link, from now")
+        let count = events.reduce(0) { $0 + TimelineSchedule.changeCount(of: $1) }
+        precondition(count <= ScenarioLimits.maximumChanges, "a change expands within the bound")
+        let state = Dictionary(uniqueKeysWithValues: liveScenario.links.map { link in
+            (link.name, [TrafficDirection.up: LinkConditions(impairment: link.up), .down: LinkConditions(impairment: link.down)])
+        })
+        let changes = TimelineSchedule.liveChanges(events, scenario: liveScenario, from: state)
+        precondition(changes.count <= 2 * ScenarioLimits.maximumChanges && changes.allSatisfy { $0.live && $0.link == link },
+                     "live changes are marked and bounded")
     }
 
     static func scenario(_ text: String) {

@@ -92,10 +92,12 @@ def test_a_program_spawned_in_a_node_reaches_the_server_over_the_scenarios_links
                                   "print('listening', flush=True)\n"
                                   "c,_=s.accept(); c.sendall(b'hello over ' + c.recv(16))"])
     assert server.stdout.readline().strip() == b"listening"
+    # Programs get the run's environment, as command workloads do: the server's address on the Wi-Fi.
     address = run.exec("phone", ["sh", "-c", "echo $ROAM_SERVER_WIFI_ADDR"]).stdout.strip()
+    assert address == run.environment["ROAM_SERVER_WIFI_ADDR"] and address.startswith("198.18.")
     client = run.exec("phone", ["python3", "-c", "import socket,sys\n"
                                 "c=socket.create_connection((sys.argv[1], 9009), timeout=10); c.sendall(b'wifi'); print(c.recv(64).decode())",
-                                address or "198.18.0.2"], check=True)
+                                address], check=True)
     assert client.stdout.strip() == "hello over wifi"
     assert server.wait(10) == 0
 

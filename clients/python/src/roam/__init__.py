@@ -86,6 +86,7 @@ class Run:
         self._stdout: List[str] = []
         self._stderr: List[str] = []
         self._readers: List[threading.Thread] = []
+        self._environment: Optional[Dict[str, str]] = None
 
     # -- The run --------------------------------------------------------------------------
 
@@ -188,23 +189,35 @@ class Run:
 
     # -- Programs in nodes ----------------------------------------------------------------
 
+    @property
+    def environment(self) -> Dict[str, str]:
+        """What a command workload gets: ROAM_RUN_ID, ROAM_NODES, each node's addresses
+        (ROAM_<NODE>_ADDR, ROAM_<NODE>_<LINK>_ADDR and their _ADDR6)."""
+        if self._environment is None:
+            self._environment = dict(self.info()["environment"])
+        return self._environment
+
+    def _env(self, extra: Optional[Dict[str, str]]) -> Dict[str, str]:
+        return {**os.environ, **self.environment, **(extra or {})}
+
     def _exec_argv(self, node: str, argv: Sequence[str]) -> List[str]:
         if not argv:
             raise ValueError("argv names a program")
         return [self.binary, "exec", self.run_id, node, "--", *argv]
 
     def exec(self, node: str, argv: Sequence[str], timeout: Optional[float] = 60, check: bool = False,
-             input: Optional[str] = None) -> subprocess.CompletedProcess:
-        """Runs `argv` inside `node` (through `roam exec`) and waits: its exit status and output (text)."""
+             input: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+        """Runs `argv` inside `node` (through `roam exec`, with the run's `environment` and `env`)
+        and waits: its exit status and output (text)."""
         return subprocess.run(self._exec_argv(node, argv), capture_output=True, timeout=timeout, check=check,
-                              input=input, text=True)
+                              input=input, text=True, env=self._env(env))
 
-    def spawn(self, node: str, argv: Sequence[str], **popen: Any) -> subprocess.Popen:
-        """Starts `argv` inside `node` (through `roam exec`); stdout and stderr are pipes unless
-        given. The caller waits for it (or kills it); it dies with the run's network."""
+    def spawn(self, node: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None, **popen: Any) -> subprocess.Popen:
+        """Starts `argv` inside `node` (through `roam exec`, with the run's `environment` and
+        `env`); stdout and stderr are pipes unless given. The caller waits for it (or kills it)."""
         popen.setdefault("stdout", subprocess.PIPE)
         popen.setdefault("stderr", subprocess.PIPE)
-        return subprocess.Popen(self._exec_argv(node, argv), **popen)
+        return subprocess.Popen(self._exec_argv(node, argv), env=self._env(env), **popen)
 
     # -- The end --------------------------------------------------------------------------
 

@@ -1,0 +1,124 @@
+import Foundation
+import Glibc
+import RoamControl
+import RoamSystem
+import Testing
+import Yams
+
+/// The control API apart from a run: its routes against the OpenAPI document, its answers before
+/// a run starts and after it ends, and its HTTP server and client over a real Unix socket.
+/// Root-free (runs with a network are RoamCLITests.ControlAPITests and clients/python's tests).
+struct ControlAPIUnitTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    @Test func theOpenAPIDocumentListsEveryRouteTheServerAnswers() throws {
+        let text = try String(contentsOfFile: Self.root + "/docs/control-api.openapi.yaml", encoding: .utf8)
+        let document = try #require(try Yams.load(yaml: text) as? [String: Any])
+        let paths = try #require(document["paths"] as? [String: Any])
+        var documented: Set<String> = []
+        for (path, value) in paths {
+            let operations = try #require(value as? [String: Any])
+            for method in ["get", "post", "put", "delete", "patch"] where operations[method] != nil {
+                documented.insert("\(method.uppercased()) \(path)")
+            }
+        }
+        let served = Set(ControlAPI.routes.map { "\($0.method) \($0.pattern)" })
+        #expect(documented == served, "documented only: \(documented.subtracting(served)); served only: \(served.subtracting(documented))")
+    }
+
+    /// Answers `method target` from `api` synchronously (the API calls back at once but for a stop).
+    func answer(_ api: ControlAPI, _ method: String, _ target: String, body: String = "") -> (status: Int, text: String) {
+        let box = Box()
+        api.handle(method: method, target: target, body: Array(body.utf8), lastEventID: nil) { answer in box.set(answer) }
+        guard case .json(let status, let value)? = box.value else { return (0, "") }
+        return (status, value.serialized)
+    }
+
+    final class Box: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stored: ControlAPI.Answer?
+        func set(_ answer: ControlAPI.Answer) { lock.withLock { stored = answer } }
+        var value: ControlAPI.Answer? { lock.withLock { stored } }
+    }
+
+    @Test func beforeTheRunStartsEveryRouteAnswers503AndAfterItEndsEveryRouteAnswers410() {
+        let finished = Box()
+        let api = ControlAPI(finish: { finished.set(.json(status: 0, body: nil)) })
+        for route in ControlAPI.routes {
+            let path = route.pattern.replacingOccurrences(of: "{node}", with: "phone").replacingOccurrences(of: "{link}", with: "wifi")
+                .replacingOccurrences(of: "{network}", with: "home")
+            #expect(answer(api, route.method, path).status == 503, "\(route)")
+        }
+        #expect(answer(api, "GET", "/v1/nope").status == 404)
+        #expect(answer(api, "GET", "/v1/nope").text.contains("GET /v1/run"))
+        #expect(answer(api, "PUT", "/v1/run").status == 405)
+        #expect(answer(api, "GET", "/v1/stop").status == 405)
+        #expect(finished.value == nil, "nothing asked the run to finish")
+        api.ended(.object([("reportDirectory", "roam-reports/x-abcdef"), ("passed", true)]))
+        #expect(answer(api, "GET", "/v1/run").status == 410)
+        #expect(answer(api, "GET", "/v1/run").text.contains("roam-reports/x-abcdef"))
+        let stop = answer(api, "POST", "/v1/stop")
+        #expect(stop.status == 410 && stop.text.contains(#""passed":true"#), "\(stop.text)")
+    }
+
+    @Test func theTokenIsComparedWhole() {
+        let token = String(repeating: "ab", count: 32)
+        #expect(ControlListeners.authorizes("Bearer " + token, token: token))
+        #expect(!ControlListeners.authorizes(nil, token: token))
+        #expect(!ControlListeners.authorizes(token, token: token))
+        #expect(!ControlListeners.authorizes("Bearer " + token.dropLast(), token: token))
+        #expect(!ControlListeners.authorizes("Bearer " + token + "0", token: token))
+        #expect(!ControlListeners.authorizes("Bearer " + String(repeating: "ab", count: 31) + "ac", token: token))
+        #expect(!ControlListeners.authorizes("bearer " + token, token: token))
+    }
+
+    @Test func anEventsTypeIsReadFromItsLine() {
+        #expect(ControlAPI.eventType(of: #"{"t":1.5,"type":"link","link":"wifi"}"#) == "link")
+        #expect(ControlAPI.eventType(of: #"{"t":0.0,"type":"connect-failed"}"#) == "connect-failed")
+        #expect(ControlAPI.eventType(of: #"{"t":0.0}"#) == "message")
+        #expect(ControlAPI.eventType(of: #"{"t":0.0,"type":"\#(String(repeating: "x", count: 40))"}"#) == "message")
+    }
+
+    /// The server and the client over a Unix socket in a directory of the test's: bodies past the
+    /// bound are refused before the API sees them, and a run that has not started says so.
+    @Test func theServerAnswersOverItsSocketAndBoundsWhatItReads() throws {
+        var template = Array("/tmp/roam-control-XXXXXX".utf8CString)
+        let made = try #require(mkdtemp(&template).map { String(cString: $0) })
+        defer { try? FileManager.default.removeItem(atPath: made) }
+        let directory = try SecureDirectory.open(made)
+        let listeners = try ControlListeners(directory: directory, runID: "abc123", port: nil)
+        defer { listeners.removeFiles() }
+        var status = stat()
+        #expect(lstat(listeners.socketPath, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK && status.st_mode & 0o777 == 0o600)
+        let api = ControlAPI(finish: {})
+        let server = ControlServer(api: api)
+        try server.start(listeners)
+        defer { server.shutdown() }
+        let address = ControlClient.Address.unix(listeners.socketPath)
+        let starting = try ControlClient.request(address, method: "GET", path: "/v1/run")
+        #expect(starting.status == 503)
+        #expect(String(decoding: starting.body, as: UTF8.self).contains("starting"))
+        let large = try ControlClient.request(address, method: "POST", path: "/v1/links/wifi", body: Array(repeating: 0x20, count: ControlAPI.maximumBodySize + 1))
+        #expect(large.status == 413)
+        // Many clients at once are all answered.
+        let statuses = Box2()
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            statuses.append((try? ControlClient.request(address, method: "GET", path: "/v1/run").status) ?? -1)
+        }
+        #expect(statuses.values == Array(repeating: 503, count: 16))
+        api.ended(.object([("reportDirectory", "r")]))
+        #expect(try ControlClient.request(address, method: "GET", path: "/v1/run").status == 410)
+        // A socket of the same name left by a dead run is replaced; anything else is refused.
+        listeners.removeFiles()
+        #expect(FileManager.default.createFile(atPath: made + "/abc124.sock", contents: Data("x".utf8)))
+        #expect(throws: ControlListeners.Failure.self) { try ControlListeners(directory: directory, runID: "abc124", port: nil) }
+        #expect(throws: ControlListeners.Failure.self) { try ControlListeners(directory: directory, runID: "../../x", port: nil) }
+    }
+
+    final class Box2: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stored: [Int] = []
+        func append(_ value: Int) { lock.withLock { stored.append(value) } }
+        var values: [Int] { lock.withLock { stored } }
+    }
+}
