@@ -100,10 +100,8 @@ struct CtlCommand: ParsableCommand {
         @Flag(help: "The whole path as JSON (as roam monitor --json prints it).") var json = false
         func run() throws {
             try CtlCommand.send(target, "GET", "/v1/nodes/\(CtlCommand.segment(node))/path") { body in
-                guard !json, case .object(let members)? = try? JSONValue.parse(body), case .string(let summary)? = members.first(where: { $0.0 == "summary" })?.1 else {
-                    return body
-                }
-                return summary
+                guard !json, let path = try? JSONValue.parse(body) else { return body }
+                return Self.summary(path)
             }
         }
     }
@@ -340,5 +338,24 @@ final class ServerSentEvents: @unchecked Sendable {
 extension String {
     func trimmingSuffix(_ suffix: String) -> String {
         hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}
+
+extension CtlCommand.Path {
+    /// `satisfied via wifi (expensive: no, constrained: no, quality: good, connectivity: validated);
+    /// wifi up 198.18.0.1/24, cell unknown 198.18.1.1/24`: a path in one line.
+    static func summary(_ path: JSONValue) -> String {
+        func text(_ value: JSONValue?) -> String { value?.stringValue ?? (value?.boolValue).map { $0 ? "yes" : "no" } ?? "-" }
+        var line = text(path["status"])
+        if let reason = path["unsatisfiedReason"]?.stringValue { line += " (\(reason))" }
+        if let primary = path["primaryInterface"]?.stringValue { line += " via \(primary)" }
+        line += " (expensive: \(text(path["isExpensive"])), constrained: \(text(path["isConstrained"])), quality: \(text(path["linkQuality"])), "
+            + "connectivity: \(text(path["connectivity"])))"
+        let interfaces = (path["interfaces"]?.arrayValue ?? []).compactMap { interface -> String? in
+            guard let name = interface["name"]?.stringValue, interface["type"]?.stringValue != "loopback" else { return nil }
+            let addresses = (interface["addresses"]?.arrayValue ?? []).compactMap(\.stringValue).filter { !$0.hasPrefix("fe80:") }
+            return ([name, text(interface["state"])] + addresses).joined(separator: " ")
+        }
+        return interfaces.isEmpty ? line : line + "; " + interfaces.joined(separator: ", ")
     }
 }
