@@ -83,6 +83,21 @@ package final class ControlListeners: Sendable {
         if tcp != nil { try? directory.removeFile(named: Self.tokenName(runID)) }
     }
 
+    /// Removes the sockets and tokens of runs that are not live (`isLive(runID)` false) from
+    /// `directory`: only `RUNID.sock` sockets and `RUNID.token` regular files of the caller's,
+    /// through the directory's descriptor. Returns the names removed.
+    package static func removeStale(in directory: SecureDirectory, isLive: (String) -> Bool) -> [String] {
+        var removed: [String] = []
+        for name in (try? directory.entries()) ?? [] {
+            let parts = name.split(separator: ".", maxSplits: 1)
+            guard parts.count == 2, RunRegistry.isRunID(parts[0]), parts[1] == "sock" || parts[1] == "token" else { continue }
+            guard let status = directory.status(of: name), status.owner == geteuid(),
+                  status.mode & S_IFMT == (parts[1] == "sock" ? S_IFSOCK : S_IFREG), !isLive(String(parts[0])) else { continue }
+            if (try? directory.removeFile(named: name)) != nil { removed.append(name) }
+        }
+        return removed
+    }
+
     private static func bindUnix(in directory: SecureDirectory, name: String) throws(Failure) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "cannot make the control socket: \(Errno.current)") }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import RoamControl
 import RoamSystem
 import Simulator
 
@@ -28,12 +29,24 @@ struct CleanupCommand: ParsableCommand {
             for failure in report.failures { printError("roam cleanup: \(failure)") }
             removedAny = !(report.namespaces.isEmpty && report.processes.isEmpty && report.notes.isEmpty && report.networkDirectories.isEmpty)
             failed = !report.failures.isEmpty
+            // The control sockets and tokens of root runs that died.
+            if let directory = try? ControlListeners.directory(rootless: false, creating: false) {
+                let registry = try? RunRegistry.root(creating: false)
+                for name in ControlListeners.removeStale(in: directory, isLive: { registry?.note(of: $0).process != nil }) {
+                    writeLine("removed \(directory.child(name)), the control API's of an ended run")
+                    removedAny = true
+                }
+            }
         }
         // This user's rootless runs (root's too: `roam run --rootless`).
         do throws(SafePathError) {
             let registry = try RunRegistry.rootless(creating: false)
             for run in registry.removeEnded() {
                 writeLine("removed the note of ended rootless run \(run)")
+                removedAny = true
+            }
+            for name in ControlListeners.removeStale(in: registry.directory, isLive: { registry.note(of: $0).process != nil }) {
+                writeLine("removed \(registry.directory.child(name)), the control API's of an ended rootless run")
                 removedAny = true
             }
         } catch {

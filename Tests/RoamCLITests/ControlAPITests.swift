@@ -119,6 +119,8 @@ final class ControlAPITests: @unchecked Sendable {
         let path = json(try curl(run, "GET", "/v1/nodes/phone/path").body)
         #expect(path["status"] as? String == "satisfied")
         #expect(try curl(run, "GET", "/v1/nodes/router/path").status == 404)
+        let line = try ctl(run, ["path", "phone"])
+        #expect(line.status == 0 && line.output.hasPrefix("satisfied") && line.output.contains("wifi up 198.18."), "\(line.output)")
 
         // Every live change is in the event stream and in timeline.jsonl, marked live.
         let events = try ctl(run, ["events"])
@@ -190,6 +192,17 @@ final class ControlAPITests: @unchecked Sendable {
         #expect(follower.waitForExit(timeout: 30) == 0)
         #expect(follower.lines.values.last?.contains(#""event":"end""#) == true, "\(follower.lines.values.suffix(2))")
         #expect(run.command.waitForExit(timeout: 60) == 0)
+    }
+
+    @Test func theSocketAndTokenOfAKilledRunAreRemovedByCleanup() throws {
+        let run = try start(["--control-port", "0"])
+        let tokenFile = try #require(run.tokenFile)
+        _ = run.command.stop(with: SIGKILL)
+        #expect(access(run.socket, F_OK) == 0 && access(tokenFile, F_OK) == 0, "SIGKILL leaves them")
+        let cleanup = try RunningCommand.run(roam, ["cleanup"], timeout: 120)
+        #expect(cleanup.status == 0, "\(cleanup.error)")
+        #expect(cleanup.output.contains("\(run.runID).sock") && cleanup.output.contains("\(run.runID).token"), "\(cleanup.output)")
+        #expect(access(run.socket, F_OK) != 0 && access(tokenFile, F_OK) != 0)
     }
 
     @Test func aRootlessRunIsControlledByItsUserAlone() throws {
