@@ -116,9 +116,44 @@ def main():
             if result.returncode != 0:
                 errors = [l for l in result.stderr.splitlines() if "error:" in l][:8]
                 failures.append(f"{file}:{line}: the sample does not compile:\n  " + "\n  ".join(errors))
+    python_checked, python_failures = check_python()
+    failures += python_failures
     for failure in failures:
         print(failure, file=sys.stderr)
-    print(f"check-samples: {checked - len(failures)} of {checked} samples compile; {manifests} manifest fragments not compiled")
+    print(f"check-samples: {checked - len(failures) + len(python_failures)} of {checked} samples compile; {manifests} manifest fragments not compiled")
+    print(f"check-samples: {python_checked - len(python_failures)} of {python_checked} Python samples parse and name only what the client has")
     sys.exit(1 if failures else 0)
+
+def check_python():
+    """Each ```python block of the README, docs/, the examples' and the client's READMEs: it
+    parses, and every `roam.NAME` and every method called on a run (`run.NAME`, `roam_run.NAME`)
+    is one the Python client (clients/python) has."""
+    import ast
+    sys.path.insert(0, os.path.join(ROOT, "clients/python/src"))
+    import roam
+    files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs/*.md"))) \
+        + sorted(glob.glob(os.path.join(ROOT, "Examples/*/README.md"))) + [os.path.join(ROOT, "clients/python/README.md")]
+    checked, failures = 0, []
+    for path in files:
+        if not os.path.exists(path):
+            continue
+        text = open(path, encoding="utf-8").read()
+        for match in re.finditer(r"^( *)```python\n(.*?)^\1```", text, re.S | re.M):
+            line = text[:match.start()].count("\n") + 2
+            place = f"{os.path.relpath(path, ROOT)}:{line}"
+            checked += 1
+            try:
+                tree = ast.parse(match.group(2), place)
+            except SyntaxError as error:
+                failures.append(f"{place}: the Python sample does not parse: {error}")
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    owner, name = node.value.id, node.attr
+                    if owner == "roam" and not hasattr(roam, name):
+                        failures.append(f"{place}: roam.{name} is not in the Python client")
+                    elif owner in ("run", "roam_run") and not hasattr(roam.Run, name):
+                        failures.append(f"{place}: {owner}.{name}: a Run has no {name}")
+    return checked, failures
 
 main()
