@@ -215,6 +215,12 @@ package final class ControlAPI: Sendable {
         var parameter: String
     }
 
+    /// The methods `target`'s path answers (for a 405's `Allow`), or nil when it is no endpoint.
+    package static func allowedMethods(for target: String) -> [String]? {
+        let segments = split(target).path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        return match(segments)?.methods
+    }
+
     private static func match(_ segments: [String]) -> Matched? {
         switch segments.count {
         case 2 where segments[0] == "v1" && segments[1] == "run": Matched(name: "run", methods: ["GET"], parameter: "")

@@ -218,6 +218,9 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             headers.add(name: "Content-Type", value: "application/json")
             headers.add(name: "Content-Length", value: String(bytes.count))
             headers.add(name: "Cache-Control", value: "no-store")
+            if status == 405, let methods = ControlAPI.allowedMethods(for: request.uri) {
+                headers.add(name: "Allow", value: methods.joined(separator: ", "))
+            }
             let keepAlive = request.isKeepAlive && !draining
             headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: HTTPResponseStatus(statusCode: status), headers: headers))),

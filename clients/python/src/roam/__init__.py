@@ -87,6 +87,8 @@ class Run:
         self._stderr: List[str] = []
         self._readers: List[threading.Thread] = []
         self._environment: Optional[Dict[str, str]] = None
+        #: What `roam run` announced: `runId`, `socket`, and with `--control-port` `url` and `tokenFile`.
+        self.announcement: Dict[str, Any] = {}
 
     # -- The run --------------------------------------------------------------------------
 
@@ -328,6 +330,7 @@ def start(scenario: Union[str, os.PathLike], *, hold: bool = False, rootless: bo
         first += chunk
     announced = json.loads(first)["control"]
     run = Run(announced["runId"], Transport(socket_path=announced["socket"]), executable, process, announced.get("reportDirectory"))
+    run.announcement = announced
     run._stderr = stderr
 
     def drain_output() -> None:
