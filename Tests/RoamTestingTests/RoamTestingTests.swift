@@ -233,6 +233,11 @@ struct RoamTestingKernelTests {
 @Suite("RoamTesting over many runs", .serialized, .enabled(if: RoamTesting.isAvailable, "needs root and /dev/net/tun"))
 struct RoamTestingSoakTests {
     static func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+    /// Each open descriptor and what it is (`socket:[123]`, `anon_inode:[eventfd]`, a path).
+    static func openDescriptors() -> [String: String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Dictionary(uniqueKeysWithValues: names.map { ($0, (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "?") })
+    }
     static func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1 }
     static func residentKilobytes() -> Int {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
@@ -269,9 +274,12 @@ struct RoamTestingSoakTests {
         // executor's threads, the allocator's arenas).
         for _ in 0..<5 { try await Self.play() }
         let before = (descriptors: Self.descriptors(), threads: Self.threads(), pinned: PinnedThread.runningCount, resident: Self.residentKilobytes())
+        let openBefore = Self.openDescriptors()
         for _ in 0..<100 { try await Self.play() }
         let after = (descriptors: Self.descriptors(), threads: Self.threads(), pinned: PinnedThread.runningCount, resident: Self.residentKilobytes())
-        #expect(after.descriptors <= before.descriptors + 2, "descriptors \(before.descriptors) → \(after.descriptors)")
+        // What is new, by kind, so that a leak names itself (another suite's thread may open some meanwhile).
+        let added = Self.openDescriptors().filter { openBefore[$0.key] != $0.value }.values.map { $0.hasPrefix("socket:") ? "socket" : $0 }.sorted()
+        #expect(after.descriptors <= before.descriptors + 2, "descriptors \(before.descriptors) → \(after.descriptors): new \(added.prefix(20))")
         #expect(after.threads <= before.threads + 2, "threads \(before.threads) → \(after.threads)")
         // A thread of the last run may still be ending when a count is taken; a leak is one per run.
         #expect(after.pinned <= before.pinned + 2, "pinned threads \(before.pinned) → \(after.pinned)")

@@ -35,6 +35,10 @@ public final class RunningCommand: @unchecked Sendable {
                 buffer.append(Data(chunk[..<count]), into: recorder)
             }
             buffer.flush(into: recorder)
+            // Closed at the end of the output, not when Foundation lets the Process go (it may
+            // keep it for the life of the test process): a suite runs hundreds of commands, and
+            // the leak checks count the process's descriptors.
+            try? handle.close()
         }
     }
 

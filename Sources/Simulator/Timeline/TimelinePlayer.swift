@@ -26,15 +26,15 @@ package final class TimelinePlayer: Sendable {
     private let log: RunLog
     private let stop: EventSignal
     private let states: Mutex<[String: LinkState]>
-    private let thread: Mutex<PinnedThread?> = Mutex(nil)
+    /// The player's thread, and the signal that wakes it when a live change comes: both go at
+    /// ``join()``, so that a player kept after its run (by a `RunningNetwork`) holds no descriptor.
+    private let running = Mutex<(thread: PinnedThread?, live: EventSignal?)>((nil, nil))
     private nonisolated(unsafe) let backend: any LinkBackend
     private nonisolated(unsafe) let tagger: LinkTagger?
     private nonisolated(unsafe) let membership: (any NetworkEventHandler)?
     /// Changes sent while the run plays (``applyLive(_:scenario:)``) that are still to come (a
     /// live ramp's later steps, a live flap), in time order.
     private let live = Mutex<[ScheduledChange]>([])
-    /// Wakes the player when ``live`` changes.
-    private let liveSignal: EventSignal?
     /// Held while a change is applied: the player's thread and live controllers take turns.
     private let applying = Mutex<Void>(())
 
@@ -65,7 +65,6 @@ package final class TimelinePlayer: Sendable {
         self.log = log
         self.stop = stop
         self.states = Mutex(Self.initialStates(of: schedule))
-        liveSignal = try? EventSignal()
     }
 
     /// What each link is doing at the start of `schedule`.
@@ -83,9 +82,15 @@ package final class TimelinePlayer: Sendable {
 
     /// Starts the player's thread.
     package func start() throws(SimulatorError) {
+        let live: EventSignal
+        do {
+            live = try EventSignal()
+        } catch {
+            throw SimulatorError(.environment, "make the timeline's wake-up signal: eventfd: \(error)")
+        }
         do throws(NetlinkError) {
-            let player = try PinnedThread(name: "roam-timeline") { [self] in play() }
-            thread.withLock { $0 = player }
+            let player = try PinnedThread(name: "roam-timeline") { [self] in play(waking: live) }
+            running.withLock { $0 = (player, live) }
         } catch {
             throw SimulatorError("start the timeline thread", error)
         }
@@ -93,11 +98,12 @@ package final class TimelinePlayer: Sendable {
 
     /// Waits for the thread to end (after the last change, or once the stop signal fires).
     package func join() {
-        let player = thread.withLock { thread -> PinnedThread? in
-            defer { thread = nil }
-            return thread
+        let (player, live) = running.withLock { running -> (PinnedThread?, EventSignal?) in
+            defer { running = (nil, nil) }
+            return running
         }
         player?.join()
+        _ = live
     }
 
     /// Applies `events` (a change sent while the run plays, ``LiveChange``) now: resolved from
@@ -121,23 +127,22 @@ package final class TimelinePlayer: Sendable {
                 queue.append(contentsOf: later)
                 queue.sort { $0.at < $1.at }
             }
-            if !later.isEmpty { liveSignal?.signal() }
+            if !later.isEmpty { running.withLock { $0.live }?.signal() }
             return now.map { perform($0) }
         }
     }
 
-    private func play() {
+    private func play(waking liveSignal: EventSignal) {
         var next = 0
         let changes = schedule.changes
         while true {
-            liveSignal?.reset()
+            liveSignal.reset()
             let dueLive = live.withLock { $0.first?.at }
             let dueStatic = next < changes.count ? changes[next].at : nil
             let due = [dueLive, dueStatic].compactMap { $0 }.min()
             // Nothing planned: wait for a live change (or the end of the run).
             let deadline = due.map { log.start + $0 } ?? .now + .seconds(3600)
-            let extra = liveSignal.map { [$0.pollEntry] } ?? []
-            guard stop.wait(until: deadline, wakingOn: extra) else { return }
+            guard stop.wait(until: deadline, wakingOn: [liveSignal.pollEntry]) else { return }
             guard let due, log.elapsed >= due else { continue }
             // The timeline's change first when both are due at once.
             if let dueStatic, dueStatic <= due {
