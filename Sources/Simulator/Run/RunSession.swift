@@ -371,7 +371,8 @@ final class RunSession {
     func play(log: RunLog, progress: (@Sendable (RunProgress) -> Void)?, started: (@Sendable (RunningNetwork) -> Void)?,
               isCancelled: () -> Bool) throws(SimulatorError) -> (endedAt: Duration, cancelled: Bool) {
         guard let topology, let backend else { return (.zero, isCancelled()) }
-        let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), membership: services, log: log, stop: stop)
+        let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), membership: services, log: log, stop: stop,
+                                    acceptsLiveChanges: options.holdsEvents)
         try player.start()
         self.player = player
         for (driver, workloadStop) in drivers {

@@ -54,6 +54,7 @@ public struct RunningNetwork: Sendable {
     package func applyLive(_ text: String, to target: LiveChange.Target) -> (outcome: LiveChange.Outcome, applied: [AppliedChange]) {
         let outcome = LiveChange.read(text, target: target, scenario: scenario, at: max(log.elapsed, .zero), open: isOpen)
         guard let events = outcome.events else { return (outcome, []) }
+        // (The run's player takes live changes only in a run with a control API, RunOptions.holdsEvents.)
         return (outcome, player.applyLive(events, scenario: scenario))
     }
 

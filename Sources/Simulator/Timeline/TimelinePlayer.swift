@@ -56,8 +56,13 @@ package final class TimelinePlayer: Sendable {
 
     /// A player of `schedule` through `backend`, timed from `log`'s start; `stop` ends it early.
     /// `tagger` retags links whose quality changes (none: tags stay as the topology set them).
+    /// Whether changes may come while the run plays (``applyLive(_:scenario:)``): the player
+    /// then waits for them after its last change, until the stop signal; otherwise it ends there.
+    private let acceptsLiveChanges: Bool
+
     package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, membership: (any NetworkEventHandler)? = nil,
-                 log: RunLog, stop: EventSignal) {
+                 log: RunLog, stop: EventSignal, acceptsLiveChanges: Bool = false) {
+        self.acceptsLiveChanges = acceptsLiveChanges
         self.schedule = schedule
         self.backend = backend
         self.tagger = tagger
@@ -140,6 +145,8 @@ package final class TimelinePlayer: Sendable {
             let dueLive = live.withLock { $0.first?.at }
             let dueStatic = next < changes.count ? changes[next].at : nil
             let due = [dueLive, dueStatic].compactMap { $0 }.min()
+            // A player that takes no live changes ends after its last change, as it always did.
+            if due == nil, !acceptsLiveChanges { return }
             // Nothing planned: wait for a live change (or the end of the run).
             let deadline = due.map { log.start + $0 } ?? .now + .seconds(3600)
             guard stop.wait(until: deadline, wakingOn: [liveSignal.pollEntry]) else { return }
