@@ -26,159 +26,157 @@ extension ScenarioDecoder {
                         liveAt: Duration? = nil) -> [(event: TimelineEvent, node: Node)] {
         let linkActions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
         var events: [(event: TimelineEvent, node: Node)] = []
-        do {
-            guard var event = fields(item, "a timeline event") else { return [] }
-            let at: Duration?
-            if let liveAt {
-                if let atNode = event.keyNode("at") {
-                    error("a live change happens when it is sent: remove at", at: atNode)
-                    _ = event.take("at")
+        guard var event = fields(item, "a timeline event") else { return [] }
+        let at: Duration?
+        if let liveAt {
+            if let atNode = event.keyNode("at") {
+                error("a live change happens when it is sent: remove at", at: atNode)
+                _ = event.take("at")
+            }
+            at = liveAt
+        } else {
+            at = take(&event, "at", required: true) { self.duration($0, "at") }
+        }
+        // An event names a link, or a network (all its members' radios, or one member's with `node`).
+        var targets: [String]?
+        var network: NetworkSpec?
+        if event.has("network") {
+            network = take(&event, "network") { value -> NetworkSpec? in
+                guard let name = self.string(value, "network") else { return nil }
+                guard let network = networksByName[name] else {
+                    let guess = suggestion(for: name, among: networksByName.keys).map { " (did you mean '\($0)'?)" } ?? ""
+                    self.error("no network named '\(escapedForMessage(name))' is defined in networks\(guess)", at: value)
+                    return nil
                 }
-                at = liveAt
-            } else {
-                at = take(&event, "at", required: true) { self.duration($0, "at") }
+                return network
             }
-            // An event names a link, or a network (all its members' radios, or one member's with `node`).
-            var targets: [String]?
-            var network: NetworkSpec?
-            if event.has("network") {
-                network = take(&event, "network") { value -> NetworkSpec? in
-                    guard let name = self.string(value, "network") else { return nil }
-                    guard let network = networksByName[name] else {
-                        let guess = suggestion(for: name, among: networksByName.keys).map { " (did you mean '\($0)'?)" } ?? ""
-                        self.error("no network named '\(escapedForMessage(name))' is defined in networks\(guess)", at: value)
-                        return nil
-                    }
-                    return network
+            if event.has("link") { error("a timeline event names a link or a network, not both", at: event.keyNode("link")!) }
+            let member = take(&event, "node") { value -> String? in
+                guard let name = self.string(value, "node"), let network else { return nil }
+                guard network.members.contains(name) else {
+                    self.error("node '\(escapedForMessage(name))' is not a member of network '\(network.name)' (members: "
+                        + "\(network.members.joined(separator: ", ")))", at: value)
+                    return nil
                 }
-                if event.has("link") { error("a timeline event names a link or a network, not both", at: event.keyNode("link")!) }
-                let member = take(&event, "node") { value -> String? in
-                    guard let name = self.string(value, "node"), let network else { return nil }
-                    guard network.members.contains(name) else {
-                        self.error("node '\(escapedForMessage(name))' is not a member of network '\(network.name)' (members: "
-                            + "\(network.members.joined(separator: ", ")))", at: value)
-                        return nil
-                    }
-                    return name
+                return name
+            }
+            if let network {
+                targets = (member.map { [$0] } ?? network.members).map { NetworkSpec.accessLinkName(network: network.name, node: $0) }
+            }
+        } else {
+            if event.has("node") { error("node names a member of a network: write network: NAME with it", at: event.keyNode("node")!) }
+            targets = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }.map { [$0] }
+        }
+        let networkActions = ["join", "leave", "renumber", "rebind", "dns", "portal"]
+        let actions = network == nil && !event.has("network") ? linkActions : linkActions + networkActions
+        let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
+        let present = (linkActions + networkActions).filter { event.has($0) }
+        var extra: [(at: Duration, action: TimelineEvent.Action)] = []
+        var action: TimelineEvent.Action?
+        if present.count != 1 {
+            error(present.isEmpty ? "a timeline event needs one action: \(actions.joined(separator: ", "))"
+                                  : "a timeline event takes one action, not \(present.joined(separator: " and "))", at: item)
+        }
+        for name in present {
+            let value = event.take(name)!
+            switch name {
+            case "set":
+                action = impairmentBlock(value, "set").map { .set($0) }
+                if fields(value, "set")?.pairs.isEmpty == true {
+                    error("set changes nothing here: name what it sets (\(Self.impairmentKeys.joined(separator: ", ")))", at: value)
+                    action = nil
                 }
-                if let network {
-                    targets = (member.map { [$0] } ?? network.members).map { NetworkSpec.accessLinkName(network: network.name, node: $0) }
+            case "ramp":
+                action = ramp(value)
+            case "down", "up":
+                if let flag = bool(value, name) {
+                    if flag { action = name == "down" ? .down : .up } else { error("write \(name == "down" ? "up" : "down"): true instead of \(name): false", at: value) }
                 }
-            } else {
-                if event.has("node") { error("node names a member of a network: write network: NAME with it", at: event.keyNode("node")!) }
-                targets = take(&event, "link", required: true) { self.linkReference($0, among: linkNames) }.map { [$0] }
-            }
-            let networkActions = ["join", "leave", "renumber", "rebind", "dns", "portal"]
-            let actions = network == nil && !event.has("network") ? linkActions : linkActions + networkActions
-            let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
-            let present = (linkActions + networkActions).filter { event.has($0) }
-            var extra: [(at: Duration, action: TimelineEvent.Action)] = []
-            var action: TimelineEvent.Action?
-            if present.count != 1 {
-                error(present.isEmpty ? "a timeline event needs one action: \(actions.joined(separator: ", "))"
-                                      : "a timeline event takes one action, not \(present.joined(separator: " and "))", at: item)
-            }
-            for name in present {
-                let value = event.take(name)!
-                switch name {
-                case "set":
-                    action = impairmentBlock(value, "set").map { .set($0) }
-                    if fields(value, "set")?.pairs.isEmpty == true {
-                        error("set changes nothing here: name what it sets (\(Self.impairmentKeys.joined(separator: ", ")))", at: value)
-                        action = nil
-                    }
-                case "ramp":
-                    action = ramp(value)
-                case "down", "up":
-                    if let flag = bool(value, name) {
-                        if flag { action = name == "down" ? .down : .up } else { error("write \(name == "down" ? "up" : "down"): true instead of \(name): false", at: value) }
-                    }
-                case "blackhole":
-                    action = bool(value, "blackhole").map { .blackhole($0) }
-                case "flap":
-                    action = flap(value, at: at, duration: duration)
-                case "profile":
-                    action = profile(value).map { .profile($0.name) }
-                case "rebind", "dns":
-                    guard actions.contains(name) else {
-                        error("\(name) is what a network does: write network: NAME with it", at: value)
-                        break
-                    }
-                    guard let network else { break }
-                    if event.has("node") { error("\(name) acts on the whole network; remove node", at: event.keyNode("node")!) }
-                    if name == "rebind" {
-                        guard let flag = bool(value, "rebind") else { break }
-                        guard flag else { error("write rebind: true (a NAT's mappings cannot be given back)", at: value); break }
-                        guard network.ipv4 != .none || network.nat64 else {
-                            error("network '\(network.name)' translates no IPv4 (ipv4: none, no nat64): it has no NAT to rebind", at: value)
-                            break
-                        }
-                        action = .rebind
-                    } else {
-                        guard let (dnsAction, span) = dnsFault(value) else { break }
-                        action = dnsAction
-                        if let span, let at { extra.append((at + span, .dns(nil))) }
-                    }
-                    targets = [NetworkSpec.uplinkName(network: network.name)]
-                case "portal":
-                    guard actions.contains(name) else {
-                        error("portal is what a phone does at a network's captive portal: write network: NAME (and node: PHONE) with it", at: value)
-                        break
-                    }
-                    guard let network else { break }
-                    guard network.portal != nil else {
-                        error("network '\(network.name)' has no captive portal; give it one (portal: true) or remove this event", at: value)
-                        break
-                    }
-                    guard let text = string(value, "portal"), text == "login" || text == "logout" else {
-                        error("portal must be login or logout", at: value)
-                        break
-                    }
-                    action = .portal(login: text == "login")
-                case "join", "leave", "renumber":
-                    guard actions.contains(name) else {
-                        error("\(name) is what a phone does to a network: write network: NAME with it", at: value)
-                        break
-                    }
-                    guard let member = string(value, name), let network else { break }
-                    guard network.members.contains(member) else {
-                        error("node '\(escapedForMessage(member))' is not a member of network '\(network.name)'; list it in the network's members "
-                            + "(a member whose first event is a join starts outside the network)", at: value)
-                        break
-                    }
-                    if event.has("node") { error("\(name) names its node itself; remove node", at: event.keyNode("node")!) }
-                    targets = [NetworkSpec.accessLinkName(network: network.name, node: member)]
-                    action = name == "renumber" ? .renumber : .membership(name == "join")
-                default: break
+            case "blackhole":
+                action = bool(value, "blackhole").map { .blackhole($0) }
+            case "flap":
+                action = flap(value, at: at, duration: duration)
+            case "profile":
+                action = profile(value).map { .profile($0.name) }
+            case "rebind", "dns":
+                guard actions.contains(name) else {
+                    error("\(name) is what a network does: write network: NAME with it", at: value)
+                    break
                 }
-            }
-            finish(event, known: ["at", "link", "network", "node", "direction"] + actions)
-            if present.count != 1 { action = nil }
-            // A carrier has no direction: both ends lose it at once.
-            if direction != .both, let name = present.first, ["down", "up", "flap"].contains(name), present.count == 1 {
-                error("direction does not apply to '\(name)': a carrier goes \(name == "up" ? "up" : "down") both ways at once; "
-                    + "for one direction only, use blackhole with direction", at: event.keyNode("direction")!)
-                action = nil
-            }
-            if let at, let duration, at > duration, let atNode = event.keyNode("at") {
-                error("this event is at \(at.roamDescription), after the scenario ends (duration \(duration.roamDescription))",
-                      at: event.pairs.first { $0.keyNode == atNode }!.value)
-            }
-            if case .ramp(_, let over)? = action, let at, let duration, at + over > duration {
-                diagnostics.warning("the ramp ends at \((at + over).roamDescription), after the scenario ends; it is cut there",
-                                    line: item.line, column: item.column)
-            }
-            if direction != .both, let name = present.first, networkActions.contains(name) {
-                error("direction does not apply to \(name): it happens to the network both ways at once", at: event.keyNode("direction")!)
-                action = nil
-            }
-            if let at, let targets, let action {
-                for link in targets {
-                    events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
-                    for (later, action) in extra {
-                        if let duration, later > duration { continue }
-                        events.append((TimelineEvent(at: later, link: link, direction: direction, action: action, line: item.line), item))
+                guard let network else { break }
+                if event.has("node") { error("\(name) acts on the whole network; remove node", at: event.keyNode("node")!) }
+                if name == "rebind" {
+                    guard let flag = bool(value, "rebind") else { break }
+                    guard flag else { error("write rebind: true (a NAT's mappings cannot be given back)", at: value); break }
+                    guard network.ipv4 != .none || network.nat64 else {
+                        error("network '\(network.name)' translates no IPv4 (ipv4: none, no nat64): it has no NAT to rebind", at: value)
+                        break
                     }
+                    action = .rebind
+                } else {
+                    guard let (dnsAction, span) = dnsFault(value) else { break }
+                    action = dnsAction
+                    if let span, let at { extra.append((at + span, .dns(nil))) }
+                }
+                targets = [NetworkSpec.uplinkName(network: network.name)]
+            case "portal":
+                guard actions.contains(name) else {
+                    error("portal is what a phone does at a network's captive portal: write network: NAME (and node: PHONE) with it", at: value)
+                    break
+                }
+                guard let network else { break }
+                guard network.portal != nil else {
+                    error("network '\(network.name)' has no captive portal; give it one (portal: true) or remove this event", at: value)
+                    break
+                }
+                guard let text = string(value, "portal"), text == "login" || text == "logout" else {
+                    error("portal must be login or logout", at: value)
+                    break
+                }
+                action = .portal(login: text == "login")
+            case "join", "leave", "renumber":
+                guard actions.contains(name) else {
+                    error("\(name) is what a phone does to a network: write network: NAME with it", at: value)
+                    break
+                }
+                guard let member = string(value, name), let network else { break }
+                guard network.members.contains(member) else {
+                    error("node '\(escapedForMessage(member))' is not a member of network '\(network.name)'; list it in the network's members "
+                        + "(a member whose first event is a join starts outside the network)", at: value)
+                    break
+                }
+                if event.has("node") { error("\(name) names its node itself; remove node", at: event.keyNode("node")!) }
+                targets = [NetworkSpec.accessLinkName(network: network.name, node: member)]
+                action = name == "renumber" ? .renumber : .membership(name == "join")
+            default: break
+            }
+        }
+        finish(event, known: ["at", "link", "network", "node", "direction"] + actions)
+        if present.count != 1 { action = nil }
+        // A carrier has no direction: both ends lose it at once.
+        if direction != .both, let name = present.first, ["down", "up", "flap"].contains(name), present.count == 1 {
+            error("direction does not apply to '\(name)': a carrier goes \(name == "up" ? "up" : "down") both ways at once; "
+                + "for one direction only, use blackhole with direction", at: event.keyNode("direction")!)
+            action = nil
+        }
+        if let at, let duration, at > duration, let atNode = event.keyNode("at") {
+            error("this event is at \(at.roamDescription), after the scenario ends (duration \(duration.roamDescription))",
+                  at: event.pairs.first { $0.keyNode == atNode }!.value)
+        }
+        if case .ramp(_, let over)? = action, let at, let duration, at + over > duration {
+            diagnostics.warning("the ramp ends at \((at + over).roamDescription), after the scenario ends; it is cut there",
+                                line: item.line, column: item.column)
+        }
+        if direction != .both, let name = present.first, networkActions.contains(name) {
+            error("direction does not apply to \(name): it happens to the network both ways at once", at: event.keyNode("direction")!)
+            action = nil
+        }
+        if let at, let targets, let action {
+            for link in targets {
+                events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
+                for (later, action) in extra {
+                    if let duration, later > duration { continue }
+                    events.append((TimelineEvent(at: later, link: link, direction: direction, action: action, line: item.line), item))
                 }
             }
         }
