@@ -68,5 +68,16 @@ static const unsigned long ROAM_TUNSETIFF = 0x400454caUL;      // _IOW('T', 202,
 static const unsigned long ROAM_TUNSETCARRIER = 0x400454e2UL;  // _IOW('T', 226, int)
 static const short ROAM_IFF_TUN = 0x0001;
 static const short ROAM_IFF_NO_PI = 0x1000;
+static const short ROAM_IFF_VNET_HDR = 0x4000;
+// An ioctl whose argument is a value, not a pointer (TUNSETOFFLOAD): Swift does not import the
+// variadic ioctl for integers.
+static inline int roam_ioctl_value(int fd, unsigned long request, unsigned long value) { return ioctl(fd, request, value); }
+static const unsigned long ROAM_TUNSETOFFLOAD = 0x400454d0UL;  // _IOW('T', 208, unsigned int)
+static const unsigned int ROAM_TUN_F_CSUM = 0x01;
+static const unsigned int ROAM_TUN_F_TSO4 = 0x02;
+static const unsigned int ROAM_TUN_F_TSO6 = 0x04;
+static const unsigned int ROAM_TUN_F_TSO_ECN = 0x08;
+static const unsigned int ROAM_TUN_F_USO4 = 0x20;
+static const unsigned int ROAM_TUN_F_USO6 = 0x40;
 
 #endif

@@ -5,11 +5,15 @@ import Netlink
 import RoamSystem
 import ScenarioModel
 import Synchronization
+import SystemPackage
 
-/// Roam's userspace link emulator: one thread moves the packets of every link of a run between
-/// its TUN interfaces, each direction through a ``LinkPipeline``. One event loop, one monotonic
-/// clock: the loop sleeps in `ppoll` on every interface until a packet comes or the earliest
-/// pipeline event is due (nanosecond timeout), so there are no per-packet timers or threads.
+/// Roam's userspace link emulator: a few threads (one per core by default) move the packets of
+/// every link of a run between its TUN interfaces, each direction through a ``LinkPipeline``.
+/// Each link belongs to one thread (its ``Shard``), so a direction's pipeline is only ever
+/// touched by one thread and its decisions stay deterministic; two busy links on two threads use
+/// two cores. Each thread is one event loop on one monotonic clock: it sleeps in `ppoll` on its
+/// interfaces until a packet comes or its earliest pipeline event is due (nanosecond timeout),
+/// so there are no per-packet timers.
 package final class LinkEmulator: @unchecked Sendable {
     package struct Direction {
         package var link: Int
@@ -34,87 +38,137 @@ package final class LinkEmulator: @unchecked Sendable {
         case carrier(link: Int, up: Bool)
     }
 
-    /// Owned by the loop thread once it runs.
-    private var directions: [Direction]
-    private var carrierUp: [Bool]
-    private let commands = Mutex<[Command]>([])
-    private let wake: EventSignal
+    /// The threads, and for each direction its thread and its place there.
+    private let shards: [Shard]
+    private let placement: [(shard: Int, index: Int)]
+    /// Each link's thread.
+    private let linkShard: [Int]
     private let stop: EventSignal
-    private var thread: PinnedThread?
-    /// Packets written to an interface that refused them (its queue full): lost by the
-    /// emulator, not by the link's conditions.
-    private let refused = Atomic<Int>(0)
+    /// What every thread counts.
+    private let counters = Counters()
 
-    /// Counts a packet an interface did not take: lost to a full queue, or (EIO) to an interface
-    /// that is down, as after its phone left its network, which is the carrier's doing.
-    private func countRefusal() {
-        if errno == EIO {
-            carrierDrops.add(1, ordering: .relaxed)
-        } else {
-            refused.add(1, ordering: .relaxed)
+    final class Counters: Sendable {
+        /// Packets written to an interface that refused them (its queue full): lost by the
+        /// emulator, not by the link's conditions.
+        let refused = Atomic<Int>(0)
+        /// Packets dropped because their link's carrier was down when they were due.
+        let carrierDrops = Atomic<Int>(0)
+        /// Packets read with offloads that stood for more than one wire packet.
+        let offloaded = Atomic<Int>(0)
+        /// Packets read with offloads that could not be cut into wire packets (dropped).
+        let malformed = Atomic<Int>(0)
+
+        /// Counts a packet an interface did not take: lost to a full queue, or (EIO) to an
+        /// interface that is down, as after its phone left its network, which is the carrier's doing.
+        func countRefusal(_ packets: Int = 1) {
+            if errno == EIO {
+                carrierDrops.add(packets, ordering: .relaxed)
+            } else {
+                refused.add(packets, ordering: .relaxed)
+            }
         }
     }
-    /// Packets dropped because their link's carrier was down when they were due.
-    private let carrierDrops = Atomic<Int>(0)
-    /// Delivery lateness (write time minus due time, nanoseconds), when measured.
+
+    /// What the offloads did: packets read that stood for more than one wire packet, and packets
+    /// that could not be cut (dropped).
+    /// Packets an interface refused because its queue was full: the emulator's own loss, when
+    /// it could not keep up (the scenario's conditions did not drop them).
+    package var refusedPackets: Int { counters.refused.load(ordering: .relaxed) }
+
+    package var offloadStatistics: (superPackets: Int, malformed: Int) {
+        (counters.offloaded.load(ordering: .relaxed), counters.malformed.load(ordering: .relaxed))
+    }
+    /// Delivery lateness (write time minus due time, nanoseconds), when measured; known once
+    /// the emulator finished.
     package private(set) var lateness: [Int64] = []
-    private let measuresLateness: Bool
-    /// CPU time the loop's thread used, known once it ended.
+    /// CPU time the emulator's threads used, known once they ended.
     package private(set) var cpuTime: Duration = .zero
+    /// How many threads move the packets.
+    package var threadCount: Int { shards.count }
     /// Where ``finish()`` reports what the emulator itself lost (`warning`), and what each
     /// direction's queue and a down carrier dropped by design (`debug`).
     private let logger: Logger
 
-    package init(directions: [Direction], links: Int, measuresLateness: Bool = false,
+    /// The default number of threads: one per online core.
+    package static var defaultThreadCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+
+    /// `threads`: how many event loops share the links (at most one per link; nil: one per core).
+    package init(directions: [Direction], links: Int, threads: Int? = nil, measuresLateness: Bool = false,
                  logger: Logger = Logger(label: "roam.link-emulator")) throws(LinkEmulationError) {
-        self.measuresLateness = measuresLateness
         self.logger = logger
-        self.directions = directions
-        for index in self.directions.indices { self.directions[index].pipeline.recordsDeliveryTimes = measuresLateness }
-        carrierUp = Array(repeating: true, count: links)
+        let count = max(1, min(threads ?? Self.defaultThreadCount, max(1, Set(directions.map(\.link)).count)))
+        // Links go to threads in turn, in the order they come: both directions of a link share one.
+        var linkShard = Array(repeating: 0, count: links)
+        var next = 0
+        var seen: Set<Int> = []
+        for direction in directions where !seen.contains(direction.link) && direction.link < links {
+            seen.insert(direction.link)
+            linkShard[direction.link] = next % count
+            next += 1
+        }
+        self.linkShard = linkShard
+        var grouped = Array(repeating: [Direction](), count: count)
+        var placement: [(shard: Int, index: Int)] = []
+        for var direction in directions {
+            direction.pipeline.recordsDeliveryTimes = measuresLateness
+            let shard = linkShard[direction.link]
+            placement.append((shard, grouped[shard].count))
+            grouped[shard].append(direction)
+        }
+        self.placement = placement
         do {
-            stop = try EventSignal()
-            wake = try EventSignal()
+            let stop = try EventSignal()
+            self.stop = stop
+            var shards: [Shard] = []
+            for directions in grouped {
+                shards.append(try Shard(directions: directions, links: links, stop: stop, measuresLateness: measuresLateness, counters: counters))
+            }
+            self.shards = shards
         } catch {
             throw LinkEmulationError("cannot start the link emulator: eventfd: \(error)")
         }
     }
 
     package func start() throws(LinkEmulationError) {
-        do throws(NetlinkError) {
-            thread = try PinnedThread(name: "roam-emulator") { [self] in loop() }
-        } catch {
-            throw LinkEmulationError("start the link emulator: \(error)")
+        for shard in shards { try shard.start() }
+    }
+
+    /// Hands a change to the thread of its link, which applies it at once.
+    package func post(_ command: Command) {
+        switch command {
+        case let .conditions(index, conditions, capacity, distribution):
+            guard index < placement.count else { return }
+            let (shard, local) = placement[index]
+            shards[shard].post(.conditions(direction: local, conditions, capacity, distribution: distribution))
+        case let .carrier(link, _):
+            guard link < linkShard.count else { return }
+            shards[linkShard[link]].post(command)
         }
     }
 
-    /// Hands a change to the loop, which applies it at once.
-    package func post(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        wake.signal()
-    }
-
-    /// Stops the loop and waits for it; logs and captures are flushed.
+    /// Stops the threads and waits for them; logs and captures are flushed.
     package func finish() -> [LinkPipeline.Statistics] {
         stop.signal()
-        thread?.join()
-        thread = nil
-        for index in directions.indices {
-            directions[index].decisions?.close()
-            directions[index].capture?.close()
-        }
-        let statistics = directions.map(\.pipeline.statistics)
-        for (direction, counts) in zip(directions, statistics) where counts.overflowed > 0 {
+        for shard in shards { shard.join() }
+        lateness = shards.flatMap(\.lateness)
+        cpuTime = shards.reduce(.zero) { $0 + $1.cpuTime }
+        let statistics = placement.map { shards[$0.shard].directions[$0.index].pipeline.statistics }
+        for (place, counts) in zip(placement, statistics) where counts.overflowed > 0 {
+            let direction = shards[place.shard].directions[place.index]
             logger.debug("queue overflow drops", metadata: [
                 "from": "\(direction.source.name)", "to": "\(direction.destination.name)",
                 "overflowed": "\(counts.overflowed)", "arrived": "\(counts.arrived)",
             ])
         }
-        let down = carrierDrops.load(ordering: .relaxed)
+        let down = counters.carrierDrops.load(ordering: .relaxed)
         if down > 0 {
             logger.debug("packets due while their link's carrier was down", metadata: ["packets": "\(down)"])
         }
-        let lost = refused.load(ordering: .relaxed)
+        let broken = counters.malformed.load(ordering: .relaxed)
+        if broken > 0 {
+            logger.warning("the emulator dropped packets handed over for segmentation that it could not cut into wire packets", metadata: ["packets": "\(broken)"])
+        }
+        let lost = counters.refused.load(ordering: .relaxed)
         if lost > 0 {
             logger.warning("the emulator lost packets that the link's conditions did not drop: a TUN interface refused them (its transmit queue was full); the emulator could not keep up with this load", metadata: ["packets": "\(lost)"])
         }
@@ -126,13 +180,61 @@ package final class LinkEmulator: @unchecked Sendable {
     /// How long before a packet is due the loop wakes to poll instead of sleeping.
     static let earlyWake: Int64 = 50_000
 
-    /// Whether a packet goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
-    static func isLinkControl(_ packet: [UInt8], _ count: Int) -> Bool {
-        guard count >= 20 else { return false }
-        switch packet[0] >> 4 {
-        case 4: return packet[16] & 0xf0 == 0xe0
-        case 6: return count >= 40 && packet[24] == 0xff
+    /// Whether the packet at `start` goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
+    static func isLinkControl(_ buffer: [UInt8], from start: Int, _ count: Int) -> Bool {
+        guard count - start >= 20 else { return false }
+        switch buffer[start] >> 4 {
+        case 4: return buffer[start + 16] & 0xf0 == 0xe0
+        case 6: return count - start >= 40 && buffer[start + 24] == 0xff
         default: return false
+        }
+    }
+}
+
+/// One of the emulator's threads and the links it owns.
+final class Shard: @unchecked Sendable {
+    /// Owned by the thread once it runs; read by ``LinkEmulator/finish()`` after it ended.
+    var directions: [LinkEmulator.Direction]
+    private var carrierUp: [Bool]
+    private let commands = Mutex<[LinkEmulator.Command]>([])
+    private let wake: EventSignal
+    private let stop: EventSignal
+    private var thread: PinnedThread?
+    private let measuresLateness: Bool
+    private let counters: LinkEmulator.Counters
+    /// Delivery lateness (nanoseconds), when measured; read after the thread ended.
+    private(set) var lateness: [Int64] = []
+    /// CPU time the thread used, known once it ended.
+    private(set) var cpuTime: Duration = .zero
+
+    init(directions: [LinkEmulator.Direction], links: Int, stop: EventSignal, measuresLateness: Bool, counters: LinkEmulator.Counters) throws(Errno) {
+        self.directions = directions
+        self.carrierUp = Array(repeating: true, count: links)
+        self.stop = stop
+        self.measuresLateness = measuresLateness
+        self.counters = counters
+        wake = try EventSignal()
+    }
+
+    func start() throws(LinkEmulationError) {
+        do throws(NetlinkError) {
+            thread = try PinnedThread(name: "roam-emulator") { [self] in loop() }
+        } catch {
+            throw LinkEmulationError("start the link emulator: \(error)")
+        }
+    }
+
+    func post(_ command: LinkEmulator.Command) {
+        commands.withLock { $0.append(command) }
+        wake.signal()
+    }
+
+    func join() {
+        thread?.join()
+        thread = nil
+        for index in directions.indices {
+            directions[index].decisions?.close()
+            directions[index].capture?.close()
         }
     }
 
@@ -151,8 +253,10 @@ package final class LinkEmulator: @unchecked Sendable {
         var entries = [stop.pollEntry, wake.pollEntry]
         // One entry per direction: its source interface.
         for direction in directions { entries.append(pollfd(fd: direction.source.descriptor, events: Int16(POLLIN), revents: 0)) }
-        var buffer = [UInt8](repeating: 0, count: 65536)
+        // The largest packet a TUN interface hands over (64 KB with offloads) and its header.
+        var buffer = [UInt8](repeating: 0, count: 65536 + 2 * VirtioNetHeader.size)
         var output: [[UInt8]] = []
+        var segments: [[UInt8]] = []
         var spinUntil: Int64 = 0
         while true {
             var next: Int64?
@@ -169,7 +273,7 @@ package final class LinkEmulator: @unchecked Sendable {
             } else if let next {
                 // Wake a little early and poll the rest of the way: a sleeping thread's wake-up
                 // is late by tens of microseconds, more on a busy virtual CPU.
-                deadline = MonotonicInstant(nanoseconds: next - Self.earlyWake)
+                deadline = MonotonicInstant(nanoseconds: next - LinkEmulator.earlyWake)
             } else {
                 deadline = nil
             }
@@ -179,7 +283,7 @@ package final class LinkEmulator: @unchecked Sendable {
             if entries[0].revents != 0 { break }
             if entries[1].revents != 0 {
                 wake.reset()
-                for command in commands.withLock({ commands -> [Command] in defer { commands = [] }; return commands }) {
+                for command in commands.withLock({ commands -> [LinkEmulator.Command] in defer { commands = [] }; return commands }) {
                     switch command {
                     case let .conditions(index, conditions, capacity, distribution):
                         directions[index].pipeline.update(conditions, capacity: capacity, distribution: distribution)
@@ -189,33 +293,59 @@ package final class LinkEmulator: @unchecked Sendable {
                 }
             }
             var now = MonotonicInstant.now.nanoseconds
-            if entries[2...].contains(where: { $0.revents != 0 }) { spinUntil = now + Self.spin }
+            if entries[2...].contains(where: { $0.revents != 0 }) { spinUntil = now + LinkEmulator.spin }
             for index in directions.indices where entries[index + 2].revents != 0 {
                 // A bounded batch per interface per turn, so that one busy link cannot starve the others.
+                let source = directions[index].source, destination = directions[index].destination
+                let header = source.headerLength
+                // A bounded batch per interface per turn, so that one busy link cannot starve the others.
                 for _ in 0..<256 {
-                    let count = buffer.withUnsafeMutableBytes { read(directions[index].source.descriptor, $0.baseAddress, $0.count) }
-                    guard count > 0 else { break }
-                    if Self.isLinkControl(buffer, count) {
+                    let count = buffer.withUnsafeMutableBytes { read(source.descriptor, $0.baseAddress, $0.count) }
+                    guard count > header else { break }
+                    if LinkEmulator.isLinkControl(buffer, from: header, count) {
                         // Multicast (MLD reports, IGMP) is the kernel's own bookkeeping, sent at
                         // randomized times: passed on as is, so that it neither consumes the
                         // link's random numbers nor shifts its decision log.
                         if carrierUp[directions[index].link], !directions[index].pipeline.conditions.isBlackholed {
-                            _ = buffer.withUnsafeBytes { write(directions[index].destination.descriptor, $0.baseAddress, count) }
+                            _ = buffer.withUnsafeBytes { write(destination.descriptor, $0.baseAddress, count) }
                         }
                         continue
                     }
-                    if directions[index].pipeline.isTransparent, directions[index].capture == nil {
-                        // Nothing to do to it: straight out, without a copy or a heap entry.
+                    let offload = header > 0 ? buffer.withUnsafeBytes { VirtioNetHeader($0) } : nil
+                    if directions[index].pipeline.isTransparent, directions[index].capture == nil, header == destination.headerLength {
+                        // Nothing to do to it: straight out, whole (a 64 KB segment with offloads),
+                        // without a copy or a heap entry; counted as the wire packets it stands for.
+                        let wire = offload.map { offload in buffer.withUnsafeBytes { Segmenter.wirePackets(offload, UnsafeRawBufferPointer(rebasing: $0[header..<count])) } } ?? 1
+                        if wire > 1 { counters.offloaded.add(1, ordering: .relaxed) }
                         if carrierUp[directions[index].link] {
-                            let written = buffer.withUnsafeBytes { write(directions[index].destination.descriptor, $0.baseAddress, count) }
-                            if written < 0 { countRefusal() }
+                            let written = buffer.withUnsafeBytes { write(destination.descriptor, $0.baseAddress, count) }
+                            if written < 0 { counters.countRefusal(wire) }
                         } else {
-                            carrierDrops.add(1, ordering: .relaxed)
+                            counters.carrierDrops.add(wire, ordering: .relaxed)
                         }
-                        directions[index].pipeline.passedThrough()
+                        directions[index].pipeline.passedThrough(wire)
                         continue
                     }
-                    directions[index].pipeline.arrive(Array(buffer[..<count]), at: now)
+                    guard let offload, offload.isOffloaded else {
+                        directions[index].pipeline.arrive(Array(buffer[header..<count]), at: now)
+                        continue
+                    }
+                    // Cut into the wire packets it stands for, each decided on alone.
+                    segments.removeAll(keepingCapacity: true)
+                    let cut = buffer.withUnsafeBytes { bytes -> Bool in
+                        do {
+                            try Segmenter.segment(offload, UnsafeRawBufferPointer(rebasing: bytes[header..<count]), into: &segments)
+                            return true
+                        } catch {
+                            return false
+                        }
+                    }
+                    guard cut else {
+                        counters.malformed.add(1, ordering: .relaxed)
+                        continue
+                    }
+                    if segments.count > 1 { counters.offloaded.add(1, ordering: .relaxed) }
+                    for segment in segments { directions[index].pipeline.arrive(segment, at: now) }
                 }
             }
             now = MonotonicInstant.now.nanoseconds
@@ -227,13 +357,13 @@ package final class LinkEmulator: @unchecked Sendable {
                 }
                 guard !output.isEmpty else { continue }
                 guard carrierUp[directions[index].link] else {
-                    carrierDrops.add(output.count, ordering: .relaxed)
+                    counters.carrierDrops.add(output.count, ordering: .relaxed)
                     continue
                 }
-                let destination = directions[index].destination.descriptor
+                let destination = directions[index].destination
                 for (number, packet) in output.enumerated() {
-                    let written = packet.withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
-                    if written < 0 { countRefusal() }
+                    let written = packet.withUnsafeBytes { destination.write(packet: $0) }
+                    if written < 0 { counters.countRefusal() }
                     directions[index].capture?.record(packet)
                     if measuresLateness, lateness.count < 10_000_000 {
                         lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])

@@ -197,11 +197,12 @@ public struct LinkPipeline: Sendable {
             && (impairment.duplicate ?? 0) <= 0 && (impairment.corrupt ?? 0) <= 0
     }
 
-    /// Counts a packet forwarded on the transparent path.
-    public mutating func passedThrough() {
-        numbered += 1
-        statistics.arrived += 1
-        statistics.delivered += 1
+    /// Counts a packet forwarded on the transparent path: `wirePackets` when it was a segmented
+    /// packet moved whole.
+    public mutating func passedThrough(_ wirePackets: Int = 1) {
+        numbered += UInt64(wirePackets)
+        statistics.arrived += wirePackets
+        statistics.delivered += wirePackets
     }
 
     /// A packet sent into this direction at `now`.

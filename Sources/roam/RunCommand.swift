@@ -49,6 +49,9 @@ struct RunCommand: ParsableCommand {
     @Flag(help: "Write each link direction's decision log to the report (userspace backend): decisions-LINK-DIRECTION.log.")
     var decisionLog = false
 
+    @Option(parsing: .unconditional, help: ArgumentHelp("How many threads the userspace emulator moves packets on, each link on one of them (default: one per core, at most one per link).", valueName: "count"))
+    var emulatorThreads: Int?
+
     @Option(parsing: .unconditional, help: ArgumentHelp("Scale the scenario's time by this factor, in (0, 1]: 0.5 plays it in half its duration, twice as fast (for quick checks).", valueName: "factor"))
     var timeScale: Double = 1
 
@@ -79,6 +82,9 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("--time-scale \(timeScale) is not in (0, 1]: it scales the scenario's time, 0.5 plays it in half its duration")
         }
         _ = try outputLimits()
+        if let emulatorThreads, !(1...RunOptions.maximumEmulatorThreads).contains(emulatorThreads) {
+            throw ValidationError("--emulator-threads \(emulatorThreads) is not in 1...\(RunOptions.maximumEmulatorThreads)")
+        }
         if let controlPort, !(0...65_535).contains(controlPort) {
             throw ValidationError("--control-port \(controlPort) is not a port: 0 to 65535 (0 picks a free one)")
         }
@@ -111,6 +117,7 @@ struct RunCommand: ParsableCommand {
         options.reportDirectory = report
         options.timeScale = timeScale
         options.decisionLogs = decisionLog
+        options.emulatorThreads = emulatorThreads
         options.multipath = multipath
         options.outputLimits = try outputLimits()
         options.hold = hold

@@ -332,24 +332,23 @@ struct NetworkScenarioTests {
             guard words.count == 3, let began = Double(words[0]), let took = Double(words[1]) else { return nil }
             return (began, took, String(words[2]))
         }
-        // The faults as the run applied them, with the times they took effect (recorded after
-        // each was applied): a lookup that began after one and ended before the next saw it
-        // alone; lookups that straddle a change are left out.
-        let faults = NetemHost.timeline(directory).compactMap { record -> (detail: String, at: Double)? in
-            guard case .link(let change) = record.event, case .network(let detail) = change.kind else { return nil }
-            return (detail, record.time.seconds)
+        // The faults as the run applied them: each took effect after it was due (`planned`) and
+        // before it was recorded (`actual`). A lookup that began after one was recorded and
+        // ended before the next was due saw it alone; lookups that straddle a change are left out.
+        let faults = NetemHost.timeline(directory).compactMap { record -> (detail: String, due: Double, done: Double)? in
+            guard case .link(let change) = record.event, case .network(let detail) = change.kind, let planned = change.planned else { return nil }
+            return (detail, planned.seconds, record.time.seconds)
         }
         #expect(faults.map(\.detail) == ["dns delay 1.5s", "dns ok", "dns servfail", "dns ok"], "\(faults)")
         try #require(faults.count == 4)
-        let at = faults.map(\.at)
-        let clear = lookups.filter { $0.began + $0.took < at[0] || $0.began > at[3] }
-        let slow = lookups.filter { $0.began > at[0] && $0.began + $0.took < at[1] }
-        let failing = lookups.filter { $0.began > at[2] && $0.began + $0.took < at[3] }
+        let clear = lookups.filter { $0.began + $0.took < faults[0].due || $0.began > faults[3].done }
+        let slow = lookups.filter { $0.began > faults[0].done && $0.began + $0.took < faults[1].due }
+        let failing = lookups.filter { $0.began > faults[2].done && $0.began + $0.took < faults[3].due }
         #expect(clear.count >= 8 && clear.allSatisfy { $0.took < 1.0 && $0.answer == "198.19.255.2" }, "\(output)")
         #expect(!slow.isEmpty && slow.allSatisfy { $0.took >= 1.45 && $0.took < 2.5 && $0.answer == "198.19.255.2" }, "\(output)")
         #expect(failing.count >= 3 && failing.allSatisfy { $0.took < 1.0 && $0.answer.contains("Temporary failure in name resolution") }, "\(output)")
         // Nothing was lost as the delay ended: every lookup that began in it answered.
-        #expect(lookups.filter { $0.began > at[0] && $0.began < at[1] }.allSatisfy { $0.answer == "198.19.255.2" }, "\(output)")
+        #expect(lookups.filter { $0.began > faults[0].done && $0.began < faults[1].due }.allSatisfy { $0.answer == "198.19.255.2" }, "\(output)")
     }
 
     /// A run killed with SIGKILL leaves its namespaces, programs and `/run/roam/net-RUNID`; the

@@ -35,6 +35,11 @@ struct RunCommandTests {
         let negative = try RunningCommand.run(roam, ["run", walk, "--time-scale", "-1"])
         #expect(negative.status == 2)
         #expect(negative.error.contains("--time-scale -1.0 is not in (0, 1]"))
+        for threads in ["0", "65", "-3"] {
+            let result = try RunningCommand.run(roam, ["run", walk, "--emulator-threads", threads])
+            #expect(result.status == 2)
+            #expect(result.error.contains("--emulator-threads") && result.error.contains("1...64"), "\(result.error)")
+        }
         let backend = try RunningCommand.run(roam, ["run", walk, "--backend", "ns3"])
         #expect(backend.status == 2)
         #expect(backend.error.contains("auto") && backend.error.contains("userspace"))

@@ -34,10 +34,23 @@ package final class UserspaceBackend: LinkBackend {
     private let recording: Recording?
     private var interfaces: [String: (first: TunInterface, second: TunInterface)] = [:]
     private var emulator: LinkEmulator?
+    /// Where each link's directions (up, then down) are in the emulator's list.
+    private var firstDirection: [String: Int] = [:]
     private var origin: Int64 = 0
     private var distributions: [DelayDistribution: [Int16]] = [:]
     /// Record how late each packet left the emulator against its due time (benchmarks).
     package var measuresLateness = false
+    /// Open the TUN interfaces with the kernel's offloads (``TunInterface``): segmented packets
+    /// move whole where a direction changes nothing, and are cut into wire packets where it
+    /// decides. Off: every wire packet is a read and a write (benchmarks compare the two).
+    package var offloads = true
+    /// How many threads the emulator uses (nil: one per core; never more than one per link).
+    package var threads: Int?
+    /// Once stopped: packets read that stood for more than one wire packet.
+    package private(set) var superPackets = 0
+    /// Once stopped: packets a TUN interface refused (its queue full): the emulator could not
+    /// keep up.
+    package private(set) var refusedPackets = 0
     /// Once stopped: each delivered packet's lateness, when measured.
     package private(set) var deliveryLateness: [Duration] = []
     /// Once stopped: the CPU time of the emulator's thread.
@@ -61,7 +74,8 @@ package final class UserspaceBackend: LinkBackend {
             throw SimulatorError(.invalidScenario, "link '\(link.name)' names a node that was not built")
         }
         do {
-            interfaces[link.name] = (try TunInterface(name: link.firstInterface, in: first), try TunInterface(name: link.secondInterface, in: second))
+            interfaces[link.name] = (try TunInterface(name: link.firstInterface, in: first, offloads: offloads),
+                                     try TunInterface(name: link.secondInterface, in: second, offloads: offloads))
         } catch {
             throw SimulatorError(error)
         }
@@ -79,6 +93,7 @@ package final class UserspaceBackend: LinkBackend {
         var directions: [LinkEmulator.Direction] = []
         for (index, link) in plan.links.enumerated() {
             guard let pair = interfaces[link.name] else { continue }
+            firstDirection[link.name] = directions.count
             for direction in TrafficDirection.allCases {
                 let name = "\(link.name)-\(direction.rawValue)"
                 var decisions: BufferedFile?
@@ -100,14 +115,14 @@ package final class UserspaceBackend: LinkBackend {
                     decisions: decisions, capture: capture))
             }
         }
-        let emulator = try LinkEmulator(directions: directions, links: plan.links.count, measuresLateness: measuresLateness)
+        let emulator = try LinkEmulator(directions: directions, links: plan.links.count, threads: threads, measuresLateness: measuresLateness)
         origin = MonotonicInstant.now.nanoseconds
         try emulator.start()
         self.emulator = emulator
     }
 
     package func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
-        guard let index = plan.links.firstIndex(where: { $0.name == name }), let emulator else {
+        guard let first = firstDirection[name], let emulator else {
             throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
         }
         var distribution: [Int16]?
@@ -122,7 +137,7 @@ package final class UserspaceBackend: LinkBackend {
         } else {
             capacity = conditions.impairment.rate.map { .rate(bitsPerSecond: $0.bitsPerSecond) } ?? .unlimited
         }
-        emulator.post(.conditions(direction: index * 2 + (direction == .up ? 0 : 1), conditions, capacity, distribution: distribution))
+        emulator.post(.conditions(direction: first + (direction == .up ? 0 : 1), conditions, capacity, distribution: distribution))
     }
 
     package func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
@@ -143,6 +158,8 @@ package final class UserspaceBackend: LinkBackend {
             let counters = emulator.finish()
             deliveryLateness = emulator.lateness.map { .nanoseconds($0) }
             emulatorCPUTime = emulator.cpuTime
+            superPackets = emulator.offloadStatistics.superPackets
+            refusedPackets = emulator.refusedPackets
             var index = 0
             for link in plan.links where interfaces[link.name] != nil {
                 for direction in TrafficDirection.allCases where index < counters.count {

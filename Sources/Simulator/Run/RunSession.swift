@@ -146,9 +146,11 @@ final class RunSession {
         case .netem:
             backend = NetemBackend(plan: plan, seed: seed)
         case .userspace:
-            backend = UserspaceBackend(plan: plan, seed: seed, recording: UserspaceBackend.Recording(
+            let userspace = UserspaceBackend(plan: plan, seed: seed, recording: UserspaceBackend.Recording(
                 directory: report, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name)),
                 budget: outputBudget))
+            userspace.threads = options.emulatorThreads.map { min(max(1, $0), RunOptions.maximumEmulatorThreads) }
+            backend = userspace
         }
         let topology = try Topology.build(plan, backend: backend)
         self.topology = topology
@@ -466,6 +468,9 @@ final class RunSession {
         // The emulator's counters are final once it stops (the topology goes in tearDown()).
         backend?.stop()
         let linkStatistics = backend?.linkStatistics ?? []
+        if let userspace = backend as? UserspaceBackend, userspace.refusedPackets > 0 {
+            notes.append("the userspace emulator could not keep up: \(userspace.refusedPackets) packets were lost because a TUN interface's queue was full, not by the links' conditions (--emulator-threads, or fewer links per core)")
+        }
         var results = drivers.map { driver, _ in
             driver.result(end: min(endedAt, driver.context.workload.stop ?? scenario.duration))
         }

@@ -39,6 +39,12 @@ public struct RunOptions: Sendable {
     public var sampleInterval: Duration = .seconds(1)
     /// Write each link direction's decision log (userspace backend): `decisions-LINK-DIR.log`.
     public var decisionLogs = false
+    /// How many threads the userspace emulator moves packets on (nil: one per core, and never
+    /// more than the run has links). Each link is on one thread; its decisions do not depend on
+    /// the count.
+    public var emulatorThreads: Int?
+    /// The most ``emulatorThreads`` may be.
+    public static let maximumEmulatorThreads = 64
     /// Finds out whether the kernel has netem (replaced in tests).
     package var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.

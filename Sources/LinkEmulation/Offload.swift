@@ -1,0 +1,248 @@
+/// The header a TUN interface opened with `IFF_VNET_HDR` puts before every packet it reads and
+/// expects before every packet written to it: `struct virtio_net_hdr` (10 bytes, little-endian
+/// on this platform). With offloads on, the kernel hands over TCP (and UDP, with USO) packets of
+/// up to 64 KB with `gsoSize` saying how they are cut into wire packets, and checksums left
+/// partial (`needsChecksum`: only the pseudo-header's sum is in the field).
+package struct VirtioNetHeader: Sendable, Hashable {
+    package static let size = 10
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum from `checksumStart` to the end is to be
+    /// completed, at `checksumStart + checksumOffset`.
+    package static let needsChecksum: UInt8 = 1
+    /// `VIRTIO_NET_HDR_F_DATA_VALID`: the checksum was verified.
+    package static let dataValid: UInt8 = 2
+
+    /// `VIRTIO_NET_HDR_GSO_*`, without the ECN bit (0x80).
+    package enum Segmentation: UInt8, Sendable {
+        case none = 0, tcpv4 = 1, udp = 3, tcpv6 = 4, udpL4 = 5
+    }
+
+    package var flags: UInt8 = 0
+    /// The segmentation type with the ECN bit.
+    package var gsoType: UInt8 = 0
+    /// Not trusted: TUN puts the packet's linear length there, not its headers' length.
+    package var headerLength: UInt16 = 0
+    package var gsoSize: UInt16 = 0
+    package var checksumStart: UInt16 = 0
+    package var checksumOffset: UInt16 = 0
+
+    package init() {}
+
+    package init(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count >= Self.size)
+        func u16(_ offset: Int) -> UInt16 { UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8 }
+        flags = bytes[0]
+        gsoType = bytes[1]
+        headerLength = u16(2)
+        gsoSize = u16(4)
+        checksumStart = u16(6)
+        checksumOffset = u16(8)
+    }
+
+    package var segmentation: Segmentation? { Segmentation(rawValue: gsoType & 0x7f) }
+    /// Whether the packet must be changed before it is a wire packet (cut or its checksum
+    /// completed).
+    package var isOffloaded: Bool { gsoType != 0 || flags & Self.needsChecksum != 0 }
+
+    package var bytes: [UInt8] {
+        func le(_ value: UInt16) -> [UInt8] { [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)] }
+        return [flags, gsoType] + le(headerLength) + le(gsoSize) + le(checksumStart) + le(checksumOffset)
+    }
+}
+
+/// Turns what a TUN interface with offloads hands over into the wire packets it stands for, as
+/// the kernel's own software segmentation would cut them (`tcp_gso_segment`,
+/// `__udp_gso_segment`): headers copied, lengths, IPv4 identification, TCP sequence numbers and
+/// flags per segment, every checksum complete. Each wire packet then goes through a link's
+/// pipeline alone, so that loss, corruption, duplication, reordering, a full queue, the rate and
+/// the decision log see exactly the packets they would see without offloads.
+package enum Segmenter {
+    /// Why a packet could not be cut: it is dropped (and counted) rather than passed on wrong.
+    package struct Malformed: Error, Sendable, Hashable, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// The most wire packets one packet may stand for: 64 KB of TCP at its smallest segment
+    /// size (88 bytes) is about 745; UDP allows 128. More is not the kernel's doing.
+    package static let maximumSegments = 1024
+
+    private struct Layout {
+        var version: UInt8
+        var transport: Int
+        var transportHeader: Int
+        var proto: UInt8
+        var headers: Int { transport + transportHeader }
+    }
+
+    private static func layout(_ header: VirtioNetHeader, _ packet: UnsafeRawBufferPointer) throws(Malformed) -> Layout {
+        guard let segmentation = header.segmentation, segmentation != .none, segmentation != .udp else {
+            throw Malformed(description: "segmentation type \(header.gsoType) not asked for")
+        }
+        guard packet.count >= 20 else { throw Malformed(description: "\(packet.count) bytes: no IP header") }
+        let version = packet[0] >> 4
+        let proto: UInt8 = segmentation == .udpL4 ? 17 : 6
+        var transport: Int
+        switch (version, segmentation) {
+        case (4, .tcpv4), (4, .udpL4):
+            transport = Int(packet[0] & 0x0f) * 4
+            guard transport >= 20, packet[9] == proto else { throw Malformed(description: "IPv4 header does not lead to the segmented protocol") }
+        case (6, .tcpv6), (6, .udpL4):
+            guard packet.count >= 40 else { throw Malformed(description: "short IPv6 header") }
+            // Extension headers: the kernel's checksum start is where the transport begins.
+            transport = header.flags & VirtioNetHeader.needsChecksum != 0 ? Int(header.checksumStart) : 40
+            guard transport >= 40, transport == 40 ? packet[6] == proto : true else {
+                throw Malformed(description: "IPv6 header does not lead to the segmented protocol")
+            }
+        default:
+            throw Malformed(description: "IP version \(version) with segmentation type \(header.gsoType)")
+        }
+        let transportHeader: Int
+        if proto == 6 {
+            guard transport + 20 <= packet.count else { throw Malformed(description: "short TCP header") }
+            transportHeader = Int(packet[transport + 12] >> 4) * 4
+            guard transportHeader >= 20 else { throw Malformed(description: "TCP data offset \(transportHeader)") }
+        } else {
+            transportHeader = 8
+        }
+        guard transport + transportHeader <= packet.count else { throw Malformed(description: "headers longer than the packet") }
+        return Layout(version: version, transport: transport, transportHeader: transportHeader, proto: proto)
+    }
+
+    /// How many wire packets a packet read with `header` stands for (1 unless segmented).
+    package static func wirePackets(_ header: VirtioNetHeader, _ packet: UnsafeRawBufferPointer) -> Int {
+        guard header.gsoType != 0, header.gsoSize > 0, let layout = try? layout(header, packet) else { return 1 }
+        let payload = packet.count - layout.headers
+        return max(1, (payload + Int(header.gsoSize) - 1) / Int(header.gsoSize))
+    }
+
+    /// Appends the wire packets `packet` (read with `header`) stands for to `output`.
+    package static func segment(_ header: VirtioNetHeader, _ packet: UnsafeRawBufferPointer, into output: inout [[UInt8]]) throws(Malformed) {
+        if header.gsoType == 0 {
+            var copy = [UInt8](packet)
+            if header.flags & VirtioNetHeader.needsChecksum != 0 {
+                let start = Int(header.checksumStart), field = start + Int(header.checksumOffset)
+                guard start < copy.count, field + 2 <= copy.count else {
+                    throw Malformed(description: "checksum at \(start)+\(header.checksumOffset) outside \(copy.count) bytes")
+                }
+                copy.withUnsafeMutableBytes { bytes in
+                    // The field holds the pseudo-header's sum: the rest is added to it.
+                    let sum = Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[start...]))
+                    bytes.storeBytes(of: Checksum.finish(sum, udp: isUDP(bytes)), toByteOffset: field, as: UInt16.self)
+                }
+            }
+            output.append(copy)
+            return
+        }
+        let layout = try layout(header, packet)
+        let size = Int(header.gsoSize)
+        guard size > 0 else { throw Malformed(description: "segmented packet with a segment size of 0") }
+        let payload = packet.count - layout.headers
+        let count = max(1, (payload + size - 1) / size)
+        guard count <= maximumSegments else { throw Malformed(description: "\(count) segments of \(size) bytes") }
+        let headers = UnsafeRawBufferPointer(rebasing: packet[..<layout.headers])
+        let identification = layout.version == 4 ? UInt16(packet[4]) << 8 | UInt16(packet[5]) : 0
+        let sequence = layout.proto == 6 ? (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(packet[layout.transport + 4 + $1]) } : 0
+        let tcpFlags = layout.proto == 6 ? packet[layout.transport + 13] : 0
+        for index in 0..<count {
+            let start = layout.headers + index * size
+            let length = min(size, payload - index * size)
+            var segment = [UInt8](repeating: 0, count: layout.headers + max(0, length))
+            segment.withUnsafeMutableBytes { bytes in
+                bytes.copyMemory(from: headers)
+                if length > 0 {
+                    UnsafeMutableRawBufferPointer(rebasing: bytes[layout.headers...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: packet[start..<(start + length)]))
+                }
+                let total = bytes.count
+                let transportLength = total - layout.transport
+                if layout.version == 4 {
+                    put16(bytes, 2, UInt16(total))
+                    put16(bytes, 4, identification &+ UInt16(truncatingIfNeeded: index))
+                    put16(bytes, 10, 0)
+                    let ipHeader = UnsafeRawBufferPointer(rebasing: bytes[..<layout.transport])
+                    bytes.storeBytes(of: Checksum.finish(Checksum.sum(ipHeader), udp: false), toByteOffset: 10, as: UInt16.self)
+                } else {
+                    put16(bytes, 4, UInt16(total - 40))
+                }
+                let field: Int
+                if layout.proto == 6 {
+                    put32(bytes, layout.transport + 4, sequence &+ UInt32(truncatingIfNeeded: index * size))
+                    var flags = tcpFlags
+                    if index > 0 { flags &= ~0x80 }              // CWR on the first segment only
+                    if index < count - 1 { flags &= ~(0x01 | 0x08) } // FIN and PSH on the last only
+                    bytes[layout.transport + 13] = flags
+                    field = layout.transport + 16
+                } else {
+                    put16(bytes, layout.transport + 4, UInt16(transportLength))
+                    field = layout.transport + 6
+                }
+                put16(bytes, field, 0)
+                var sum = pseudoHeader(UnsafeRawBufferPointer(bytes), version: layout.version, proto: layout.proto, length: transportLength)
+                sum &+= Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[layout.transport...]))
+                bytes.storeBytes(of: Checksum.finish(sum, udp: layout.proto == 17), toByteOffset: field, as: UInt16.self)
+            }
+            output.append(segment)
+        }
+    }
+
+    private static func isUDP(_ bytes: UnsafeMutableRawBufferPointer) -> Bool {
+        switch bytes[0] >> 4 {
+        case 4: return bytes.count > 9 && bytes[9] == 17
+        case 6: return bytes.count > 6 && bytes[6] == 17
+        default: return false
+        }
+    }
+
+    private static func put16(_ bytes: UnsafeMutableRawBufferPointer, _ offset: Int, _ value: UInt16) {
+        bytes[offset] = UInt8(truncatingIfNeeded: value >> 8)
+        bytes[offset + 1] = UInt8(truncatingIfNeeded: value)
+    }
+
+    private static func put32(_ bytes: UnsafeMutableRawBufferPointer, _ offset: Int, _ value: UInt32) {
+        for index in 0..<4 { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (24 - 8 * index)) }
+    }
+
+    /// The pseudo-header's sum (RFC 768, RFC 8200 §8.1), in ``Checksum``'s convention.
+    private static func pseudoHeader(_ packet: UnsafeRawBufferPointer, version: UInt8, proto: UInt8, length: Int) -> UInt64 {
+        let addresses = version == 4 ? UnsafeRawBufferPointer(rebasing: packet[12..<20]) : UnsafeRawBufferPointer(rebasing: packet[8..<40])
+        var sum = Checksum.sum(addresses)
+        sum &+= UInt64(UInt16(proto).bigEndian)
+        sum &+= UInt64(UInt16(truncatingIfNeeded: length).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: length >> 16).bigEndian)
+        return sum
+    }
+}
+
+/// The Internet checksum (RFC 1071), summed in the machine's byte order (the sum of byte-swapped
+/// words is the byte-swapped sum), so that the result is stored as it comes.
+package enum Checksum {
+    /// The unfolded one's-complement sum of `bytes` as 16-bit words in memory order.
+    package static func sum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var sum: UInt64 = 0
+        var offset = 0
+        let count = bytes.count
+        while offset + 8 <= count {
+            let word = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            sum &+= word & 0xffff_ffff
+            sum &+= word >> 32
+            offset += 8
+        }
+        while offset + 2 <= count {
+            sum &+= UInt64(bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+            offset += 2
+        }
+        if offset < count {
+            // The odd byte is the high byte of a word padded with zero, in memory order.
+            var last: UInt16 = 0
+            withUnsafeMutableBytes(of: &last) { $0[0] = bytes[offset] }
+            sum &+= UInt64(last)
+        }
+        return sum
+    }
+
+    /// Folds a sum and complements it: the value to store in a checksum field. UDP's zero (no
+    /// checksum) is sent as all ones, as the kernel does.
+    package static func finish(_ sum: UInt64, udp: Bool) -> UInt16 {
+        var folded = sum
+        while folded >> 16 != 0 { folded = (folded & 0xffff) + (folded >> 16) }
+        let result = ~UInt16(folded)
+        return result == 0 && udp ? 0xffff : result
+    }
+}

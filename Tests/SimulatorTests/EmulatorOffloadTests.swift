@@ -1,0 +1,302 @@
+import RoamCore
+import RoamSystem
+import Foundation
+import Glibc
+import LinkEmulation
+import Netlink
+import Synchronization
+@testable import ScenarioModel
+import Testing
+import TestSupport
+@testable import Simulator
+
+/// The userspace emulator with the kernel's TUN offloads, over real namespaces: 64 KB TCP
+/// segments cross a link that changes nothing whole, and a link that decides per packet cuts
+/// them into the wire packets they stand for, with complete checksums, so that what arrives is
+/// intact and the decisions are those the same traffic gets without offloads.
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to create network namespaces"), .serialized)
+struct EmulatorOffloadTests {
+    /// Two nodes joined by one emulated link.
+    struct Network {
+        let topology: Topology
+        let backend: UserspaceBackend
+        let plan: TopologyPlan
+        var a: NetworkNamespace { topology.namespace(of: "a")! }
+        var b: NetworkNamespace { topology.namespace(of: "b")! }
+
+        init(offloads: Bool, seed: UInt64 = 1, recording: UserspaceBackend.Recording? = nil, links: Int = 1, threads: Int? = nil) throws {
+            let scenario = try #require(ScenarioReader.parse("""
+                name: offloads
+                duration: 10s
+                nodes: { a: {}, b: {} }
+                links:
+                """ + (0..<links).map { "\n  - { name: \($0 == 0 ? "emu" : "emu\($0 + 1)"), between: [a, b] }" }.joined(), file: "offloads.yaml").scenario)
+            plan = try TopologyPlan(scenario: scenario, runID: RunRegistry.newRunID())
+            backend = UserspaceBackend(plan: plan, seed: seed, recording: recording)
+            backend.offloads = offloads
+            backend.threads = threads
+            topology = try Topology.build(plan, backend: backend)
+            do {
+                try backend.start(topology)
+            } catch {
+                topology.teardown()
+                throw error
+            }
+        }
+
+        /// b's address on a link.
+        func address(_ family: AddressFamily, link: String = "emu") throws -> IPAddress {
+            let interface = try #require(plan.node("a")?.interfaces.first { $0.link == link })
+            return family == .inet ? interface.peerIPv4 : interface.peerIPv6
+        }
+
+        func apply(_ impairment: Impairment, link: String = "emu") throws {
+            for direction in TrafficDirection.allCases { try backend.apply(LinkConditions(impairment: impairment), link: link, direction: direction) }
+        }
+
+        /// Stops the emulator and removes the namespaces: the data direction's counters.
+        func finish() -> LinkPipeline.Statistics? {
+            backend.stop()
+            topology.teardown()
+            return backend.linkStatistics.first { $0.direction == .up }?.counters
+        }
+    }
+
+    static func sockaddr(_ address: IPAddress, port: UInt16) -> (sockaddr_storage, socklen_t) {
+        var storage = sockaddr_storage()
+        let text = address.description
+        if address.family == .inet {
+            var value = sockaddr_in()
+            value.sin_family = sa_family_t(AF_INET)
+            value.sin_port = port.bigEndian
+            inet_pton(AF_INET, text, &value.sin_addr)
+            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: value, as: sockaddr_in.self) }
+            return (storage, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+        var value = sockaddr_in6()
+        value.sin6_family = sa_family_t(AF_INET6)
+        value.sin6_port = port.bigEndian
+        inet_pton(AF_INET6, text, &value.sin6_addr)
+        withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: value, as: sockaddr_in6.self) }
+        return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
+    }
+
+    static func socket(in namespace: NetworkNamespace, _ family: AddressFamily, _ type: Int32) throws -> Int32 {
+        let fd = try namespace.perform { Glibc.socket(family.rawValue, type | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        try #require(fd >= 0, "socket: \(String(cString: strerror(errno)))")
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// The bytes a transfer sends: a pattern that a misplaced or reordered segment would break.
+    static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 11) } }
+
+    /// Sends `bytes` over TCP from a to b; returns what b received.
+    static func transfer(_ network: Network, _ family: AddressFamily, _ bytes: [UInt8], port: UInt16) throws -> [UInt8] {
+        let listener = try socket(in: network.b, family, Int32(SOCK_STREAM.rawValue))
+        defer { close(listener) }
+        var (address, length) = sockaddr(try network.address(family), port: port)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        try #require(bound == 0 && listen(listener, 1) == 0, "listen: \(String(cString: strerror(errno)))")
+        let received = Mutex<[UInt8]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            defer { done.signal() }
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { return }
+            defer { close(connection) }
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var all: [UInt8] = []
+            while true {
+                let count = read(connection, &buffer, buffer.count)
+                if count <= 0 { break }
+                all += buffer[..<count]
+            }
+            received.withLock { $0 = all }
+        }.start()
+        let sender = try socket(in: network.a, family, Int32(SOCK_STREAM.rawValue))
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { connect(sender, $0, length) } }
+        try #require(connected == 0, "connect: \(String(cString: strerror(errno)))")
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { write(sender, $0.baseAddress, min($0.count, 1 << 18)) }
+            guard count > 0 else { break }
+            sent += count
+        }
+        close(sender)
+        done.wait()
+        #expect(sent == bytes.count)
+        return received.withLock { $0 }
+    }
+
+    /// With nothing to decide, TCP's 64 KB segments cross whole: far fewer reads than wire packets.
+    @Test(arguments: [AddressFamily.inet, .inet6])
+    func segmentsCrossWholeAndIntactWhenNothingIsDecided(family: AddressFamily) throws {
+        let network = try Network(offloads: true)
+        let data = Self.pattern(8 << 20)
+        let received = try Self.transfer(network, family, data, port: 7101)
+        let counters = try #require(network.finish())
+        #expect(received.count == data.count && received == data)
+        #expect(network.backend.superPackets > 0, "the kernel handed over segmented packets")
+        // Each wire packet is counted, however it crossed: at least the data's MSS-sized share.
+        #expect(counters.delivered >= data.count / 1500)
+    }
+
+    /// Loss, corruption and duplication decided per wire packet, through a delay: TCP recovers
+    /// everything, and the flipped bits were caught by the receiver's checksum (complete on every
+    /// cut segment), or the data would differ.
+    @Test(arguments: [AddressFamily.inet, .inet6])
+    func cutSegmentsAreDecidedOnOneByOneAndArriveIntact(family: AddressFamily) throws {
+        let network = try Network(offloads: true, seed: 3)
+        try network.apply(Impairment(delay: .milliseconds(1), loss: .random(rate: 0.01, correlation: 0), duplicate: 0.01, corrupt: 0.005))
+        let data = Self.pattern(4 << 20)
+        let received = try Self.transfer(network, family, data, port: 7102)
+        let counters = try #require(network.finish())
+        #expect(received.count == data.count && received == data)
+        #expect(network.backend.superPackets > 0, "the kernel handed over segmented packets, cut here")
+        #expect(counters.lost > 0 && counters.corrupted > 0 && counters.duplicated > 0, "\(counters)")
+        // Wire packets, not 64 KB segments: 4 MB is over 2,800 of them.
+        #expect(counters.arrived >= data.count / 1500, "\(counters)")
+    }
+
+    /// The same datagrams (sent with UDP_SEGMENT, so that with offloads the kernel hands them
+    /// over 8 at a time) through 10% loss and 5% duplication: the decision logs of a run with
+    /// offloads and one without are the same, line for line.
+    @Test func theSameSeedDecidesTheSameWithOffloadsOnAndOff() throws {
+        let scratch = "/tmp/roam-offloads-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        var logs: [String] = []
+        var superPackets: [Int] = []
+        var receivedCounts: [Int] = []
+        for offloads in [true, false] {
+            let path = scratch + "/\(offloads)"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            let recording = UserspaceBackend.Recording(directory: try SecureDirectory.open(path), decisionLogs: true, capturedLinks: [])
+            let network = try Network(offloads: offloads, seed: 42, recording: recording)
+            try network.apply(Impairment(loss: .random(rate: 0.1, correlation: 0), duplicate: 0.05))
+            let receiver = try Self.socket(in: network.b, .inet, Int32(SOCK_DGRAM.rawValue))
+            defer { close(receiver) }
+            // Room for every datagram until they are read at the end.
+            var room: Int32 = 16 << 20
+            setsockopt(receiver, SOL_SOCKET, SO_RCVBUFFORCE, &room, 4)
+            var (address, length) = Self.sockaddr(try network.address(.inet), port: 7103)
+            let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { bind(receiver, $0, length) } }
+            try #require(bound == 0)
+            let sender = try Self.socket(in: network.a, .inet, Int32(SOCK_DGRAM.rawValue))
+            defer { close(sender) }
+            var segment: Int32 = 1000
+            try #require(setsockopt(sender, Int32(IPPROTO_UDP), 103 /* UDP_SEGMENT */, &segment, 4) == 0)
+            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { connect(sender, $0, length) } }
+            try #require(connected == 0)
+            var payload = [UInt8](repeating: 0, count: 8000)
+            for round in 0..<150 {
+                payload[0] = UInt8(truncatingIfNeeded: round)
+                #expect(send(sender, payload, payload.count, 0) == payload.count)
+                // Paced, so that no queue on the way fills and drops what the other run kept.
+                usleep(2000)
+            }
+            // Every datagram that was not lost has come once a read waits 300 ms for nothing.
+            var count = 0
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            var timeout = timeval(tv_sec: 0, tv_usec: 300_000)
+            setsockopt(receiver, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            while recv(receiver, &buffer, buffer.count, 0) > 0 { count += 1 }
+            _ = network.finish()
+            superPackets.append(network.backend.superPackets)
+            receivedCounts.append(count)
+            let directory = try SecureDirectory.open(path)
+            logs.append(String(decoding: try directory.readFile(named: "decisions-emu-up.log", maximumBytes: 1 << 20), as: UTF8.self))
+        }
+        #expect(superPackets[0] > 0 && superPackets[1] == 0, "\(superPackets)")
+        let lines = logs[0].split(separator: "\n")
+        #expect(lines.count >= 1200, "one decision per datagram: \(lines.count)")
+        #expect(lines.contains { $0.hasSuffix(" loss") } && lines.contains { $0.hasSuffix(" duplicate") })
+        #expect(logs[0] == logs[1], "the same decisions with offloads on and off")
+        #expect(receivedCounts[0] == receivedCounts[1] && receivedCounts[0] > 1000, "\(receivedCounts)")
+    }
+
+    /// Datagrams through each of two links, paced, with loss and duplication: `count` per link.
+    static func paced(_ network: Network, links: [String], port: UInt16) throws -> [Int] {
+        var receivers: [Int32] = []
+        defer { receivers.forEach { close($0) } }
+        var senders: [Int32] = []
+        defer { senders.forEach { close($0) } }
+        for (index, link) in links.enumerated() {
+            let receiver = try socket(in: network.b, .inet, Int32(SOCK_DGRAM.rawValue))
+            receivers.append(receiver)
+            var room: Int32 = 16 << 20
+            setsockopt(receiver, SOL_SOCKET, SO_RCVBUFFORCE, &room, 4)
+            var (address, length) = sockaddr(try network.address(.inet, link: link), port: port + UInt16(index))
+            let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { bind(receiver, $0, length) } }
+            try #require(bound == 0)
+            let sender = try socket(in: network.a, .inet, Int32(SOCK_DGRAM.rawValue))
+            senders.append(sender)
+            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { connect(sender, $0, length) } }
+            try #require(connected == 0)
+        }
+        var payload = [UInt8](repeating: 0, count: 1200)
+        for round in 0..<400 {
+            payload[0] = UInt8(truncatingIfNeeded: round)
+            for sender in senders { #expect(send(sender, payload, payload.count, 0) == payload.count) }
+            // Paced, so that no queue on the way fills and drops what another run kept.
+            usleep(500)
+        }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var timeout = timeval(tv_sec: 0, tv_usec: 300_000)
+        return receivers.map { receiver in
+            setsockopt(receiver, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var count = 0
+            while recv(receiver, &buffer, buffer.count, 0) > 0 { count += 1 }
+            return count
+        }
+    }
+
+    /// CPU seconds of this process's threads named `name`, each.
+    static func cpuSeconds(ofThreadsNamed name: String) -> [Double] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task -> Double? in
+            guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                  comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
+                  let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+    }
+
+    /// Two links on two threads: each thread moves its own link's packets (both spend CPU), and
+    /// the decisions are those of the same traffic on one thread, link by link.
+    @Test func twoLinksOnTwoThreadsDecideAsOnOne() throws {
+        let scratch = "/tmp/roam-threads-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        var logs: [[String]] = []
+        var received: [[Int]] = []
+        for threads in [2, 1] {
+            let path = scratch + "/\(threads)"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            let recording = UserspaceBackend.Recording(directory: try SecureDirectory.open(path), decisionLogs: true, capturedLinks: [])
+            let before = PinnedThread.runningCount(named: "roam-emulator")
+            let network = try Network(offloads: true, seed: 9, recording: recording, links: 2, threads: threads)
+            #expect(PinnedThread.runningCount(named: "roam-emulator") - before == threads)
+            for link in ["emu", "emu2"] {
+                try network.apply(Impairment(delay: .microseconds(200), loss: .random(rate: 0.05, correlation: 0), duplicate: 0.02), link: link)
+            }
+            let cpuBefore = Self.cpuSeconds(ofThreadsNamed: "roam-emulator")
+            received.append(try Self.paced(network, links: ["emu", "emu2"], port: 7201))
+            let cpu = Self.cpuSeconds(ofThreadsNamed: "roam-emulator")
+            if threads == 2 {
+                // Both threads of this run worked (the clock ticks at 100 Hz: some ticks each).
+                #expect(cpu.count - cpuBefore.count == 0 && cpu.filter { $0 > 0 }.count >= 2, "\(cpuBefore) → \(cpu)")
+            }
+            _ = network.finish()
+            let directory = try SecureDirectory.open(path)
+            logs.append(try ["emu", "emu2"].map { String(decoding: try directory.readFile(named: "decisions-\($0)-up.log", maximumBytes: 1 << 20), as: UTF8.self) })
+        }
+        #expect(logs[0][0].split(separator: "\n").count >= 400 && logs[0][1].split(separator: "\n").count >= 400)
+        #expect(logs[0][0] != logs[0][1], "each link draws from its own seed")
+        #expect(logs[0] == logs[1], "the same decisions on two threads as on one")
+        #expect(received[0] == received[1] && received[0].allSatisfy { $0 > 300 }, "\(received)")
+    }
+}
