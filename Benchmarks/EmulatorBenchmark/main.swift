@@ -3,7 +3,8 @@
 // between the same two namespaces; delay accuracy under load; CPU and memory.
 //
 //   swift build -c release --product EmulatorBenchmark && .build/release/EmulatorBenchmark
-//   options: --quick (short phases, to check that it runs)
+//   options: --quick (short phases, to check that it runs); --end-to-end (only the end-to-end
+//   section, beside netem: scripts/vm.sh -- .build/release/EmulatorBenchmark --end-to-end)
 //
 // Needs root. Its namespaces are named roam-RUNID-a and -b, removed at the end (and by
 // `roam cleanup` if it is killed).
@@ -55,9 +56,14 @@ final class MixedBackend: LinkBackend {
     func start(_ topology: Topology) throws(SimulatorError) {
         try emulated.start(topology)
         try unoffloaded.start(topology)
+        try plain.start(topology)
     }
     func apply(_ conditions: LinkConditions, link: String, direction: TrafficDirection) throws(SimulatorError) {
-        try (link == "raw" ? unoffloaded : emulated).apply(conditions, link: link, direction: direction)
+        switch link {
+        case "raw": try unoffloaded.apply(conditions, link: link, direction: direction)
+        case "plain": try plain.apply(conditions, link: link, direction: direction)
+        default: try emulated.apply(conditions, link: link, direction: direction)
+        }
     }
     func setCarrier(_ up: Bool, link: String) throws(SimulatorError) {}
     func stop() {
@@ -250,6 +256,9 @@ func percentile(_ sorted: [Double], _ fraction: Double) -> Double { sorted[min(s
 
 // MARK: - Capacity, latency, CPU, memory
 
+// `--end-to-end`: only the last section (for the VM, where everything runs several times slower).
+let endToEndOnly = CommandLine.arguments.contains("--end-to-end")
+if !endToEndOnly {
 let rssBefore = residentMegabytes()
 let (topology, backend) = makeTopology(measuresLateness: false)
 guard let emu = addresses["emu"], let raw = addresses["raw"], let plain = addresses["plain"] else { fail("no addresses for the links") }
@@ -421,6 +430,75 @@ do {
     print("| packets | p50 | p99 | max |")
     print("|---|---|---|---|")
     print(String(format: "| %d | %.0f | %.0f | %.0f |", lateness.count, percentile(lateness, 0.5), percentile(lateness, 0.99), lateness.last ?? 0))
+} catch {
+    fail("\(error)")
+}
+
+}
+
+// MARK: - End to end, beside the kernel's netem where it has it
+
+/// 1000-byte datagrams at 1000 a second (80% of 10 Mbit/s) from a to b, each stamped with the
+/// time it was sent: how much later than 50 ms of delay and its 0.8 ms of serialization each
+/// arrived (µs, sorted). Measured the same way through either backend.
+func oneWayExcess(_ topology: Topology, to destination: String, port: UInt16, count: Int) -> [Double] {
+    let receiver = socketIn(topology.namespace(of: "b")!, Int32(SOCK_DGRAM.rawValue))
+    var timeout = timeval(tv_sec: 1, tv_usec: 0)
+    setsockopt(receiver, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    guard withSockaddr(address(destination, port: port), { bind(receiver, $0, $1) }) == 0 else { fail("bind") }
+    final class Box: @unchecked Sendable { var excess: [Double] = [] }
+    let box = Box()
+    let done = DispatchSemaphore(value: 0)
+    _ = thread {
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while recv(receiver, &buffer, buffer.count, 0) > 0 {
+            let arrived = now()
+            let sent = buffer.withUnsafeBytes { $0.loadUnaligned(as: Double.self) }
+            box.excess.append((arrived - sent - 0.050 - 0.0008) * 1e6)
+        }
+        done.signal()
+    }
+    let sender = socketIn(topology.namespace(of: "a")!, Int32(SOCK_DGRAM.rawValue))
+    guard withSockaddr(address(destination, port: port), { connect(sender, $0, $1) }) == 0 else { fail("connect") }
+    var payload = [UInt8](repeating: 4, count: 972)
+    let start = now()
+    for index in 0..<count {
+        let due = start + Double(index) / 1000
+        while now() < due { usleep(UInt32(max(0, (due - now()) * 1e6 * 0.9))) }
+        var stamp = now()
+        withUnsafeBytes(of: &stamp) { stamp in payload.withUnsafeMutableBytes { $0.copyMemory(from: stamp) } }
+        _ = send(sender, payload, payload.count, 0)
+    }
+    done.wait()
+    close(sender)
+    close(receiver)
+    return box.excess.sorted()
+}
+
+do {
+    let netem = NetemBackend.probe() == .available
+    let (topology, backend) = makeTopology(measuresLateness: false)
+    let conditions = LinkConditions(impairment: Impairment(delay: .milliseconds(50), rate: .mbit(10)))
+    for direction in TrafficDirection.allCases {
+        try backend.apply(conditions, link: "emu", direction: direction)
+        if netem { try backend.apply(conditions, link: "plain", direction: direction) }
+    }
+    let count = Int(phase * 1000)
+    guard let emu = addresses["emu"], let plain = addresses["plain"] else { fail("no addresses for the links") }
+    let emulated = oneWayExcess(topology, to: emu, port: 5051, count: count)
+    let kernel = netem ? oneWayExcess(topology, to: plain, port: 5052, count: count) : []
+    backend.stop()
+    topology.teardown()
+    print("")
+    print("End to end, the same 10 Mbit/s link with 50 ms delay at 80% load (\(count) datagrams of 1000 bytes): each datagram's")
+    print("one-way time beyond 50 ms and its 0.8 ms of serialization, stack included (µs)")
+    print("")
+    print("| backend | received | p50 | p99 | max |")
+    print("|---|---|---|---|---|")
+    for (name, excess) in [("userspace emulator", emulated)] + (netem ? [("netem (kernel)", kernel)] : []) where !excess.isEmpty {
+        print("| \(name) | " + String(format: "%d | %.0f | %.0f | %.0f |", excess.count, percentile(excess, 0.5), percentile(excess, 0.99), excess.last ?? 0))
+    }
+    if !netem { print("(netem: not in this kernel; run the benchmark in the VM, scripts/vm.sh -- .build/release/EmulatorBenchmark, for it beside the emulator)") }
 } catch {
     fail("\(error)")
 }

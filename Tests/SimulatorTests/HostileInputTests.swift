@@ -228,6 +228,25 @@ import Testing
         #expect(flapping.problems == ["the timeline makes 720000 link changes; at most 100000"])
     }
 
+    /// The descriptors a run reserves grow with the scenario, not with its square: 100 phones
+    /// with two links and two workloads each stay within a default hard limit of 20,000 (the
+    /// old estimate wanted 86,000), while each phone still gets room for its own races.
+    @Test func theDescriptorsARunNeedsGrowLinearlyWithItsPhones() throws {
+        func phones(_ count: Int) throws -> Int {
+            var yaml = "name: many\nduration: 5s\nnodes:\n  server: {}\n"
+            yaml += (1...count).map { "  phone\($0): {}\n" }.joined()
+            yaml += "links:\n" + (1...count).map { "  - { name: wifi\($0), between: [phone\($0), server] }\n  - { name: cell\($0), between: [phone\($0), server] }\n" }.joined()
+            yaml += "workloads:\n" + (1...count).map { "  - { name: video\($0), kind: stream, from: server, to: phone\($0), bitrate: 1mbit }\n  - { name: api\($0), kind: requests, from: server, to: phone\($0) }\n" }.joined()
+            let scenario = try #require(ScenarioReader.parse(yaml, file: "many.yaml").scenario)
+            return ScenarioRunner.descriptorsNeeded(for: scenario)
+        }
+        let one = try phones(1), ten = try phones(10), hundred = try phones(100)
+        #expect(hundred < 20_000, "\(hundred)")
+        #expect(hundred - ten == 10 * (ten - one), "linear: \(one), \(ten), \(hundred)")
+        // Each workload: its pipes and probes, and 2 interfaces' races with both ends of each.
+        #expect(one >= 64 + 2 * (16 + 4 * 2))
+    }
+
     // MARK: - Names and paths
 
     @Test func aScenarioNameCannotLeadOutOfTheReportDirectory() {

@@ -272,10 +272,26 @@ public final class ScenarioRunner: Sendable {
     /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
     /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link).
     /// How many descriptors a run of `scenario` may hold at once: the process's own, each
-    /// node's monitor, each link's devices and captures, and each workload's listener,
-    /// connections, race attempts, probes and child pipes, with room to spare.
+    /// node's monitor, each link's devices and captures (a network's gateway and its links
+    /// counted too), and each workload's listener, pipes and probes, and its client's race
+    /// attempts and connections over each of the client's interfaces with the server's side of
+    /// each, with room to spare. Linear in the scenario: a client races over its own
+    /// interfaces, not every link of the run.
     static func descriptorsNeeded(for scenario: Scenario) -> Int {
-        64 + 8 * scenario.nodes.count + 8 * scenario.links.count + (16 + 2 * scenario.links.count) * scenario.workloads.count
+        var interfaces: [String: Int] = [:]
+        for link in scenario.links {
+            interfaces[link.endpoints.0, default: 0] += 1
+            interfaces[link.endpoints.1, default: 0] += 1
+        }
+        var networkLinks = 0
+        for network in scenario.networks {
+            for member in network.members { interfaces[member, default: 0] += 1 }
+            networkLinks += network.members.count + 1
+        }
+        let workloads = scenario.workloads.reduce(0) { total, workload in
+            total + 16 + 4 * (workload.to.flatMap { interfaces[$0] } ?? 0)
+        }
+        return 64 + 8 * (scenario.nodes.count + scenario.networks.count) + 8 * (scenario.links.count + networkLinks) + workloads
     }
 
     /// Raises the soft `RLIMIT_NOFILE` to what the scenario may need (up to the hard limit), or
