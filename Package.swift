@@ -81,7 +81,7 @@ let package = Package(
                                                     .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                     .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "RoamFuzzTargets", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor",
+        .target(name: "RoamFuzzTargets", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor", "LinkEmulation",
                                                        .product(name: "Yams", package: "Yams")]),
         .executableTarget(
             name: "roam",

@@ -323,7 +323,7 @@ final class Shard: @unchecked Sendable {
                         } else {
                             counters.carrierDrops.add(wire, ordering: .relaxed)
                         }
-                        directions[index].pipeline.passedThrough(wire)
+                        directions[index].pipeline.passedThrough(wirePackets: wire)
                         continue
                     }
                     guard let offload, offload.isOffloaded else {

@@ -197,9 +197,14 @@ public struct LinkPipeline: Sendable {
             && (impairment.duplicate ?? 0) <= 0 && (impairment.corrupt ?? 0) <= 0
     }
 
-    /// Counts a packet forwarded on the transparent path: `wirePackets` when it was a segmented
-    /// packet moved whole.
-    public mutating func passedThrough(_ wirePackets: Int = 1) {
+    /// Counts a packet forwarded on the transparent path.
+    public mutating func passedThrough() {
+        passedThrough(wirePackets: 1)
+    }
+
+    /// Counts a packet forwarded on the transparent path that stood for `wirePackets` wire
+    /// packets (a segmented packet moved whole).
+    public mutating func passedThrough(wirePackets: Int) {
         numbered += UInt64(wirePackets)
         statistics.arrived += wirePackets
         statistics.delivered += wirePackets

@@ -4,6 +4,7 @@ import RoamCore
 import RoamSystem
 import ScenarioModel
 import Yams
+import LinkEmulation
 
 /// The fuzz targets of Roam's input readers: each takes arbitrary bytes, runs them through a
 /// reader as `roam` would, and checks what must hold whatever the input. A violation stops the
@@ -47,6 +48,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// stays within the timeline's bound, acts on the link named, and resolves from the links'
     /// state.
     case live
+    /// A packet a TUN interface with offloads hands the userspace emulator (what any program in
+    /// a node can make the kernel send): a `virtio_net_hdr` (the first 10 bytes) and the packet.
+    /// It is cut into wire packets or refused, never trapped on; never more than the limit of
+    /// segments, none longer than the packet, each IPv4 header's checksum complete.
+    case segment
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -63,6 +69,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .diagnostics: Self.diagnostics(text)
         case .probe: Self.probe(bytes)
         case .live: Self.live(bytes)
+        case .segment: Self.segment(bytes)
         }
     }
 
@@ -256,6 +263,24 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(printed <= 101 * (4096 * 4 + 1024), "the diagnostics print \(printed) bytes")
         for diagnostic in outcome.diagnostics {
             precondition((diagnostic.sourceLine?.unicodeScalars.count ?? 0) <= 200, "a diagnostic holds \(diagnostic.sourceLine?.count ?? 0) characters of its line")
+        }
+    }
+
+    static func segment(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count >= VirtioNetHeader.size else { return }
+        let header = VirtioNetHeader(bytes)
+        let packet = UnsafeRawBufferPointer(rebasing: bytes[VirtioNetHeader.size...])
+        var output: [[UInt8]] = []
+        guard (try? Segmenter.segment(header, packet, into: &output)) != nil else { return }
+        precondition(!output.isEmpty && output.count <= Segmenter.maximumSegments, "segments bounded")
+        precondition(output.allSatisfy { $0.count <= packet.count }, "no segment longer than the packet")
+        precondition(Segmenter.wirePackets(header, packet) == output.count || header.gsoType == 0, "wire packets counted as cut")
+        if header.gsoType != 0 {
+            for segment in output where segment.first.map({ $0 >> 4 == 4 }) == true {
+                let length = Int(segment[0] & 0x0f) * 4
+                let sum = segment.withUnsafeBytes { Checksum.sum(UnsafeRawBufferPointer(rebasing: $0[..<length])) }
+                precondition(Checksum.finish(sum, udp: false) == 0, "every cut IPv4 header's checksum is complete")
+            }
         }
     }
 }
