@@ -57,6 +57,8 @@ package final class LinkEmulator: @unchecked Sendable {
         let offloaded = Atomic<Int>(0)
         /// Packets read with offloads that could not be cut into wire packets (dropped).
         let malformed = Atomic<Int>(0)
+        /// Writes that merged several wire packets into one (with offloads).
+        let coalesced = Atomic<Int>(0)
 
         /// Counts a packet an interface did not take: lost to a full queue, or (EIO) to an
         /// interface that is down, as after its phone left its network, which is the carrier's doing.
@@ -75,8 +77,8 @@ package final class LinkEmulator: @unchecked Sendable {
     /// it could not keep up (the scenario's conditions did not drop them).
     package var refusedPackets: Int { counters.refused.load(ordering: .relaxed) }
 
-    package var offloadStatistics: (superPackets: Int, malformed: Int) {
-        (counters.offloaded.load(ordering: .relaxed), counters.malformed.load(ordering: .relaxed))
+    package var offloadStatistics: (superPackets: Int, malformed: Int, merged: Int) {
+        (counters.offloaded.load(ordering: .relaxed), counters.malformed.load(ordering: .relaxed), counters.coalesced.load(ordering: .relaxed))
     }
     /// Delivery lateness (write time minus due time, nanoseconds), when measured; known once
     /// the emulator finished.
@@ -361,13 +363,26 @@ final class Shard: @unchecked Sendable {
                     continue
                 }
                 let destination = directions[index].destination
-                for (number, packet) in output.enumerated() {
-                    let written = packet.withUnsafeBytes { destination.write(packet: $0) }
-                    if written < 0 { counters.countRefusal() }
-                    directions[index].capture?.record(packet)
-                    if measuresLateness, lateness.count < 10_000_000 {
-                        lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])
+                var position = 0
+                while position < output.count {
+                    // With offloads, a run of one flow's segments leaving together is one write.
+                    let end = destination.headerLength > 0 ? Coalescer.run(output, from: position) : position + 1
+                    let written: Int
+                    if end - position > 1 {
+                        let (header, merged) = Coalescer.merge(output[position..<end])
+                        written = merged.withUnsafeBytes { destination.write(header: header, packet: $0) }
+                        counters.coalesced.add(1, ordering: .relaxed)
+                    } else {
+                        written = output[position].withUnsafeBytes { destination.write(packet: $0) }
                     }
+                    if written < 0 { counters.countRefusal(end - position) }
+                    for number in position..<end {
+                        directions[index].capture?.record(output[number])
+                        if measuresLateness, lateness.count < 10_000_000 {
+                            lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])
+                        }
+                    }
+                    position = end
                 }
             }
             for index in entries.indices { entries[index].revents = 0 }

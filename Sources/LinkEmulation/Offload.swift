@@ -246,3 +246,141 @@ package enum Checksum {
         return result == 0 && udp ? 0xffff : result
     }
 }
+
+/// The other way: consecutive wire packets of one TCP flow that leave a direction together are
+/// written as one segmented packet (userspace GRO, as `tcp_gro_receive` merges them), so that a
+/// link that decides per packet still costs one write, and the receiving stack one packet, per
+/// run. Only what the kernel would merge is merged (same addresses, ports, acknowledgement,
+/// window and options, contiguous sequence numbers, full-sized segments but the last, no flag
+/// but ACK and a final PSH), and only segments whose checksum verifies: a segment the link
+/// corrupted goes alone, so that the receiver's checksum still catches it.
+package enum Coalescer {
+    private struct Segment {
+        var version: UInt8
+        var transport: Int
+        var headers: Int
+        var payload: Int
+        var sequence: UInt32
+        var flags: UInt8
+    }
+
+    /// The most bytes one merged packet holds (IPv4's total length).
+    static let maximumLength = 65_535
+
+    private static func parse(_ packet: [UInt8]) -> Segment? {
+        guard packet.count >= 40 else { return nil }
+        let version = packet[0] >> 4
+        let transport: Int
+        switch version {
+        case 4:
+            // No IP options, TCP, not a fragment.
+            guard packet[0] == 0x45, packet[9] == 6, packet[6] & 0x3f == 0, packet[7] == 0,
+                  Int(packet[2]) << 8 | Int(packet[3]) == packet.count else { return nil }
+            transport = 20
+        case 6:
+            guard packet.count >= 60, packet[6] == 6, Int(packet[4]) << 8 | Int(packet[5]) == packet.count - 40 else { return nil }
+            transport = 40
+        default:
+            return nil
+        }
+        let headerLength = Int(packet[transport + 12] >> 4) * 4
+        guard headerLength >= 20, transport + headerLength <= packet.count else { return nil }
+        let flags = packet[transport + 13]
+        // ACK, with PSH at most: no SYN, FIN, RST, URG, ECE or CWR.
+        guard flags & 0x10 != 0, flags & ~UInt8(0x18) == 0 else { return nil }
+        let sequence = (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(packet[transport + 4 + $1]) }
+        return Segment(version: version, transport: transport, headers: transport + headerLength,
+                       payload: packet.count - transport - headerLength, sequence: sequence, flags: flags)
+    }
+
+    private static func verifies(_ packet: [UInt8], _ segment: Segment) -> Bool {
+        packet.withUnsafeBytes { bytes in
+            let length = packet.count - segment.transport
+            let addresses = segment.version == 4 ? UnsafeRawBufferPointer(rebasing: bytes[12..<20]) : UnsafeRawBufferPointer(rebasing: bytes[8..<40])
+            var sum = Checksum.sum(addresses)
+            sum &+= UInt64(UInt16(6).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: length).bigEndian)
+            sum &+= Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[segment.transport...]))
+            return Checksum.finish(sum, udp: false) == 0
+        }
+    }
+
+    /// Whether `next` continues `first`'s flow where `previous` ended: every header byte the
+    /// same but lengths, identification, checksums, sequence number and PSH.
+    private static func continues(_ first: [UInt8], _ head: Segment, _ next: [UInt8], _ segment: Segment) -> Bool {
+        guard segment.version == head.version, segment.headers == head.headers else { return false }
+        if head.version == 4 {
+            // Version, TOS; flags and fragment; TTL, protocol; addresses.
+            guard first[0] == next[0], first[1] == next[1], first[6] == next[6], first[8] == next[8], first[9] == next[9],
+                  first[12..<20].elementsEqual(next[12..<20]) else { return false }
+        } else {
+            guard first[0..<4].elementsEqual(next[0..<4]), first[6..<40].elementsEqual(next[6..<40]) else { return false }
+        }
+        let t = head.transport
+        // Ports, acknowledgement, data offset, window, urgent pointer and options.
+        return first[t..<(t + 4)].elementsEqual(next[t..<(t + 4)]) && first[(t + 8)..<(t + 13)].elementsEqual(next[(t + 8)..<(t + 13)])
+            && first[(t + 14)..<(t + 16)].elementsEqual(next[(t + 14)..<(t + 16)])
+            && first[(t + 18)..<head.headers].elementsEqual(next[(t + 18)..<head.headers])
+    }
+
+    /// Where the run of packets that can be merged with `packets[start]` ends (`start + 1`
+    /// when it goes alone).
+    package static func run(_ packets: [[UInt8]], from start: Int) -> Int {
+        guard start + 1 < packets.count, let head = parse(packets[start]), head.payload > 0,
+              head.flags & 0x08 == 0, verifies(packets[start], head) else { return start + 1 }
+        var end = start + 1
+        var last = head
+        var length = packets[start].count
+        while end < packets.count, let segment = parse(packets[end]), segment.payload > 0, segment.payload <= head.payload,
+              last.payload == head.payload, last.flags & 0x08 == 0,
+              segment.sequence == last.sequence &+ UInt32(last.payload),
+              length + segment.payload <= maximumLength,
+              continues(packets[start], head, packets[end], segment), verifies(packets[end], segment) {
+            length += segment.payload
+            last = segment
+            end += 1
+        }
+        return end
+    }
+
+    /// `packets[range]` merged into one packet and the header that hands it to the kernel as
+    /// segments of the first one's size, its checksum left partial (the pseudo-header's sum).
+    package static func merge(_ packets: ArraySlice<[UInt8]>) -> (VirtioNetHeader, [UInt8]) {
+        let first = packets[packets.startIndex]
+        let head = parse(first)!
+        var merged = first
+        var lastFlags = head.flags
+        for packet in packets.dropFirst() {
+            merged += packet[head.headers...]
+            lastFlags = packet[head.transport + 13]
+        }
+        let total = merged.count
+        let transportLength = total - head.transport
+        merged.withUnsafeMutableBytes { bytes in
+            func put16(_ offset: Int, _ value: UInt16) {
+                bytes[offset] = UInt8(truncatingIfNeeded: value >> 8)
+                bytes[offset + 1] = UInt8(truncatingIfNeeded: value)
+            }
+            if head.version == 4 {
+                put16(2, UInt16(total))
+                put16(10, 0)
+                bytes.storeBytes(of: Checksum.finish(Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[..<20])), udp: false), toByteOffset: 10, as: UInt16.self)
+            } else {
+                put16(4, UInt16(transportLength))
+            }
+            bytes[head.transport + 13] = head.flags | (lastFlags & 0x08)
+            // CHECKSUM_PARTIAL: the pseudo-header's sum, folded and not complemented.
+            let addresses = head.version == 4 ? UnsafeRawBufferPointer(rebasing: bytes[12..<20]) : UnsafeRawBufferPointer(rebasing: bytes[8..<40])
+            var sum = Checksum.sum(addresses)
+            sum &+= UInt64(UInt16(6).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: transportLength).bigEndian)
+            bytes.storeBytes(of: ~Checksum.finish(sum, udp: false), toByteOffset: head.transport + 16, as: UInt16.self)
+        }
+        var header = VirtioNetHeader()
+        header.flags = VirtioNetHeader.needsChecksum
+        header.gsoType = head.version == 4 ? VirtioNetHeader.Segmentation.tcpv4.rawValue : VirtioNetHeader.Segmentation.tcpv6.rawValue
+        header.headerLength = UInt16(head.headers)
+        header.gsoSize = UInt16(head.payload)
+        header.checksumStart = UInt16(head.transport)
+        header.checksumOffset = 16
+        return (header, merged)
+    }
+}

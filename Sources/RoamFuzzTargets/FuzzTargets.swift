@@ -51,7 +51,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A packet a TUN interface with offloads hands the userspace emulator (what any program in
     /// a node can make the kernel send): a `virtio_net_hdr` (the first 10 bytes) and the packet.
     /// It is cut into wire packets or refused, never trapped on; never more than the limit of
-    /// segments, none longer than the packet, each IPv4 header's checksum complete.
+    /// segments, none longer than the packet, each IPv4 header's checksum complete; what the
+    /// emulator would merge of them on the way out cuts back into the same packets.
     case segment
 
     /// Runs one input through the target.
@@ -275,6 +276,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(!output.isEmpty && output.count <= Segmenter.maximumSegments, "segments bounded")
         precondition(output.allSatisfy { $0.count <= packet.count }, "no segment longer than the packet")
         precondition(Segmenter.wirePackets(header, packet) == output.count || header.gsoType == 0, "wire packets counted as cut")
+        // What the emulator merges again on the way out cuts back into the same wire packets.
+        var position = 0
+        while position < output.count {
+            let end = Coalescer.run(output, from: position)
+            precondition(end > position && end <= output.count, "a run ends within the packets")
+            if end - position > 1 {
+                let (merged, packet) = Coalescer.merge(output[position..<end])
+                var again: [[UInt8]] = []
+                let cut: Void? = packet.withUnsafeBytes { try? Segmenter.segment(merged, $0, into: &again) }
+                precondition(cut != nil && again.elementsEqual(output[position..<end]), "a merged run cuts back into its packets")
+            }
+            position = end
+        }
         if header.gsoType != 0 {
             for segment in output where segment.first.map({ $0 >> 4 == 4 }) == true {
                 let length = Int(segment[0] & 0x0f) * 4

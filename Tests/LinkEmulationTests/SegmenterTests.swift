@@ -220,4 +220,40 @@ import Testing
             }
         }
     }
+
+    /// Cut, then merged back: the merged packet, cut again, gives the same wire packets.
+    @Test(arguments: [UInt8(4), 6])
+    func mergedSegmentsCutBackIntoTheSameWirePackets(version: UInt8) throws {
+        let start = version == 4 ? 20 : 40
+        let packet = Self.tcp(version: version, payload: Self.payload(10_000), flags: 0x18)
+        let segments = try Self.segment(Self.header(version == 4 ? .tcpv4 : .tcpv6, size: 1448, start: start, offset: 16), packet)
+        #expect(segments.count == 7)
+        #expect(Coalescer.run(segments, from: 0) == 7)
+        let (header, merged) = Coalescer.merge(segments[0..<7])
+        #expect(header.gsoSize == 1448 && header.checksumStart == start && header.flags == VirtioNetHeader.needsChecksum)
+        #expect(try Self.segment(header, merged) == segments)
+    }
+
+    /// What the kernel would not merge, or a receiver must see alone, ends a run.
+    @Test func aRunEndsWhereTheKernelWouldNotMerge() throws {
+        let packet = Self.tcp(version: 4, payload: Self.payload(6000), flags: 0x18)
+        let segments = try Self.segment(Self.header(.tcpv4, size: 1448, start: 20, offset: 16), packet)
+        #expect(segments.count == 5 && Coalescer.run(segments, from: 0) == 5)
+        var corrupted = segments
+        corrupted[2][100] ^= 0x04                      // a bit the link flipped
+        #expect(Coalescer.run(corrupted, from: 0) == 2, "a corrupted segment is not merged")
+        #expect(Coalescer.run(corrupted, from: 2) == 3, "nor merged with what follows")
+        var gap = segments
+        gap.remove(at: 2)                               // a lost segment
+        #expect(Coalescer.run(gap, from: 0) == 2)
+        var other = segments
+        other[3][18] ^= 0x01                            // another destination
+        #expect(Coalescer.run(other, from: 0) == 3)
+        var pushed = try Self.segment(Self.header(.tcpv4, size: 1448, start: 20, offset: 16), packet)
+        pushed[1][33] |= 0x08                           // PSH before the end
+        #expect(Coalescer.run(pushed, from: 0) <= 2)
+        // A SYN, or a lone packet, goes alone.
+        #expect(Coalescer.run([Self.tcp(version: 4, payload: [], flags: 0x02)] + segments, from: 0) == 1)
+        #expect(Coalescer.run([segments[0]], from: 0) == 1)
+    }
 }

@@ -156,6 +156,7 @@ struct EmulatorOffloadTests {
         let counters = try #require(network.finish())
         #expect(received.count == data.count && received == data)
         #expect(network.backend.superPackets > 0, "the kernel handed over segmented packets, cut here")
+        #expect(network.backend.mergedWrites > 0, "segments leaving together were written as one")
         #expect(counters.lost > 0 && counters.corrupted > 0 && counters.duplicated > 0, "\(counters)")
         // Wire packets, not 64 KB segments: 4 MB is over 2,800 of them.
         #expect(counters.arrived >= data.count / 1500, "\(counters)")

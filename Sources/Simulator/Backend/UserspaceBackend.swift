@@ -48,6 +48,8 @@ package final class UserspaceBackend: LinkBackend {
     package var threads: Int?
     /// Once stopped: packets read that stood for more than one wire packet.
     package private(set) var superPackets = 0
+    /// Once stopped: writes that merged several wire packets of one flow into one.
+    package private(set) var mergedWrites = 0
     /// Once stopped: packets a TUN interface refused (its queue full): the emulator could not
     /// keep up.
     package private(set) var refusedPackets = 0
@@ -159,6 +161,7 @@ package final class UserspaceBackend: LinkBackend {
             deliveryLateness = emulator.lateness.map { .nanoseconds($0) }
             emulatorCPUTime = emulator.cpuTime
             superPackets = emulator.offloadStatistics.superPackets
+            mergedWrites = emulator.offloadStatistics.merged
             refusedPackets = emulator.refusedPackets
             var index = 0
             for link in plan.links where interfaces[link.name] != nil {
