@@ -71,12 +71,12 @@ package final class LinkEmulator: @unchecked Sendable {
         }
     }
 
-    /// What the offloads did: packets read that stood for more than one wire packet, and packets
-    /// that could not be cut (dropped).
     /// Packets an interface refused because its queue was full: the emulator's own loss, when
     /// it could not keep up (the scenario's conditions did not drop them).
     package var refusedPackets: Int { counters.refused.load(ordering: .relaxed) }
 
+    /// What the offloads did: packets read that stood for more than one wire packet, packets
+    /// that could not be cut (dropped), and writes that merged several wire packets.
     package var offloadStatistics: (superPackets: Int, malformed: Int, merged: Int) {
         (counters.offloaded.load(ordering: .relaxed), counters.malformed.load(ordering: .relaxed), counters.coalesced.load(ordering: .relaxed))
     }
@@ -98,12 +98,13 @@ package final class LinkEmulator: @unchecked Sendable {
     package init(directions: [Direction], links: Int, threads: Int? = nil, measuresLateness: Bool = false,
                  logger: Logger = Logger(label: "roam.link-emulator")) throws(LinkEmulationError) {
         self.logger = logger
+        precondition(directions.allSatisfy { (0..<links).contains($0.link) }, "a direction of a link the emulator was not given")
         let count = max(1, min(threads ?? Self.defaultThreadCount, max(1, Set(directions.map(\.link)).count)))
         // Links go to threads in turn, in the order they come: both directions of a link share one.
         var linkShard = Array(repeating: 0, count: links)
         var next = 0
         var seen: Set<Int> = []
-        for direction in directions where !seen.contains(direction.link) && direction.link < links {
+        for direction in directions where !seen.contains(direction.link) {
             seen.insert(direction.link)
             linkShard[direction.link] = next % count
             next += 1

@@ -154,28 +154,28 @@ package enum Segmenter {
                 let total = bytes.count
                 let transportLength = total - layout.transport
                 if layout.version == 4 {
-                    put16(bytes, 2, UInt16(total))
-                    put16(bytes, 4, identification &+ UInt16(truncatingIfNeeded: index))
-                    put16(bytes, 10, 0)
+                    bytes.storeBigEndian(2, UInt16(total))
+                    bytes.storeBigEndian(4, identification &+ UInt16(truncatingIfNeeded: index))
+                    bytes.storeBigEndian(10, UInt16(0))
                     let ipHeader = UnsafeRawBufferPointer(rebasing: bytes[..<layout.transport])
                     bytes.storeBytes(of: Checksum.finish(Checksum.sum(ipHeader), udp: false), toByteOffset: 10, as: UInt16.self)
                 } else {
-                    put16(bytes, 4, UInt16(total - 40))
+                    bytes.storeBigEndian(4, UInt16(total - 40))
                 }
                 let field: Int
                 if layout.proto == 6 {
-                    put32(bytes, layout.transport + 4, sequence &+ UInt32(truncatingIfNeeded: index * size))
+                    bytes.storeBigEndian(layout.transport + 4, sequence &+ UInt32(truncatingIfNeeded: index * size))
                     var flags = tcpFlags
                     if index > 0 { flags &= ~0x80 }              // CWR on the first segment only
                     if index < count - 1 { flags &= ~(0x01 | 0x08) } // FIN and PSH on the last only
                     bytes[layout.transport + 13] = flags
                     field = layout.transport + 16
                 } else {
-                    put16(bytes, layout.transport + 4, UInt16(transportLength))
+                    bytes.storeBigEndian(layout.transport + 4, UInt16(transportLength))
                     field = layout.transport + 6
                 }
-                put16(bytes, field, 0)
-                var sum = pseudoHeader(UnsafeRawBufferPointer(bytes), version: layout.version, proto: layout.proto, length: transportLength)
+                bytes.storeBigEndian(field, UInt16(0))
+                var sum = Checksum.pseudoHeader(UnsafeRawBufferPointer(bytes), version: layout.version, proto: layout.proto, length: transportLength)
                 sum &+= Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[layout.transport...]))
                 bytes.storeBytes(of: Checksum.finish(sum, udp: layout.proto == 17), toByteOffset: field, as: UInt16.self)
             }
@@ -191,23 +191,7 @@ package enum Segmenter {
         }
     }
 
-    private static func put16(_ bytes: UnsafeMutableRawBufferPointer, _ offset: Int, _ value: UInt16) {
-        bytes[offset] = UInt8(truncatingIfNeeded: value >> 8)
-        bytes[offset + 1] = UInt8(truncatingIfNeeded: value)
-    }
 
-    private static func put32(_ bytes: UnsafeMutableRawBufferPointer, _ offset: Int, _ value: UInt32) {
-        for index in 0..<4 { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (24 - 8 * index)) }
-    }
-
-    /// The pseudo-header's sum (RFC 768, RFC 8200 §8.1), in ``Checksum``'s convention.
-    private static func pseudoHeader(_ packet: UnsafeRawBufferPointer, version: UInt8, proto: UInt8, length: Int) -> UInt64 {
-        let addresses = version == 4 ? UnsafeRawBufferPointer(rebasing: packet[12..<20]) : UnsafeRawBufferPointer(rebasing: packet[8..<40])
-        var sum = Checksum.sum(addresses)
-        sum &+= UInt64(UInt16(proto).bigEndian)
-        sum &+= UInt64(UInt16(truncatingIfNeeded: length).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: length >> 16).bigEndian)
-        return sum
-    }
 }
 
 /// The Internet checksum (RFC 1071), summed in the machine's byte order (the sum of byte-swapped
@@ -234,6 +218,16 @@ package enum Checksum {
             withUnsafeMutableBytes(of: &last) { $0[0] = bytes[offset] }
             sum &+= UInt64(last)
         }
+        return sum
+    }
+
+    /// The pseudo-header's sum (RFC 768, RFC 8200 §8.1) of an IPv4 or IPv6 packet whose
+    /// transport (`proto`) is `length` bytes long.
+    package static func pseudoHeader(_ packet: UnsafeRawBufferPointer, version: UInt8, proto: UInt8, length: Int) -> UInt64 {
+        let addresses = version == 4 ? UnsafeRawBufferPointer(rebasing: packet[12..<20]) : UnsafeRawBufferPointer(rebasing: packet[8..<40])
+        var sum = Checksum.sum(addresses)
+        sum &+= UInt64(UInt16(proto).bigEndian)
+        sum &+= UInt64(UInt16(truncatingIfNeeded: length).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: length >> 16).bigEndian)
         return sum
     }
 
@@ -295,11 +289,8 @@ package enum Coalescer {
 
     private static func verifies(_ packet: [UInt8], _ segment: Segment) -> Bool {
         packet.withUnsafeBytes { bytes in
-            let length = packet.count - segment.transport
-            let addresses = segment.version == 4 ? UnsafeRawBufferPointer(rebasing: bytes[12..<20]) : UnsafeRawBufferPointer(rebasing: bytes[8..<40])
-            var sum = Checksum.sum(addresses)
-            sum &+= UInt64(UInt16(6).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: length).bigEndian)
-            sum &+= Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[segment.transport...]))
+            let sum = Checksum.pseudoHeader(bytes, version: segment.version, proto: 6, length: packet.count - segment.transport)
+                &+ Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[segment.transport...]))
             return Checksum.finish(sum, udp: false) == 0
         }
     }
@@ -356,22 +347,16 @@ package enum Coalescer {
         let total = merged.count
         let transportLength = total - head.transport
         merged.withUnsafeMutableBytes { bytes in
-            func put16(_ offset: Int, _ value: UInt16) {
-                bytes[offset] = UInt8(truncatingIfNeeded: value >> 8)
-                bytes[offset + 1] = UInt8(truncatingIfNeeded: value)
-            }
             if head.version == 4 {
-                put16(2, UInt16(total))
-                put16(10, 0)
+                bytes.storeBigEndian(2, UInt16(total))
+                bytes.storeBigEndian(10, UInt16(0))
                 bytes.storeBytes(of: Checksum.finish(Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[..<20])), udp: false), toByteOffset: 10, as: UInt16.self)
             } else {
-                put16(4, UInt16(transportLength))
+                bytes.storeBigEndian(4, UInt16(transportLength))
             }
             bytes[head.transport + 13] = head.flags | (lastFlags & 0x08)
             // CHECKSUM_PARTIAL: the pseudo-header's sum, folded and not complemented.
-            let addresses = head.version == 4 ? UnsafeRawBufferPointer(rebasing: bytes[12..<20]) : UnsafeRawBufferPointer(rebasing: bytes[8..<40])
-            var sum = Checksum.sum(addresses)
-            sum &+= UInt64(UInt16(6).bigEndian) &+ UInt64(UInt16(truncatingIfNeeded: transportLength).bigEndian)
+            let sum = Checksum.pseudoHeader(UnsafeRawBufferPointer(bytes), version: head.version, proto: 6, length: transportLength)
             bytes.storeBytes(of: ~Checksum.finish(sum, udp: false), toByteOffset: head.transport + 16, as: UInt16.self)
         }
         var header = VirtioNetHeader()
@@ -382,5 +367,17 @@ package enum Coalescer {
         header.checksumStart = UInt16(head.transport)
         header.checksumOffset = 16
         return (header, merged)
+    }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    /// Stores a 16-bit field at `offset` in network byte order.
+    fileprivate func storeBigEndian(_ offset: Int, _ value: UInt16) {
+        storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt16.self)
+    }
+
+    /// Stores a 32-bit field at `offset` in network byte order.
+    fileprivate func storeBigEndian(_ offset: Int, _ value: UInt32) {
+        storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self)
     }
 }
