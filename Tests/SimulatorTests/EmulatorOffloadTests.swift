@@ -90,6 +90,14 @@ struct EmulatorOffloadTests {
         return fd
     }
 
+    /// A fresh directory of this test's own (`mkdtemp`: never one another user made first).
+    static func scratchDirectory(_ prefix: String) throws -> String {
+        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        try #require(made, "mkdtemp: \(String(cString: strerror(errno)))")
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
     /// The bytes a transfer sends: a pattern that a misplaced or reordered segment would break.
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 11) } }
 
@@ -166,7 +174,7 @@ struct EmulatorOffloadTests {
     /// over 8 at a time) through 10% loss and 5% duplication: the decision logs of a run with
     /// offloads and one without are the same, line for line.
     @Test func theSameSeedDecidesTheSameWithOffloadsOnAndOff() throws {
-        let scratch = "/tmp/roam-offloads-\(getpid())"
+        let scratch = try Self.scratchDirectory("roam-offloads")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         var logs: [String] = []
         var superPackets: [Int] = []
@@ -270,7 +278,7 @@ struct EmulatorOffloadTests {
     /// Two links on two threads: each thread moves its own link's packets (both spend CPU), and
     /// the decisions are those of the same traffic on one thread, link by link.
     @Test func twoLinksOnTwoThreadsDecideAsOnOne() throws {
-        let scratch = "/tmp/roam-threads-\(getpid())"
+        let scratch = try Self.scratchDirectory("roam-threads")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         var logs: [[String]] = []
         var received: [[Int]] = []
