@@ -365,9 +365,9 @@ enum RunTable {
 
     static func describe(_ workload: WorkloadResult) -> String {
         guard let lookups = workload.lookups else { return describeTraffic(workload) }
-        let slowest = lookups.durations.max().map { ", slowest \($0.roamDescription)" } ?? ""
+        let slowest = lookups.duration.maximum.map { ", slowest \($0.roamDescription)" } ?? ""
         let failed = lookups.failed == 0 ? "" : ", \(lookups.failed) failed" + (lookups.lastFailure.map { " (last: \($0))" } ?? "")
-        return describeTraffic(workload) + "; \(lookups.durations.count) lookups of \(lookups.name)\(slowest)\(failed)"
+        return describeTraffic(workload) + "; \(lookups.duration.count) lookups of \(lookups.name)\(slowest)\(failed)"
     }
 
     static func describeTraffic(_ workload: WorkloadResult) -> String {
@@ -376,7 +376,7 @@ enum RunTable {
             return "\(startup), \(stream.stalls.count) stalls, longest \(stream.longestStall.roamDescription)"
         }
         if let requests = workload.requests {
-            let worst = requests.timesToFirstByte.max().map { ", slowest first byte \($0.roamDescription)" } ?? ""
+            let worst = requests.timeToFirstByte.maximum.map { ", slowest first byte \($0.roamDescription)" } ?? ""
             return "\(requests.succeeded)/\(requests.sent) answered, \(requests.failed) failed\(worst)"
         }
         if let command = workload.command {

@@ -1,4 +1,6 @@
+import PathMonitor
 import RoamSystem
+@testable import ScenarioModel
 import Synchronization
 import Testing
 @testable import Simulator
@@ -38,5 +40,52 @@ struct RunLogEventsTests {
         let held = log.events(from: 0, limit: 10)
         #expect(held.first == 5 && held.lines.count == 1)
         log.unsubscribe(token)
+    }
+}
+
+/// A day's record kept compact: what goes in comes back whole, in order, and a flap's thousands
+/// of changes and paths are held as a few distinct ones.
+@Suite struct RunLogRecordTests {
+    @Test func appliedChangesAndPathsComeBackAsRecordedWhileRepeatsAreHeldOnce() throws {
+        let schedule = TimelineSchedule(scenario: try scenario(twoLinks.replacingOccurrences(of: "duration: 30s", with: "duration: 3000s") + """
+            timeline:
+              - { at: 1s, link: cell, ramp: { to: { delay: 150ms, loss: 2% }, over: 2s } }
+              - { at: 10s, link: wifi, flap: { period: 1s, for: 2000s } }
+
+            """))
+        #expect(schedule.changes.count > 4_000)
+        let log = try RunLog(start: .now, directory: nil)
+        func path(_ name: String?, _ index: Int32) -> NetworkPath {
+            let interfaces = name.map { [NetworkInterface(name: $0, index: index, type: $0 == "wifi" ? .wifi : .cellular)] } ?? []
+            return NetworkPath(status: name == nil ? .unsatisfied : .satisfied, unsatisfiedReason: nil, availableInterfaces: interfaces,
+                               primaryInterface: interfaces.first, isExpensive: name == "cell", isConstrained: false,
+                               supportsIPv4: name != nil, supportsIPv6: false, supportsDNS: false, gateways: [])
+        }
+        var expectedChanges: [AppliedChange] = []
+        var expectedPaths: [(Duration, String, NetworkPath)] = []
+        for (index, change) in schedule.changes.enumerated() {
+            // Whole nanoseconds, as a monotonic clock gives them (a ramp's planned times need not be).
+            let late = (change.at + .microseconds(index % 97)).components
+            let actual = Duration.nanoseconds(late.seconds * 1_000_000_000 + late.attoseconds / 1_000_000_000)
+            let failure = index % 1_000 == 7 ? "failed \(index)" : nil
+            log.applied(change, actual: actual, failure: failure)
+            expectedChanges.append(AppliedChange(change: change, actual: actual, failure: failure))
+            let published = path(index % 2 == 0 ? "cell" : "wifi", index % 2 == 0 ? 3 : 2)
+            let node = index % 3 == 0 ? "server" : "phone"
+            log.path(published, node: node, at: log.start + actual)
+            expectedPaths.append((actual, node, published))
+        }
+        let changes = log.appliedChanges
+        #expect(changes == expectedChanges)
+        let paths = log.paths
+        #expect(paths.count == expectedPaths.count)
+        let mismatch = zip(paths, expectedPaths).enumerated().first { !($1.0.at == $1.1.0 && $1.0.node == $1.1.1 && $1.0.path == $1.1.2) }
+        #expect(mismatch == nil, "path record \(mismatch?.offset ?? -1) differs")
+        let distinct = log.distinctCounts
+        // The ramp's steps each differ; the flap's cuts and restorations are two changes.
+        let rampSteps = schedule.changes.filter { $0.action == "ramp" }.count
+        #expect(rampSteps > 0)
+        #expect(distinct.changes == rampSteps + 2)
+        #expect(distinct.paths == 2)
     }
 }

@@ -74,7 +74,7 @@ import Testing
 
     @Test func aFailedRequestFailsTimeToFirstByte() {
         var requests = WorkloadResult(workload(.requests(requestSize: 100, responseSize: 1000, interval: .seconds(1), count: nil)))
-        requests.requests = RequestStatistics(sent: 3, succeeded: 2, failed: 1, timesToFirstByte: [.milliseconds(20), .milliseconds(30)])
+        requests.requests = RequestStatistics(sent: 3, succeeded: 2, failed: 1, timeToFirstByte: DurationDistribution([.milliseconds(20), .milliseconds(30)]))
         let result = ExpectationEvaluator.evaluate([Expectation(subject: "w", check: .maxTimeToFirstByte(.seconds(1)), line: 1)],
                                                    workloads: [requests], changes: [], paths: [])
         #expect(result[0].passed == false)

@@ -20,8 +20,9 @@ public enum ScenarioLimits {
     public static let maximumRequestSize: Int64 = 64 << 20
     /// The shortest time between requests.
     public static let minimumInterval = Duration.milliseconds(1)
-    /// The shortest flap period: a carrier cannot usefully change more often.
-    public static let minimumFlapPeriod = Duration.milliseconds(10)
+    /// The shortest flap period: a carrier change every half millisecond, as fast as a timeline
+    /// plays (the kernel reports a carrier change at most once a second per device anyway).
+    public static let minimumFlapPeriod = Duration.milliseconds(1)
     /// The most link changes the timeline may expand to (a ramp makes one per 100 ms step, a
     /// flap two per period, other events one), so that a run, `roam export` and the report stay
     /// bounded.

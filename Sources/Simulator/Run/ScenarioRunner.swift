@@ -379,9 +379,10 @@ extension RunReport {
         summary.workloads = workloads.map(\.summary)
         summary.timeline.changes = lateness.count
         summary.timeline.failed = failedChanges.map { .init(link: $0.change.link, action: $0.change.action, error: $0.failure ?? "") }
-        summary.timeline.latenessP50 = percentile(lateness, 0.5)
-        summary.timeline.latenessP99 = percentile(lateness, 0.99)
-        summary.timeline.latenessMax = lateness.max()
+        let lateness = DurationDistribution(lateness)
+        summary.timeline.latenessP50 = lateness.percentile(0.5)
+        summary.timeline.latenessP99 = lateness.percentile(0.99)
+        summary.timeline.latenessMax = lateness.maximum
         summary.pathUpdates = pathUpdates
         summary.events = events
         summary.notes = notes

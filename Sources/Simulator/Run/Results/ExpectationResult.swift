@@ -100,12 +100,12 @@ public enum ExpectationEvaluator {
                                      detail: "\(result.bytesReceived) bytes in \(result.activeTime.roamDescription)")
         case .maxTimeToFirstByte(let limit):
             let requests = result.requests ?? RequestStatistics()
-            let worst = requests.timesToFirstByte.max()
+            let worst = requests.timeToFirstByte.maximum
             let passed = requests.failed == 0 && requests.succeeded > 0 && (worst ?? .zero) <= limit
             let measured = requests.failed > 0 ? "\(requests.failed) failed" : worst?.roamDescription ?? "no response"
             var detail = "\(requests.succeeded) of \(requests.sent) requests answered"
             if let worst { detail += ", slowest first byte \(worst.roamDescription)" }
-            if let p50 = percentile(requests.timesToFirstByte, 0.5) { detail += ", median \(p50.roamDescription)" }
+            if let p50 = requests.timeToFirstByte.percentile(0.5) { detail += ", median \(p50.roamDescription)" }
             return ExpectationResult(expectation: expectation, passed: passed, measured: measured,
                                      requirement: "every request's first byte within \(limit.roamDescription)", detail: detail)
         case .completes(let wanted):

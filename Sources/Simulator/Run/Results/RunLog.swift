@@ -32,12 +32,17 @@ package final class RunLog: Sendable {
 
     private struct State {
         var file: FileDescriptor?
-        var changes: [AppliedChange] = []
-        var paths: [PathRecord] = []
-        /// Each distinct path once: a flapping link publishes the same few paths over and over,
-        /// and records that share one value share its storage, so that the record of a long
-        /// run grows by a few words per path, not by a whole path.
-        var distinctPaths: Set<NetworkPath> = []
+        /// Applied changes and published paths, kept compact for runs that last a day: a
+        /// flapping link applies the same two changes and publishes the same few paths over and
+        /// over, so each distinct change (its time and step aside) and each distinct path is
+        /// held once, and each record is a few words that point at them (40 and 24 bytes,
+        /// where a whole change took about 360 and a path record about 150).
+        var changes: [CompactChange] = []
+        var failures: [Int: String] = [:]
+        var distinctChanges = Interned<ScheduledChange>()
+        var paths: [CompactPath] = []
+        var distinctPaths = Interned<NetworkPath>()
+        var nodes = Interned<String>()
         var lines = 0
         /// The latest events' lines, for readers of the run while it plays (its control API's
         /// event stream): event `lines - recent.count + i` is `recent[i]`. Bounded by
@@ -133,8 +138,14 @@ package final class RunLog: Sendable {
 
     /// Records a link change that was applied (or failed) at `actual`.
     package func applied(_ change: ScheduledChange, actual: Duration, failure: String?) {
-        let applied = AppliedChange(change: change, actual: actual, failure: failure)
-        state.withLock { $0.changes.append(applied) }
+        state.withLock { state in
+            var prototype = change
+            prototype.at = .zero
+            prototype.step = nil
+            if let failure { state.failures[state.changes.count] = failure }
+            state.changes.append(CompactChange(planned: change.at, actual: actual, change: state.distinctChanges.index(of: prototype),
+                                               step: change.step.map { Int32(clamping: $0) } ?? -1))
+        }
         let kind: RunEvent.LinkChange.Kind = switch change.change {
         case .carrier(let up), .membership(let up): .carrier(up: up)
         case .network(let action): .network(Self.describe(action, change: change))
@@ -161,16 +172,70 @@ package final class RunLog: Sendable {
     package func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
         let at = instant.map { $0 - start } ?? elapsed
         state.withLock { state in
-            let shared = state.distinctPaths.firstIndex(of: path).map { state.distinctPaths[$0] } ?? state.distinctPaths.insert(path).memberAfterInsert
-            state.paths.append(PathRecord(at: at, node: node, path: shared))
+            state.paths.append(CompactPath(at: at, node: state.nodes.index(of: node), path: state.distinctPaths.index(of: path)))
         }
         record(.path(node: node, summary: path.summary, path: path.json), at: at)
     }
 
-    package var appliedChanges: [AppliedChange] { state.withLock { $0.changes } }
-    package var paths: [PathRecord] { state.withLock { $0.paths } }
+    /// How many distinct changes (time and step aside) and paths the log holds.
+    package var distinctCounts: (changes: Int, paths: Int) {
+        state.withLock { ($0.distinctChanges.values.count, $0.distinctPaths.values.count) }
+    }
+
+    /// Every applied change, in the order they were applied (made whole from the compact record).
+    package var appliedChanges: [AppliedChange] {
+        state.withLock { state in
+            state.changes.enumerated().map { index, compact in
+                var change = state.distinctChanges.values[Int(compact.change)]
+                change.at = compact.planned
+                change.step = compact.step < 0 ? nil : Int(compact.step)
+                return AppliedChange(change: change, actual: compact.actual, failure: state.failures[index])
+            }
+        }
+    }
+
+    /// Every published path, in order; records of one path share its storage.
+    package var paths: [PathRecord] {
+        state.withLock { state in
+            state.paths.map { PathRecord(at: $0.at, node: state.nodes.values[Int($0.node)], path: state.distinctPaths.values[Int($0.path)]) }
+        }
+    }
     /// How many events were recorded.
     package var eventCount: Int { state.withLock { $0.lines } }
+}
+
+/// An applied change as ``RunLog`` keeps it: its planned and actual times, the index of the
+/// change (time and step left out) among the distinct ones, and its ramp step (-1: none).
+private struct CompactChange {
+    var planned: Duration
+    var actual: Duration
+    var change: Int32
+    var step: Int32
+}
+
+/// A published path as ``RunLog`` keeps it.
+private struct CompactPath {
+    var at: Duration
+    var node: Int32
+    var path: Int32
+}
+
+/// Values held once each, numbered in the order they were first seen. Found by hash, so that a
+/// value is held once (in `values`), not again as a dictionary's key: a ramp's steps are all
+/// distinct.
+struct Interned<Value: Hashable> {
+    private(set) var values: [Value] = []
+    private var byHash: [Int: [Int32]] = [:]
+
+    /// The number of `value`, added if it is new.
+    mutating func index(of value: Value) -> Int32 {
+        let hash = value.hashValue
+        if let known = byHash[hash]?.first(where: { values[Int($0)] == value }) { return known }
+        let index = Int32(values.count)
+        values.append(value)
+        byHash[hash, default: []].append(index)
+        return index
+    }
 }
 
 /// Takes the paths monitors publish while the run is being set up, before its ``RunLog``

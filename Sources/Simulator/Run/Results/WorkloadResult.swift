@@ -69,15 +69,33 @@ public struct RequestStatistics: Sendable {
     public var failed = 0
     /// In flight when the workload stopped (not counted as failures).
     public var unfinished = 0
-    public var timesToFirstByte: [Duration] = []
-    public var completionTimes: [Duration] = []
+    /// From each request's send to its first byte back, and to its last, over the successful
+    /// ones: bounded however many requests a run makes (see ``DurationDistribution``).
+    public var timeToFirstByte = DurationDistribution()
+    public var completion = DurationDistribution()
+
+    /// ``timeToFirstByte``'s values (each within 0.4 % past ``DurationDistribution/exactLimit``).
+    public var timesToFirstByte: [Duration] {
+        get { timeToFirstByte.values }
+        set { timeToFirstByte = DurationDistribution(newValue) }
+    }
+    /// ``completion``'s values (each within 0.4 % past ``DurationDistribution/exactLimit``).
+    public var completionTimes: [Duration] {
+        get { completion.values }
+        set { completion = DurationDistribution(newValue) }
+    }
 }
 
 /// How a client's lookups of its server's name went: one before each connection.
 public struct LookupStatistics: Sendable {
     public var name: String
-    /// How long each successful lookup took.
-    public var durations: [Duration] = []
+    /// How long the successful lookups took (bounded: see ``DurationDistribution``).
+    public var duration = DurationDistribution()
+    /// ``duration``'s values (each within 0.4 % past ``DurationDistribution/exactLimit``).
+    public var durations: [Duration] {
+        get { duration.values }
+        set { duration = DurationDistribution(newValue) }
+    }
     public var failed = 0
     /// Why the last failed lookup failed.
     public var lastFailure: String?
@@ -111,13 +129,6 @@ public struct CommandStatistics: Sendable {
     public var runTime: Duration = .zero
 }
 
-/// Percentiles by nearest rank over unsorted values.
-func percentile(_ values: [Duration], _ fraction: Double) -> Duration? {
-    guard !values.isEmpty else { return nil }
-    let sorted = values.sorted()
-    let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
-    return sorted[min(max(rank, 0), sorted.count - 1)]
-}
 
 extension WorkloadResult {
     /// The workload's entry in `summary.json`.
@@ -138,14 +149,10 @@ extension WorkloadResult {
         entry.completionTime = completionTime
         if let requests {
             entry.requests = .init(sent: requests.sent, succeeded: requests.succeeded, failed: requests.failed, unfinished: requests.unfinished,
-                                   timeToFirstByte: .init(p50: percentile(requests.timesToFirstByte, 0.5), p95: percentile(requests.timesToFirstByte, 0.95),
-                                                          max: requests.timesToFirstByte.max()),
-                                   completion: .init(p50: percentile(requests.completionTimes, 0.5), p95: percentile(requests.completionTimes, 0.95),
-                                                     max: requests.completionTimes.max()))
+                                   timeToFirstByte: .init(requests.timeToFirstByte), completion: .init(requests.completion))
         }
         if let lookups {
-            entry.lookups = .init(name: lookups.name, succeeded: lookups.durations.count, failed: lookups.failed,
-                                  duration: .init(p50: percentile(lookups.durations, 0.5), p95: percentile(lookups.durations, 0.95), max: lookups.durations.max()))
+            entry.lookups = .init(name: lookups.name, succeeded: lookups.duration.count, failed: lookups.failed, duration: .init(lookups.duration))
         }
         if let stream {
             entry.stream = .init(startupDelay: stream.startupDelay, totalStall: stream.totalStall, longestStall: stream.longestStall,
@@ -161,4 +168,11 @@ extension WorkloadResult {
 
     /// The workload's entry in `summary.json`, as JSON.
     public var json: JSONValue { summary.json }
+}
+
+extension RunSummary.Workload.Percentiles {
+    /// The median, the 95th percentile (nearest rank) and the maximum of `distribution`.
+    init(_ distribution: DurationDistribution) {
+        self.init(p50: distribution.percentile(0.5), p95: distribution.percentile(0.95), max: distribution.maximum)
+    }
 }

@@ -462,7 +462,7 @@ final class ClientConnection: Sendable {
         switch NameLookup.resolve(host, families: families, servers: servers, in: namespace, deadline: deadline, stop: context.stop) {
         case .success(let answer):
             state.withLock { state in
-                state.lookups?.durations.append(answer.duration)
+                state.lookups?.duration.record(answer.duration)
                 state.lookup = RunEvent.Connect.Lookup(name: host, server: answer.server.description, duration: answer.duration,
                                                        addresses: answer.addresses.map(\.description))
                 state.session.retarget(to: answer.addresses)

@@ -153,8 +153,8 @@ final class RequestsWorkload: WorkloadDriver {
             let ttfb = firstByte ?? completion
             statistics.withLock { statistics in
                 statistics.succeeded += 1
-                statistics.timesToFirstByte.append(ttfb)
-                statistics.completionTimes.append(completion)
+                statistics.timeToFirstByte.record(ttfb)
+                statistics.completion.record(completion)
             }
             var event = RunEvent.Request(workload: context.workload.name, number: number, outcome: .completed(timeToFirstByte: ttfb, completion: completion))
             event.lookup = lookup
