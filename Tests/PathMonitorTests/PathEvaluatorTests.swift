@@ -46,6 +46,47 @@ import Testing
         #expect(path.isExpensive == (primary == "wwan0"))
     }
 
+    /// A monitor derives again only the interfaces that changed, and the path is the one a
+    /// derivation from nothing gives, through every kind of change and back.
+    @Test func anIncrementalDerivationReusesUnchangedInterfacesAndGivesTheSamePath() {
+        var snapshots: [(NetworkSnapshot, [Int32: InterfaceConnectivity], derived: Int)] = [
+            (Fixture.phone(), [:], 3),
+            (Fixture.phone(wifiAlias: "roam:type=cellular"), [:], 1),
+            (Fixture.phone(wifiAlias: "roam:type=cellular"), [:], 0),
+            (Fixture.phone(wifiCarrier: false, wifiAlias: "roam:type=cellular"), [:], 1),
+            (Fixture.phone(wifiCarrier: false), [:], 1),
+            (Fixture.phone(), [2: InterfaceConnectivity(state: .portal)], 1),
+            (Fixture.phone(), [2: InterfaceConnectivity(state: .portal), 3: InterfaceConnectivity(state: .validated)], 1),
+            (Fixture.phone(cellCarrier: false), [:], 2),
+        ]
+        var renumbered = Fixture.phone()
+        _ = renumbered.apply(.newAddress(Fixture.address(2, "198.18.0.9/24")))
+        snapshots.append((renumbered, [:], 2))  // a second address on Wi-Fi, and cellular's carrier back
+        var rerouted = renumbered
+        _ = rerouted.apply(.newRoute(Fixture.defaultRoute(3, via: "198.18.1.1", metric: 50)))
+        snapshots.append((rerouted, [:], 1))
+        var gone = rerouted
+        _ = gone.apply(.deletedLink(Fixture.link(2, "wlan0")))
+        snapshots.append((gone, [:], 0))
+
+        let evaluator = PathEvaluator()
+        let classify = { evaluator.classifier.classify($0, facts: $1) }
+        var cache = PathEvaluator.CandidateCache()
+        for (step, (snapshot, connectivity, derived)) in snapshots.enumerated() {
+            let incremental = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: connectivity, cache: &cache, classify: classify)
+            let fresh = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: connectivity, classify: classify)
+            #expect(incremental.path == fresh.path, "step \(step)")
+            #expect(incremental.probeable == fresh.probeable, "step \(step)")
+            #expect(cache.derived == derived, "step \(step): \(cache.derived) interfaces derived")
+        }
+        // A new policy derives everything again.
+        var strict = evaluator
+        strict.policy.prohibitsExpensive = true
+        let path = strict.evaluate(Fixture.phone(), facts: [:], resolvers: resolvers, connectivity: [:], cache: &cache, classify: classify).path
+        #expect(cache.derived == 3)
+        #expect(path == strict.path(for: Fixture.phone(), resolvers: resolvers))
+    }
+
     @Test func fallsBackToCellularWhenWifiLosesCarrier() {
         let path = PathEvaluator().path(for: Fixture.phone(wifiCarrier: false), resolvers: resolvers)
         #expect(path.status == .satisfied)

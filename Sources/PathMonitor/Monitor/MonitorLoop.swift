@@ -32,6 +32,8 @@ final class MonitorLoop {
     /// matching rules again only when the interface's name, alias, kind or facts change keeps
     /// them off the path from a notification to its update.
     private var classifications: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
+    /// What the last evaluation derived per interface: the next derives only those that changed.
+    private var candidates = PathEvaluator.CandidateCache()
     /// Connectivity validation, when the configuration asks for it (made when the loop runs).
     private var validator: ConnectivityValidator?
     private var wireless: NetlinkSocket?
@@ -278,24 +280,23 @@ final class MonitorLoop {
         var seen: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
         let classifier = evaluator.classifier
         let classify = { (link: Link, facts: DeviceFacts) -> InterfaceClassifier.Classification in
-            let key = ClassifiedLink(link)
-            if let known = self.classifications[link.index], known.link == key, known.facts == facts {
+            if let known = self.classifications[link.index], known.link.matches(link), known.facts == facts {
                 seen[link.index] = known
                 return known.value
             }
             let value = classifier.classify(link, facts: facts)
-            seen[link.index] = (key, facts, value)
+            seen[link.index] = (ClassifiedLink(link), facts, value)
             return value
         }
         var (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
-                                                   connectivity: validator?.connectivity ?? [:], classify: classify)
+                                                   connectivity: validator?.connectivity ?? [:], cache: &candidates, classify: classify)
         if let validator {
             // New and renumbered interfaces are probed now, and are unknown until they answer.
             let (started, changed) = validator.update(probeable, resolvers: resolvers.nameservers.map(\.address))
             if started > 0 { core.updateStatistics { $0.connectivityProbes += started } }
             if changed {
                 (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
-                                                       connectivity: validator.connectivity, classify: classify)
+                                                       connectivity: validator.connectivity, cache: &candidates, classify: classify)
             }
         }
         classifications = seen
@@ -410,5 +411,10 @@ private struct ClassifiedLink: Equatable {
         kind = link.kind
         hardwareType = link.hardwareType
         isLoopback = link.isLoopback
+    }
+
+    /// Whether `link` would classify as this one did (without making a copy to compare).
+    func matches(_ link: Link) -> Bool {
+        name == link.name && alias == link.alias && kind == link.kind && hardwareType == link.hardwareType && isLoopback == link.isLoopback
     }
 }

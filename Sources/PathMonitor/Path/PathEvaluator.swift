@@ -12,14 +12,14 @@ public struct PathEvaluator: Sendable {
     }
 
     /// A default route as seen from one interface.
-    private struct DefaultRoute {
+    fileprivate struct DefaultRoute: Equatable {
         var family: AddressFamily
         var isMainTable: Bool
         var metric: UInt32
         var gateway: IPAddress?
     }
 
-    private struct Candidate {
+    fileprivate struct Candidate {
         var link: Link
         var interface: NetworkInterface
         var isUsable: Bool
@@ -48,10 +48,40 @@ public struct PathEvaluator: Sendable {
         evaluate(snapshot, facts: facts, resolvers: resolvers, connectivity: [:], classify: classify).path
     }
 
-    /// The path of `snapshot` with each interface's `connectivity`, and the interfaces a
-    /// connectivity probe can go out of (up with an address, not loopback, whatever the policy).
+    /// What an evaluation derived for each interface, and from what, so that the next one reuses
+    /// every interface whose link, addresses, default routes, classification and connectivity
+    /// did not change (a monitor keeps one between evaluations: a change to one interface
+    /// derives that interface again, not all of them).
+    struct CandidateCache {
+        fileprivate struct Entry {
+            var link: Link
+            var addresses: [InterfaceAddress]
+            var defaults: [DefaultRoute]
+            var kind: InterfaceClassifier.Classification
+            var connectivity: InterfaceConnectivity?
+            var candidate: Candidate
+        }
+        fileprivate var entries: [Int32: Entry] = [:]
+        fileprivate var policy: PathPolicy?
+        /// Interfaces derived again by the last evaluation (the others were reused).
+        private(set) var derived = 0
+        fileprivate mutating func reset(derived: Int) { self.derived = derived }
+    }
+
+    /// ``evaluate(_:facts:resolvers:connectivity:cache:classify:)`` from nothing.
     func evaluate(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
                   connectivity: [Int32: InterfaceConnectivity],
+                  classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> (path: NetworkPath, probeable: [NetworkInterface]) {
+        var cache = CandidateCache()
+        return evaluate(snapshot, facts: facts, resolvers: resolvers, connectivity: connectivity, cache: &cache, classify: classify)
+    }
+
+    /// The path of `snapshot` with each interface's `connectivity`, and the interfaces a
+    /// connectivity probe can go out of (up with an address, not loopback, whatever the policy).
+    /// Interfaces that `cache` holds unchanged are reused; the cache is left holding this
+    /// evaluation's.
+    func evaluate(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
+                  connectivity: [Int32: InterfaceConnectivity], cache: inout CandidateCache,
                   classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> (path: NetworkPath, probeable: [NetworkInterface]) {
         var byInterface: [Int32: [InterfaceAddress]] = [:]
         for address in snapshot.addresses.values where address.isUsable {
@@ -68,24 +98,45 @@ public struct PathEvaluator: Sendable {
             }
         }
 
+        if cache.policy != policy {
+            cache.entries = [:]
+            cache.policy = policy
+        }
+        var previous = cache.entries
+        var entries: [Int32: CandidateCache.Entry] = [:]
+        entries.reserveCapacity(snapshot.links.count)
+        var derived = 0
         let candidates: [Candidate] = snapshot.links.values.sorted { $0.index < $1.index }.map { link in
             let addresses = (byInterface[link.index] ?? []).sorted(by: Self.addressOrder)
             let kind = classify(link, facts[link.index] ?? DeviceFacts())
+            let linkDefaults = defaults[link.index] ?? []
+            let known = connectivity[link.index]
+            if let entry = previous.removeValue(forKey: link.index), entry.link == link, entry.kind == kind, entry.connectivity == known,
+               entry.addresses == addresses, entry.defaults == linkDefaults {
+                entries[link.index] = entry
+                return entry.candidate
+            }
+            derived += 1
             var interface = NetworkInterface(
                 name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
                 isConstrained: kind.isConstrained, isUltraConstrained: kind.isUltraConstrained, linkQuality: kind.linkQuality,
                 state: link.operationalState, mtu: link.mtu,
                 addresses: addresses.map(\.prefix))
-            if let known = connectivity[link.index] { interface.connectivity = known }
+            if let known { interface.connectivity = known }
             let routable = addresses.filter { $0.family == .inet || !$0.address.isLinkLocal }
             let isUsable = link.isRunning && (link.isLoopback ? !addresses.isEmpty : !routable.isEmpty)
             // A default route helps only with a source address of its family.
-            let usableDefaults = link.isLoopback ? [] : (defaults[link.index] ?? []).filter { route in
+            let usableDefaults = link.isLoopback ? [] : linkDefaults.filter { route in
                 routable.contains { $0.family == route.family }
             }
-            return Candidate(link: link, interface: interface, isUsable: isUsable, defaults: isUsable ? usableDefaults : [],
-                             prohibition: policy.prohibition(of: interface))
+            let candidate = Candidate(link: link, interface: interface, isUsable: isUsable, defaults: isUsable ? usableDefaults : [],
+                                      prohibition: policy.prohibition(of: interface))
+            entries[link.index] = CandidateCache.Entry(link: link, addresses: addresses, defaults: linkDefaults, kind: kind,
+                                                       connectivity: known, candidate: candidate)
+            return candidate
         }
+        cache.entries = entries
+        cache.reset(derived: derived)
 
         let routed = candidates.filter(\.hasRoute)
         let permittedRouted = routed.filter { $0.prohibition == nil }
@@ -140,7 +191,8 @@ public struct PathEvaluator: Sendable {
             }
             return keys.sorted(by: gatewayOrder).map(\.gateway)
         } : []
-        let permittedIndices = Set(available.map(\.link.index))
+        // Arrays, not sets: a namespace has a handful of interfaces, and a set costs a hash table.
+        let permittedIndices = available.map(\.link.index)
 
         var path = NetworkPath(
             status: status,
@@ -154,7 +206,7 @@ public struct PathEvaluator: Sendable {
             supportsIPv4: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet } },
             supportsIPv6: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet6 } },
             supportsDNS: satisfied && Self.reachesResolver(resolvers, snapshot: snapshot, permitted: permittedIndices,
-                                                           usable: Set(candidates.filter(\.isUsable).map(\.link.index)),
+                                                           usable: candidates.filter(\.isUsable).map(\.link.index),
                                                            loopbackUsable: loopback != nil, names: available.map(\.link)),
             gateways: gateways.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
         )
@@ -221,8 +273,8 @@ public struct PathEvaluator: Sendable {
     /// main-table route over a running interface, if that interface is permitted. (Routes over
     /// interfaces without carrier are passed over, as the kernel does with
     /// `ignore_routes_with_linkdown`, which is what a connection manager gives you.)
-    private static func reachesResolver(_ resolvers: ResolverConfiguration, snapshot: NetworkSnapshot, permitted: Set<Int32>,
-                                        usable: Set<Int32>, loopbackUsable: Bool, names: [Link]) -> Bool {
+    private static func reachesResolver(_ resolvers: ResolverConfiguration, snapshot: NetworkSnapshot, permitted: [Int32],
+                                        usable: [Int32], loopbackUsable: Bool, names: [Link]) -> Bool {
         resolvers.nameservers.contains { server in
             if server.address.isLoopback { return loopbackUsable }
             if let interfaceName = server.interfaceName {
