@@ -1,0 +1,184 @@
+import Foundation
+@testable import ScenarioModel
+import Testing
+
+@Suite struct RadioModelTests {
+    @Test func pathLossIsFriisAtAMetreThenTheExponent() {
+        // 20·log10(4π·f/c): 40.10 dB at 2,412 MHz, 46.73 dB at 5,180 MHz.
+        #expect(abs(Propagation.referenceLoss(frequency: 2_412) - 40.10) < 0.01)
+        #expect(abs(Propagation.referenceLoss(frequency: 5_180) - 46.73) < 0.01)
+        let indoor = Propagation.indoor
+        #expect(abs(indoor.medianLoss(distance: 10, frequency: 5_180) - (46.73 + 30)) < 0.01)
+        #expect(abs(indoor.medianLoss(distance: 100, frequency: 5_180) - (46.73 + 60)) < 0.01)
+        #expect(indoor.medianLoss(distance: 0.2, frequency: 5_180) == indoor.medianLoss(distance: 1, frequency: 5_180))
+        #expect(AccessPoint(name: "a", network: "n", position: Position(0, 0), channel: 6).frequency == 2_437)
+        // TR 36.942's macro cell: 128.1 dB at 1 km, 37.6 dB more per decade.
+        #expect(abs(Propagation.outdoor.medianLoss(distance: 1_000, frequency: 1_800) - 128.1) < 1e-9)
+        #expect(abs(Propagation.outdoor.medianLoss(distance: 100, frequency: 1_800) - 90.5) < 1e-9)
+        #expect(AccessPoint(name: "a", network: "n", position: Position(0, 0), channel: 36).frequency == 5_180)
+    }
+
+    @Test func wiFiRatesFollowTheStandardsSensitivities() {
+        let ac20 = AccessPoint(name: "a", network: "n", position: Position(0, 0), channel: 36)
+        let ac80 = AccessPoint(name: "a", network: "n", position: Position(0, 0), channel: 36, width: .mhz80)
+        let n24 = AccessPoint(name: "a", network: "n", position: Position(0, 0), channel: 1)
+        #expect(WiFiRates.mcs(signal: -50, accessPoint: ac20) == 8)
+        #expect(WiFiRates.mcs(signal: -64, accessPoint: ac20) == 7)
+        #expect(WiFiRates.mcs(signal: -64.5, accessPoint: ac20) == 6)
+        #expect(WiFiRates.mcs(signal: -50, accessPoint: n24) == 7, "802.11n on 2.4 GHz stops at MCS 7")
+        #expect(WiFiRates.mcs(signal: -50, accessPoint: ac80) == 9)
+        #expect(WiFiRates.mcs(signal: -70, accessPoint: ac80) == 2, "6 dB more at 80 MHz: MCS 2 needs -71, MCS 3 -68")
+        #expect(WiFiRates.mcs(signal: -95, accessPoint: ac20) == 0)
+        // Up a step only 1 dB past the next sensitivity; down at once.
+        #expect(WiFiRates.mcs(signal: -69.5, accessPoint: ac20, current: 3) == 3)
+        #expect(WiFiRates.mcs(signal: -68.9, accessPoint: ac20, current: 3) == 4)
+        #expect(WiFiRates.mcs(signal: -75, accessPoint: ac20, current: 5) == 2)
+        #expect(abs(WiFiRates.goodput(mcs: 7, width: .mhz20) - 65e6 * 0.65) < 1)
+        // Above MCS 0's sensitivity nothing is lost; 3 dB under it (0.1·10^0.75)^7; 4 dB under, everything.
+        #expect(WiFiRates.loss(signal: -82, width: .mhz20) == 0)
+        #expect(abs(WiFiRates.loss(signal: -85, width: .mhz20) - pow(0.1 * pow(10, 0.75), 7)) < 1e-12)
+        #expect(WiFiRates.loss(signal: -86, width: .mhz20) == 1)
+        #expect(MobilityDerivation.rounded(0.017_83) == 0.018)
+        #expect(MobilityDerivation.rounded(1e-9) == 0)
+    }
+
+    @Test func cellularBandsStepDownAtOnceAndUpWithHysteresis() {
+        #expect(CellularBands.bands[CellularBands.band(rsrp: -75)].name == "excellent")
+        #expect(CellularBands.bands[CellularBands.band(rsrp: -95)].name == "fair")
+        #expect(CellularBands.bands[CellularBands.band(rsrp: -130)].name == "edge")
+        #expect(CellularBands.band(rsrp: -89, current: 2) == 2, "1 dB into a better band is not enough")
+        #expect(CellularBands.band(rsrp: -87.5, current: 2) == 1)
+        #expect(CellularBands.band(rsrp: -105, current: 0) == 3)
+    }
+}
+
+@Suite struct MobilityDerivationTests {
+    /// A corridor with three APs of one network 30 m apart, a phone walking its length at
+    /// 1.4 m/s, and a lift at the end that takes 40 dB.
+    func corridor(shadowing: Double = 0, seed: UInt64 = 1) -> MobilityDerivation {
+        var indoor = Propagation.indoor
+        indoor.shadowing = shadowing
+        let mobility = Mobility(
+            accessPoints: (0..<3).map { AccessPoint(name: "ap\($0 + 1)", network: "office", position: Position(Double($0) * 30, 3)) },
+            obstacles: [Obstacle(name: "lift", from: Position(68, -2), to: Position(72, 2), attenuation: 40)],
+            phones: [PhoneMovement(node: "phone", model: .waypoints(start: Position(0, 0), legs: [
+                .move(to: Position(70, 0), speed: 1.4), .pause(.seconds(10)),
+            ]))],
+            indoor: indoor)
+        return MobilityDerivation(mobility: mobility, duration: .seconds(70), seed: seed,
+                                  networks: [.init(name: "office", isCellular: false, members: ["phone"])], line: 12)
+    }
+
+    @Test func aWalkDownACorridorRoamsBetweenAccessPointsThenLosesTheNetworkInTheLift() {
+        let result = corridor().derive()
+        let events = result.events
+        #expect(events.allSatisfy { $0.link == "office.phone" && $0.line == 12 })
+        #expect(result.moves == 2, "ap1 → ap2 → ap3")
+        let downs = events.filter { $0.action == .down }, ups = events.filter { $0.action == .up }
+        #expect(downs.count == 2 && ups.count == 2)
+        for (down, up) in zip(downs, ups) { #expect(up.at - down.at == .milliseconds(100)) }
+        // Each roam happens past the trigger: the phone is well beyond the midpoint (15 m, 45 m)
+        // when ap1 (ap2) has fallen under -70 dBm and the next AP is 8 dB better for 500 ms.
+        let samples = result.samples
+        let served = samples.map { $0.transmitter ?? "-" }
+        #expect(Array(Set(served)).sorted() == ["-", "ap1", "ap2", "ap3"])
+        if let first = served.firstIndex(of: "ap2") {
+            #expect(samples[first].position.x > 15)
+            #expect(samples[first - 1].signal! < -70)
+        }
+        // In the lift: every beacon lost, the phone leaves; it never joins again (still inside).
+        let leaves = events.filter { $0.action == .membership(false) }
+        #expect(leaves.count == 1)
+        #expect(leaves.first.map { $0.at >= .seconds(48) && $0.at <= .seconds(51) } == true, "\(String(describing: leaves.first?.at))")
+        #expect(!events.contains { $0.action == .membership(true) })
+        // The first event sets the rate at the start; rates then fall and rise with the distance.
+        guard case .set(let first) = events.first?.action else {
+            Issue.record("the first event is not a set: \(String(describing: events.first))")
+            return
+        }
+        #expect(events.first?.at == .zero)
+        #expect(first.rate.map { abs($0.bitsPerSecond - WiFiRates.goodput(mcs: 8, width: .mhz20)) < 1 } == true)
+        let rates = events.compactMap { event -> Double? in if case .set(let impairment) = event.action { impairment.rate?.bitsPerSecond } else { nil } }
+        #expect(rates.count >= 6)
+        #expect(Set(rates).count >= 4)
+    }
+
+    @Test func theSameSeedDerivesTheSameTimelineAndAnotherSeedAnother() {
+        let first = corridor(shadowing: 4, seed: 7).derive().events
+        let again = corridor(shadowing: 4, seed: 7).derive().events
+        let other = corridor(shadowing: 4, seed: 8).derive().events
+        #expect(first == again)
+        #expect(first != other)
+        #expect(first.count > corridor().derive().events.count, "shadowing moves the rate more often")
+    }
+
+    @Test func aPhoneOutOfReachAtTheStartIsOutsideUntilItJoins() {
+        let mobility = Mobility(
+            accessPoints: [AccessPoint(name: "cafe", network: "cafe", position: Position(0, 0))],
+            phones: [PhoneMovement(node: "phone", model: .waypoints(start: Position(300, 0), legs: [.move(to: Position(0, 0), speed: 10)]))],
+            indoor: Propagation(exponent: 3, shadowing: 0, correlationDistance: 5))
+        let result = MobilityDerivation(mobility: mobility, duration: .seconds(40), seed: 1,
+                                        networks: [.init(name: "cafe", isCellular: false, members: ["phone"])]).derive()
+        let membership = result.events.filter { if case .membership = $0.action { true } else { false } }
+        #expect(membership.count == 1)
+        #expect(membership.first?.action == .membership(true))
+        // Joined 2 s (the join delay) after the AP first reached -77 dBm.
+        let reach = result.samples.first { sample in
+            -Propagation.referenceLoss(frequency: 5_180) - 30 * log10(max(sample.position.distance(to: Position(0, 0)), 1)) + 20 >= -77
+        }
+        #expect(reach.map { membership.first!.at - $0.at == .seconds(2) } == true)
+        // Never in reach: it leaves at the start.
+        let far = Mobility(accessPoints: mobility.accessPoints,
+                           phones: [PhoneMovement(node: "phone", model: .waypoints(start: Position(900, 0), legs: []))], indoor: mobility.indoor)
+        let never = MobilityDerivation(mobility: far, duration: .seconds(10), seed: 1,
+                                       networks: [.init(name: "cafe", isCellular: false, members: ["phone"])]).derive()
+        #expect(never.events.map(\.action) == [.membership(false)])
+    }
+
+    @Test func aPhoneDrivingPastTwoCellSitesIsHandedOverAfterTheTimeToTrigger() {
+        let mobility = Mobility(
+            cellSites: [CellSite(name: "west", network: "lte", position: Position(0, 0)),
+                        CellSite(name: "east", network: "lte", position: Position(2_000, 0))],
+            phones: [PhoneMovement(node: "car", model: .waypoints(start: Position(100, 50), legs: [.move(to: Position(1_900, 50), speed: 15)]))],
+            outdoor: Propagation(exponent: 3.76, shadowing: 0, correlationDistance: 50, intercept: 15.3))
+        let result = MobilityDerivation(mobility: mobility, duration: .seconds(130), seed: 3,
+                                        networks: [.init(name: "lte", isCellular: true, members: ["car"])]).derive()
+        #expect(result.moves == 1)
+        let down = result.events.first { $0.action == .down }
+        let up = result.events.first { $0.action == .up }
+        #expect(down != nil && up.map { $0.at - down!.at == .milliseconds(50) } == true)
+        // Past the midpoint by the A3 offset (3 dB) and 320 ms of time to trigger.
+        let handover = result.samples.first { $0.transmitter == "east" }
+        #expect(handover.map { $0.position.x > 1_000 && $0.position.x < 1_200 } == true, "\(String(describing: handover?.position))")
+        // Rates per direction, by band: fast near a site, slow between them.
+        let downRates = result.events.compactMap { event -> Double? in
+            guard event.direction == .down, case .set(let impairment) = event.action else { return nil }
+            return impairment.rate?.bitsPerSecond
+        }
+        #expect(downRates.first == 60e6)
+        #expect(downRates.min()! < 60e6)
+        #expect(!result.events.contains { if case .membership = $0.action { true } else { false } })
+    }
+
+    @Test(arguments: [false, true])
+    func modelledMovementStaysInItsAreaAndIsSeeded(gaussMarkov: Bool) {
+        let area = PhoneMovement.Area(from: Position(0, 0), to: Position(50, 20))
+        let model: PhoneMovement.Model = gaussMarkov ? .gaussMarkov(area: area, speed: 1.2, alpha: 0.75)
+            : .randomWaypoint(area: area, speed: 0.5...1.5, pause: .zero ... .seconds(5))
+        let mobility = Mobility(accessPoints: [AccessPoint(name: "ap", network: "n", position: Position(25, 10))],
+                                phones: (0..<5).map { PhoneMovement(node: "p\($0)", model: model) })
+        let derivation = MobilityDerivation(mobility: mobility, duration: .seconds(600), seed: 9,
+                                            networks: [.init(name: "n", isCellular: false, members: (0..<5).map { "p\($0)" })])
+        let samples = derivation.derive().samples
+        #expect(samples.count == 5 * 1_201)
+        #expect(samples.allSatisfy { $0.position.x >= 0 && $0.position.x <= 50 && $0.position.y >= 0 && $0.position.y <= 20 })
+        // It moves, no faster than the fastest speed allows (Gauss-Markov: a few times the mean).
+        let p0 = samples.filter { $0.phone == "p0" }.map(\.position)
+        let steps = zip(p0, p0.dropFirst()).map { $0.distance(to: $1) }
+        #expect(steps.reduce(0, +) > 100)
+        #expect(steps.max()! <= (gaussMarkov ? 5 : 0.75 + 1e-9))
+        // Each phone its own path; the same seed the same paths.
+        #expect(p0 != samples.filter { $0.phone == "p1" }.map(\.position))
+        #expect(samples == derivation.derive().samples)
+    }
+}
