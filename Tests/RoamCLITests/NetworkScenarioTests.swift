@@ -27,6 +27,38 @@ struct NetworkScenarioTests {
         }
     }
 
+    /// office-walk: the timeline comes from movement; the run plays the derived roams and the
+    /// loss of the Wi-Fi in the lift, and the apps move with the phone.
+    @Test func aWalkPastThreeAccessPointsRoamsTwiceAndTheLiftLeavesOnlyLTE() throws {
+        let explained = try RunningCommand.run(roam, ["validate", "--explain", NetemHost.root + "/scenarios/office-walk.yaml"], timeout: 30)
+        #expect(explained.status == 0, "\(explained.error)")
+        let lines = explained.output.split(separator: "\n")
+        #expect(lines.filter { $0.hasSuffix("office.phone down (roam or handover)") }.count == 2, "\(explained.output)")
+        #expect(lines.filter { $0.hasSuffix("office.phone leave (out of reach)") }.count == 1, "\(explained.output)")
+        #expect(lines.contains { $0.contains("office.phone set ") && $0.hasSuffix("mbit") })
+
+        let directory = "/tmp/roam-office-walk-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let namespacesBefore = NetworkNamespaceList.roam()
+        // At half speed (the walk, the roams' outages and the expectations' windows all scaled).
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/office-walk.yaml", "--backend", "userspace",
+                                                   "--time-scale", "0.5", "--quiet", "--report", directory], timeout: 120)
+        #expect(result.status == 0, "the scenario's expectations hold: \(result.output)\(result.error)")
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.expectations.count == 4 && summary.expectations.allSatisfy { $0.passed }, "\(summary.expectations)")
+        #expect(summary.timeline.failed.isEmpty)
+        // What the run applied is what validate derived: the same roams and the same leave.
+        let changes = NetemHost.timeline(directory).compactMap { record -> RunEvent.LinkChange? in
+            guard case .link(let change) = record.event, change.link == "office.phone" else { return nil }
+            return change
+        }
+        #expect(changes.filter { $0.action == "down" }.count == 2)
+        #expect(changes.filter { $0.action == "leave" }.count == 1)
+        // Each derived set acts on both directions of the access link: two changes applied.
+        #expect(changes.filter { $0.action == "set" }.count == 2 * lines.filter { $0.contains("office.phone set ") }.count)
+        #expect(NetworkNamespaceList.roam() == namespacesBefore)
+    }
+
     @Test func curlReachesAnIPv4OnlyServerByNameOverNAT44ThenThroughNAT64() throws {
         let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }

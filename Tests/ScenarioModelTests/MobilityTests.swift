@@ -182,3 +182,139 @@ import Testing
         #expect(samples == derivation.derive().samples)
     }
 }
+
+/// `mobility:` read from a scenario: its events in the timeline, on the access links, the
+/// phone outside a network it is out of reach of at the start, and every mistake refused where
+/// it stands.
+@Suite struct MobilityScenarioTests {
+    static let base = """
+        name: walk
+        seed: 4
+        duration: 60s
+        nodes:
+          phone: {}
+          api: {internet: true}
+        networks:
+          - {name: office, type: wifi, members: [phone]}
+          - {name: lte, type: cellular, members: [phone]}
+
+        """
+
+    static let mobility = """
+        mobility:
+          step: 500ms
+          accessPoints:
+            - {name: ap1, network: office, at: [0, 3], power: 20dBm}
+            - {name: ap2, network: office, at: [30, 3], channel: 149, width: 40MHz}
+          cells:
+            - {name: tower, network: lte, at: [400, 200]}
+          obstacles:
+            - {name: lift, from: [50, -2], to: [54, 2], attenuation: 40dB}
+          roaming: {trigger: -70dBm, margin: 8dB, scan: 300ms, outage: 80ms}
+          phones:
+            phone:
+              start: [0, 0]
+              path:
+                - {to: [52, 0], speed: 1.4}
+                - {pause: 20s}
+
+        """
+
+    func read(_ text: String) -> ScenarioReader.Outcome { ScenarioReader.parse(text, file: "s.yaml") }
+    func errors(_ text: String) -> [String] { read(text).errors.map { "\($0.line):\($0.message)" } }
+
+    @Test func movementBecomesTimelineOnThePhonesAccessLinks() throws {
+        let outcome = read(Self.base + Self.mobility)
+        let scenario = try #require(outcome.scenario, "\(errors(Self.base + Self.mobility))")
+        #expect(scenario.mobility?.accessPoints.map(\.name) == ["ap1", "ap2"])
+        #expect(scenario.mobility?.roaming.outage == .milliseconds(80))
+        let office = scenario.timeline.filter { $0.link == "office.phone" }
+        let lte = scenario.timeline.filter { $0.link == "lte.phone" }
+        #expect(!office.isEmpty && !lte.isEmpty)
+        #expect(scenario.timeline.allSatisfy { $0.line == 11 })
+        #expect(scenario.timeline.map(\.at) == scenario.timeline.map(\.at).sorted())
+        // One roam (ap1 → ap2), then the lift: the phone leaves the office network.
+        #expect(office.filter { $0.action == .down }.count == 1)
+        #expect(office.filter { $0.action == .membership(false) }.count == 1)
+        #expect(scenario.networks.first { $0.name == "office" }?.joinedAtStart == ["phone"])
+        // Same file, same timeline; the scenario's seed changes the shadowing.
+        #expect(read(Self.base + Self.mobility).scenario?.timeline == scenario.timeline)
+        let reseeded = read(Self.base.replacingOccurrences(of: "seed: 4", with: "seed: 5") + Self.mobility).scenario
+        #expect(reseeded?.timeline != scenario.timeline)
+        // Derived events count as the timeline's own do.
+        #expect(TimelineSchedule(scenario: scenario).changes.count >= scenario.timeline.count)
+    }
+
+    @Test func aPhoneOutOfReachAtTheStartStartsOutside() throws {
+        let far = Self.mobility.replacingOccurrences(of: "start: [0, 0]", with: "start: [300, 0]")
+            .replacingOccurrences(of: "{to: [52, 0], speed: 1.4}", with: "{to: [10, 0], speed: 10}")
+        let scenario = try #require(read(Self.base + far).scenario, "\(errors(Self.base + far))")
+        #expect(scenario.networks.first { $0.name == "office" }?.joinedAtStart == [])
+        #expect(scenario.timeline.first { $0.link == "office.phone" && $0.action == .membership(true) } != nil)
+    }
+
+    @Test(arguments: [
+        ("    - {name: ap1, network: lte, at: [0, 3]}", "'lte' is not a Wi-Fi network of the scenario; its Wi-Fi networks: office"),
+        ("    - {name: ap1, network: office, at: [0]}", "at must be a point [x, y] in metres"),
+        ("    - {name: ap1, network: office, at: [0, 3], power: loud}", "power must be a number (in dBm), not 'loud'"),
+        ("    - {name: ap1, network: office, at: [0, 3], power: 90dBm}", "power must be between -20 and 40 dBm, not 90dBm"),
+        ("    - {name: ap1, network: office, at: [0, 3], channel: 20}", "channel must be 1-14 (2.4 GHz) or 32 and up (5 GHz), not 20"),
+        ("    - {name: ap1, network: office, at: [0, 3], channel: 6, width: 80MHz}", "access point 'ap1': 80 MHz is a 5 GHz width (channel 36 and up)"),
+        ("    - {name: ap1, network: office, at: [0, 3], colour: red}", "unknown key 'colour' in access point 'ap1'; known keys: name, network, at, power, channel, width"),
+        ("    - {name: tower, network: office, at: [0, 3]}", "'tower' names another access point or cell site already"),
+    ])
+    func mistakesInAccessPointsAreRefusedWhereTheyStand(line: String, message: String) {
+        let text = Self.base + Self.mobility.replacingOccurrences(of: "    - {name: ap1, network: office, at: [0, 3], power: 20dBm}", with: line)
+        let found = errors(text)
+        #expect(found.contains { $0.hasSuffix(":" + message) }, "\(found)")
+    }
+
+    @Test func mistakesInMovementAreRefused() {
+        func with(_ phones: String) -> [String] {
+            errors(Self.base + Self.mobility.components(separatedBy: "  phones:")[0] + "  phones:\n" + phones)
+        }
+        #expect(with("    phone: {start: [0, 0]}").contains { $0.contains("needs exactly one of path (with start), randomWaypoint or gaussMarkov") })
+        #expect(with("    phone: {start: [0, 0], path: [], gaussMarkov: {area: [[0, 0], [5, 5]], speed: 1}}")
+            .contains { $0.contains("not path and gaussMarkov") })
+        #expect(with("    ghost: {start: [0, 0], path: []}").contains { $0.hasSuffix(":'ghost' is not a node of the scenario") })
+        #expect(with("    api: {start: [0, 0], path: []}").contains { $0.contains("phone 'api' is a member of no network with access points or cell sites") })
+        #expect(with("    phone: {randomWaypoint: {area: [[0, 0], [0, 5]], speed: 1}}").contains { $0.contains("must have a width and a height") })
+        #expect(with("    phone: {randomWaypoint: {area: [[0, 0], [9, 5]], speed: [2, 1]}}").contains { $0.contains("the lowest comes first") })
+        #expect(with("    phone: {start: [0, 0], path: [{to: [1, 1], speed: 0}]}").contains { $0.contains("speed must be between 0.01 and 350 m/s") })
+        #expect(with("    phone: {start: [1e9, 0], path: []}").contains { $0.contains("start x must be between -1000000 and 1000000 m") })
+        let valid = with("    phone: {randomWaypoint: {area: [[0, 0], [60, 10]], speed: [0.5, 1.5], pause: [0s, 5s]}}")
+        #expect(valid.isEmpty, "\(valid)")
+        #expect(with("    phone: {gaussMarkov: {area: [[0, 0], [60, 10]], speed: 1.2, alpha: 0.9}}").isEmpty)
+    }
+
+    @Test func aDerivationThatWouldNotBeBoundedIsRefused() {
+        func scenario(phones: Int, step: String) -> String {
+            let names = (0..<phones).map { "p\($0)" }
+            return """
+                name: crowd
+                duration: 24h
+                nodes:
+                \(names.map { "  \($0): {}" }.joined(separator: "\n"))
+                  api: {internet: true}
+                networks:
+                  - {name: office, type: wifi, members: [\(names.joined(separator: ", "))]}
+                  - {name: lte, type: cellular, members: [\(names.joined(separator: ", "))]}
+                mobility:
+                  step: \(step)
+                  accessPoints: [{name: ap1, network: office, at: [0, 3]}]
+                  cells: [{name: tower, network: lte, at: [400, 200]}]
+                  phones:
+                \(names.map { "    \($0): {start: [0, 0], path: []}" }.joined(separator: "\n"))
+
+                """
+        }
+        // 6 phones × 2 networks × 864,001 steps of 100 ms: more than 10 million samples.
+        #expect(errors(scenario(phones: 6, step: "100ms")) == [
+            "15:mobility samples 10368012 positions (phones × networks × steps of 100ms); Roam derives at most 10000000: use a longer step, or fewer phones",
+        ])
+        // At a second's step, the same day derives (a still phone changes nothing after the start).
+        let outcome = read(scenario(phones: 6, step: "1s"))
+        #expect(outcome.errors.isEmpty, "\(outcome.errors)")
+        #expect(outcome.scenario.map { $0.timeline.count > 0 && $0.timeline.count < 100 } == true)
+    }
+}

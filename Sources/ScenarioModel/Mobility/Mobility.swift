@@ -32,6 +32,8 @@ public struct Mobility: Sendable, Hashable {
     public var handover: HandoverPolicy
     /// How often positions are sampled and conditions derived.
     public var step: Duration
+    /// The line of `mobility:` in its file: every event it derives carries it.
+    public var line = 0
 
     public init(accessPoints: [AccessPoint] = [], cellSites: [CellSite] = [], obstacles: [Obstacle] = [], phones: [PhoneMovement] = [],
                 indoor: Propagation = .indoor, outdoor: Propagation = .outdoor, roaming: RoamingPolicy = RoamingPolicy(),

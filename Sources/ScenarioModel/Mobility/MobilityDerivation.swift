@@ -68,17 +68,20 @@ public struct MobilityDerivation: Sendable {
         }
     }
 
-    public func derive() -> Result {
+    /// The derived events; with `samples`, every step's sample too (what the report draws:
+    /// about 90 bytes each, so a reader that needs only the events does not keep them).
+    public func derive(samples keepsSamples: Bool = true) -> Result {
         var result = Result(events: [], samples: [], moves: 0)
         let steps = Int(duration / mobility.step)
-        result.samples.reserveCapacity(min(sampleCount, Self.maximumSamples))
+        if keepsSamples { result.samples.reserveCapacity(min(sampleCount, Self.maximumSamples)) }
         for phone in mobility.phones {
             var walker = Walker(phone.model, step: mobility.step, random: SeededRandom(seed: seed, phone.node, "walk"))
             let positions = (0...steps).map { _ in walker.next() }
             for network in networks where network.members.contains(phone.node) {
                 let transmitters = self.transmitters(of: network)
                 guard !transmitters.isEmpty else { continue }
-                derive(phone: phone.node, network: network, transmitters: transmitters, positions: positions, into: &result)
+                derive(phone: phone.node, network: network, transmitters: transmitters, positions: positions, keepsSamples: keepsSamples,
+                       into: &result)
             }
         }
         result.events.sort { ($0.at, $0.link) < ($1.at, $1.link) }
@@ -106,7 +109,8 @@ public struct MobilityDerivation: Sendable {
     }
 
     /// What the phone's radio on `network` does over the run.
-    private func derive(phone: String, network: Network, transmitters: [Transmitter], positions: [Position], into result: inout Result) {
+    private func derive(phone: String, network: Network, transmitters: [Transmitter], positions: [Position], keepsSamples: Bool,
+                        into result: inout Result) {
         let link = "\(network.name).\(phone)"
         let propagation = network.isCellular ? mobility.outdoor : mobility.indoor
         let policy = network.isCellular
@@ -203,7 +207,7 @@ public struct MobilityDerivation: Sendable {
             } else {
                 joinSince = nil
             }
-            if result.samples.count < Self.maximumSamples {
+            if keepsSamples, result.samples.count < Self.maximumSamples {
                 result.samples.append(Sample(at: at, phone: phone, network: network.name, position: position,
                                              transmitter: serving.map { transmitters[$0].name }, signal: serving.map { signals[$0] }))
             }

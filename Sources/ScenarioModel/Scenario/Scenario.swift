@@ -20,6 +20,9 @@ public struct Scenario: Sendable, Hashable {
     /// links to them are in ``nodes`` and ``links`` too, with their ``NodeRole`` and ``LinkRole``,
     /// so that every event, impairment and report applies to them as to any link.
     public var networks: [NetworkSpec] = []
+    /// Where the phones move among access points and cell sites (`mobility:`); the events it
+    /// derives are in ``timeline`` already, on each phone's access links.
+    public var mobility: Mobility?
 
     public init(name: String, description: String? = nil, seed: UInt64 = 1, duration: Duration, nodes: [ScenarioNode] = [],
                 links: [LinkSpec] = [], timeline: [TimelineEvent] = [], workloads: [Workload] = [], expectations: [Expectation] = [],

@@ -40,8 +40,15 @@ extension ScenarioDecoder {
             }
             if let place { error("\(second) and \(first) both give commands \(variable), one address would be lost; rename one", at: place) }
         }
-        let timeline = take(&top, "timeline") { self.timeline($0, links: links, networks: networkTemplates.map(\.spec), duration: duration) } ?? []
+        var timeline = take(&top, "timeline") { self.timeline($0, links: links, networks: networkTemplates.map(\.spec), duration: duration) } ?? []
         var networks = networkTemplates.map(\.spec)
+        var mobility: Mobility?
+        if let value = top.take("mobility") {
+            mobility = self.mobility(value, nodes: Set(hostNodes.map(\.name)), networks: networks)
+            if let mobility, let duration {
+                timeline = derive(mobility, at: value, timeline: timeline, networks: networks, duration: duration, seed: UInt64(seed ?? 1))
+            }
+        }
         for index in networks.indices {
             // A member whose first membership event is a join starts outside the network.
             var first: [String: Bool] = [:]
@@ -57,13 +64,41 @@ extension ScenarioDecoder {
         let expectations = take(&top, "expect") {
             self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline, networks: networks)
         } ?? []
-        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "networks", "timeline", "workloads", "expect"])
+        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "networks", "mobility", "timeline", "workloads",
+                            "expect"])
         if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }
         guard let name, let duration else { return nil }
         var scenario = Scenario(name: name, description: description, seed: UInt64(seed ?? 1), duration: duration, nodes: nodes, links: links,
                                 timeline: timeline, workloads: workloads, expectations: expectations, profiles: definedProfiles)
         scenario.networks = networks
+        scenario.mobility = mobility
         return scenario
+    }
+
+    /// `timeline` with the events `mobility` derives, in time order (the file's own first at
+    /// the same time), within the bounds of every expansion.
+    private func derive(_ mobility: Mobility, at node: Node, timeline: [TimelineEvent], networks: [NetworkSpec], duration: Duration,
+                        seed: UInt64) -> [TimelineEvent] {
+        let derivation = MobilityDerivation(
+            mobility: mobility, duration: duration, seed: seed,
+            networks: networks.map { MobilityDerivation.Network(name: $0.name, isCellular: $0.type == .cellular, members: $0.members) },
+            line: node.line)
+        guard derivation.sampleCount <= MobilityDerivation.maximumSamples else {
+            error("mobility samples \(derivation.sampleCount) positions (phones × networks × steps of \(mobility.step.roamDescription)); "
+                + "Roam derives at most \(MobilityDerivation.maximumSamples): use a longer step, or fewer phones", at: node)
+            return timeline
+        }
+        let derived = derivation.derive(samples: false).events
+        let written = timeline.reduce(0) { $0 + TimelineSchedule.changeCount(of: $1) }
+        guard written + derived.count <= ScenarioLimits.maximumChanges else {
+            error("mobility derives \(derived.count) link changes, and the timeline has \(written); Roam plays at most "
+                + "\(ScenarioLimits.maximumChanges) in a scenario: use a longer step, or a shorter scenario", at: node)
+            return timeline
+        }
+        var merged = timeline.enumerated().map { (order: $0.offset, event: $0.element) }
+        merged += derived.enumerated().map { (order: timeline.count + $0.offset, event: $0.element) }
+        merged.sort { ($0.event.at, $0.order) < ($1.event.at, $1.order) }
+        return merged.map(\.event)
     }
 
     /// Reads `key` with `read`; reports a missing required key at the mapping.
