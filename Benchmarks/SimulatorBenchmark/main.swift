@@ -3,7 +3,8 @@
 // applied time of link changes, each a real netlink request).
 //
 //   swift build -c release --product SimulatorBenchmark && .build/release/SimulatorBenchmark
-//   options: --quick (fewer rounds and events, to check that it runs)
+//   options: --quick (fewer rounds and events, to check that it runs), --mobility (only the
+//   derivation of mobility:)
 //
 // Needs root. Everything it creates is in namespaces named roam-RUNID-*, removed at the end
 // (and by `roam cleanup` if it is killed).
@@ -22,6 +23,11 @@ func fail(_ message: String) -> Never {
 }
 
 let quick = CommandLine.arguments.contains("--quick")
+// --mobility: only the derivation of movement (no root needed).
+if CommandLine.arguments.contains("--mobility") {
+    mobilityDerivation()
+    exit(0)
+}
 guard geteuid() == 0 else { fail("needs root (it creates network namespaces)") }
 
 func scenario(_ yaml: String) -> Scenario {
@@ -294,3 +300,47 @@ func validationScale() {
     }
 }
 validationScale()
+
+// MARK: - Mobility derivation
+
+/// `mobility:` is expanded before a run: 100 phones walking at random (random waypoint) for an
+/// hour among three access points and two cell sites, sampled every 500 ms, as `roam validate`
+/// and `roam run` derive it (events only) and as the report would (every sample kept), with the
+/// resident memory the result holds (the process's, with the result against without).
+func mobilityDerivation() {
+    let phones = quick ? 10 : 100
+    let names = (0..<phones).map { "p\($0)" }
+    let mobility = Mobility(
+        accessPoints: (0..<3).map { AccessPoint(name: "ap\($0)", network: "office", position: Position(Double($0) * 40, 10)) },
+        cellSites: [CellSite(name: "west", network: "lte", position: Position(-300, 0)), CellSite(name: "east", network: "lte", position: Position(400, 0))],
+        phones: names.map { PhoneMovement(node: $0, model: .randomWaypoint(area: .init(from: Position(-20, 0), to: Position(100, 20)),
+                                                                           speed: 0.5...1.5, pause: .zero ... .seconds(10))) })
+    let derivation = MobilityDerivation(mobility: mobility, duration: .seconds(3600), seed: 1, networks: [
+        .init(name: "office", isCellular: false, members: names), .init(name: "lte", isCellular: true, members: names),
+    ])
+    let clock = ContinuousClock()
+    print("")
+    print("Mobility derivation: \(phones) phones × 1 h at 500 ms (random waypoint; 3 access points, 2 cell sites): \(derivation.sampleCount) samples")
+    print("")
+    print("| derived | time | events | roams and handovers | memory it holds |")
+    print("|---|---|---|---|---|")
+    for keepsSamples in [false, true] {
+        let before = residentMegabytesNow()
+        let started = clock.now
+        let result = derivation.derive(samples: keepsSamples)
+        let elapsed = clock.now - started
+        let held = residentMegabytesNow() - before
+        print("| \(keepsSamples ? "events and samples (the report)" : "events (validate, run)") | \(format(elapsed)) | \(result.events.count) "
+            + "| \(result.moves) | \(String(format: "%.1f MB", max(0, held))) |")
+        guard result.events == derivation.derive(samples: false).events else { fail("the derivation is not deterministic") }
+    }
+}
+
+/// The process's resident memory now (VmRSS), MB.
+func residentMegabytesNow() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+    return kilobytes / 1024
+}
+mobilityDerivation()

@@ -29,9 +29,10 @@ import Testing
         #expect(WiFiRates.mcs(signal: -50, accessPoint: ac80) == 9)
         #expect(WiFiRates.mcs(signal: -70, accessPoint: ac80) == 2, "6 dB more at 80 MHz: MCS 2 needs -71, MCS 3 -68")
         #expect(WiFiRates.mcs(signal: -95, accessPoint: ac20) == 0)
-        // Up a step only 1 dB past the next sensitivity; down at once.
+        // Up a step only 2 dB past the next sensitivity; down at once.
         #expect(WiFiRates.mcs(signal: -69.5, accessPoint: ac20, current: 3) == 3)
-        #expect(WiFiRates.mcs(signal: -68.9, accessPoint: ac20, current: 3) == 4)
+        #expect(WiFiRates.mcs(signal: -68.5, accessPoint: ac20, current: 3) == 3)
+        #expect(WiFiRates.mcs(signal: -67.9, accessPoint: ac20, current: 3) == 4)
         #expect(WiFiRates.mcs(signal: -75, accessPoint: ac20, current: 5) == 2)
         #expect(abs(WiFiRates.goodput(mcs: 7, width: .mhz20) - 65e6 * 0.65) < 1)
         // Above MCS 0's sensitivity nothing is lost; 3 dB under it (0.1·10^0.75)^7; 4 dB under, everything.

@@ -153,17 +153,22 @@ public struct MobilityDerivation: Sendable {
 
         var previous = positions[0]
         var startsOutside = false
+        // The intercept of each transmitter's path loss, worked out once.
+        let intercepts = transmitters.map { propagation.intercept ?? Propagation.referenceLoss(frequency: $0.frequency) }
+        let slope = 10 * propagation.exponent
+        var signals = [Double](repeating: 0, count: transmitters.count)
         for (step, position) in positions.enumerated() {
             let at = mobility.step * step
             let moved = position.distance(to: previous)
             previous = position
-            let attenuation = mobility.obstacles.reduce(0) { $0 + ($1.contains(position) ? $1.attenuation : 0) }
-            let signals = transmitters.indices.map { index -> Double in
-                let transmitter = transmitters[index]
-                let pathLoss = propagation.medianLoss(distance: position.distance(to: transmitter.position), frequency: transmitter.frequency)
-                return transmitter.power - pathLoss - shadows[index].next(moved: moved) - attenuation
+            var attenuation = 0.0
+            for obstacle in mobility.obstacles where obstacle.contains(position) { attenuation += obstacle.attenuation }
+            var best = 0
+            for index in transmitters.indices {
+                let pathLoss = intercepts[index] + slope * log10(max(position.distance(to: transmitters[index].position), 1))
+                signals[index] = transmitters[index].power - pathLoss - shadows[index].next(moved: moved) - attenuation
+                if signals[index] > signals[best] { best = index }
             }
-            let best = signals.indices.max { (signals[$0], -$0) < (signals[$1], -$1) }!
             if let current = serving {
                 if signals[current] < policy.minimum {
                     // Every beacon lost: the phone is off the network (its interface goes down).

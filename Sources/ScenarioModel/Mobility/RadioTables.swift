@@ -40,7 +40,7 @@ public enum WiFiRates {
     /// The MCS for `signal` dBm (0 below every sensitivity). Moving up needs `hysteresis` dB
     /// above the next MCS's sensitivity when `current` is lower, so that shadowing does not
     /// flip the rate at every step.
-    public static func mcs(signal: Double, accessPoint: AccessPoint, current: Int? = nil, hysteresis: Double = 1) -> Int {
+    public static func mcs(signal: Double, accessPoint: AccessPoint, current: Int? = nil, hysteresis: Double = 2) -> Int {
         var best = 0
         for index in indices(accessPoint) where signal >= sensitivity(mcs: index, width: accessPoint.width) {
             best = index
