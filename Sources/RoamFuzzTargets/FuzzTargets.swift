@@ -119,9 +119,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func scenario(_ text: String) {
         // Traces named by the input resolve against a directory that holds none.
         let outcome = ScenarioReader.parse(text, file: "fuzz.yaml", baseDirectory: "/nonexistent-roam-fuzz")
-        for diagnostic in outcome.diagnostics {
+        for (index, diagnostic) in outcome.diagnostics.enumerated() {
             let first = diagnostic.description.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)[0]
             precondition(!diagnostic.message.contains("\n") && !diagnostic.message.contains("\r"), "a diagnostic message spans lines")
+            // Past the first 100, the rest are counted in one last note about the file, with no place.
+            if index == outcome.diagnostics.count - 1, diagnostic.line == 0, diagnostic.message.hasSuffix("fix these and read the file again") {
+                precondition(first.hasPrefix("fuzz.yaml: error: ") && outcome.diagnostics.count > 100, "a note of problems not shown: \(first)")
+                continue
+            }
             precondition(diagnostic.line >= 1 && diagnostic.column >= 1, "a diagnostic has no place: \(first)")
             precondition(first.hasPrefix("fuzz.yaml:\(diagnostic.line):\(diagnostic.column): "), "not FILE:LINE:COL: \(first)")
         }
