@@ -64,7 +64,7 @@ let package = Package(
         .target(name: "ScenarioModel", dependencies: ["RoamCore", "RoamSystem", .product(name: "Yams", package: "Yams")]),
         // Roam's userspace link emulator: TUN interfaces, the per-direction pipeline (delay,
         // loss, rate, traces) and the one-thread event loop that moves packets between them.
-        .target(name: "LinkEmulation", dependencies: ["ScenarioModel", "Netlink", "RoamSystem", "CRoamLinux",
+        .target(name: "LinkEmulation", dependencies: ["RoamCore", "ScenarioModel", "Netlink", "RoamSystem", "CRoamLinux",
                                                       .product(name: "SystemPackage", package: "swift-system"),
                                                       .product(name: "Logging", package: "swift-log")]),
         // A run's record read back: the typed timeline events, `RecordedRun`, the HTML report.

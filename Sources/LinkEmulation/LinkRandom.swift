@@ -1,4 +1,5 @@
 import Glibc
+import RoamCore
 
 /// The random numbers of one direction of one emulated link: xoshiro256** seeded through
 /// splitmix64, so that a seed gives the same sequence on every machine and every run.
@@ -7,14 +8,7 @@ public struct LinkRandom: RandomNumberGenerator, Sendable {
 
     public init(seed: UInt64) {
         var mix = seed
-        func next() -> UInt64 {
-            mix &+= 0x9E37_79B9_7F4A_7C15
-            var value = mix
-            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-            return value ^ (value >> 31)
-        }
-        state = (next(), next(), next(), next())
+        state = (splitMix64(&mix), splitMix64(&mix), splitMix64(&mix), splitMix64(&mix))
     }
 
     public mutating func next() -> UInt64 {

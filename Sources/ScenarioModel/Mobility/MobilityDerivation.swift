@@ -1,4 +1,5 @@
 import Glibc
+import RoamCore
 
 /// Turns movement into timeline: every `step`, each phone's position, the signal of every access
 /// point and cell site of each network it is a member of (``Propagation``, obstacles), which one
@@ -412,13 +413,7 @@ struct SeededRandom {
         state = seed ^ hash
     }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { splitMix64(&state) }
 
     /// Uniform in [0, 1).
     mutating func unit() -> Double { Double(next() >> 11) * 0x1p-53 }
