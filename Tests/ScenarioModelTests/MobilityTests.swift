@@ -123,6 +123,13 @@ import Testing
         let membership = result.events.filter { if case .membership = $0.action { true } else { false } }
         #expect(membership.count == 1)
         #expect(membership.first?.action == .membership(true))
+        // Its conditions are set as it joins, and first (the order derived holds at one time).
+        if let join = result.events.firstIndex(where: { $0.action == .membership(true) }), join > 0,
+           case .set = result.events[join - 1].action {
+            #expect(result.events[join - 1].at == result.events[join].at)
+        } else {
+            Issue.record("no set right before the join: \(result.events)")
+        }
         // Joined 2 s (the join delay) after the AP first reached -77 dBm.
         let reach = result.samples.first { sample in
             -Propagation.referenceLoss(frequency: 5_180) - 30 * log10(max(sample.position.distance(to: Position(0, 0)), 1)) + 20 >= -77

@@ -85,7 +85,12 @@ public struct MobilityDerivation: Sendable {
                        into: &result)
             }
         }
-        result.events.sort { ($0.at, $0.link) < ($1.at, $1.link) }
+        // In time order; at one time, by link, then in the order derived (a set before its join,
+        // a roam's up before the next roam's down): Swift's sort is not stable, so the order
+        // derived is part of the key.
+        result.events = result.events.enumerated()
+            .sorted { ($0.element.at, $0.element.link, $0.offset) < ($1.element.at, $1.element.link, $1.offset) }
+            .map(\.element)
         return result
     }
 
