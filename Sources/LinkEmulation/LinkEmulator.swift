@@ -22,6 +22,8 @@ package final class LinkEmulator: @unchecked Sendable {
         package let destination: TunInterface
         package var decisions: BufferedFile?
         package var capture: PcapWriter?
+        /// Whether this is the direction the phone sends in, for a link with a cellular radio.
+        package var isUplink = true
 
         package init(link: Int, pipeline: LinkPipeline, source: TunInterface, destination: TunInterface, decisions: BufferedFile?, capture: PcapWriter?) {
             self.link = link
@@ -95,7 +97,9 @@ package final class LinkEmulator: @unchecked Sendable {
     package static var defaultThreadCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     /// `threads`: how many event loops share the links (at most one per link; nil: one per core).
+    /// `radios`: the cellular radios' RRC states, by link.
     package init(directions: [Direction], links: Int, threads: Int? = nil, measuresLateness: Bool = false,
+                 radios: [Int: RadioStateMachine] = [:],
                  logger: Logger = Logger(label: "roam.link-emulator")) throws(LinkEmulationError) {
         self.logger = logger
         precondition(directions.allSatisfy { (0..<links).contains($0.link) }, "a direction of a link the emulator was not given")
@@ -124,7 +128,8 @@ package final class LinkEmulator: @unchecked Sendable {
             self.stop = stop
             var shards: [Shard] = []
             for directions in grouped {
-                shards.append(try Shard(directions: directions, links: links, stop: stop, measuresLateness: measuresLateness, counters: counters))
+                shards.append(try Shard(directions: directions, links: links, stop: stop, measuresLateness: measuresLateness, counters: counters,
+                                        radios: radios))
             }
             self.shards = shards
         } catch {
@@ -155,7 +160,15 @@ package final class LinkEmulator: @unchecked Sendable {
         for shard in shards { shard.join() }
         lateness = shards.flatMap(\.lateness)
         cpuTime = shards.reduce(.zero) { $0 + $1.cpuTime }
-        let statistics = placement.map { shards[$0.shard].directions[$0.index].pipeline.statistics }
+        let statistics = placement.map { place in
+            let shard = shards[place.shard]
+            var counts = shard.directions[place.index].pipeline.statistics
+            let direction = shard.directions[place.index]
+            if let radio = shard.radios[direction.link] {
+                counts.promotions = direction.isUplink ? radio.promotions.up : radio.promotions.down
+            }
+            return counts
+        }
         for (place, counts) in zip(placement, statistics) where counts.overflowed > 0 {
             let direction = shards[place.shard].directions[place.index]
             logger.debug("queue overflow drops", metadata: [
@@ -198,6 +211,10 @@ package final class LinkEmulator: @unchecked Sendable {
 final class Shard: @unchecked Sendable {
     /// Owned by the thread once it runs; read by ``LinkEmulator/finish()`` after it ended.
     var directions: [LinkEmulator.Direction]
+    /// Each link's cellular radio, if it has one; both directions of a link are on one thread.
+    private(set) var radios: [RadioStateMachine?]
+    /// Each link's directions on this thread.
+    private let linkDirections: [[Int]]
     private var carrierUp: [Bool]
     private let commands = Mutex<[LinkEmulator.Command]>([])
     private let wake: EventSignal
@@ -210,8 +227,13 @@ final class Shard: @unchecked Sendable {
     /// CPU time the thread used, known once it ended.
     private(set) var cpuTime: Duration = .zero
 
-    init(directions: [LinkEmulator.Direction], links: Int, stop: EventSignal, measuresLateness: Bool, counters: LinkEmulator.Counters) throws(Errno) {
+    init(directions: [LinkEmulator.Direction], links: Int, stop: EventSignal, measuresLateness: Bool, counters: LinkEmulator.Counters,
+         radios: [Int: RadioStateMachine] = [:]) throws(Errno) {
         self.directions = directions
+        var linkDirections = Array(repeating: [Int](), count: links)
+        for (index, direction) in directions.enumerated() { linkDirections[direction.link].append(index) }
+        self.linkDirections = linkDirections
+        self.radios = (0..<links).map { link in linkDirections[link].isEmpty ? nil : radios[link] }
         self.carrierUp = Array(repeating: true, count: links)
         self.stop = stop
         self.measuresLateness = measuresLateness
@@ -239,6 +261,24 @@ final class Shard: @unchecked Sendable {
             directions[index].decisions?.close()
             directions[index].capture?.close()
         }
+    }
+
+    /// When a packet that arrived at `now` in direction `index` may enter its pipeline: nil
+    /// (at once) unless its link has a cellular radio, which decides from both directions' queues
+    /// as they stand at `now`.
+    private func radioEntry(_ index: Int, at now: Int64) -> Int64? {
+        let link = directions[index].link
+        guard var radio = radios[link] else { return nil }
+        var busy = false
+        var lastTransmission = Int64.min
+        for other in linkDirections[link] {
+            directions[other].pipeline.advance(to: now)
+            busy = busy || directions[other].pipeline.queueLength > 0
+            lastTransmission = max(lastTransmission, directions[other].pipeline.lastTransmission)
+        }
+        let entry = radio.admit(at: now, uplink: directions[index].isUplink, busy: busy, lastTransmission: lastTransmission)
+        radios[link] = radio
+        return entry
     }
 
     private func loop() {
@@ -292,6 +332,8 @@ final class Shard: @unchecked Sendable {
                         directions[index].pipeline.update(conditions, capacity: capacity, distribution: distribution)
                     case let .carrier(link, up):
                         carrierUp[link] = up
+                        // Coverage again: the phone's radio connects anew.
+                        if up { radios[link]?.reset() }
                     }
                 }
             }
@@ -315,7 +357,8 @@ final class Shard: @unchecked Sendable {
                         continue
                     }
                     let offload = header > 0 ? buffer.withUnsafeBytes { VirtioNetHeader($0) } : nil
-                    if directions[index].pipeline.isTransparent, directions[index].capture == nil, header == destination.headerLength {
+                    if directions[index].pipeline.isTransparent, directions[index].capture == nil, header == destination.headerLength,
+                       radios[directions[index].link] == nil {
                         // Nothing to do to it: straight out, whole (a 64 KB segment with offloads),
                         // without a copy or a heap entry; counted as the wire packets it stands for.
                         let wire = offload.map { offload in buffer.withUnsafeBytes { Segmenter.wirePackets(offload, UnsafeRawBufferPointer(rebasing: $0[header..<count])) } } ?? 1
@@ -330,7 +373,8 @@ final class Shard: @unchecked Sendable {
                         continue
                     }
                     guard let offload, offload.isOffloaded else {
-                        directions[index].pipeline.arrive(Array(buffer[header..<count]), at: now)
+                        let entry = radioEntry(index, at: now)
+                        directions[index].pipeline.arrive(Array(buffer[header..<count]), at: now, enteringAt: entry)
                         continue
                     }
                     // Cut into the wire packets it stands for, each decided on alone.
@@ -348,7 +392,8 @@ final class Shard: @unchecked Sendable {
                         continue
                     }
                     if segments.count > 1 { counters.offloaded.add(1, ordering: .relaxed) }
-                    for segment in segments { directions[index].pipeline.arrive(segment, at: now) }
+                    let entry = radioEntry(index, at: now)
+                    for segment in segments { directions[index].pipeline.arrive(segment, at: now, enteringAt: entry) }
                 }
             }
             now = MonotonicInstant.now.nanoseconds

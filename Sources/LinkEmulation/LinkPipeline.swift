@@ -27,13 +27,17 @@ public struct PacketDecision: Sendable, Hashable, CustomStringConvertible {
         case reorder
         /// Scheduled for delivery after `delay`.
         case deliver
+        /// Held until the cellular radio was connected (``RadioStateMachine``); `delay` is the
+        /// wait. The packet's other decisions follow.
+        case radio
     }
 
     /// The packet's number in its direction, from 1.
     public var number: UInt64
     public var size: Int
     public var action: Action
-    /// For `deliver` and `reorder`: the propagation delay drawn (delay and jitter), in microseconds.
+    /// For `deliver` and `reorder`: the propagation delay drawn (delay and jitter); for `radio`,
+    /// the wait for the radio; in microseconds.
     public var delayMicroseconds: Int64?
 
     /// `17 1500 deliver 40213`
@@ -101,6 +105,10 @@ public struct LinkPipeline: Sendable {
     public private(set) var statistics = Statistics()
     public struct Statistics: Sendable, Hashable {
         public var arrived = 0, delivered = 0, lost = 0, blackholed = 0, overflowed = 0, corrupted = 0, duplicated = 0, reordered = 0
+        /// Packets that waited for the cellular radio to connect.
+        public var heldForRadio = 0
+        /// Promotions of the cellular radio (idle to connected) this direction's packets started.
+        public var promotions = 0
     }
 
     /// The queue limit when a scenario sets none: 1000 packets (netem's default), and with a
@@ -128,6 +136,8 @@ public struct LinkPipeline: Sendable {
     public var queueLength: Int { queue.count - queueHead }
     /// Packets on the delay line.
     public var inFlight: Int { delayLine.count }
+    /// The latest time a packet left the transmitter (`.min` before the first).
+    public private(set) var lastTransmission: Int64 = .min
 
     private var packetLimit: Int { conditions.impairment.limit ?? Self.defaultPacketLimit }
 
@@ -210,8 +220,10 @@ public struct LinkPipeline: Sendable {
         statistics.delivered += wirePackets
     }
 
-    /// A packet sent into this direction at `now`.
-    public mutating func arrive(_ data: [UInt8], at now: Int64) {
+    /// A packet sent into this direction at `now`. `enteringAt` (later than `now`): the packet
+    /// waits until then before it takes its place in the queue (a cellular radio's promotion);
+    /// the loss, corruption and duplication decisions are made now, in arrival order.
+    public mutating func arrive(_ data: [UInt8], at now: Int64, enteringAt entry: Int64? = nil) {
         numbered += 1
         statistics.arrived += 1
         let number = numbered
@@ -225,6 +237,11 @@ public struct LinkPipeline: Sendable {
             record(number, data.count, .loss)
             return
         }
+        let entry = max(now, entry ?? now)
+        if entry > now {
+            statistics.heldForRadio += 1
+            record(number, data.count, .radio, delay: entry - now)
+        }
         var packet = data
         if chance(conditions.impairment.corrupt) {
             // A bit past the IP header, so that the transport's checksum is what catches it.
@@ -236,11 +253,11 @@ public struct LinkPipeline: Sendable {
                 record(number, packet.count, .corrupt)
             }
         }
-        enqueue(number, packet, at: now)
+        enqueue(number, packet, at: entry)
         if chance(conditions.impairment.duplicate) {
             statistics.duplicated += 1
             record(number, packet.count, .duplicate)
-            enqueue(number, packet, at: now)
+            enqueue(number, packet, at: entry)
         }
     }
 
@@ -285,6 +302,7 @@ public struct LinkPipeline: Sendable {
             }
             delay = max(0, delay)
         }
+        lastTransmission = max(lastTransmission, time)
         var deliverAt = time + delay
         if action == .deliver, (impairment.reorder ?? 0) <= 0 {
             // In order unless reordering is asked for: a packet never overtakes the one before.
@@ -329,6 +347,18 @@ public struct LinkPipeline: Sendable {
     /// appending those delivered by `now` to `output` in delivery order.
     public mutating func release(upTo now: Int64, into output: inout [[UInt8]]) {
         if recordsDeliveryTimes { deliveryTimes.removeAll(keepingCapacity: true) }
+        advance(to: now)
+        while let first = delayLine.peek, first.deliverAt <= now {
+            flyingBytes -= first.data.count
+            output.append(delayLine.pop()!.data)
+            if recordsDeliveryTimes { deliveryTimes.append(first.deliverAt) }
+            statistics.delivered += 1
+        }
+    }
+
+    /// Moves every packet that has left the transmitter by `now` onto the delay line (delivering
+    /// nothing): the queue as it stands at `now`.
+    public mutating func advance(to now: Int64) {
         while let departure = headDeparture(), departure <= now {
             let head = queue[queueHead]
             queueHead += 1
@@ -348,12 +378,6 @@ public struct LinkPipeline: Sendable {
         if queueHead > 1024 && queueHead * 2 > queue.count {
             queue.removeFirst(queueHead)
             queueHead = 0
-        }
-        while let first = delayLine.peek, first.deliverAt <= now {
-            flyingBytes -= first.data.count
-            output.append(delayLine.pop()!.data)
-            if recordsDeliveryTimes { deliveryTimes.append(first.deliverAt) }
-            statistics.delivered += 1
         }
     }
 

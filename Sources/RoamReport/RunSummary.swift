@@ -273,6 +273,10 @@ public struct RunSummary: Sendable, Hashable {
         public var corrupted: Int64
         public var duplicated: Int64
         public var reordered: Int64
+        /// A cellular radio's RRC states (`radio:`): promotions this direction's packets started,
+        /// and packets that waited for the radio to connect.
+        public var promotions: Int64 = 0
+        public var heldForRadio: Int64 = 0
         public init(link: String, direction: String, arrived: Int64, delivered: Int64, lost: Int64, blackholed: Int64, overflowed: Int64,
                     corrupted: Int64, duplicated: Int64, reordered: Int64) {
             self.link = link
@@ -411,7 +415,8 @@ extension RunSummary.LinkCounters {
     public var json: JSONValue {
         .object([("link", .string(link)), ("direction", .string(direction)), ("arrived", .int(arrived)), ("delivered", .int(delivered)),
                  ("lost", .int(lost)), ("blackholed", .int(blackholed)), ("overflowed", .int(overflowed)), ("corrupted", .int(corrupted)),
-                 ("duplicated", .int(duplicated)), ("reordered", .int(reordered))])
+                 ("duplicated", .int(duplicated)), ("reordered", .int(reordered))]
+                + (promotions != 0 || heldForRadio != 0 ? [("promotions", .int(promotions)), ("heldForRadio", .int(heldForRadio))] : []))
     }
 }
 
@@ -468,11 +473,14 @@ extension RunSummary {
         notes = Array((try fields.optionalStrings("notes") ?? []).prefix(Self.maximumItems))
         links = try fields.list("links", limit: RunSummary.maximumItems) { item throws(ReportError) in
             let counters = JSONFields(item, place: "summary.json 'links'")
-            return LinkCounters(link: try counters.string("link"), direction: try counters.string("direction"),
+            var read = LinkCounters(link: try counters.string("link"), direction: try counters.string("direction"),
                                 arrived: try counters.optionalInt("arrived") ?? 0, delivered: try counters.optionalInt("delivered") ?? 0,
                                 lost: try counters.optionalInt("lost") ?? 0, blackholed: try counters.optionalInt("blackholed") ?? 0,
                                 overflowed: try counters.optionalInt("overflowed") ?? 0, corrupted: try counters.optionalInt("corrupted") ?? 0,
                                 duplicated: try counters.optionalInt("duplicated") ?? 0, reordered: try counters.optionalInt("reordered") ?? 0)
+            read.promotions = try counters.optionalInt("promotions") ?? 0
+            read.heldForRadio = try counters.optionalInt("heldForRadio") ?? 0
+            return read
         }
     }
 }

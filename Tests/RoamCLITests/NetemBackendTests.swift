@@ -83,8 +83,10 @@ struct NetemBackendTests {
         try #require(NetemHost.output, "scripts/netem-check.sh did not complete")
     }
 
-    /// The bundled scenarios with networks, at full length on netem: every expectation holds.
-    static let networkScenarios = ["coffee-shop-to-lte", "carrier-nat-rebind", "hotel-dns", "hotel-wifi"]
+    /// Bundled scenarios with networks on netem: every expectation holds. The NAT ones at full
+    /// length, office-walk's movement at half speed (scripts/netem-check.sh says why not the
+    /// resolver's and the portal's).
+    static let networkScenarios = ["coffee-shop-to-lte", "carrier-nat-rebind", "office-walk"]
 
     @Test(arguments: networkScenarios) func networkScenarioPasses(_ name: String) throws {
         let directory = try output() + "/network-" + name

@@ -73,4 +73,21 @@ struct RunCommandTests {
         #expect(roamNamespaces() == before)
         #expect(try HostNetworkState.capture() == host)
     }
+
+    /// A link that only the userspace emulator can play (a trace's capacity, a cellular radio's
+    /// RRC states) is refused on netem whatever the kernel has, naming the link's line and the
+    /// way out; nothing is built or written.
+    @Test(.enabled(if: TestEnvironment.isRoot, "needs root (roam run checks that first)"),
+          arguments: ["idle-radio", "commuter-train"])
+    func whatOnlyTheUserspaceEmulatorPlaysIsRefusedOnNetem(_ name: String) throws {
+        let before = roamNamespaces()
+        let report = "/tmp/roam-run-refused-\(name)-\(getpid())"
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/\(name).yaml", "--backend", "netem", "--report", report])
+        #expect(result.status == 2)
+        #expect(result.error.contains("only the userspace backend plays"), "\(result.error)")
+        #expect(result.error.contains(name == "idle-radio" ? "RRC states" : "trace"), "\(result.error)")
+        #expect(result.error.contains("--backend userspace"))
+        #expect(access(report, F_OK) != 0, "no report directory for a run that never started")
+        #expect(roamNamespaces() == before)
+    }
 }

@@ -30,8 +30,10 @@ final class UserspaceBackendTests: @unchecked Sendable {
 
     static let scenarios: [String] = {
         let directory = NetemHost.root + "/scenarios"
-        // office-walk runs in NetworkScenarioTests, every expectation and derived change checked.
-        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") && $0 != "office-walk.yaml" }.sorted()
+        // office-walk runs in NetworkScenarioTests, every expectation and derived change checked;
+        // idle-radio below, each request's wait checked.
+        let elsewhere: Set = ["office-walk.yaml", "idle-radio.yaml"]
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") && !elsewhere.contains($0) }.sorted()
     }()
 
     @Test(arguments: scenarios) func bundledScenarioRuns(_ file: String) throws {
@@ -47,6 +49,34 @@ final class UserspaceBackendTests: @unchecked Sendable {
         }
         #expect(!summary.links.isEmpty && summary.links.contains { $0.delivered > 0 })
         #expect(NetworkNamespaceList.roam() == before, "the run removed its namespaces")
+    }
+
+    /// idle-radio at half speed (the radio's tail is scaled with the clock, its 260 ms promotion
+    /// is not): the app on the phone whose radio sleeps between its requests waits for the
+    /// promotion before every first byte; the same app beside a heartbeat never does. The run's
+    /// counters say who woke each radio.
+    @Test func aRadioLeftIdlePaysThePromotionBeforeEveryRequest() throws {
+        let (directory, status, output) = try run(NetemHost.root + "/scenarios/idle-radio.yaml", ["--time-scale", "0.5"])
+        #expect(status == 0, "\(output)")
+        let requests = NetemHost.lines(directory + "/timeline.jsonl").filter { $0["type"] as? String == "request" }
+        func firstBytes(_ workload: String) -> [Double] {
+            requests.filter { $0["workload"] as? String == workload }.compactMap { $0["ttfbMs"] as? Double }
+        }
+        // Requests at 0.5, 8, 15.5 and 23 s of 25.
+        let sleepy = firstBytes("headlines-sleepy"), warm = firstBytes("headlines-warm")
+        #expect(sleepy.count == 4 && warm.count == 4, "\(requests)")
+        // The promotion and the shortest round trip the links allow (25 + 20 ms): at least 305 ms.
+        #expect(sleepy.allSatisfy { $0 >= 305 }, "sleepy: \(sleepy)")
+        #expect(warm.allSatisfy { $0 < 260 }, "warm: \(warm)")
+        let summary = try #require(NetemHost.summary(directory))
+        func promotions(_ link: String, _ direction: String) -> Int64? {
+            summary.links.first { $0.link == link && $0.direction == direction }?.promotions
+        }
+        // Each of the sleepy app's requests woke its radio (the phone sent first); the warm
+        // phone's radio was woken once, by the heartbeat at the start, and never slept again.
+        #expect(promotions("sleepy-lte", "up") == 4 && promotions("sleepy-lte", "down") == 0)
+        #expect(promotions("warm-lte", "up") == 1 && promotions("warm-lte", "down") == 0)
+        #expect(NetemHost.text(directory + "/report.html").contains("radio promotions"))
     }
 
     /// Round trip over 20 ms each way: no echo back in under 40 ms (the emulator never delivers

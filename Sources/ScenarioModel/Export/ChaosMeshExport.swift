@@ -124,6 +124,10 @@ public enum ChaosMeshExport {
             && scenario.links.contains(where: { $0.endpoints.0 == node || $0.endpoints.1 == node }) {
             notes.add("node '\(node)' has no selector; its pods are those labelled app=\(node) (roam export --select \(node)=KEY=VALUE)")
         }
+        for link in scenario.links where link.radio != nil {
+            notes.add("the RRC radio states of \(link.name) (radio:) are not exported: a NetworkChaos delays every packet alike and cannot "
+                + "hold the first packet after a silence for a promotion; only Roam's userspace emulator plays them")
+        }
         for link in scenario.links where options.devices[link.name] == nil {
             notes.add("link '\(link.name)' is the device '\(link.name)' in the pods of \(link.endpoints.0) and \(link.endpoints.1): attach a network of that name (Multus, see the README), or name the device with --device \(link.name)=DEVICE")
         }

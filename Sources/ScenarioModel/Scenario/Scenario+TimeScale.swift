@@ -1,9 +1,11 @@
 extension Scenario {
     /// The same story played `factor` times as fast (0 < factor ≤ 1 shortens it): the duration,
     /// every event time, ramp span and flap period and end, every workload's start, stop and
-    /// request interval, a captive portal's session length and the time a connectivity
-    /// expectation names (`at:`) are scaled. What a user perceives is not: delays, rates, stream
-    /// buffers, timeouts and expectation limits keep their values. For shortened runs in tests and CI.
+    /// request interval, a captive portal's session length, a cellular radio's tail and paging
+    /// cycle (its timers on the scenario's clock) and the time a connectivity expectation names
+    /// (`at:`) are scaled. What a user perceives is not: delays, a radio's promotion, rates,
+    /// stream buffers, timeouts and expectation limits keep their values. For shortened runs in
+    /// tests and CI.
     public func timeScaled(by factor: Double) -> Scenario {
         guard factor > 0, factor != 1 else { return self }
         func scale(_ duration: Duration) -> Duration { duration * factor }
@@ -27,6 +29,15 @@ extension Scenario {
                 workload.kind = .requests(requestSize: requestSize, responseSize: responseSize, interval: scale(interval), count: count)
             }
             return workload
+        }
+        scaled.links = links.map { link in
+            var link = link
+            if var radio = link.radio {
+                radio.tail = max(RadioStates.tailRange.lowerBound, scale(radio.tail))
+                radio.pagingCycle = scale(radio.pagingCycle)
+                link.radio = radio
+            }
+            return link
         }
         scaled.networks = networks.map { network in
             var network = network

@@ -171,6 +171,9 @@ public struct LinkSpec: Sendable, Hashable {
     public var role: LinkRole = .direct
     /// The interface names in each node, where they are not the link's name (a network's links).
     public var interfaceNames: [String]?
+    /// The cellular radio's RRC states (`radio:`), played by the userspace emulator; the phone is
+    /// the first node of ``endpoints``, so `up` is what it sends.
+    public var radio: RadioStates?
 
     /// The name of the link's interface in its first (`0`) or second (`1`) node.
     public func interfaceName(_ end: Int) -> String { interfaceNames?[end] ?? name }
@@ -179,7 +182,7 @@ public struct LinkSpec: Sendable, Hashable {
         lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive
             && lhs.role == rhs.role && lhs.interfaceNames == rhs.interfaceNames
             && lhs.isConstrained == rhs.isConstrained && lhs.isUltraConstrained == rhs.isUltraConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
-            && lhs.capture == rhs.capture && lhs.families == rhs.families
+            && lhs.capture == rhs.capture && lhs.families == rhs.families && lhs.radio == rhs.radio
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -70,6 +70,8 @@ extension ScenarioDecoder {
             let ultraConstrained = take(&network, "ultraConstrained") { self.bool($0, "ultraConstrained") }
             let capture = take(&network, "capture") { self.bool($0, "capture") }
             let profile = take(&network, "profile") { self.profile($0) }
+            let radioContext = "radio of " + network.context
+            let radioStates = take(&network, "radio") { self.radioStates($0, radioContext) }
             let ipv4 = take(&network, "ipv4") { self.choice($0, "ipv4", NetworkSpec.IPv4Service.self) }
             let ipv6 = take(&network, "ipv6") { self.bool($0, "ipv6") }
             let nat64 = take(&network, "nat64") { self.bool($0, "nat64") }
@@ -104,7 +106,7 @@ extension ScenarioDecoder {
             let up = take(&network, "up") { self.impairmentBlock($0, "the up direction of \(context)") } ?? Impairment()
             let down = take(&network, "down") { self.impairmentBlock($0, "the down direction of \(context)") } ?? Impairment()
             finish(network, known: ["name", "type", "expensive", "constrained", "ultraConstrained", "capture", "profile", "ipv4", "ipv6",
-                                    "nat64", "portal", "members", "up", "down"] + Self.impairmentKeys)
+                                    "nat64", "portal", "members", "radio", "up", "down"] + Self.impairmentKeys)
             guard let name, let members else { continue }
             let resolvedType = type ?? profile?.type ?? .wifi
             var spec = NetworkSpec(name: name, type: resolvedType, ipv4: ipv4 ?? (resolvedType == .cellular ? .cgnat : .nat44),
@@ -127,6 +129,13 @@ extension ScenarioDecoder {
                 capture: capture ?? false)
             radio.families = spec.families
             radio.line = item.line
+            if let radioStates {
+                radio.radio = radioStates
+                if resolvedType != .cellular, let place = network.keyNode("radio") {
+                    error("network '\(name)' is \(resolvedType.rawValue), but RRC radio states (radio:) are a cellular radio's: "
+                        + "give the network type: cellular (or a cellular profile), or remove radio", at: place)
+                }
+            }
             for (impairment, which) in [(radio.up, "up"), (radio.down, "down")] where impairment.rate != nil && impairment.trace != nil {
                 error("network '\(name)' (\(which)) gets both a rate and a trace; a trace is the capacity: keep one", at: item)
             }

@@ -43,6 +43,8 @@ extension ScenarioDecoder {
             let ultraConstrained = take(&link, "ultraConstrained") { self.bool($0, "ultraConstrained") }
             let capture = take(&link, "capture") { self.bool($0, "capture") }
             let families = take(&link, "families") { self.families($0) }
+            let radioContext = "radio of " + link.context
+            let radio = take(&link, "radio") { self.radioStates($0, radioContext) }
             let profile = take(&link, "profile") { self.profile($0) }
             let both = impairment(from: &link)
             let context = link.context
@@ -62,6 +64,13 @@ extension ScenarioDecoder {
                 capture: capture ?? false))
             if let families { links[links.count - 1].families = families }
             links[links.count - 1].line = item.line
+            if let radio {
+                links[links.count - 1].radio = radio
+                if resolvedType != .cellular, let place = link.keyNode("radio") {
+                    error("link '\(name)' is \(resolvedType.rawValue), but RRC radio states (radio:) are a cellular radio's: "
+                        + "give the link type: cellular (or a cellular profile), or remove radio", at: place)
+                }
+            }
             let added = links.last!
             // Capacity comes from one place: a rate and a trace that meet after the link's keys,
             // its profile and its direction blocks are merged would leave one unused.
@@ -80,8 +89,44 @@ extension ScenarioDecoder {
     }
 
     private func finishLink(_ link: Fields) {
-        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "families", "profile", "up", "down"]
+        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "families", "radio", "profile", "up", "down"]
             + Self.impairmentKeys)
+    }
+
+    /// `radio: lte`, `radio: 5g-nsa`, or a mapping: `{states: lte, promotion: 400ms, tail: 5s,
+    /// pagingCycle: 640ms}` (a preset's values, each overridable; without `states`, all three).
+    func radioStates(_ node: Node, _ what: String) -> RadioStates? {
+        let presetNames = RadioStates.presets.keys.sorted()
+        func preset(_ node: Node) -> RadioStates? {
+            guard let text = string(node, what) else { return nil }
+            if let preset = RadioStates.presets[text] { return preset }
+            let guess = suggestion(for: text, among: presetNames).map { " (did you mean '\($0)'?)" } ?? ""
+            error("\(what) must be one of \(presetNames.joined(separator: ", ")) or a mapping with promotion, tail and pagingCycle, "
+                + "not '\(escapedForMessage(text))'\(guess)", at: node)
+            return nil
+        }
+        if case .scalar = node { return preset(node) }
+        guard var fields = fields(node, what) else { return nil }
+        let base = take(&fields, "states") { preset($0) }
+        let promotion = take(&fields, "promotion") { self.duration($0, "promotion", maximum: RadioStates.maximumPromotion) }
+        let tail = take(&fields, "tail") {
+            self.duration($0, "tail", minimum: RadioStates.tailRange.lowerBound, maximum: RadioStates.tailRange.upperBound)
+        }
+        let paging = take(&fields, "pagingCycle") { self.duration($0, "pagingCycle", maximum: RadioStates.maximumPagingCycle) }
+        finish(fields, known: ["states", "promotion", "tail", "pagingCycle"])
+        if let base {
+            return RadioStates(preset: base.preset, promotion: promotion ?? base.promotion, tail: tail ?? base.tail,
+                               pagingCycle: paging ?? base.pagingCycle)
+        }
+        guard fields.keyNode("states") == nil else { return nil }
+        let missing = ["promotion", "tail", "pagingCycle"].filter { !fields.has($0) }
+        guard missing.isEmpty else {
+            error("\(what) without states: (a preset, \(presetNames.joined(separator: " or "))) sets promotion, tail and pagingCycle; "
+                + "missing: \(missing.joined(separator: ", "))", at: node)
+            return nil
+        }
+        guard let promotion, let tail, let paging else { return nil }
+        return RadioStates(promotion: promotion, tail: tail, pagingCycle: paging)
     }
 
     /// `families: [ipv4]`, `[ipv6]` or `[ipv4, ipv6]`.

@@ -108,17 +108,24 @@ package final class UserspaceBackend: LinkBackend {
                         capture = try PcapWriter(directory: recording.directory, name: "capture-\(name).pcap", budget: recording.budget)
                     }
                 }
-                directions.append(LinkEmulator.Direction(
+                var emulated = LinkEmulator.Direction(
                     link: index,
                     pipeline: LinkPipeline(conditions: LinkConditions(), capacity: .unlimited,
                                            seed: NetemBackend.seed(seed, link: index, direction: direction), logsDecisions: decisions != nil),
                     source: direction == .up ? pair.first : pair.second,
                     destination: direction == .up ? pair.second : pair.first,
-                    decisions: decisions, capture: capture))
+                    decisions: decisions, capture: capture)
+                emulated.isUplink = direction == .up
+                directions.append(emulated)
             }
         }
-        let emulator = try LinkEmulator(directions: directions, links: plan.links.count, threads: threads, measuresLateness: measuresLateness)
         origin = MonotonicInstant.now.nanoseconds
+        var radios: [Int: RadioStateMachine] = [:]
+        for (index, link) in plan.links.enumerated() {
+            if let states = link.radio, interfaces[link.name] != nil { radios[index] = RadioStateMachine(states, origin: origin) }
+        }
+        let emulator = try LinkEmulator(directions: directions, links: plan.links.count, threads: threads, measuresLateness: measuresLateness,
+                                        radios: radios)
         try emulator.start()
         self.emulator = emulator
     }

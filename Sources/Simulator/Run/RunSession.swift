@@ -81,10 +81,21 @@ final class RunSession {
             throw SimulatorError(.environment, "workload '\(wrapped.name)' runs under mptcpize, which is not installed here: "
                 + "install Debian's mptcpize package (apt-get install mptcpize), or remove mptcpize and have the program open IPPROTO_MPTCP sockets itself")
         }
-        selection = try options.backend.resolve(netemProbe: options.netemProbe)
-        if selection.kind == .netem, let traced = scenario.tracedLinks.first {
-            throw SimulatorError(.invalidScenario, "link '\(traced)' takes its capacity from a trace, which only the userspace backend "
-                + "plays; run with --backend userspace", line: scenario.links.first { $0.name == traced }?.line)
+        if let (link, why) = scenario.userspaceOnly {
+            // What only the userspace emulator plays: refused on netem, chosen by auto.
+            switch options.backend {
+            case .netem:
+                throw SimulatorError(.invalidScenario, "link '\(link.name)' \(why), which only the userspace backend plays; run with "
+                    + "--backend userspace (or auto)", line: link.line)
+            case .auto:
+                var chosen = try BackendChoice.userspace.resolve(netemProbe: options.netemProbe)
+                chosen.reason = "auto: link '\(link.name)' \(why), which only Roam's userspace link emulator plays"
+                selection = chosen
+            case .userspace:
+                selection = try options.backend.resolve(netemProbe: options.netemProbe)
+            }
+        } else {
+            selection = try options.backend.resolve(netemProbe: options.netemProbe)
         }
         self.scenario = scenario
         self.options = options

@@ -26,6 +26,21 @@ extension Scenario {
     }
 }
 
+extension Scenario {
+    /// The first link with something only the userspace emulator plays, and what it is: a
+    /// trace's capacity, or a cellular radio's RRC states (netem delays every packet alike and
+    /// cannot wake on traffic).
+    var userspaceOnly: (link: LinkSpec, why: String)? {
+        if let traced = tracedLinks.first, let link = links.first(where: { $0.name == traced }) {
+            return (link, "takes its capacity from a trace")
+        }
+        if let link = links.first(where: { $0.radio != nil }) {
+            return (link, "has a cellular radio's RRC states (radio:), which hold the first packet after a silence for a promotion")
+        }
+        return nil
+    }
+}
+
 /// How to run a scenario.
 public struct RunOptions: Sendable {
     public var backend: BackendChoice = .auto
@@ -160,6 +175,16 @@ public struct LinkStatistics: Sendable {
         .init(link: link, direction: direction.rawValue, arrived: Int64(counters.arrived), delivered: Int64(counters.delivered),
               lost: Int64(counters.lost), blackholed: Int64(counters.blackholed), overflowed: Int64(counters.overflowed),
               corrupted: Int64(counters.corrupted), duplicated: Int64(counters.duplicated), reordered: Int64(counters.reordered))
+            .withRadio(promotions: Int64(counters.promotions), held: Int64(counters.heldForRadio))
+    }
+}
+
+extension RunSummary.LinkCounters {
+    func withRadio(promotions: Int64, held: Int64) -> Self {
+        var counters = self
+        counters.promotions = promotions
+        counters.heldForRadio = held
+        return counters
     }
 }
 

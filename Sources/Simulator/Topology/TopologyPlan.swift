@@ -103,6 +103,8 @@ package struct TopologyPlan: Sendable, Hashable {
         package var secondInterface: String
         /// What both interfaces' tags say of the link, but for its quality.
         package var attributes: InterfaceAttributes
+        /// The cellular radio's RRC states (userspace backend); the phone is `first`.
+        package var radio: RadioStates?
 
         /// The link's interface in `node`.
         package func interface(in node: String) -> String { node == first ? firstInterface : secondInterface }
@@ -207,7 +209,8 @@ package struct TopologyPlan: Sendable, Hashable {
             Link(name: link.name, first: link.endpoints.0, second: link.endpoints.1, firstInterface: link.interfaceName(0),
                  secondInterface: link.interfaceName(1),
                  attributes: InterfaceAttributes(type: link.type, isExpensive: link.isExpensive, isConstrained: link.isConstrained,
-                                                 isUltraConstrained: link.isUltraConstrained))
+                                                 isUltraConstrained: link.isUltraConstrained),
+                 radio: link.radio)
         }
         self.links = links
         let networks = scenario.networks.enumerated().map { NetworkPlan(spec: $0.element, index: $0.offset) }
