@@ -104,6 +104,7 @@ bench: setup
 	$(SWIFT) build -c release --product roam
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/ControlBenchmark/control_benchmark.py
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/ScaleBenchmark/scale_benchmark.py
+	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/QueueBenchmark/queue_benchmark.py
 
 # The same benchmarks on small counts, to check that they still run.
 bench-quick: setup
@@ -120,6 +121,7 @@ bench-quick: setup
 	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --product RoamNIOBenchmark && "$$($(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --show-bin-path)/RoamNIOBenchmark" --quick
 	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" python3 Benchmarks/ControlBenchmark/control_benchmark.py --quick
 	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" python3 Benchmarks/ScaleBenchmark/scale_benchmark.py --quick
+	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" python3 Benchmarks/QueueBenchmark/queue_benchmark.py --quick
 
 # A long run sampled for growth: descriptors, threads, memory, sockets (SOAK_MINUTES, default 60).
 SOAK_MINUTES ?= 60

@@ -27,6 +27,8 @@ public struct PacketDecision: Sendable, Hashable, CustomStringConvertible {
         case reorder
         /// Scheduled for delivery after `delay`.
         case deliver
+        /// Dropped at the head of the queue by its AQM (CoDel, FQ-CoDel).
+        case aqm
         /// Held until the cellular radio was connected (``RadioStateMachine``); `delay` is the
         /// wait. The packet's other decisions follow.
         case radio
@@ -74,7 +76,13 @@ public struct LinkPipeline: Sendable {
     }
     private var queue: [Queued] = []
     private var queueHead = 0
-    private var queuedBytes = 0
+    private var fifoBytes = 0
+    /// With `queue: codel` or `fq-codel` behind a rate: the managed queue, and the packet the
+    /// transmitter is sending (dequeued when the transmitter came free, as a qdisc's dequeue).
+    private var managed: ManagedQueue?
+    private var managedDiscipline: QueueDiscipline?
+    private var inService: (number: UInt64, data: [UInt8], departure: Int64)?
+    private var queuedBytes: Int { fifoBytes + (managed?.bytes ?? 0) + (inService?.data.count ?? 0) }
     /// When the transmitter finishes the packet it is serializing.
     private var transmitterFreeAt: Int64 = .min
     /// The trace opportunity in use (its absolute number; -1 before the first) and the bytes it
@@ -109,6 +117,8 @@ public struct LinkPipeline: Sendable {
         public var heldForRadio = 0
         /// Promotions of the cellular radio (idle to connected) this direction's packets started.
         public var promotions = 0
+        /// Packets the queue's AQM (CoDel, FQ-CoDel) dropped.
+        public var aqmDropped = 0
     }
 
     /// The queue limit when a scenario sets none: 1000 packets (netem's default), and with a
@@ -130,20 +140,31 @@ public struct LinkPipeline: Sendable {
         self.distribution = distribution
         self.random = LinkRandom(seed: seed)
         self.logsDecisions = logsDecisions
+        managedDiscipline = Self.managedDiscipline(conditions, capacity)
+        managed = managedDiscipline.map(ManagedQueue.init)
     }
 
-    /// Packets waiting for the transmitter.
-    public var queueLength: Int { queue.count - queueHead }
+    /// Packets waiting for the transmitter (or being sent, with a managed queue).
+    public var queueLength: Int { queue.count - queueHead + (managed?.count ?? 0) + (inService == nil ? 0 : 1) }
     /// Packets on the delay line.
     public var inFlight: Int { delayLine.count }
     /// The latest time a packet left the transmitter (`.min` before the first).
     public private(set) var lastTransmission: Int64 = .min
 
-    private var packetLimit: Int { conditions.impairment.limit ?? Self.defaultPacketLimit }
+    private var packetLimit: Int {
+        conditions.impairment.limit ?? (conditions.impairment.limitBytes != nil ? Int.max : managed?.defaultPacketLimit ?? Self.defaultPacketLimit)
+    }
 
     private var byteLimit: Int? {
-        guard conditions.impairment.limit == nil, case .rate(let bitsPerSecond) = capacity else { return nil }
+        if let bytes = conditions.impairment.limitBytes { return bytes }
+        guard managed == nil, conditions.impairment.limit == nil, case .rate(let bitsPerSecond) = capacity else { return nil }
         return max(65536, Int(bitsPerSecond / 8 * 0.1))
+    }
+
+    /// The managed queue's discipline for these conditions: CoDel or FQ-CoDel behind a rate.
+    private static func managedDiscipline(_ conditions: LinkConditions, _ capacity: LinkCapacity) -> QueueDiscipline? {
+        guard case .rate = capacity, let queue = conditions.impairment.queue, queue != .dropTail else { return nil }
+        return queue
     }
 
     /// New conditions from the timeline. Queued and flying packets stay; a smaller queue limit
@@ -152,9 +173,43 @@ public struct LinkPipeline: Sendable {
         self.conditions = conditions
         self.capacity = capacity
         self.distribution = distribution
+        let discipline = Self.managedDiscipline(conditions, capacity)
+        if discipline != managedDiscipline {
+            // Another discipline: what waits moves over in arrival order; the packet being
+            // sent stays in service (back at the head of a plain queue).
+            var waiting = queue[queueHead...].map { ManagedQueue.Packet(number: $0.number, data: $0.data, arrivedAt: $0.arrivedAt) }
+            queue.removeAll(keepingCapacity: true)
+            queueHead = 0
+            fifoBytes = 0
+            if var old = managed { waiting = old.drain() + waiting }
+            managed = discipline.map(ManagedQueue.init)
+            managedDiscipline = discipline
+            if managed != nil {
+                for packet in waiting {
+                    for dropped in managed!.enqueue(packet, packetLimit: packetLimit, byteLimit: byteLimit) {
+                        statistics.overflowed += 1
+                        record(dropped.number, dropped.data.count, .overflow)
+                    }
+                }
+                if inService == nil, let first = waiting.first { startService(at: max(transmitterFreeAt, first.arrivedAt)) }
+            } else {
+                if let service = inService {
+                    // Sent again from the head of the plain queue: it leaves at most one packet
+                    // time later than planned (a change of discipline is rare).
+                    queue.append(Queued(number: service.number, data: service.data, arrivedAt: service.departure))
+                    fifoBytes += service.data.count
+                    inService = nil
+                }
+                for packet in waiting {
+                    queue.append(Queued(number: packet.number, data: packet.data, arrivedAt: packet.arrivedAt))
+                    fifoBytes += packet.data.count
+                }
+            }
+        }
+        guard managed == nil else { return }
         while queueLength > packetLimit || (byteLimit.map { queuedBytes > $0 } ?? false) {
             let dropped = queue.removeLast()
-            queuedBytes -= dropped.data.count
+            fifoBytes -= dropped.data.count
             statistics.overflowed += 1
             record(dropped.number, dropped.data.count, .overflow)
         }
@@ -224,6 +279,8 @@ public struct LinkPipeline: Sendable {
     /// waits until then before it takes its place in the queue (a cellular radio's promotion);
     /// the loss, corruption and duplication decisions are made now, in arrival order.
     public mutating func arrive(_ data: [UInt8], at now: Int64, enteringAt entry: Int64? = nil) {
+        // A managed queue decides at the times things happen: the queue as it stands now.
+        if managed != nil { advance(to: now) }
         numbered += 1
         statistics.arrived += 1
         let number = numbered
@@ -271,13 +328,21 @@ public struct LinkPipeline: Sendable {
             schedule(number, data, leavingAt: now)
             return
         }
+        if managed != nil {
+            for dropped in managed!.enqueue(ManagedQueue.Packet(number: number, data: data, arrivedAt: now), packetLimit: packetLimit, byteLimit: byteLimit) {
+                statistics.overflowed += 1
+                record(dropped.number, dropped.data.count, .overflow)
+            }
+            if inService == nil { startService(at: max(now, transmitterFreeAt)) }
+            return
+        }
         if queueLength >= packetLimit || (byteLimit.map { queuedBytes + data.count > $0 } ?? false) {
             statistics.overflowed += 1
             record(number, data.count, .overflow)
             return
         }
         queue.append(Queued(number: number, data: data, arrivedAt: now))
-        queuedBytes += data.count
+        fifoBytes += data.count
     }
 
     /// Puts a packet that left the transmitter at `time` on the delay line.
@@ -315,8 +380,23 @@ public struct LinkPipeline: Sendable {
         record(number, data.count, action, delay: delay)
     }
 
+    /// The transmitter is free at `time`: the managed queue hands it its next packet (dropping
+    /// what its AQM drops first).
+    private mutating func startService(at time: Int64) {
+        guard case .rate(let bitsPerSecond) = capacity, bitsPerSecond > 0, managed != nil else { return }
+        let (packet, dropped) = managed!.dequeue(at: time)
+        for packet in dropped {
+            statistics.aqmDropped += 1
+            record(packet.number, packet.data.count, .aqm)
+        }
+        guard let packet else { return }
+        let departure = time + Int64((Double(packet.data.count * 8) / bitsPerSecond * 1e9).rounded(.up))
+        inService = (packet.number, packet.data, departure)
+    }
+
     /// When the head of the queue leaves the transmitter, if it can be known now.
     private mutating func headDeparture() -> Int64? {
+        if managed != nil { return inService?.departure }
         guard queueHead < queue.count else { return nil }
         let head = queue[queueHead]
         switch capacity {
@@ -359,10 +439,19 @@ public struct LinkPipeline: Sendable {
     /// Moves every packet that has left the transmitter by `now` onto the delay line (delivering
     /// nothing): the queue as it stands at `now`.
     public mutating func advance(to now: Int64) {
+        if managed != nil {
+            while let service = inService, service.departure <= now {
+                inService = nil
+                transmitterFreeAt = service.departure
+                schedule(service.number, service.data, leavingAt: service.departure)
+                startService(at: service.departure)
+            }
+            return
+        }
         while let departure = headDeparture(), departure <= now {
             let head = queue[queueHead]
             queueHead += 1
-            queuedBytes -= head.data.count
+            fifoBytes -= head.data.count
             switch capacity {
             case .rate:
                 transmitterFreeAt = departure

@@ -178,14 +178,15 @@ extension Page {
         guard !rows.isEmpty else { return }
         // Radio columns only where a link has a cellular radio's states.
         let radio = rows.contains { $0.promotions != 0 || $0.heldForRadio != 0 }
+        let aqm = rows.contains { $0.aqmDropped != 0 }
         let columns = ["arrived", "delivered", "lost", "blackholed", "overflowed", "corrupted", "duplicated", "reordered"]
-            + (radio ? ["radio promotions", "held for the radio"] : [])
+            + (aqm ? ["dropped by AQM"] : []) + (radio ? ["radio promotions", "held for the radio"] : [])
         section("Packets (userspace emulator)")
         body += "<table><thead><tr><th>link</th><th>direction</th>" + columns.map { "<th>\($0)</th>" }.joined() + "</tr></thead><tbody>"
         for row in rows {
             body += "<tr><td>\(escape(row.link))</td><td>\(escape(row.direction))</td>"
             let counts = [row.arrived, row.delivered, row.lost, row.blackholed, row.overflowed, row.corrupted, row.duplicated, row.reordered]
-                + (radio ? [row.promotions, row.heldForRadio] : [])
+                + (aqm ? [row.aqmDropped] : []) + (radio ? [row.promotions, row.heldForRadio] : [])
             body += counts.map { "<td class=num>\($0)</td>" }.joined() + "</tr>"
         }
         body += "</tbody></table>\n"

@@ -277,6 +277,8 @@ public struct RunSummary: Sendable, Hashable {
         /// and packets that waited for the radio to connect.
         public var promotions: Int64 = 0
         public var heldForRadio: Int64 = 0
+        /// Packets the queue's AQM (`queue: codel`, `fq-codel`) dropped.
+        public var aqmDropped: Int64 = 0
         public init(link: String, direction: String, arrived: Int64, delivered: Int64, lost: Int64, blackholed: Int64, overflowed: Int64,
                     corrupted: Int64, duplicated: Int64, reordered: Int64) {
             self.link = link
@@ -416,7 +418,8 @@ extension RunSummary.LinkCounters {
         .object([("link", .string(link)), ("direction", .string(direction)), ("arrived", .int(arrived)), ("delivered", .int(delivered)),
                  ("lost", .int(lost)), ("blackholed", .int(blackholed)), ("overflowed", .int(overflowed)), ("corrupted", .int(corrupted)),
                  ("duplicated", .int(duplicated)), ("reordered", .int(reordered))]
-                + (promotions != 0 || heldForRadio != 0 ? [("promotions", .int(promotions)), ("heldForRadio", .int(heldForRadio))] : []))
+                + (promotions != 0 || heldForRadio != 0 ? [("promotions", .int(promotions)), ("heldForRadio", .int(heldForRadio))] : [])
+                + (aqmDropped != 0 ? [("aqmDropped", .int(aqmDropped))] : []))
     }
 }
 
@@ -480,6 +483,7 @@ extension RunSummary {
                                 duplicated: try counters.optionalInt("duplicated") ?? 0, reordered: try counters.optionalInt("reordered") ?? 0)
             read.promotions = try counters.optionalInt("promotions") ?? 0
             read.heldForRadio = try counters.optionalInt("heldForRadio") ?? 0
+            read.aqmDropped = try counters.optionalInt("aqmDropped") ?? 0
             return read
         }
     }

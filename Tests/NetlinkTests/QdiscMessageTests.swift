@@ -112,4 +112,41 @@ import Testing
         #expect(Self.u32(parameters.payload, 8) == 2_500_000, "rate in bytes per second")
         #expect(Self.u32(parameters.payload, 24) == 250_000, "limit in bytes")
     }
+
+    /// codel and fq_codel under tbf's class (2:1), as `tc qdisc replace ... codel target 5ms
+    /// interval 100ms limit 300 noecn` sends them: microseconds, packets, ECN off; fq_codel adds
+    /// its flows, quantum and memory limit (linux/pkt_sched.h: TCA_CODEL_TARGET 1, LIMIT 2,
+    /// INTERVAL 3, ECN 4; TCA_FQ_CODEL_FLOWS 5, QUANTUM 6, MEMORY_LIMIT 9).
+    @Test func coDelAndFqCoDelCarryTheirParametersInTheKernelsUnits() throws {
+        func options(_ message: NetlinkMessage, kind: String) throws -> [UInt16: UInt32] {
+            let (header, attributes) = try Self.top(message)
+            #expect(Self.u32(header, 20) == 9, "tcm_ifindex")
+            #expect(Self.u32(header, 24) == 0x0003_0000, "tcm_handle 3:")
+            #expect(Self.u32(header, 28) == 0x0002_0001, "tcm_parent 2:1")
+            let name = try #require(attributes.first { $0.type == Self.tcaKind })
+            #expect(Array(name.payload) == Array(kind.utf8) + [0])
+            let nested = try #require(attributes.first { $0.type == Self.tcaOptions })
+            let inner = try #require(Self.attributes(nested.payload))
+            var values: [UInt16: UInt32] = [:]
+            for attribute in inner {
+                #expect(attribute.payload.count == 4)
+                values[attribute.type] = Self.u32(attribute.payload, 0)
+            }
+            return values
+        }
+        let codel = CoDelConfiguration(target: .milliseconds(5), interval: .milliseconds(100), limit: 300)
+        let plain = try options(NetlinkMessage.coDel(codel, interfaceIndex: 9, handle: QdiscHandle(major: 3, minor: 0),
+                                                     parent: QdiscHandle(major: 2, minor: 1), flags: 0), kind: "codel")
+        #expect(plain == [1: 5000, 2: 300, 3: 100_000, 4: 0])
+        var fq = CoDelConfiguration(target: .microseconds(2500), interval: .milliseconds(50), limit: 10240, flows: 64, quantum: 300)
+        fq.memoryLimit = 1 << 20
+        let fair = try options(NetlinkMessage.coDel(fq, interfaceIndex: 9, handle: QdiscHandle(major: 3, minor: 0),
+                                                    parent: QdiscHandle(major: 2, minor: 1), flags: 0), kind: "fq_codel")
+        #expect(fair == [1: 2500, 2: 10240, 3: 50_000, 4: 0, 5: 64, 6: 300, 9: 1 << 20])
+        // A byte FIFO's options are a bare struct tc_fifo_qopt: the limit in bytes.
+        let fifo = try Self.top(NetlinkMessage.byteFIFO(limit: 150_000, interfaceIndex: 9, handle: QdiscHandle(major: 3, minor: 0),
+                                                        parent: QdiscHandle(major: 2, minor: 1), flags: 0))
+        #expect(fifo.attributes.first { $0.type == Self.tcaKind }.map { Array($0.payload) } == Array("bfifo".utf8) + [0])
+        #expect(fifo.attributes.first { $0.type == Self.tcaOptions }.map { Array($0.payload) } == [0xf0, 0x49, 0x02, 0x00])
+    }
 }

@@ -17,6 +17,8 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
         /// Qdiscs by interface index and handle: "netem" or "tbf", with what they were given.
         var netem: [Int32: NetemConfiguration] = [:]
         var tokenBuckets: [Int32: TokenBucketConfiguration] = [:]
+        /// What is in tbf's class: a CoDel or FQ-CoDel qdisc, or (nil) a byte FIFO.
+        var managedQueues: [Int32: CoDelConfiguration?] = [:]
         var operations = 0
 
         func link(_ name: String) -> Link? { links.first { $0.name == name } }
@@ -215,8 +217,25 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             state.tokenBuckets[interfaceIndex] = configuration
         }
 
+        func replaceCoDel(_ configuration: CoDelConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
+            let state = try state("replaceCoDel")
+            guard state.tokenBuckets[interfaceIndex] != nil else {
+                throw NetlinkError(.errno(ENOENT), operation: "\(configuration.kind) under a tbf that does not exist")
+            }
+            state.managedQueues[interfaceIndex] = .some(configuration)
+        }
+
+        func replaceByteFIFO(limit: UInt32, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
+            let state = try state("replaceByteFIFO")
+            guard state.tokenBuckets[interfaceIndex] != nil else {
+                throw NetlinkError(.errno(ENOENT), operation: "bfifo under a tbf that does not exist")
+            }
+            state.managedQueues[interfaceIndex] = .some(nil)
+        }
+
         func deleteQdisc(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
             let state = try state("deleteQdisc")
+            state.managedQueues[interfaceIndex] = nil
             guard state.tokenBuckets.removeValue(forKey: interfaceIndex) != nil else {
                 throw NetlinkError(.errno(ENOENT), operation: "delete a qdisc that does not exist")
             }

@@ -142,6 +142,45 @@ import Testing
         #expect("\(error)".contains("link 'cell' (sent by server)"))
     }
 
+    /// `queue: codel` puts codel in tbf's class; fq-codel replaces it; drop-tail puts a byte
+    /// FIFO back (never nothing: tbf with no child drops everything); no rate, no tbf, no child.
+    /// A kernel without sch_codel is told so, with the way out.
+    @Test func aManagedQueueGoesUnderTheRateAndComesOutAgain() throws {
+        let network = RecordingNetwork()
+        let (backend, topology) = try startedNetem(network)
+        defer { topology.teardown() }
+        let phone = try #require(network.namespace("roam-abc123-phone"))
+        let wifi = try #require(phone.link("wifi")).index
+        var impairment = Impairment(rate: .mbit(10), limit: 300)
+        impairment.queue = .codel(CoDelParameters(target: .milliseconds(10), interval: .milliseconds(200)))
+        try backend.apply(LinkConditions(impairment: impairment), link: "wifi", direction: .up)
+        #expect(phone.managedQueues[wifi] == .some(CoDelConfiguration(target: .milliseconds(10), interval: .milliseconds(200), limit: 300)))
+        impairment.queue = .fqCodel(CoDelParameters(), flows: 1024, quantum: 1514)
+        impairment.limit = nil
+        impairment.limitBytes = 1 << 20
+        try backend.apply(LinkConditions(impairment: impairment), link: "wifi", direction: .up)
+        #expect(phone.managedQueues[wifi] == .some(CoDelConfiguration(target: .milliseconds(5), interval: .milliseconds(100), limit: 10240,
+                                                                      flows: 1024, quantum: 1514, memoryLimit: 1 << 20)))
+        impairment.queue = .dropTail
+        try backend.apply(LinkConditions(impairment: impairment), link: "wifi", direction: .up)
+        #expect(phone.managedQueues[wifi] == .some(nil), "a byte FIFO again")
+        #expect(phone.tokenBuckets[wifi]?.limit == 1 << 20)
+        impairment.queue = .codel(CoDelParameters())
+        try backend.apply(LinkConditions(impairment: impairment), link: "wifi", direction: .up)
+        impairment.rate = nil
+        try backend.apply(LinkConditions(impairment: impairment), link: "wifi", direction: .up)
+        #expect(phone.tokenBuckets[wifi] == nil && phone.managedQueues[wifi] == nil)
+        #expect(network.strayCalls.isEmpty)
+
+        impairment.rate = .mbit(10)
+        network.failure = .init(operation: "replaceCoDel", call: 4, errno: ENOENT)
+        let error = try #require(throws: SimulatorError.self) {
+            try backend.apply(LinkConditions(impairment: impairment), link: "wifi", direction: .up)
+        }
+        #expect(error.code == .environment)
+        #expect("\(error)".contains("sch_codel") && "\(error)".contains("--backend userspace"), "\(error)")
+    }
+
     @Test func theTaggerRetagsBothEndsOfALink() throws {
         let network = RecordingNetwork()
         let (plan, topology) = try build(network)

@@ -29,6 +29,21 @@ extension NetlinkSocket {
         try send(message, "set tbf on interface \(interfaceIndex) (\(handle))")
     }
 
+    /// Creates or replaces a CoDel or FQ-CoDel qdisc (`RTM_NEWQDISC`, create | replace).
+    public func replaceCoDel(_ configuration: CoDelConfiguration, interfaceIndex: Int32, handle: QdiscHandle,
+                             parent: QdiscHandle) throws(NetlinkError) {
+        let message = try NetlinkMessage.coDel(configuration, interfaceIndex: interfaceIndex, handle: handle, parent: parent,
+                                               flags: NLM_F_CREATE | NLM_F_REPLACE)
+        try send(message, "set \(configuration.kind) on interface \(interfaceIndex) (\(handle))")
+    }
+
+    /// Creates or replaces a byte FIFO (`bfifo`) of `limit` bytes: what tbf holds its queue in.
+    public func replaceByteFIFO(limit: UInt32, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
+        let message = try NetlinkMessage.byteFIFO(limit: limit, interfaceIndex: interfaceIndex, handle: handle, parent: parent,
+                                                  flags: NLM_F_CREATE | NLM_F_REPLACE)
+        try send(message, "set bfifo on interface \(interfaceIndex) (\(handle))")
+    }
+
     /// Deletes the qdisc `handle` under `parent` (and its children).
     public func deleteQdisc(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
         let qdisc = rtnl_qdisc_alloc()!
@@ -142,6 +157,67 @@ public final class NetlinkMessage {
             throw error
         }
         return qdisc
+    }
+
+    /// An `RTM_NEWQDISC` for codel or fq_codel, built attribute by attribute (libnl has no API
+    /// for codel, and its fq_codel one would nest options of its own): a `tcmsg`, `TCA_KIND`, and
+    /// `TCA_OPTIONS` with the target, interval and limit (microseconds and packets, as
+    /// `tc qdisc ... codel target 5ms` sends them), ECN off, and fq_codel's flows, quantum and
+    /// memory limit.
+    public static func coDel(_ configuration: CoDelConfiguration, interfaceIndex: Int32, handle: QdiscHandle,
+                             parent: QdiscHandle, flags: Int32) throws(NetlinkError) -> NetlinkMessage {
+        let (message, built) = try qdiscRequest(configuration.kind.rawValue, interfaceIndex: interfaceIndex, handle: handle, parent: parent,
+                                                flags: flags)
+        guard let options = nla_nest_start(built, Int32(TCA_OPTIONS)) else {
+            throw NetlinkError(.libnl(NLE_NOMEM), operation: "nest TCA_OPTIONS")
+        }
+        let microseconds = { (duration: Duration) in UInt32(clamping: duration.microseconds) }
+        if let flows = configuration.flows {
+            try libnlCall("put TCA_FQ_CODEL_TARGET") { nla_put_u32(built, Int32(TCA_FQ_CODEL_TARGET), microseconds(configuration.target)) }
+            try libnlCall("put TCA_FQ_CODEL_LIMIT") { nla_put_u32(built, Int32(TCA_FQ_CODEL_LIMIT), configuration.limit) }
+            try libnlCall("put TCA_FQ_CODEL_INTERVAL") { nla_put_u32(built, Int32(TCA_FQ_CODEL_INTERVAL), microseconds(configuration.interval)) }
+            try libnlCall("put TCA_FQ_CODEL_ECN") { nla_put_u32(built, Int32(TCA_FQ_CODEL_ECN), 0) }
+            try libnlCall("put TCA_FQ_CODEL_FLOWS") { nla_put_u32(built, Int32(TCA_FQ_CODEL_FLOWS), flows) }
+            if let quantum = configuration.quantum {
+                try libnlCall("put TCA_FQ_CODEL_QUANTUM") { nla_put_u32(built, Int32(TCA_FQ_CODEL_QUANTUM), quantum) }
+            }
+            if let memory = configuration.memoryLimit {
+                try libnlCall("put TCA_FQ_CODEL_MEMORY_LIMIT") { nla_put_u32(built, Int32(TCA_FQ_CODEL_MEMORY_LIMIT), memory) }
+            }
+        } else {
+            try libnlCall("put TCA_CODEL_TARGET") { nla_put_u32(built, Int32(TCA_CODEL_TARGET), microseconds(configuration.target)) }
+            try libnlCall("put TCA_CODEL_LIMIT") { nla_put_u32(built, Int32(TCA_CODEL_LIMIT), configuration.limit) }
+            try libnlCall("put TCA_CODEL_INTERVAL") { nla_put_u32(built, Int32(TCA_CODEL_INTERVAL), microseconds(configuration.interval)) }
+            try libnlCall("put TCA_CODEL_ECN") { nla_put_u32(built, Int32(TCA_CODEL_ECN), 0) }
+        }
+        try libnlCall("end TCA_OPTIONS") { nla_nest_end(built, options) }
+        return message
+    }
+
+    /// An `RTM_NEWQDISC` for a byte FIFO: `TCA_OPTIONS` is a `struct tc_fifo_qopt`, not attributes.
+    public static func byteFIFO(limit: UInt32, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle,
+                                flags: Int32) throws(NetlinkError) -> NetlinkMessage {
+        let (message, built) = try qdiscRequest("bfifo", interfaceIndex: interfaceIndex, handle: handle, parent: parent, flags: flags)
+        var options = tc_fifo_qopt(limit: limit)
+        try libnlCall("put TCA_OPTIONS") { nla_put(built, Int32(TCA_OPTIONS), Int32(MemoryLayout<tc_fifo_qopt>.size), &options) }
+        return message
+    }
+
+    /// An `RTM_NEWQDISC` with its `tcmsg` and `TCA_KIND`, to which the caller adds the options.
+    private static func qdiscRequest(_ kind: String, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle,
+                                     flags: Int32) throws(NetlinkError) -> (NetlinkMessage, OpaquePointer) {
+        guard let built = nlmsg_alloc_simple(Int32(RTM_NEWQDISC), flags) else {
+            throw NetlinkError(.libnl(NLE_NOMEM), operation: "allocate a \(kind) request")
+        }
+        let message = NetlinkMessage(adopting: built)
+        var header = tcmsg()
+        header.tcm_family = UInt8(AF_UNSPEC)
+        header.tcm_ifindex = interfaceIndex
+        header.tcm_handle = handle.rawValue
+        header.tcm_parent = parent.rawValue
+        try libnlCall("append tcmsg") { nlmsg_append(built, &header, MemoryLayout<tcmsg>.size, Int32(NLMSG_ALIGNTO)) }
+        try libnlCall("put TCA_KIND") { nla_put_string(built, Int32(TCA_KIND), kind) }
+        return (message, built)
     }
 
     /// An `RTM_NEWQDISC` for tbf.

@@ -32,6 +32,10 @@ public struct QdiscKind: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let netem = QdiscKind(rawValue: "netem")
     /// `sch_tbf`: a token bucket that limits the rate.
     public static let tokenBucket = QdiscKind(rawValue: "tbf")
+    /// `sch_codel`: CoDel over one queue (RFC 8289).
+    public static let codel = QdiscKind(rawValue: "codel")
+    /// `sch_fq_codel`: flow queues, each with CoDel (RFC 8290).
+    public static let fqCodel = QdiscKind(rawValue: "fq_codel")
     public var description: String { rawValue }
 }
 
@@ -113,4 +117,30 @@ public struct TokenBucketConfiguration: Sendable, Hashable {
 
     /// The largest rate libnl's tbf API carries (an `int` of bytes per second, about 17 Gbit/s).
     public static let maximumRate = UInt64(Int32.max)
+}
+
+/// The settings of a CoDel (`codel`) or FQ-CoDel (`fq_codel`) qdisc. ECN marking is always off:
+/// both drop, as Roam's userspace emulator does.
+public struct CoDelConfiguration: Sendable, Hashable {
+    public var target: Duration
+    public var interval: Duration
+    /// The queue limit in packets.
+    public var limit: UInt32
+    /// FQ-CoDel's flow queues and quantum; nil for plain CoDel.
+    public var flows: UInt32?
+    public var quantum: UInt32?
+    /// FQ-CoDel's memory limit in bytes (the kernel counts buffers' true size), if set.
+    public var memoryLimit: UInt32?
+
+    public init(target: Duration, interval: Duration, limit: UInt32, flows: UInt32? = nil, quantum: UInt32? = nil, memoryLimit: UInt32? = nil) {
+        self.target = target
+        self.interval = interval
+        self.limit = limit
+        self.flows = flows
+        self.quantum = quantum
+        self.memoryLimit = memoryLimit
+    }
+
+    /// `codel` or `fq_codel`.
+    public var kind: QdiscKind { flows == nil ? .codel : .fqCodel }
 }

@@ -412,7 +412,7 @@ struct Track {
         if let corrupt = impairment.corrupt, corrupt > 0 {
             fields.append(("corrupt", .object([("corrupt", .string(percent(corrupt, link, &notes)))])))
         }
-        if impairment.limit != nil && impairment.rate == nil && impairment.trace == nil {
+        if (impairment.limit != nil || impairment.limitBytes != nil) && impairment.rate == nil && impairment.trace == nil {
             notes.add("a queue limit without a rate (\(link)) would be netem's own limit, which Chaos Mesh cannot set; dropped")
         }
         // netem holds every packet on its delay line; Roam sizes that queue for the flight,
@@ -485,6 +485,10 @@ struct Track {
                             if let trace = point.conditions.impairment.trace, point.conditions.impairment.rate == nil {
                                 let mean = ChaosMeshExport.rate(Rate(bitsPerSecond: trace.trace.meanRate))
                                 notes.add("trace-driven capacity (\(link.name): \(escapedForMessage(trace.path))) has no Chaos Mesh form; exported as its mean rate, \(mean)")
+                            }
+                            if let queue = point.conditions.impairment.queue, queue != .dropTail, point.conditions.impairment.rate != nil {
+                                notes.add("queue: \(queue.name) (\(link.name)) has no Chaos Mesh form: a bandwidth action queues in tbf's "
+                                    + "own byte FIFO; exported as drop-tail with the same limit")
                             }
                             state = ChaosMeshExport.bandwidth(point.conditions).map { State.bandwidth(rate: $0.rate, limit: $0.limit, buffer: $0.buffer) } ?? .none
                         }

@@ -73,6 +73,10 @@ public struct Impairment: Sendable, Hashable {
     public var corrupt: Double?
     /// Queue limit in packets.
     public var limit: Int?
+    /// Queue limit in bytes (`limit: 256kb`); a direction has one limit or the other.
+    public var limitBytes: Int?
+    /// How the bottleneck queue drops (`queue:`); nil: as before (drop-tail by default).
+    public var queue: QueueDiscipline?
     /// Capacity from a mahimahi trace instead of a fixed `rate` (userspace backend).
     public var trace: LinkTrace?
 
@@ -98,6 +102,17 @@ public struct Impairment: Sendable, Hashable {
                    distribution: other.distribution ?? distribution, rate: other.rate ?? rate, loss: other.loss ?? loss,
                    duplicate: other.duplicate ?? duplicate, reorder: other.reorder ?? reorder, corrupt: other.corrupt ?? corrupt,
                    limit: other.limit ?? limit, trace: other.trace ?? trace)
+            .with(limitBytes: other.limit == nil ? (other.limitBytes ?? limitBytes) : other.limitBytes, queue: other.queue ?? queue)
+    }
+
+    /// These settings with a byte limit and a queue discipline.
+    func with(limitBytes: Int?, queue: QueueDiscipline?) -> Impairment {
+        var result = self
+        result.limitBytes = limitBytes
+        result.queue = queue
+        // A limit in bytes replaces one in packets, and the other way round.
+        if limitBytes != nil { result.limit = nil }
+        return result
     }
 
     public var isEmpty: Bool { self == Impairment() }

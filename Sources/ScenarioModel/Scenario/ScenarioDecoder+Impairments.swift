@@ -16,12 +16,86 @@ extension ScenarioDecoder {
         result.duplicate = take(&fields, "duplicate") { self.fraction($0, "duplicate") }
         result.reorder = take(&fields, "reorder") { self.fraction($0, "reorder") }
         result.corrupt = take(&fields, "corrupt") { self.fraction($0, "corrupt") }
-        result.limit = take(&fields, "limit") { self.integer($0, "limit (packets)", range: 1...1_000_000) }
+        if let limit = take(&fields, "limit", { self.queueLimit($0) }) {
+            switch limit {
+            case .packets(let packets): result.limit = packets
+            case .bytes(let bytes): result.limitBytes = bytes
+            }
+        }
+        result.queue = take(&fields, "queue") { self.queueDiscipline($0) }
         result.trace = take(&fields, "trace") { self.trace($0) }
         if result.trace != nil, result.rate != nil, let node = fields.keyNode("trace") {
             error("rate and trace both set the capacity; keep one", at: node)
         }
         return result
+    }
+
+    enum QueueLimit { case packets(Int), bytes(Int) }
+
+    /// `limit: 500` (packets) or `limit: 256kb` (bytes, 1 KiB to 1 GiB).
+    func queueLimit(_ node: Node) -> QueueLimit? {
+        guard let text = string(node, "limit") else { return nil }
+        if text.first.map({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) == true, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) {
+            return integer(node, "limit (packets)", range: 1...1_000_000).map { .packets($0) }
+        }
+        return size(node, "limit (bytes)", range: ScenarioLimits.queueBytes).map { .bytes(Int($0)) }
+    }
+
+    /// `queue: drop-tail`, `codel`, `fq-codel`, or `{discipline: codel, target: 5ms, interval:
+    /// 100ms}` (and `flows`, `quantum` for fq-codel).
+    func queueDiscipline(_ node: Node) -> QueueDiscipline? {
+        let names = ["drop-tail", "codel", "fq-codel"]
+        func named(_ node: Node, _ what: String) -> String? {
+            guard let text = string(node, what) else { return nil }
+            guard names.contains(text) else {
+                let guess = suggestion(for: text, among: names).map { " (did you mean '\($0)'?)" } ?? ""
+                error("\(what) must be one of \(names.joined(separator: ", ")), not '\(escapedForMessage(text))'\(guess)", at: node)
+                return nil
+            }
+            return text
+        }
+        var parameters = CoDelParameters()
+        var flows = QueueDiscipline.defaultFlows, quantum = QueueDiscipline.defaultQuantum
+        let discipline: String
+        if case .scalar = node {
+            guard let name = named(node, "queue") else { return nil }
+            discipline = name
+        } else {
+            guard var fields = fields(node, "queue") else { return nil }
+            let name = take(&fields, "discipline", required: true) { named($0, "queue discipline") }
+            let target = take(&fields, "target") {
+                self.duration($0, "target", minimum: CoDelParameters.targetRange.lowerBound, maximum: CoDelParameters.targetRange.upperBound)
+            }
+            let interval = take(&fields, "interval") {
+                self.duration($0, "interval", minimum: CoDelParameters.intervalRange.lowerBound, maximum: CoDelParameters.intervalRange.upperBound)
+            }
+            let flowCount = take(&fields, "flows") { self.integer($0, "flows", range: QueueDiscipline.flowRange) }
+            let quantumBytes = take(&fields, "quantum") { self.integer($0, "quantum (bytes)", range: QueueDiscipline.quantumRange) }
+            finish(fields, known: ["discipline", "target", "interval", "flows", "quantum"])
+            guard let name else { return nil }
+            discipline = name
+            if discipline == "drop-tail", let key = ["target", "interval", "flows", "quantum"].first(where: { fields.has($0) }) {
+                error("queue: drop-tail has no \(key); it is CoDel's (codel, fq-codel)", at: fields.keyNode(key)!)
+                return nil
+            }
+            if discipline == "codel", let key = ["flows", "quantum"].first(where: { fields.has($0) }) {
+                error("queue: codel has one queue; \(key) is fq-codel's", at: fields.keyNode(key)!)
+                return nil
+            }
+            if let target { parameters.target = target }
+            if let interval { parameters.interval = interval }
+            if parameters.interval < parameters.target {
+                error("queue: interval (\(parameters.interval.roamDescription)) must be at least target (\(parameters.target.roamDescription))", at: node)
+                return nil
+            }
+            if let flowCount { flows = flowCount }
+            if let quantumBytes { quantum = quantumBytes }
+        }
+        switch discipline {
+        case "codel": return .codel(parameters)
+        case "fq-codel": return .fqCodel(parameters, flows: flows, quantum: quantum)
+        default: return .dropTail
+        }
     }
 
     /// `trace: traces/lte-steady.trace`: a mahimahi trace, relative to the scenario's directory.
@@ -81,6 +155,13 @@ extension ScenarioDecoder {
     }
 
     func checkConsistency(_ impairment: Impairment, at node: Node, _ context: String) {
+        if let queue = impairment.queue, queue != .dropTail, impairment.rate == nil, impairment.trace == nil {
+            error("\(context): queue: \(queue.name) manages the queue behind a bottleneck, and there is none: give a rate", at: node)
+        }
+        if let queue = impairment.queue, queue != .dropTail, impairment.trace != nil {
+            error("\(context): queue: \(queue.name) behind a trace's capacity is not emulated (Roam's CoDel runs behind a rate); "
+                  + "use a rate, or drop-tail", at: node)
+        }
         if impairment.reorder.map({ $0 > 0 }) == true && (impairment.delay ?? .zero) == .zero {
             diagnostics.warning("\(context): reorder has no effect without a delay (reordered packets skip the delay others get)",
                                 line: node.line, column: node.column)

@@ -1,7 +1,7 @@
 import Yams
 
 extension ScenarioDecoder {
-    static let impairmentKeys = ["delay", "jitter", "delayCorrelation", "distribution", "rate", "loss", "duplicate", "reorder", "corrupt", "limit", "trace"]
+    static let impairmentKeys = ["delay", "jitter", "delayCorrelation", "distribution", "rate", "loss", "duplicate", "reorder", "corrupt", "limit", "queue", "trace"]
 
     func scenario(_ root: Node) -> Scenario? {
         guard var top = fields(root, "the scenario") else { return nil }

@@ -15,6 +15,8 @@ public enum ScenarioLimits {
     public static let maximumRate = Rate(bitsPerSecond: 100e9)
     /// The largest transfer (`size` of bulk and requests workloads).
     public static let maximumSize: Int64 = 1 << 40
+    /// A queue limit in bytes (`limit: 256kb`): 1 KiB to 1 GiB.
+    public static let queueBytes: ClosedRange<Int64> = 1024...(1 << 30)
     /// A request carries a 16-byte header; the largest request is held in memory whole.
     public static let minimumRequestSize: Int64 = 16
     public static let maximumRequestSize: Int64 = 64 << 20

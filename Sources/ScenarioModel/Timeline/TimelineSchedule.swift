@@ -250,6 +250,8 @@ extension Impairment {
         if let reorder = target.reorder { result.reorder = mix(start.reorder ?? 0, reorder) }
         if let corrupt = target.corrupt { result.corrupt = mix(start.corrupt ?? 0, corrupt) }
         if let limit = target.limit { result.limit = Int(mix(Double(start.limit ?? limit), Double(limit)).rounded()) }
+        if let bytes = target.limitBytes { result.limitBytes = Int(mix(Double(start.limitBytes ?? bytes), Double(bytes)).rounded()) }
+        if let queue = target.queue { result.queue = f >= 1 ? queue : (start.queue ?? .dropTail) }
         return result
     }
 }

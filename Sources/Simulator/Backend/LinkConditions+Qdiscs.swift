@@ -25,4 +25,16 @@ extension LinkConditions {
         netem.limit = plan.delayLinePackets
         return (netem, plan.tokenBucket.map { TokenBucketConfiguration(rate: $0.rate, bucket: $0.bucket, limit: $0.limit) })
     }
+
+    /// The CoDel or FQ-CoDel qdisc under tbf, when `queue` asks for one and a rate is set.
+    package var coDelConfiguration: CoDelConfiguration? {
+        guard let managed = queuePlan.managedQueue, let parameters = managed.discipline.codel else { return nil }
+        var configuration = CoDelConfiguration(target: parameters.target, interval: parameters.interval, limit: managed.packets)
+        if case let .fqCodel(_, flows, quantum) = managed.discipline {
+            configuration.flows = UInt32(flows)
+            configuration.quantum = UInt32(quantum)
+            configuration.memoryLimit = managed.memoryBytes
+        }
+        return configuration
+    }
 }

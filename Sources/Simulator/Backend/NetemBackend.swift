@@ -19,12 +19,16 @@ package final class NetemBackend: LinkBackend {
     /// The tbf qdisc under netem's one class, present while a rate is set.
     package static let tokenBucketHandle = QdiscHandle(major: 2, minor: 0)
     static let tokenBucketParent = QdiscHandle(major: 1, minor: 1)
+    /// CoDel or FQ-CoDel in tbf's one class, in place of its byte FIFO (`queue:`).
+    package static let managedQueueHandle = QdiscHandle(major: 3, minor: 0)
+    static let managedQueueParent = QdiscHandle(major: 2, minor: 1)
 
     private let seed: UInt64
     private let links: [String: (index: Int, link: TopologyPlan.Link)]
     private weak var topology: Topology?
     private var interfaceIndices: [String: Int32] = [:]
     private var tokenBuckets: Set<String> = []
+    private var managedQueues: Set<String> = []
     private var distributions: [DelayDistribution: [Int16]] = [:]
 
     package init(plan: TopologyPlan, seed: UInt64) {
@@ -63,13 +67,40 @@ package final class NetemBackend: LinkBackend {
                 try socket.replaceTokenBucket(bucket, interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
                 tokenBuckets.insert(key)
             } else if tokenBuckets.contains(key) {
+                // The managed queue under it goes with it.
                 try socket.deleteQdisc(interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
                 tokenBuckets.remove(key)
+                managedQueues.remove(key)
             }
         } catch {
             if error.errno == ENOENT {
                 throw SimulatorError(.environment, "apply \(what): the kernel has no sch_netem or sch_tbf (\(error)); "
                     + "load them with `modprobe sch_netem sch_tbf`, or use --backend userspace")
+            }
+            throw SimulatorError("apply \(what)", error)
+        }
+        try applyManagedQueue(conditions, key: key, socket: socket, interface: interface, what: what)
+    }
+
+    /// CoDel or FQ-CoDel in tbf's class, or back to tbf's byte FIFO (never no child: tbf
+    /// without one would drop everything).
+    private func applyManagedQueue(_ conditions: LinkConditions, key: String, socket: any RouteSocket, interface: Int32,
+                                   what: String) throws(SimulatorError) {
+        let wanted = tokenBuckets.contains(key) ? conditions.coDelConfiguration : nil
+        do throws(NetlinkError) {
+            if let wanted {
+                try socket.replaceCoDel(wanted, interfaceIndex: interface, handle: Self.managedQueueHandle, parent: Self.managedQueueParent)
+                managedQueues.insert(key)
+            } else if managedQueues.contains(key), let bucket = conditions.queuePlan.tokenBucket {
+                try socket.replaceByteFIFO(limit: bucket.limit, interfaceIndex: interface, handle: Self.managedQueueHandle,
+                                           parent: Self.managedQueueParent)
+                managedQueues.remove(key)
+            }
+        } catch {
+            if error.errno == ENOENT, let wanted {
+                throw SimulatorError(.environment, "apply \(what): queue: \(conditions.impairment.queue?.name ?? "codel") needs the kernel's "
+                    + "sch_\(wanted.kind) qdisc, which this kernel does not have (\(error)); load it with `modprobe sch_\(wanted.kind)` "
+                    + "where the module exists, or use --backend userspace, whose emulator has CoDel and FQ-CoDel of its own")
             }
             throw SimulatorError("apply \(what)", error)
         }

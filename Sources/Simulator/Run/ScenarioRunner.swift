@@ -175,13 +175,14 @@ public struct LinkStatistics: Sendable {
         .init(link: link, direction: direction.rawValue, arrived: Int64(counters.arrived), delivered: Int64(counters.delivered),
               lost: Int64(counters.lost), blackholed: Int64(counters.blackholed), overflowed: Int64(counters.overflowed),
               corrupted: Int64(counters.corrupted), duplicated: Int64(counters.duplicated), reordered: Int64(counters.reordered))
-            .withRadio(promotions: Int64(counters.promotions), held: Int64(counters.heldForRadio))
+            .withRadio(promotions: Int64(counters.promotions), held: Int64(counters.heldForRadio), aqmDropped: Int64(counters.aqmDropped))
     }
 }
 
 extension RunSummary.LinkCounters {
-    func withRadio(promotions: Int64, held: Int64) -> Self {
+    func withRadio(promotions: Int64, held: Int64, aqmDropped: Int64) -> Self {
         var counters = self
+        counters.aqmDropped = aqmDropped
         counters.promotions = promotions
         counters.heldForRadio = held
         return counters

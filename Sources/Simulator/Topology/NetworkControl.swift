@@ -16,6 +16,8 @@ package protocol RouteSocket: AnyObject {
     func createVethPair(_ name: String, peer peerName: String, peerNamespace: NetworkNamespace?) throws(NetlinkError)
     func replaceNetem(_ configuration: NetemConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     func replaceTokenBucket(_ configuration: TokenBucketConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
+    func replaceCoDel(_ configuration: CoDelConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
+    func replaceByteFIFO(limit: UInt32, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     func deleteQdisc(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
 }
 
