@@ -146,9 +146,10 @@ def main():
     rates = [int(r) for r in options.rates.split(",")]
     disciplines = options.disciplines.split(",")
     backends = options.backends.split(",")
-    if "netem" in backends:
-        for module in ("sch_netem", "sch_tbf", "sch_codel", "sch_fq_codel"):
-            subprocess.run(["modprobe", module], capture_output=True)
+    # A VM's kernel may not have loaded them yet (a module that is built in or missing is no matter).
+    modules = (["tun"] if "userspace" in backends else []) + (["sch_netem", "sch_tbf", "sch_codel", "sch_fq_codel"] if "netem" in backends else [])
+    for module in modules:
+        subprocess.run(["modprobe", module], capture_output=True)
     directory = tempfile.mkdtemp(prefix="roam-queue-benchmark-")
     os.chmod(directory, 0o755)
     with open(os.path.join(directory, "peer.py"), "w") as file:

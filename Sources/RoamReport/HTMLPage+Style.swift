@@ -20,6 +20,10 @@ extension Page {
     #cursor-time{position:fixed;top:8px;right:8px;background:#222;color:#fff;padding:2px 8px;border-radius:4px;font-size:12px;display:none}
     .pair{display:grid;grid-template-columns:1fr 1fr;gap:16px}.pair dl{grid-template-columns:max-content minmax(0,1fr)}.pair dd{overflow-wrap:anywhere}
     footer{margin-top:32px;color:#888;font-size:12px}
+    figure.map svg{background:#fafafa;border:1px solid #e4e4e4;max-width:100%;height:auto}.obstacle{fill:#e2e2e2;stroke:#b8b8b8}
+    .track{fill:none;stroke-width:2;opacity:.75}.track.outside{stroke-dasharray:3 3}.roam{fill:#fff;stroke:#222;stroke-width:1.5}
+    .handover{fill:#222}.phone{fill:#222}.ap,.cell{stroke:#fff;stroke-width:1.5}.transmitter{font-size:11px;fill:#333}
+    .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 3px 0 8px}.series.signal{stroke-width:1.2;opacity:.85}
     """
 
     /// A cursor across every chart at the time under the mouse; the page marks itself ready

@@ -19,6 +19,7 @@ public enum HTMLReport {
         for workload in model.workloads { page.workload(workload, tag: nil) }
         page.section("Paths")
         for node in model.nodes { page.node(node, tag: nil) }
+        page.map(model)
         page.events(model)
         page.linkStatistics(model)
         return page.finish()

@@ -41,6 +41,8 @@ public struct RunSummary: Sendable, Hashable {
     public var notes: [String] = []
     /// The userspace emulator's counters per link direction (empty with netem).
     public var links: [LinkCounters] = []
+    /// Where the phones went, for a scenario with `mobility:`.
+    public var map: MobilityMap?
 
     public init(scenario: String, description: String? = nil, runID: String, started: String, seed: UInt64, backend: String,
                 backendReason: String, multipath: String, duration: Duration, endedAt: Duration, cancelled: Bool, passed: Bool) {
@@ -327,7 +329,7 @@ extension RunSummary {
             ("events", .int(Int64(events))),
             ("notes", .array(notes.map { .string($0) })),
             ("links", .array(links.map(\.json))),
-        ])
+        ] + (map.map { [("map", $0.json)] } ?? []))
     }
 }
 
@@ -486,6 +488,7 @@ extension RunSummary {
             read.aqmDropped = try counters.optionalInt("aqmDropped") ?? 0
             return read
         }
+        if let map = fields.value("map") { self.map = try MobilityMap(json: map) }
     }
 }
 

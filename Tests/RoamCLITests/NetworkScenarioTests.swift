@@ -56,6 +56,51 @@ struct NetworkScenarioTests {
         #expect(changes.filter { $0.action == "leave" }.count == 1)
         // Each derived set acts on both directions of the access link: two changes applied.
         #expect(changes.filter { $0.action == "set" }.count == 2 * lines.filter { $0.contains("office.phone set ") }.count)
+        // The report's map: the phone's walk, its two roams and the lift's change to LTE, over
+        // the access points and the tower, drawn in a real browser.
+        let map = try #require(summary.map)
+        #expect(map.transmitters.map(\.name) == ["ap-east", "ap-middle", "ap-west", "tower"])
+        let walk = try #require(map.tracks.first { $0.node == "phone" })
+        #expect(walk.points.first?.x == 0 && walk.points.last?.x == 73 && walk.points.last?.network == "lte")
+        #expect(walk.points.last?.t == 37.5, "times scaled as the run was")
+        try #require(Browser.path != nil, "chromium (scripts/setup.sh --browser)")
+        let dom = try Browser.dom(of: directory + "/report.html")
+        #expect(dom.contains("data-map=\"1 4 2 1\""), "one track, four transmitters, two roams, one network change")
+        #expect(dom.contains("data-roam=\"ready "), "the page's script ran: \(dom.prefix(300))")
+        #expect(dom.contains("data-chart=\"signal\""))
+        #expect(NetworkNamespaceList.roam() == namespacesBefore)
+    }
+
+    /// crowd: thirty phones wandering (random waypoint) under two access points and a cell
+    /// site, each downloading through one 24 Mbit/s FQ-CoDel bottleneck: every phone keeps
+    /// downloading, gets at least 40% of its fair share, and the shares are even (Jain's index).
+    @Test func thirtyWanderingPhonesShareTheBottleneckFairly() throws {
+        let directory = "/tmp/roam-crowd-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let namespacesBefore = NetworkNamespaceList.roam()
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/crowd.yaml", "--backend", "userspace",
+                                                   "--time-scale", "0.5", "--quiet", "--report", directory], timeout: 300)
+        #expect(result.status == 0, "the scenario's expectations hold: \(result.output)\(result.error)")
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.expectations.count == 60 && summary.expectations.allSatisfy { $0.passed },
+                "\(summary.expectations.filter { !$0.passed })")
+        #expect(summary.timeline.failed.isEmpty)
+        let rates = summary.workloads.compactMap { $0.transfer?.throughput }.map(Double.init)
+        try #require(rates.count == 30, "\(summary.workloads.map(\.name))")
+        let fairness = rates.reduce(0, +) * rates.reduce(0, +) / (30 * rates.map { $0 * $0 }.reduce(0, +))
+        print("crowd: Jain's fairness index \(fairness), per phone \(rates.min()! / 1e6)...\(rates.max()! / 1e6) Mbit/s, "
+              + "\(rates.reduce(0, +) / 1e6) Mbit/s in all")
+        #expect(fairness >= 0.9, "Jain's index \(fairness): \(rates)")
+        // The bottleneck is used: the shares add up to most of its 24 Mbit/s.
+        #expect(rates.reduce(0, +) >= 0.6 * 24e6, "\(rates.reduce(0, +))")
+        // The phones moved: roams between the two access points were played.
+        let roams = NetemHost.timeline(directory).filter { record in
+            if case .link(let change) = record.event { return change.link.hasPrefix("office.") && change.action == "down" }
+            return false
+        }
+        #expect(!roams.isEmpty)
+        // FQ-CoDel on the bottleneck did drop (the downloads fill it); nothing else did.
+        #expect(summary.links.contains { $0.link == "cdn.internet" && $0.aqmDropped > 0 }, "\(summary.links.filter { $0.link == "cdn.internet" })")
         #expect(NetworkNamespaceList.roam() == namespacesBefore)
     }
 

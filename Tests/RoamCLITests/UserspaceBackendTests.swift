@@ -30,9 +30,9 @@ final class UserspaceBackendTests: @unchecked Sendable {
 
     static let scenarios: [String] = {
         let directory = NetemHost.root + "/scenarios"
-        // office-walk runs in NetworkScenarioTests, every expectation and derived change checked;
-        // idle-radio below, each request's wait checked.
-        let elsewhere: Set = ["office-walk.yaml", "idle-radio.yaml"]
+        // office-walk and crowd run in NetworkScenarioTests, every expectation and derived change
+        // checked; idle-radio below, each request's wait checked.
+        let elsewhere: Set = ["office-walk.yaml", "idle-radio.yaml", "crowd.yaml"]
         return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") && !elsewhere.contains($0) }.sorted()
     }()
 

@@ -413,6 +413,7 @@ extension RunReport {
         summary.events = events
         summary.notes = notes
         summary.links = linkStatistics.map(\.summary)
+        summary.map = scenario.mobilityMap(timeScale: timeScale)
         return summary
     }
 }

@@ -306,6 +306,15 @@ extension Impairment {
         if let reorder { members.append(("reorder", .number(reorder, digits: 1e6))) }
         if let corrupt { members.append(("corrupt", .number(corrupt, digits: 1e6))) }
         if let limit { members.append(("limit", .int(Int64(limit)))) }
+        if let limitBytes { members.append(("limitBytes", .int(Int64(limitBytes)))) }
+        if let queue {
+            var fields: [(String, JSONValue)] = [("discipline", .string(queue.name))]
+            if let codel = queue.codel {
+                fields += [("targetMs", .milliseconds(codel.target)), ("intervalMs", .milliseconds(codel.interval))]
+            }
+            if case let .fqCodel(_, flows, quantum) = queue { fields += [("flows", .int(Int64(flows))), ("quantum", .int(Int64(quantum)))] }
+            members.append(("queue", .object(fields)))
+        }
         if let trace { members.append(("trace", .string(trace.path))) }
         return members
     }
@@ -328,6 +337,7 @@ extension Impairment {
         if let duplicate, duplicate > 0 { words.append("dup \(percent(duplicate))") }
         if let reorder, reorder > 0 { words.append("reorder \(percent(reorder))") }
         if let corrupt, corrupt > 0 { words.append("corrupt \(percent(corrupt))") }
+        if let queue, queue != .dropTail { words.append(queue.name) }
         return words.isEmpty ? "clear" : words.joined(separator: " ")
     }
 }
