@@ -6,18 +6,25 @@ import ScenarioModel
 /// move: at once while connected; after the promotion (and, for a packet to the phone, the next
 /// paging occasion) while idle.
 public struct RadioStateMachine: Sendable {
+    /// RRC_IDLE, promoting, or RRC_CONNECTED.
     public enum State: Sendable, Hashable {
+        /// RRC_IDLE: the next packet starts a promotion.
         case idle
         /// Connecting: every packet waits until `readyAt`.
         case promoting(readyAt: Int64)
+        /// RRC_CONNECTED: packets move at once.
         case connected
     }
 
+    /// ``RadioStates/promotion``, ``RadioStates/tail`` and ``RadioStates/pagingCycle`` in nanoseconds.
     public let promotion: Int64
+    /// See ``promotion``.
     public let tail: Int64
+    /// See ``promotion``.
     public let pagingCycle: Int64
     /// Paging occasions fall every ``pagingCycle`` from here (the emulator's start).
     public let origin: Int64
+    /// Where the radio is, as of the last ``admit(at:uplink:busy:lastTransmission:)``.
     public private(set) var state: State = .idle
     /// The last moment the radio was busy: a packet admitted, or one leaving a transmitter.
     private var lastActivity: Int64 = .min
@@ -25,6 +32,7 @@ public struct RadioStateMachine: Sendable {
     /// Promotions so far, by the direction whose packet started them (up: the phone's).
     public private(set) var promotions: (up: Int, down: Int) = (0, 0)
 
+    /// A radio with `states`, idle, whose paging occasions start at `origin`.
     public init(_ states: RadioStates, origin: Int64) {
         promotion = states.promotion.nanoseconds
         tail = states.tail.nanoseconds

@@ -122,16 +122,20 @@ public struct TokenBucketConfiguration: Sendable, Hashable {
 /// The settings of a CoDel (`codel`) or FQ-CoDel (`fq_codel`) qdisc. ECN marking is always off:
 /// both drop, as Roam's userspace emulator does.
 public struct CoDelConfiguration: Sendable, Hashable {
+    /// CoDel's target (`TCA_CODEL_TARGET`, sent in microseconds).
     public var target: Duration
+    /// CoDel's interval (`TCA_CODEL_INTERVAL`, sent in microseconds).
     public var interval: Duration
     /// The queue limit in packets.
     public var limit: UInt32
     /// FQ-CoDel's flow queues and quantum; nil for plain CoDel.
     public var flows: UInt32?
+    /// See ``flows``.
     public var quantum: UInt32?
     /// FQ-CoDel's memory limit in bytes (the kernel counts buffers' true size), if set.
     public var memoryLimit: UInt32?
 
+    /// A codel qdisc's settings; with `flows`, fq_codel's.
     public init(target: Duration, interval: Duration, limit: UInt32, flows: UInt32? = nil, quantum: UInt32? = nil, memoryLimit: UInt32? = nil) {
         self.target = target
         self.interval = interval

@@ -31,8 +31,11 @@ public enum QueueDiscipline: Sendable, Hashable {
 
     /// Linux's defaults for fq_codel: 1024 flows, a quantum of one 1514-byte frame.
     public static let defaultFlows = 1024
+    /// See ``defaultFlows``.
     public static let defaultQuantum = 1514
+    /// What a scenario may set: 1 to 65536 flows, a quantum of 256 to 65536 bytes.
     public static let flowRange = 1...65536
+    /// See ``flowRange``.
     public static let quantumRange = 256...65536
 }
 
@@ -44,6 +47,7 @@ public struct CoDelParameters: Sendable, Hashable {
     /// round trip).
     public var interval: Duration
 
+    /// CoDel's parameters (RFC 8289's defaults unless given).
     public init(target: Duration = .milliseconds(5), interval: Duration = .milliseconds(100)) {
         self.target = target
         self.interval = interval
@@ -52,5 +56,6 @@ public struct CoDelParameters: Sendable, Hashable {
     /// What a scenario may set: a target from 1 µs to 1 s, an interval from 1 ms to 10 s and not
     /// shorter than the target.
     public static let targetRange = Duration.microseconds(1)...Duration.seconds(1)
+    /// See ``targetRange``.
     public static let intervalRange = Duration.milliseconds(1)...Duration.seconds(10)
 }

@@ -26,6 +26,7 @@ public struct RadioStates: Sendable, Hashable {
     /// How often an idle phone listens for paging: a packet for it waits for the next occasion.
     public var pagingCycle: Duration
 
+    /// States with these timers (`preset`: the name they came from, if any).
     public init(preset: String? = nil, promotion: Duration, tail: Duration, pagingCycle: Duration) {
         self.preset = preset
         self.promotion = promotion
@@ -49,6 +50,8 @@ public struct RadioStates: Sendable, Hashable {
     /// What a scenario may set: a promotion up to 10 s, a tail from 1 ms to an hour, a paging
     /// cycle up to 10.24 s (TS 36.304's longest default cycle is 2.56 s; eDRX aside).
     public static let maximumPromotion = Duration.seconds(10)
+    /// See ``maximumPromotion``.
     public static let tailRange = Duration.milliseconds(1)...Duration.seconds(3600)
+    /// See ``maximumPromotion``.
     public static let maximumPagingCycle = Duration.milliseconds(10_240)
 }

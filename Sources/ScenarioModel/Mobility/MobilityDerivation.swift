@@ -36,7 +36,7 @@ public struct MobilityDerivation: Sendable {
 
     public struct Result: Sendable {
         public var events: [TimelineEvent]
-        /// Every step's sample (`derive(samples: true)`): where each phone was and what it heard, for the report's map and charts (not drawn yet) and the benchmark.
+        /// Every step's sample (`derive(samples: true)`): where each phone was and what it heard, for the report's map and signal chart, and the benchmark.
         public var samples: [Sample]
         /// Roams between access points and handovers between cells.
         public var moves: Int

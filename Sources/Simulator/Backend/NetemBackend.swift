@@ -114,6 +114,8 @@ package final class NetemBackend: LinkBackend {
         } catch {
             throw SimulatorError("set link '\(name)' \(up ? "up" : "down")", error)
         }
+        // Down flushed that end's IPv6 addresses and its routes: back as they were.
+        if up { try topology?.restoreSecondEnd(link: name) }
     }
 
     package func stop() {}

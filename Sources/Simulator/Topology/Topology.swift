@@ -143,10 +143,11 @@ package final class Topology {
         }
     }
 
-    private func route(_ interface: TopologyPlan.Interface, of node: TopologyPlan.Node) throws(SimulatorError) {
+    private func route(_ interface: TopologyPlan.Interface, of node: TopologyPlan.Node, again forced: Bool = false) throws(SimulatorError) {
         guard let socket = sockets[node.name], let index = indices[node.name]?[interface.name] else { return }
-        // A direct link's routes are added once; a network's may be added again when a phone rejoins.
-        let again = interface.routing != .direct
+        // A direct link's routes are added once; a network's may be added again when a phone
+        // rejoins, and any may be after the netem backend's carrier loss (below).
+        let again = forced || interface.routing != .direct
         do throws(NetlinkError) {
             for (address, peer) in [(interface.ipv4, interface.peerIPv4), (interface.ipv6, interface.peerIPv6)]
             where interface.families.contains(address.address.family == .inet ? .ipv4 : .ipv6) {
@@ -240,6 +241,32 @@ package final class Topology {
         }
         if joined { try route(next, of: node) }
         return next.addresses
+    }
+
+    /// The second end of link `name` is up again after the netem backend took it down to cut the
+    /// first end's carrier: the kernel flushed its IPv6 addresses and every route through it
+    /// (a gateway's host routes to its phone, a server's routes back), which come back as they
+    /// were, a gateway's to its phone's addresses of the moment (after a renumbering too).
+    /// Without this a roam (a short carrier loss on an access link) left the gateway unable to
+    /// reach its phone at all.
+    package func restoreSecondEnd(link name: String) throws(SimulatorError) {
+        guard let link = plan.link(name), let node = plan.node(link.second),
+              var interface = node.interfaces.first(where: { $0.link == name }),
+              let socket = sockets[node.name], let index = indices[node.name]?[interface.name] else { return }
+        if let phone = renumbered[name] {
+            interface.peerIPv4 = phone.ipv4.address
+            interface.peerIPv6 = phone.ipv6.address
+        }
+        do throws(NetlinkError) {
+            for prefix in interface.addresses {
+                do throws(NetlinkError) {
+                    try socket.addAddress(prefix, interfaceIndex: index, skipDAD: true)
+                } catch where error.isAlreadyExists {}
+            }
+        } catch {
+            throw SimulatorError("address \(interface.name) in node '\(node.name)' again", error)
+        }
+        try route(interface, of: node, again: true)
     }
 
     /// A phone joins (`true`) or leaves (`false`) the network of its access link `link`: its
