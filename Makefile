@@ -105,6 +105,7 @@ bench: setup
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/ControlBenchmark/control_benchmark.py
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/ScaleBenchmark/scale_benchmark.py
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/QueueBenchmark/queue_benchmark.py
+	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/CrowdBenchmark/crowd_benchmark.py
 
 # The same benchmarks on small counts, to check that they still run.
 bench-quick: setup

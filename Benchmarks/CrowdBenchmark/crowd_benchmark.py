@@ -69,7 +69,7 @@ def measure(roam, directory, phones, duration):
     peak_kb = int(result.stderr.strip().splitlines()[-1])
     with open(os.path.join(report, "summary.json")) as file:
         summary = json.load(file)
-    rates = [w["transfer"]["throughputBps"] or 0 for w in summary["workloads"] if w.get("transfer")]
+    rates = [w.get("throughputBps") or 0 for w in summary["workloads"] if w.get("kind") == "bulk"]
     fairness = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates)) if rates and any(rates) else 0
     refused = 0
     for note in summary.get("notes", []):
