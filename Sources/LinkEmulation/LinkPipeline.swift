@@ -27,10 +27,15 @@ public struct PacketDecision: Sendable, Hashable, CustomStringConvertible {
         case reorder
         /// Scheduled for delivery after `delay`.
         case deliver
-        /// Dropped at the head of the queue by its AQM (CoDel, FQ-CoDel).
+    }
+
+    /// What a decision is about beyond its action, where the action alone would mislead.
+    public enum Detail: String, Sendable, Hashable {
+        /// Dropped at the head of the queue by its AQM (CoDel, FQ-CoDel); the action is
+        /// `overflow` (dropped by the queue).
         case aqm
-        /// Held until the cellular radio was connected (``RadioStateMachine``); `delay` is the
-        /// wait. The packet's other decisions follow.
+        /// Held until the cellular radio was connected (``RadioStateMachine``); the action is
+        /// `deliver` and `delay` is the wait. The packet's other decisions follow.
         case radio
     }
 
@@ -41,10 +46,12 @@ public struct PacketDecision: Sendable, Hashable, CustomStringConvertible {
     /// For `deliver` and `reorder`: the propagation delay drawn (delay and jitter); for `radio`,
     /// the wait for the radio; in microseconds.
     public var delayMicroseconds: Int64?
+    /// An AQM drop or a wait for the radio (nil for every other decision).
+    public var detail: Detail? = nil
 
-    /// `17 1500 deliver 40213`
+    /// `17 1500 deliver 40213`; `18 1500 aqm`; `19 1500 radio 260000`.
     public var description: String {
-        "\(number) \(size) \(action.rawValue)" + (delayMicroseconds.map { " \($0)" } ?? "")
+        "\(number) \(size) \(detail?.rawValue ?? action.rawValue)" + (delayMicroseconds.map { " \($0)" } ?? "")
     }
 }
 
@@ -215,9 +222,10 @@ public struct LinkPipeline: Sendable {
         }
     }
 
-    private mutating func record(_ number: UInt64, _ size: Int, _ action: PacketDecision.Action, delay: Int64? = nil) {
+    private mutating func record(_ number: UInt64, _ size: Int, _ action: PacketDecision.Action, delay: Int64? = nil,
+                                 detail: PacketDecision.Detail? = nil) {
         guard logsDecisions else { return }
-        decisions.append(PacketDecision(number: number, size: size, action: action, delayMicroseconds: delay.map { $0 / 1000 }))
+        decisions.append(PacketDecision(number: number, size: size, action: action, delayMicroseconds: delay.map { $0 / 1000 }, detail: detail))
     }
 
     /// The decisions made since the last call.
@@ -275,10 +283,15 @@ public struct LinkPipeline: Sendable {
         statistics.delivered += wirePackets
     }
 
+    /// A packet sent into this direction at `now`.
+    public mutating func arrive(_ data: [UInt8], at now: Int64) {
+        arrive(data, at: now, enteringAt: nil)
+    }
+
     /// A packet sent into this direction at `now`. `enteringAt` (later than `now`): the packet
     /// waits until then before it takes its place in the queue (a cellular radio's promotion);
     /// the loss, corruption and duplication decisions are made now, in arrival order.
-    public mutating func arrive(_ data: [UInt8], at now: Int64, enteringAt entry: Int64? = nil) {
+    public mutating func arrive(_ data: [UInt8], at now: Int64, enteringAt entry: Int64?) {
         // A managed queue decides at the times things happen: the queue as it stands now.
         if managed != nil { advance(to: now) }
         numbered += 1
@@ -297,7 +310,7 @@ public struct LinkPipeline: Sendable {
         let entry = max(now, entry ?? now)
         if entry > now {
             statistics.heldForRadio += 1
-            record(number, data.count, .radio, delay: entry - now)
+            record(number, data.count, .deliver, delay: entry - now, detail: .radio)
         }
         var packet = data
         if chance(conditions.impairment.corrupt) {
@@ -387,7 +400,7 @@ public struct LinkPipeline: Sendable {
         let (packet, dropped) = managed!.dequeue(at: time)
         for packet in dropped {
             statistics.aqmDropped += 1
-            record(packet.number, packet.data.count, .aqm)
+            record(packet.number, packet.data.count, .overflow, detail: .aqm)
         }
         guard let packet else { return }
         let departure = time + Int64((Double(packet.data.count * 8) / bitsPerSecond * 1e9).rounded(.up))

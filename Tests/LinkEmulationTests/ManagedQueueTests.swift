@@ -87,7 +87,7 @@ import Testing
         // Roughly the 10% it must shed, not more: CoDel drops only what the link cannot carry.
         let shed = Double(codel.statistics.aqmDropped) / Double(codel.statistics.arrived)
         #expect(shed > 0.05 && shed < 0.15, "shed \(shed)")
-        #expect(codel.takeDecisions().contains { $0.action == .aqm })
+        #expect(codel.takeDecisions().contains { $0.detail == .aqm && $0.action == .overflow && $0.description.hasSuffix(" aqm") })
     }
 
     @Test func belowTheRateCoDelDropsNothing() {
