@@ -1,6 +1,6 @@
 import ScenarioModel
 
-/// A cellular link's RRC state (``RadioStates``), shared by its two directions: pure state
+/// A cellular link's RRC state (`RadioStates`), shared by its two directions: pure state
 /// advanced by the caller's clock (nanoseconds), no timers. Before a packet enters either
 /// direction's pipeline the emulator asks ``admit(at:uplink:busy:lastTransmission:)`` when it may
 /// move: at once while connected; after the promotion (and, for a packet to the phone, the next
@@ -16,7 +16,7 @@ public struct RadioStateMachine: Sendable {
         case connected
     }
 
-    /// ``RadioStates/promotion``, ``RadioStates/tail`` and ``RadioStates/pagingCycle`` in nanoseconds.
+    /// `RadioStates`' promotion, tail and paging cycle in nanoseconds.
     public let promotion: Int64
     /// See ``promotion``.
     public let tail: Int64
