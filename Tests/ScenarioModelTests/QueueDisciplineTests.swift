@@ -47,7 +47,8 @@ import Testing
         ("rate: 1mbit, queue: {target: 5ms}", "discipline"),
         ("rate: 1mbit, limit: 10b", "limit (bytes) must be between"),
         ("rate: 1mbit, limit: 0", "limit (packets) must be between 1 and 1000000"),
-        ("rate: 1mbit, limit: lots", "limit (bytes)"),
+        ("rate: 1mbit, limit: lots", "limit must be packets (a whole number: 500) or bytes (a size: 256kb), not 'lots'"),
+        ("rate: 1mbit, limit: 12parsecs", "limit (bytes)"),
     ])
     func mistakesAreErrors(keys: String, message: String) {
         let errors = read(keys).errors.map(\.message)

@@ -314,7 +314,7 @@ import Testing
     @Test(arguments: [
         ("timeline:\n  - {at: 1s, link: wifi, flap: {period: 1s, until: 10s}}\n  - {at: 2s, link: wifi, flap: {period: 500ms, until: 5s}}",
          "11:5: link 'wifi' is flapping already, until 10s; a flap starts after the one before ends"),
-        ("timeline:\n  - {at: 1s, link: wifi, set: {}}", "10:31: set changes nothing here: name what it sets (delay, jitter, delayCorrelation, distribution, rate, loss, duplicate, reorder, corrupt, limit, trace)"),
+        ("timeline:\n  - {at: 1s, link: wifi, set: {}}", "10:31: set changes nothing here: name what it sets (delay, jitter, delayCorrelation, distribution, rate, loss, duplicate, reorder, corrupt, limit, queue, trace)"),
         ("timeline:\n  - {at: 1s, link: wifi, set: {loss: 0x10%}}", "10:38: loss: '0x10%' is not a percentage; write it with a % sign: 0.5%, 40%"),
         ("timeline:\n  - {at: 1s, link: wifi, set: {loss: 1e1%}}", "10:38: loss: '1e1%' is not a percentage; write it with a % sign: 0.5%, 40%"),
         ("timeline:\n  - {at: 1s, link: wifi, set: {delay: !secret 5ms}}", "10:39: YAML tag '!secret' is not one Roam reads (a scenario's values are plain text, numbers with units and lists); remove it"),

@@ -93,7 +93,7 @@ let bundledScenarios: [String] = {
         ("    jitter: 5", "9:13: jitter: '5' is not a duration; write a number with a unit: 250ms, 30s, 2m"),
         ("    type: satellite", "9:11: type must be one of wifi, cellular, wiredEthernet (or wired), other, not 'satellite'"),
         ("    expensive: maybe", "9:16: expensive must be true or false, not 'maybe'"),
-        ("    limit: many", "9:12: limit (packets) must be a whole number, not 'many'"),
+        ("    limit: many", "9:12: limit must be packets (a whole number: 500) or bytes (a size: 256kb), not 'many'"),
         ("    loss: { model: gilbert, p: 1% }", "9:11: loss model must be random or gilbert-elliott, not 'gilbert' (did you mean 'gilbert-elliott'?)"),
         ("    up: [1, 2]", "9:9: the up direction of link 'wifi' must be a mapping of keys to values, not a list"),
     ])

@@ -38,6 +38,11 @@ extension ScenarioDecoder {
         if text.first.map({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) == true, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) {
             return integer(node, "limit (packets)", range: 1...1_000_000).map { .packets($0) }
         }
+        // Neither a count nor a size (no digit first): say both forms.
+        guard text.first.map({ $0.isASCII && ($0.isNumber || $0 == ".") }) == true else {
+            error("limit must be packets (a whole number: 500) or bytes (a size: 256kb), not '\(escapedForMessage(text))'", at: node)
+            return nil
+        }
         return size(node, "limit (bytes)", range: ScenarioLimits.queueBytes).map { .bytes(Int($0)) }
     }
 
