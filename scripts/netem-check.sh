@@ -107,9 +107,13 @@ if id nobody > /dev/null 2>&1 && command -v setpriv > /dev/null; then
   # /dev/shm: a tmpfs of this kernel's own (the VM's /tmp is the host's, shared, where the VM's
   # `nobody` may not write).
   private=$(mktemp -d /dev/shm/roam-rootless-netem-XXXXXX); chmod 755 "$private"; chown nobody "$private"
+  # Its run registry there too (XDG_RUNTIME_DIR, 0700): otherwise it is /tmp/roam-UID, made on
+  # the host's /tmp through the share, where it would show as root's and refuse the host's own
+  # rootless runs as `nobody` afterwards.
+  mkdir -m 700 "$private/runtime"; chown nobody "$private/runtime"
   binary=$(realpath "$roam"); scenario=$(realpath scenarios/walk-out-of-home.yaml)
   (cd "$private" && setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups env -i PATH="$PATH" HOME="$private" \
-    TMPDIR="$private" "$binary" run --backend netem --quiet --report "$private/run" "$scenario" \
+    TMPDIR="$private" XDG_RUNTIME_DIR="$private/runtime" "$binary" run --backend netem --quiet --report "$private/run" "$scenario" \
     --time-scale "$scale") > "$out/rootless-netem.console" 2>&1
   echo $? > "$out/rootless-netem/exit"
   cp "$private/run/summary.json" "$out/rootless-netem/" 2>/dev/null || true

@@ -70,6 +70,18 @@ import Testing
                                   networks: [.init(name: "office", isCellular: false, members: ["phone"])], line: 12)
     }
 
+    /// Sampling every k-th step (a map of a long run) keeps the events exactly and the samples
+    /// of steps 0, k, 2k, ... and the last.
+    @Test func samplingEveryFewStepsKeepsTheEventsAndThinsTheSamples() {
+        let every = corridor(shadowing: 4).derive(), sparse = corridor(shadowing: 4).derive(samplingEvery: 7)
+        #expect(sparse.events == every.events && sparse.moves == every.moves)
+        let steps = every.samples.count
+        #expect(sparse.samples.count == (steps - 1) / 7 + 1 + ((steps - 1) % 7 == 0 ? 0 : 1))
+        #expect(sparse.samples.first == every.samples.first && sparse.samples.last == every.samples.last)
+        #expect(sparse.samples.dropLast().enumerated().allSatisfy { $0.element == every.samples[$0.offset * 7] })
+        #expect(corridor().derive(samples: false).samples.isEmpty)
+    }
+
     @Test func aWalkDownACorridorRoamsBetweenAccessPointsThenLosesTheNetworkInTheLift() {
         let result = corridor().derive()
         let events = result.events

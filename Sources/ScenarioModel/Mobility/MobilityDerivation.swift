@@ -72,9 +72,20 @@ public struct MobilityDerivation: Sendable {
     /// The derived events; with `samples`, every step's sample too (what the report draws:
     /// about 90 bytes each, so a reader that needs only the events does not keep them).
     public func derive(samples keepsSamples: Bool = true) -> Result {
+        derive(keepingSamples: keepsSamples ? 1 : nil)
+    }
+
+    /// The derived events, and the sample of every `stride`-th step (and the last): what a map
+    /// of a long run needs, in bounded memory. The events are the same as ``derive(samples:)``'s.
+    public func derive(samplingEvery stride: Int) -> Result {
+        derive(keepingSamples: max(1, stride))
+    }
+
+    private func derive(keepingSamples stride: Int?) -> Result {
         var result = Result(events: [], samples: [], moves: 0)
         let steps = Int(duration / mobility.step)
-        if keepsSamples { result.samples.reserveCapacity(min(sampleCount, Self.maximumSamples)) }
+        let keepsSamples = stride != nil
+        if let stride { result.samples.reserveCapacity(min(sampleCount / stride + mobility.phones.count * 4, Self.maximumSamples)) }
         for phone in mobility.phones {
             var walker = Walker(phone.model, step: mobility.step, random: SeededRandom(seed: seed, phone.node, "walk"))
             let positions = (0...steps).map { _ in walker.next() }
@@ -82,6 +93,7 @@ public struct MobilityDerivation: Sendable {
                 let transmitters = self.transmitters(of: network)
                 guard !transmitters.isEmpty else { continue }
                 derive(phone: phone.node, network: network, transmitters: transmitters, positions: positions, keepsSamples: keepsSamples,
+                       stride: stride ?? 1,
                        into: &result)
             }
         }
@@ -115,7 +127,7 @@ public struct MobilityDerivation: Sendable {
     }
 
     /// What the phone's radio on `network` does over the run.
-    private func derive(phone: String, network: Network, transmitters: [Transmitter], positions: [Position], keepsSamples: Bool,
+    private func derive(phone: String, network: Network, transmitters: [Transmitter], positions: [Position], keepsSamples: Bool, stride: Int,
                         into result: inout Result) {
         let link = "\(network.name).\(phone)"
         let propagation = network.isCellular ? mobility.outdoor : mobility.indoor
@@ -218,7 +230,7 @@ public struct MobilityDerivation: Sendable {
             } else {
                 joinSince = nil
             }
-            if keepsSamples, result.samples.count < Self.maximumSamples {
+            if keepsSamples, step % stride == 0 || step == positions.count - 1, result.samples.count < Self.maximumSamples {
                 result.samples.append(Sample(at: at, phone: phone, network: network.name, position: position,
                                              transmitter: serving.map { transmitters[$0].name }, signal: serving.map { signals[$0] }))
             }

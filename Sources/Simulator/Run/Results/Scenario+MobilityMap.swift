@@ -15,10 +15,15 @@ extension Scenario {
             networks: networks.map { MobilityDerivation.Network(name: $0.name, isCellular: $0.type == .cellular, members: $0.members) },
             line: mobility.line)
         guard derivation.sampleCount <= MobilityDerivation.maximumSamples else { return nil }
+        // Only the steps the map keeps are sampled: memory stays bounded whatever the run's length.
+        // Steps 0, k, 2k, ... and the last: at most maximumPoints of them.
+        let stepCount = Int(derivation.duration / mobility.step) + 1
+        let room = RunSummary.MobilityMap.maximumPoints - 2
+        let sampling = max(1, (stepCount - 1 + room - 1) / room)
         let cellular = Set(networks.filter { $0.type == .cellular }.map(\.name))
         // Each phone's steps, in time order, one sample per network each.
         var steps: [String: [Duration: [MobilityDerivation.Sample]]] = [:]
-        for sample in derivation.derive(samples: true).samples { steps[sample.phone, default: [:]][sample.at, default: []].append(sample) }
+        for sample in derivation.derive(samplingEvery: sampling).samples { steps[sample.phone, default: [:]][sample.at, default: []].append(sample) }
         var tracks: [RunSummary.MobilityMap.Track] = []
         for phone in mobility.phones.map(\.node) {
             guard let byTime = steps[phone] else { continue }
