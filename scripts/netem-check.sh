@@ -100,6 +100,49 @@ echo $? > "$out/sigkill/cleanup-exit"
 ip netns list | grep '^roam-' > "$out/sigkill/after-cleanup" || true
 echo "netem-check: after SIGKILL, cleanup exited $(cat "$out/sigkill/cleanup-exit")"
 
+# roam attach: on namespaces and veth pairs made with `ip` (as a container runtime makes them),
+# the qdiscs it sets are those roam run sets for the same scenario, read back from the kernel once
+# the fixture's last change (4 s) is in force; then it plays walk-out-of-home there, and every
+# interface is left as it was.
+qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }
+settled() { # NAMESPACE: waits until the fixture's last change (fq_codel on cell) is in force there
+  for _ in $(seq 1 1200); do ip netns exec "$1" tc qdisc show dev cell 2>/dev/null | grep -q fq_codel && return 0; sleep 0.05; done
+  return 1
+}
+interfaces() { for ns in "$@"; do echo "# $ns"; ip -n "$ns" -br link; ip -n "$ns" addr show | grep -E 'inet6? ' | grep -v 'scope link' | awk '{print $1, $2}'; ip -n "$ns" route show table all | grep -v -E '^(local|multicast|broadcast) |fe80::|ff00::'; ip netns exec "$ns" tc qdisc show; done; }
+mkdir -p "$out/attach-run" "$out/attach" "$out/attach-walk"
+"$roam" run --backend netem --quiet --report "$out/attach-run" Tests/Fixtures/attach-check.yaml > "$out/attach-run.console" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do run_phone=$(ip netns list | awk '/^roam-.*-phone/ {print $1; exit}'); [ -n "$run_phone" ] && break; sleep 0.05; done
+run_server=${run_phone%-phone}-server
+settled "$run_server" && settled "$run_phone" && qdiscs "$run_phone" "$run_server" > "$out/attach-run/qdiscs"
+kill -TERM "$pid"; wait "$pid"; echo $? > "$out/attach-run/exit"
+ip netns add attach-phone; ip netns add attach-server
+for link in wifi cell; do ip link add "$link" netns attach-phone type veth peer name "$link" netns attach-server; done
+subnet=10
+for link in wifi cell; do
+  ip -n attach-phone addr add "198.18.$subnet.1/24" dev "$link"; ip -n attach-server addr add "198.18.$subnet.2/24" dev "$link"
+  ip -n attach-phone addr add "fd00:$subnet::1/64" dev "$link" nodad; ip -n attach-server addr add "fd00:$subnet::2/64" dev "$link" nodad
+  ip -n attach-phone link set "$link" up; ip -n attach-server link set "$link" up
+  subnet=$((subnet + 1))
+done
+ip -n attach-phone route add default via 198.18.10.2 metric 100; ip -n attach-phone route add default via 198.18.11.2 metric 110
+ip -n attach-server route add 198.19.200.0/24 via 198.18.11.1
+interfaces attach-phone attach-server > "$out/attach/interfaces-before"
+"$roam" attach Tests/Fixtures/attach-check.yaml --netns phone=attach-phone --netns server=/run/netns/attach-server --quiet \
+  --report "$out/attach" > "$out/attach.console" 2>&1 &
+pid=$!
+settled attach-server && settled attach-phone && qdiscs attach-phone attach-server > "$out/attach/qdiscs"
+kill -TERM "$pid"; wait "$pid"; echo $? > "$out/attach/exit"
+interfaces attach-phone attach-server > "$out/attach/interfaces-after"
+"$roam" attach scenarios/walk-out-of-home.yaml --netns phone=attach-phone --pid "server=$(ip netns exec attach-server sh -c 'sleep 120 > /dev/null 2>&1 & echo $!')" \
+  --quiet --time-scale "$scale" --report "$out/attach-walk" > "$out/attach-walk.console" 2>&1
+echo $? > "$out/attach-walk/exit"
+interfaces attach-phone attach-server > "$out/attach-walk/interfaces-after"
+ip netns pids attach-server | xargs -r kill 2>/dev/null
+ip netns del attach-phone; ip netns del attach-server
+echo "netem-check: attach exited $(cat "$out/attach/exit") (run $(cat "$out/attach-run/exit")), walk-out-of-home attached exited $(cat "$out/attach-walk/exit")"
+
 # Rootless: netem from a user namespace of the run's own, as `nobody`. Its report goes to a
 # directory of its own first (the user may not write OUT), then is copied.
 mkdir -p "$out/rootless-netem"

@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -46,6 +47,10 @@ static const int ROAM_O_PATH = 010000000;
 // From linux/nsfs.h: _IO(0xb7, 1) and _IO(0xb7, 4), function-like macros Swift does not import.
 static const unsigned long ROAM_NS_GET_USERNS = 0xb701UL;
 static const unsigned long ROAM_NS_GET_OWNER_UID = 0xb704UL;
+// _IO(0xb7, 3): the kind of namespace a namespace file is (CLONE_NEWNET, ...).
+static const unsigned long ROAM_NS_GET_NSTYPE = 0xb703UL;
+// The filesystem a descriptor is on (statfs's f_type: NSFS_MAGIC for a namespace file), or -1.
+static inline long roam_filesystem_type(int fd) { struct statfs s; return fstatfs(fd, &s) == 0 ? (long)s.f_type : -1; }
 // pidfd_open(2) and pidfd_send_signal(2) by number: glibc 2.36 has wrappers, older ones do not.
 // A file in memory (MFD_CLOEXEC): a network's resolv.conf, a daemon's configuration.
 static inline int roam_memfd_create(const char *name) { return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */); }

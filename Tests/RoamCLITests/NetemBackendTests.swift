@@ -310,6 +310,41 @@ struct NetemBackendTests {
         #expect(NetemHost.text(directory + "/rootless-netem/owner").trimmingCharacters(in: .whitespacesAndNewlines) == "nobody")
     }
 
+    /// `roam attach` on namespaces and veth pairs made with `ip`: once the fixture's last change
+    /// is in force, the kernel holds the same qdiscs, with the same parameters, on every
+    /// interface of both nodes as under `roam run`; stopped (SIGTERM) or at its end, every
+    /// interface is as it was (up, its addresses and routes back after the carrier loss, the
+    /// default qdisc).
+    @Test func attachSetsTheQdiscsRunSetsAndLeavesTheInterfacesAsTheyWere() throws {
+        let directory = try output()
+        let attached = NetemHost.text(directory + "/attach/qdiscs"), ran = NetemHost.text(directory + "/attach-run/qdiscs")
+        #expect(attached == ran, "attach:\n\(attached)\nrun:\n\(ran)\n\(NetemHost.text(directory + "/attach.console"))")
+        // Both nodes, both links, the fixture's last conditions: nothing compared is empty.
+        for expected in ["# phone", "# server", "dev wifi root limit 1000 delay 80ms  2ms loss 3%", "dev wifi parent 1:1 rate 2Mbit",
+                         "dev cell root limit 1000 delay 60ms duplicate 1%", "fq_codel 3: dev cell parent 2:1 limit 100p"] {
+            #expect(attached.contains(expected), "\(expected) in\n\(attached)")
+        }
+        #expect(attached.components(separatedBy: "fq_codel").count == 3, "on both nodes' cell")
+        // Stopped by SIGTERM, as roam run is: 143, the report written, every change applied.
+        for name in ["attach", "attach-run"] {
+            #expect(NetemHost.text("\(directory)/\(name)/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "143")
+            let summary = try #require(NetemHost.summary("\(directory)/\(name)"))
+            #expect(summary.cancelled && summary.timeline.failed.isEmpty && summary.timeline.changes >= 4)
+        }
+        let before = NetemHost.text(directory + "/attach/interfaces-before")
+        #expect(before.contains("inet6 fd00:11::2/64") && before.contains("198.19.200.0/24 via 198.18.11.1 dev cell") && before.contains("noqueue"))
+        #expect(NetemHost.text(directory + "/attach/interfaces-after") == before)
+
+        // walk-out-of-home played to its end on them, the server's end found by a process in it.
+        let walk = directory + "/attach-walk"
+        #expect(NetemHost.text(walk + "/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(NetemHost.text(walk + ".console"))")
+        let summary = try #require(NetemHost.summary(walk))
+        #expect(summary.backend == "netem" && !summary.cancelled && summary.timeline.failed.isEmpty)
+        #expect(summary.backendReason.contains("server/wifi (pid "))
+        #expect(summary.timeline.changes > 10)
+        #expect(NetemHost.text(walk + "/interfaces-after") == before)
+    }
+
     @Test func concurrentRunsDoNotCollideAndTheRootNamespaceIsUntouched() throws {
         let directory = try output()
         for name in ["concurrent-a", "concurrent-b"] {

@@ -20,8 +20,12 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
         /// What is in tbf's class: a CoDel or FQ-CoDel qdisc, or (nil) a byte FIFO.
         var managedQueues: [Int32: CoDelConfiguration?] = [:]
         var operations = 0
+        /// Every qdisc and link-state call, in order, by interface name: what a kernel would be
+        /// asked to do to shape the links (``RecordingNetwork/shaping(in:)``).
+        var shaping: [String] = []
 
         func link(_ name: String) -> Link? { links.first { $0.name == name } }
+        func name(_ index: Int32) -> String { links.first { $0.index == index }?.name ?? "#\(index)" }
     }
 
     /// A call to fail: the operation's name (`addRoute`, `replaceNetem`, ...), and which call of
@@ -128,6 +132,7 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             let position = try linkPosition(index, in: state, "setLink")
             if let up {
                 if up { state.links[position].flags.insert(.up) } else { state.links[position].flags.remove(.up) }
+                state.shaping.append("\(state.links[position].name) \(up ? "up" : "down")")
             }
             if let alias { state.links[position].alias = alias }
             if let mtu { state.links[position].mtu = mtu }
@@ -207,6 +212,7 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             let state = try state("replaceNetem")
             _ = try linkPosition(interfaceIndex, in: state, "replaceNetem")
             state.netem[interfaceIndex] = configuration
+            state.shaping.append("\(state.name(interfaceIndex)) netem \(handle) \(parent) \(configuration)")
         }
 
         func replaceTokenBucket(_ configuration: TokenBucketConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
@@ -215,6 +221,7 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
                 throw NetlinkError(.errno(ENOENT), operation: "tbf under a netem qdisc that does not exist")
             }
             state.tokenBuckets[interfaceIndex] = configuration
+            state.shaping.append("\(state.name(interfaceIndex)) tbf \(handle) \(parent) \(configuration)")
         }
 
         func replaceCoDel(_ configuration: CoDelConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
@@ -223,6 +230,7 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
                 throw NetlinkError(.errno(ENOENT), operation: "\(configuration.kind) under a tbf that does not exist")
             }
             state.managedQueues[interfaceIndex] = .some(configuration)
+            state.shaping.append("\(state.name(interfaceIndex)) codel \(handle) \(parent) \(configuration)")
         }
 
         func replaceByteFIFO(limit: UInt32, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
@@ -231,10 +239,21 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
                 throw NetlinkError(.errno(ENOENT), operation: "bfifo under a tbf that does not exist")
             }
             state.managedQueues[interfaceIndex] = .some(nil)
+            state.shaping.append("\(state.name(interfaceIndex)) bfifo \(handle) \(parent) limit \(limit)")
         }
 
         func deleteQdisc(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
             let state = try state("deleteQdisc")
+            state.shaping.append("\(state.name(interfaceIndex)) delete \(handle) \(parent)")
+            if parent == .root {
+                // The root goes with everything under it.
+                guard state.netem.removeValue(forKey: interfaceIndex) != nil else {
+                    throw NetlinkError(.errno(ENOENT), operation: "delete a root qdisc that does not exist")
+                }
+                state.tokenBuckets[interfaceIndex] = nil
+                state.managedQueues[interfaceIndex] = nil
+                return
+            }
             state.managedQueues[interfaceIndex] = nil
             guard state.tokenBuckets.removeValue(forKey: interfaceIndex) != nil else {
                 throw NetlinkError(.errno(ENOENT), operation: "delete a qdisc that does not exist")

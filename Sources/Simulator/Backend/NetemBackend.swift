@@ -11,6 +11,9 @@ import ScenarioModel
 /// as a phone sees Wi-Fi go out of range.
 ///
 /// Everything goes through libnl-route; nothing shells out to `tc`.
+///
+/// The same backend plays `roam attach`, on interfaces that something else made
+/// (``NetemInterfaces``): there it shapes only the sides of the nodes it was attached to.
 package final class NetemBackend: LinkBackend {
     package let kind = BackendKind.netem
 
@@ -25,15 +28,21 @@ package final class NetemBackend: LinkBackend {
 
     private let seed: UInt64
     private let links: [String: (index: Int, link: TopologyPlan.Link)]
-    private weak var topology: Topology?
-    private var interfaceIndices: [String: Int32] = [:]
+    /// Where each side of each link is: the topology's (``start(_:)``), or what `roam attach` opened.
+    private var interfaces: (any NetemInterfaces)?
+    /// Links whose carrier is cut where the second end is not this backend's: the first end's
+    /// egress is 100% loss instead (``setCarrier(_:link:)``), and what the timeline applies
+    /// meanwhile is kept for the carrier's return.
+    private var cutAtFirstEnd: Set<String> = []
+    private var lastApplied: [String: LinkConditions] = [:]
     private var tokenBuckets: Set<String> = []
     private var managedQueues: Set<String> = []
     private var distributions: [DelayDistribution: [Int16]] = [:]
 
-    package init(plan: TopologyPlan, seed: UInt64) {
+    package init(plan: TopologyPlan, seed: UInt64, interfaces: (any NetemInterfaces)? = nil) {
         self.seed = seed
         self.links = Dictionary(uniqueKeysWithValues: plan.links.enumerated().map { ($0.element.name, ($0.offset, $0.element)) })
+        self.interfaces = interfaces
     }
 
     package func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
@@ -48,18 +57,23 @@ package final class NetemBackend: LinkBackend {
     }
 
     package func start(_ topology: Topology) throws(SimulatorError) {
-        self.topology = topology
+        if interfaces == nil { interfaces = TopologyInterfaces(topology, links: links.mapValues(\.link)) }
     }
 
     package func apply(_ conditions: LinkConditions, link name: String, direction: TrafficDirection) throws(SimulatorError) {
         guard let (index, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
         let node = direction == .up ? link.first : link.second
-        let (socket, interface) = try interfaceOf(link: name, node: node)
+        guard let (socket, interface) = try sendingInterface(link: name, node: node) else { return }
+        let key = "\(name)/\(direction.rawValue)"
+        var conditions = conditions
+        if direction == .up {
+            lastApplied[key] = conditions
+            if cutAtFirstEnd.contains(name) { conditions.isBlackholed = true }
+        }
         var distribution: [Int16]?
         if let kind = conditions.impairment.distribution { distribution = try table(for: kind) }
         let (netem, bucket) = conditions.qdiscConfiguration(seed: Self.seed(seed, link: index, direction: direction),
                                                  distribution: distribution)
-        let key = "\(name)/\(direction.rawValue)"
         let what = "\(direction.rawValue) on link '\(name)' (sent by \(node))"
         do throws(NetlinkError) {
             try socket.replaceNetem(netem, interfaceIndex: interface, handle: Self.netemHandle, parent: .root)
@@ -108,34 +122,28 @@ package final class NetemBackend: LinkBackend {
 
     package func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {
         guard let (_, link) = links[name] else { throw SimulatorError(.invalidScenario, "unknown link '\(name)'") }
-        let (socket, interface) = try interfaceOf(link: name, node: link.second)
+        guard let (socket, interface) = try sendingInterface(link: name, node: link.second) else {
+            // Attached to the first end alone: no carrier to cut from here, so its egress
+            // passes nothing until the carrier comes back.
+            guard try sendingInterface(link: name, node: link.first) != nil else { return }
+            if up { cutAtFirstEnd.remove(name) } else { cutAtFirstEnd.insert(name) }
+            try apply(lastApplied["\(name)/up"] ?? LinkConditions(), link: name, direction: .up)
+            return
+        }
         do throws(NetlinkError) {
             try socket.setLink(index: interface, up: up, alias: nil, mtu: nil, name: nil)
         } catch {
             throw SimulatorError("set link '\(name)' \(up ? "up" : "down")", error)
         }
         // Down flushed that end's IPv6 addresses and its routes: back as they were.
-        if up { try topology?.restoreSecondEnd(link: name) }
+        if up { try interfaces?.restore(link: name, node: link.second) } else { interfaces?.wentDown(link: name, node: link.second) }
     }
 
     package func stop() {}
 
-    private func interfaceOf(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32) {
-        guard let topology, let socket = topology.routeSocket(of: node) else {
-            throw SimulatorError(.invalidScenario, "node '\(node)' is not running")
-        }
-        let key = "\(node)/\(link)"
-        if let index = interfaceIndices[key] { return (socket, index) }
-        let name = links[link]?.1.interface(in: node) ?? link
-        do throws(NetlinkError) {
-            guard let found = try socket.link(named: name) else {
-                throw NetlinkError(.errno(ENODEV), operation: "find interface \(name) in node '\(node)'")
-            }
-            interfaceIndices[key] = found.index
-            return (socket, found.index)
-        } catch {
-            throw SimulatorError("find interface \(link) in node '\(node)'", error)
-        }
+    private func sendingInterface(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32)? {
+        guard let interfaces else { throw SimulatorError(.invalidScenario, "node '\(node)' is not running") }
+        return try interfaces.sendingInterface(link: link, node: node)
     }
 
     private func table(for distribution: DelayDistribution) throws(SimulatorError) -> [Int16]? {
@@ -193,6 +201,55 @@ package final class NetemBackend: LinkBackend {
         let socket = try NetlinkSocket(.route)
         guard let lo = try socket.link(named: "lo") else { throw NetlinkError(.errno(ENODEV), operation: "find lo") }
         try socket.replaceNetem(NetemConfiguration(), interfaceIndex: lo.index, handle: netemHandle)
+    }
+}
+
+/// Where the netem backend finds each side of each link: the route socket of the namespace it
+/// is in and its interface index. A topology's are all its own; `roam attach` has only the sides
+/// of the nodes it was attached to (nil for the others, which it leaves alone).
+package protocol NetemInterfaces: AnyObject {
+    func sendingInterface(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32)?
+    /// `node`'s end of `link` came back up: its addresses and routes as they were before it went down.
+    func restore(link: String, node: String) throws(SimulatorError)
+    /// `node`'s end of `link` was set down.
+    func wentDown(link: String, node: String)
+}
+
+extension NetemInterfaces {
+    package func wentDown(link: String, node: String) {}
+}
+
+/// The sides of a topology Roam built.
+final class TopologyInterfaces: NetemInterfaces {
+    private weak var topology: Topology?
+    private let links: [String: TopologyPlan.Link]
+    private var indices: [String: Int32] = [:]
+
+    init(_ topology: Topology, links: [String: TopologyPlan.Link]) {
+        self.topology = topology
+        self.links = links
+    }
+
+    func sendingInterface(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32)? {
+        guard let topology, let socket = topology.routeSocket(of: node) else {
+            throw SimulatorError(.invalidScenario, "node '\(node)' is not running")
+        }
+        let key = "\(node)/\(link)"
+        if let index = indices[key] { return (socket, index) }
+        let name = links[link]?.interface(in: node) ?? link
+        do throws(NetlinkError) {
+            guard let found = try socket.link(named: name) else {
+                throw NetlinkError(.errno(ENODEV), operation: "find interface \(name) in node '\(node)'")
+            }
+            indices[key] = found.index
+            return (socket, found.index)
+        } catch {
+            throw SimulatorError("find interface \(link) in node '\(node)'", error)
+        }
+    }
+
+    func restore(link: String, node: String) throws(SimulatorError) {
+        try topology?.restoreSecondEnd(link: link)
     }
 }
 
