@@ -135,6 +135,17 @@ pid=$!
 settled attach-server && settled attach-phone && qdiscs attach-phone attach-server > "$out/attach/qdiscs"
 kill -TERM "$pid"; wait "$pid"; echo $? > "$out/attach/exit"
 interfaces attach-phone attach-server > "$out/attach/interfaces-after"
+# As a pod's sidecar: inside the node's namespace and a PID namespace of its own (a container's),
+# uid 0 with CAP_NET_ADMIN and nothing else.
+mkdir -p "$out/attach-sidecar"
+ip netns exec attach-phone unshare --pid --fork --mount-proc setpriv --bounding-set=-all,+net_admin --inh-caps=-all -- \
+  "$roam" attach Tests/Fixtures/attach-check.yaml \
+  --node phone --quiet --report "$out/attach-sidecar" > "$out/attach-sidecar.console" 2>&1 &
+pid=$!
+settled attach-phone && qdiscs attach-phone > "$out/attach-sidecar/qdiscs"
+# To roam itself, its PID namespace's first process, as a container runtime signals it
+# (unshare, waiting for it, keeps SIGTERM to itself).
+pkill -TERM -f -- "--node phone --quiet --report $out/attach-sidecar"; wait "$pid"; echo $? > "$out/attach-sidecar/exit"
 "$roam" attach scenarios/walk-out-of-home.yaml --netns phone=attach-phone --pid "server=$(ip netns exec attach-server sh -c 'sleep 120 > /dev/null 2>&1 & echo $!')" \
   --quiet --time-scale "$scale" --report "$out/attach-walk" > "$out/attach-walk.console" 2>&1
 echo $? > "$out/attach-walk/exit"

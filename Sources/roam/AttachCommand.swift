@@ -143,6 +143,7 @@ struct AttachCommand: ParsableCommand {
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
+        installSignalHandlers()
 
         let attacher: ScenarioAttacher
         do {
@@ -193,4 +194,12 @@ struct AttachCommand: ParsableCommand {
         if signal != 0 { throw ExitCode(128 + signal) }
         if !result.failedChanges.isEmpty { throw ExitCode.badInput }
     }
+}
+
+/// A handler for SIGINT and SIGTERM that never runs (both are blocked in every thread and taken
+/// by `sigwait`), so that they are delivered at all when Roam is a PID namespace's first process,
+/// as in a container (a namespace's init gets only the signals it has a handler for).
+func installSignalHandlers() {
+    signal(SIGINT) { _ in }
+    signal(SIGTERM) { _ in }
 }

@@ -122,6 +122,7 @@ struct MonitorCommand: ParsableCommand {
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
+        installSignalHandlers()
 
         let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
         let json = self.json

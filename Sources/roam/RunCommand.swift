@@ -156,6 +156,7 @@ struct RunCommand: ParsableCommand {
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
+        installSignalHandlers()
         let received = Atomic<Int32>(0)
         let blocked = signals
         let signalThread = try? PinnedThread(name: "roam-signals") {

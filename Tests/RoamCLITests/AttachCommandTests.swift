@@ -150,6 +150,31 @@ struct AttachCommandTests {
         #expect(after == before, "before:\n\(before)\nafter:\n\(after)")
     }
 
+    /// As a pod's sidecar: inside the node's namespace and a PID namespace of its own (a
+    /// container's), uid 0 with only CAP_NET_ADMIN (no
+    /// CAP_SYS_ADMIN to enter a namespace, none to make one): `--node` needs nothing more, and
+    /// goes as far as the kernel's qdiscs; `--netns` needs to enter one and says so.
+    @Test func aSidecarWithOnlyNetAdminAttachesItsOwnNamespace() throws {
+        let pods = try Pods()
+        let before = try pods.state()
+        func sidecar(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+            try RunningCommand.run("/usr/sbin/ip", ["netns", "exec", pods.phone.name, "unshare", "--pid", "--fork", "--mount-proc", "setpriv", "--bounding-set=-all,+net_admin", "--inh-caps=-all", "--",
+                                                    roam, "attach", walk, "--time-scale", "0.1", "--quiet", "--report", "/dev/null/none"] + arguments, timeout: 60)
+        }
+        let own = try sidecar(["--node", "phone"])
+        #expect(own.status == 2)
+        if NetemBackend.probe() == .available {
+            #expect(own.error.contains("/dev/null/none"), "with netem, only the report's place is left to refuse: \(own.error)")
+        } else {
+            #expect(own.error.contains("the kernel has no sch_netem"), "\(own.error)")
+        }
+        #expect(!own.error.contains("not permitted") && !own.error.contains("permission denied"), "\(own.error)")
+        let other = try sidecar(["--netns", "server=\(pods.server.name)"])
+        #expect(other.status == 2)
+        #expect(other.error.contains("requires root (CAP_SYS_ADMIN)"), "\(other.error)")
+        #expect(try pods.state() == before)
+    }
+
     /// On this kernel: without sch_netem, refused with what to do and nothing changed; with it
     /// (a VM), played, and every interface back as it was.
     @Test func withoutNetemNothingIsTouchedAndWithItTheInterfacesComeBack() throws {
@@ -165,7 +190,8 @@ struct AttachCommandTests {
             #expect(FileManager.default.fileExists(atPath: report + "/summary.json"))
         } else {
             #expect(result.status == 2)
-            #expect(result.error.contains("roam attach plays links with the kernel's netem, and this kernel has no sch_netem"), "\(result.error)")
+            #expect(result.error.contains("the kernel has no sch_netem or sch_tbf") && result.error.contains("roam attach plays links with the kernel's netem"),
+                    "\(result.error)")
             #expect(!FileManager.default.fileExists(atPath: report), "no report for an attach that never started")
         }
         let after = try pods.state()

@@ -335,6 +335,12 @@ struct NetemBackendTests {
         #expect(before.contains("inet6 fd00:11::2/64") && before.contains("198.19.200.0/24 via 198.18.11.1 dev cell") && before.contains("noqueue"))
         #expect(NetemHost.text(directory + "/attach/interfaces-after") == before)
 
+        // As a sidecar (uid 0 with CAP_NET_ADMIN alone, in the phone's namespace): the phone's half.
+        let sidecar = NetemHost.text(directory + "/attach-sidecar/qdiscs")
+        #expect(NetemHost.text(directory + "/attach-sidecar/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "143",
+                "\(NetemHost.text(directory + "/attach-sidecar.console"))")
+        #expect(!sidecar.isEmpty && ran.hasPrefix(sidecar), "sidecar:\n\(sidecar)")
+
         // walk-out-of-home played to its end on them, the server's end found by a process in it.
         let walk = directory + "/attach-walk"
         #expect(NetemHost.text(walk + "/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(NetemHost.text(walk + ".console"))")

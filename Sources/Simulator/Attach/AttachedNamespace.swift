@@ -19,17 +19,21 @@ package final class AttachedNamespace: @unchecked Sendable {
     /// How the user named it, for messages: `/run/netns/pod1`, `pid 4242`, `this process's`.
     package let source: String
     private let descriptor: OwnedFileDescriptor
+    /// The namespace this process is in: used where it is, with no `setns` (which would need
+    /// `CAP_SYS_ADMIN`; a sidecar has only `CAP_NET_ADMIN`).
+    private let isCurrent: Bool
 
-    private init(node: String, source: String, descriptor: OwnedFileDescriptor) {
+    private init(node: String, source: String, descriptor: OwnedFileDescriptor, isCurrent: Bool = false) {
         self.node = node
         self.source = source
         self.descriptor = descriptor
+        self.isCurrent = isCurrent
     }
 
     /// The namespace, for work done inside it (route sockets, threads): its open descriptor
     /// through `/proc/self/fd`, which names exactly the namespace checked, for as long as
-    /// this value lives.
-    package var namespace: NetworkNamespace { .atPath("/proc/self/fd/\(descriptor.rawValue)") }
+    /// this value lives; or the current one.
+    package var namespace: NetworkNamespace { isCurrent ? .current : .atPath("/proc/self/fd/\(descriptor.rawValue)") }
 
     /// The namespace file at `path` (`/run/netns/NAME`, a bind mount of one); a bare name is
     /// one under `/run/netns`, as `ip netns` names them. `/proc/PID/ns/net` is the process's.
@@ -97,7 +101,7 @@ package final class AttachedNamespace: @unchecked Sendable {
         guard fd >= 0 else {
             throw SimulatorError(.environment, "--node \(node): open this process's network namespace: \(String(cString: strerror(errno)))")
         }
-        let namespace = AttachedNamespace(node: node, source: "this process's", descriptor: OwnedFileDescriptor(owning: fd))
+        let namespace = AttachedNamespace(node: node, source: "this process's", descriptor: OwnedFileDescriptor(owning: fd), isCurrent: true)
         try namespace.verify(flag: "--node \(node)")
         return namespace
     }
@@ -130,21 +134,33 @@ package final class AttachedNamespace: @unchecked Sendable {
         }
     }
 
-    /// Whether the namespace file `file` is the host's (the initial) network namespace. Recent
-    /// kernels give it a fixed inode (`PROC_NET_INIT_INO`); before them, it is PID 1's when this process is in the
-    /// initial PID namespace (whose inode has been fixed since 3.8). In a container's PID
-    /// namespace on an older kernel, PID 1 is the container's, and only the fixed inode tells.
+    /// Whether the namespace file `file` is the host's (the initial) network namespace. From
+    /// Linux 6.18 it has a fixed inode (`PROC_NET_INIT_INO`); before, it is PID 1's when this
+    /// process is in the initial PID namespace (whose inode has been fixed since 3.8). In a
+    /// container's PID namespace on an older kernel, PID 1 is the container's, and only the
+    /// fixed inode tells.
     static func isHost(_ file: stat, flag: String) throws(SimulatorError) -> Bool {
         if file.st_ino == initialNetworkInode { return true }
-        var pid = stat(), own = stat()
+        var pid = stat()
         guard stat("/proc/self/ns/pid", &pid) == 0, pid.st_ino == initialPIDInode else { return false }
         var first = stat()
         if stat("/proc/1/ns/net", &first) == 0 { return first.st_ino == file.st_ino && first.st_dev == file.st_dev }
-        // PID 1's namespace cannot be read (a sandbox): decisive only where the kernel numbers
-        // the initial namespace, which this process's own inode shows.
-        if stat("/proc/self/ns/net", &own) == 0, own.st_ino == initialNetworkInode { return false }
+        // PID 1's namespace cannot be read (a sandbox's init): decisive only where the kernel
+        // numbers the initial namespace.
+        let reason = String(cString: strerror(errno))
+        if kernelNumbersTheInitialNetworkNamespace { return false }
         throw SimulatorError(.environment, "\(flag): cannot tell whether it is the host's network namespace: PID 1's cannot be read "
-            + "(\(String(cString: strerror(errno)))); roam attach needs root with CAP_SYS_PTRACE")
+            + "(\(reason)) and this kernel, older than 6.18, does not number it; roam attach needs root with CAP_SYS_PTRACE here")
+    }
+
+    /// Linux 6.18 or later (`uname -r`).
+    static var kernelNumbersTheInitialNetworkNamespace: Bool {
+        var name = utsname()
+        guard uname(&name) == 0 else { return false }
+        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard parts.count == 2 else { return false }
+        return (parts[0], parts[1]) >= (6, 18)
     }
 
     /// `PROC_NET_INIT_INO` and `PROC_PID_INIT_INO` (include/linux/proc_ns.h).

@@ -110,15 +110,10 @@ package final class ScenarioAttacher: Sendable {
         let plan = try TopologyPlan(scenario: scenario, runID: runID)
         let interfaces = try AttachedInterfaces.open(scenario: scenario, plan: plan, namespaces: namespaces, options: options)
         defer { interfaces.restore() }
-        switch NetemBackend.probe() {
-        case .available: break
-        case .missing(let detail):
-            throw SimulatorError(.environment, "roam attach plays links with the kernel's netem, and this kernel has no sch_netem (\(detail)); "
-                + "load it with `modprobe sch_netem` where the module exists (roam run's userspace backend needs no netem, but builds its own network)")
-        case .notPermitted(let detail):
-            throw SimulatorError(.environment, "cannot probe for sch_netem: \(detail); roam attach needs root")
-        }
-        let backend = NetemBackend(plan: plan, seed: seed, interfaces: interfaces)
+        // No probe for netem first: it would need a namespace of its own (CAP_SYS_ADMIN), which
+        // a sidecar has not. A kernel without it refuses the first qdisc, and nothing is set.
+        let backend = NetemBackend(plan: plan, seed: seed, interfaces: interfaces,
+                                   elsewhere: " on the host (roam attach plays links with the kernel's netem: it has no userspace emulator for interfaces it did not make)")
         let schedule = TimelineSchedule(scenario: scenario)
         for initial in schedule.initial {
             try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)

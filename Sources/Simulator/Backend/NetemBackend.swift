@@ -39,7 +39,13 @@ package final class NetemBackend: LinkBackend {
     private var managedQueues: Set<String> = []
     private var distributions: [DelayDistribution: [Int16]] = [:]
 
-    package init(plan: TopologyPlan, seed: UInt64, interfaces: (any NetemInterfaces)? = nil) {
+    /// What to do instead where the kernel lacks a qdisc, after `modprobe`: for `roam run`, its
+    /// userspace backend; `roam attach` has none (the interfaces are not its own).
+    private let elsewhere: String
+
+    package init(plan: TopologyPlan, seed: UInt64, interfaces: (any NetemInterfaces)? = nil,
+                 elsewhere: String = ", or use --backend userspace, whose emulator needs no qdisc (CoDel and FQ-CoDel included)") {
+        self.elsewhere = elsewhere
         self.seed = seed
         self.links = Dictionary(uniqueKeysWithValues: plan.links.enumerated().map { ($0.element.name, ($0.offset, $0.element)) })
         self.interfaces = interfaces
@@ -89,7 +95,7 @@ package final class NetemBackend: LinkBackend {
         } catch {
             if error.errno == ENOENT {
                 throw SimulatorError(.environment, "apply \(what): the kernel has no sch_netem or sch_tbf (\(error)); "
-                    + "load them with `modprobe sch_netem sch_tbf`, or use --backend userspace")
+                    + "load them with `modprobe sch_netem sch_tbf`\(elsewhere)")
             }
             throw SimulatorError("apply \(what)", error)
         }
@@ -114,7 +120,7 @@ package final class NetemBackend: LinkBackend {
             if error.errno == ENOENT, let wanted {
                 throw SimulatorError(.environment, "apply \(what): queue: \(conditions.impairment.queue?.name ?? "codel") needs the kernel's "
                     + "sch_\(wanted.kind) qdisc, which this kernel does not have (\(error)); load it with `modprobe sch_\(wanted.kind)` "
-                    + "where the module exists, or use --backend userspace, whose emulator has CoDel and FQ-CoDel of its own")
+                    + "where the module exists\(elsewhere)")
             }
             throw SimulatorError("apply \(what)", error)
         }
