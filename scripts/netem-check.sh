@@ -135,6 +135,26 @@ pid=$!
 settled attach-server && settled attach-phone && qdiscs attach-phone attach-server > "$out/attach/qdiscs"
 kill -TERM "$pid"; wait "$pid"; echo $? > "$out/attach/exit"
 interfaces attach-phone attach-server > "$out/attach/interfaces-after"
+# The Kubernetes export's sidecar as its pod runs it: the command of the phone's sidecar, from the
+# manifest (its two paths moved to this check's), in the phone's namespace and a PID namespace of
+# its own, uid 0 with only NET_ADMIN, stopped by SIGTERM to its first process as the kubelet does.
+mkdir -p "$out/k8s-sidecar/etc" "$out/k8s-sidecar/report"
+cp Tests/Fixtures/attach-check.yaml "$out/k8s-sidecar/etc/scenario.yaml"
+"$roam" export --format kubernetes Tests/Fixtures/attach-check.yaml --image roam:check --output "$out/k8s-sidecar/manifests.yaml" > /dev/null 2>&1
+script=$(python3 - "$out/k8s-sidecar" <<'PY'
+import json, sys
+lines = open(sys.argv[1] + "/manifests.yaml").read().split("\n")
+start = lines.index('  name: "phone"')
+line = next(line.strip() for line in lines[start:] if line.strip().startswith('- "trap '))
+print(json.loads(line[2:]).replace("/etc/roam", sys.argv[1] + "/etc").replace("/var/roam/report", sys.argv[1] + "/report"))
+PY
+)
+ip netns exec attach-phone unshare --pid --fork --mount-proc setpriv --bounding-set=-all,+net_admin --inh-caps=-all -- \
+  env ROAM_START_AT=$(( $(date +%s) + 3 )) PATH="$(dirname "$(realpath "$roam")"):$PATH" sh -c "$script" > "$out/k8s-sidecar.console" 2>&1 &
+pid=$!
+settled attach-phone && qdiscs attach-phone > "$out/k8s-sidecar/qdiscs"
+pkill -TERM -f -- "^sh -c trap"; wait "$pid"; echo $? > "$out/k8s-sidecar/exit-sh"
+interfaces attach-phone attach-server > "$out/k8s-sidecar/interfaces-after"
 # As a pod's sidecar: inside the node's namespace and a PID namespace of its own (a container's),
 # uid 0 with CAP_NET_ADMIN and nothing else.
 mkdir -p "$out/attach-sidecar"

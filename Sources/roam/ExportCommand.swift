@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import Netlink
 import RoamReport
 import RoamCore
@@ -10,13 +11,20 @@ import Simulator
 struct ExportCommand: ParsableCommand {
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case chaosMesh = "chaos-mesh"
+        case kubernetes
     }
 
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Turn a scenario's links and timeline into Chaos Mesh manifests for Kubernetes.",
+        abstract: "Turn a scenario's links and timeline into Kubernetes manifests: Roam itself as a sidecar, or Chaos Mesh.",
         discussion: """
-            Each node is a set of pods (--select NODE=KEY=VALUE[,KEY=VALUE]; default app=NODE); each link is a \
+            --format kubernetes (exact: Roam plays the scenario): a ConfigMap with the scenario and a common time zero \
+            (--start-at SECONDS since the epoch, or --start-in DURATION from now, default 2m), and for each node its \
+            workload (--workload NODE=deployment|statefulset|daemonset/NAME; default deployment/NODE), partial, for \
+            `kubectl apply --server-side --field-manager=roam`: a native sidecar running `roam attach --node NODE` from \
+            --image with only NET_ADMIN, on the pods' interfaces (--device LINK=IFACE or NODE/LINK=IFACE); --remove \
+            writes what takes it out again. \
+            --format chaos-mesh (Chaos Mesh's own engine, with its limits): each node is a set of pods (--select NODE=KEY=VALUE[,KEY=VALUE]; default app=NODE); each link is a \
             network device of its own in both nodes' pods (default: named after the link, e.g. a Multus \
             attachment; --device LINK=DEVICE), and each direction shapes the sending side's device: netem for \
             delay and loss, a bandwidth (tbf) object for the rate and its queue, 100% loss for carrier loss and \
@@ -47,6 +55,21 @@ struct ExportCommand: ParsableCommand {
     @Option(name: [.short, .long], help: ArgumentHelp("Write the manifests here instead of standard output.", valueName: "file"))
     var output: String?
 
+    @Option(help: ArgumentHelp("kubernetes: the image with roam in its PATH and /bin/sh (see docs/cli.md).", valueName: "image"))
+    var image: String?
+
+    @Option(name: .customLong("workload"), help: ArgumentHelp("kubernetes: a node's workload, NODE=KIND/NAME (KIND: deployment, statefulset or daemonset; default deployment/NODE).", valueName: "node=kind/name"))
+    var workloads: [String] = []
+
+    @Option(name: .customLong("start-at"), help: ArgumentHelp("kubernetes: time zero in seconds since the epoch (`date +%s`).", valueName: "seconds"))
+    var startAt: Int64?
+
+    @Option(name: .customLong("start-in"), help: ArgumentHelp("kubernetes: time zero this long from now (default 2m).", valueName: "duration"))
+    var startIn: String?
+
+    @Flag(help: "kubernetes: the manifests that take Roam's sidecar out of the workloads again.")
+    var remove = false
+
     /// A label value: empty, or at most 63 of `[A-Za-z0-9_.-]`, starting and ending alphanumeric.
     static func isLabelValue(_ text: String) -> Bool {
         if text.isEmpty { return true }
@@ -71,6 +94,10 @@ struct ExportCommand: ParsableCommand {
     }
 
     func run() throws {
+        if format == .kubernetes { return try runKubernetes() }
+        for (flag, given) in [("--image", image != nil), ("--workload", !workloads.isEmpty), ("--start-at", startAt != nil), ("--start-in", startIn != nil), ("--remove", remove)] where given {
+            throw ValidationError("\(flag) is for --format kubernetes")
+        }
         let outcome = ScenarioReader.read(contentsOf: file)
         for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
         guard let scenario = outcome.scenario else { throw ExitCode.badInput }
@@ -134,6 +161,95 @@ struct ExportCommand: ParsableCommand {
                 throw ExitCode.badInput
             }
             writeLine("\(output): \(result.manifests) manifest\(result.manifests == 1 ? "" : "s")\(result.steps > 0 ? ", \(result.steps) workflow steps" : "")")
+        } else {
+            writeLine(result.yaml)
+        }
+    }
+
+    /// The namespace, checked: a DNS label.
+    func checkedNamespace() throws -> String {
+        let scalars = Array(namespace.unicodeScalars)
+        func labelCharacter(_ scalar: Unicode.Scalar) -> Bool { ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar) }
+        guard (1...63).contains(scalars.count), labelCharacter(scalars.first!), labelCharacter(scalars.last!),
+              scalars.allSatisfy({ labelCharacter($0) || $0 == "-" }) else {
+            throw ValidationError("--namespace \(escapedForMessage(namespace)): a Kubernetes namespace is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+        }
+        return namespace
+    }
+
+    func runKubernetes() throws {
+        for (flag, given) in [("--select", !selectors.isEmpty), ("--resolution", resolution != "1s")] where given {
+            throw ValidationError("\(flag) is for --format chaos-mesh (with --format kubernetes, each node's pods are its workload's: --workload)")
+        }
+        guard let image, !image.isEmpty, image.utf8.count <= 1024, !image.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw ValidationError("--format kubernetes needs --image IMAGE: an image with roam in its PATH and /bin/sh (docs/cli.md shows how to build one)")
+        }
+        if startAt != nil && startIn != nil { throw ValidationError("give --start-at or --start-in, not both") }
+        let bytes: [UInt8]
+        do throws(SafePathError) {
+            bytes = try readRegularFileAndOwner(atPath: file, maximumBytes: ScenarioLimits.maximumFileSize).bytes
+        } catch {
+            printError("\(escapedForMessage(file, maximumLength: 256)): error: cannot read the file: \(error.reason)")
+            throw ExitCode.badInput
+        }
+        let source = String(decoding: bytes, as: UTF8.self)
+        let directory = file.contains("/") ? String(file[..<file.lastIndex(of: "/")!]) : "."
+        // The text the ConfigMap holds is exactly the text checked here.
+        let outcome = ScenarioReader.parse(source, file: file, baseDirectory: directory.isEmpty ? "/" : directory)
+        for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
+        guard let scenario = outcome.scenario else { throw ExitCode.badInput }
+        var zero: Int64
+        if let startAt {
+            zero = startAt
+        } else {
+            guard case .success(let delay) = Units.duration(startIn ?? "2m"), delay >= .zero, delay <= .seconds(86_400) else {
+                throw ValidationError("--start-in \(escapedForMessage(startIn ?? "")): expected a duration up to a day, such as 90s or 5m")
+            }
+            zero = Int64(time(nil)) + delay.components.seconds
+        }
+        guard zero > 0 else { throw ValidationError("--start-at \(zero) is not a time: seconds since the epoch, as `date +%s` prints") }
+        var options = KubernetesExport.Options(image: image, startAt: zero)
+        options.namespace = try checkedNamespace()
+        let nodes = Set(scenario.nodes.map(\.name)), links = Set(scenario.links.map(\.name))
+        for text in workloads {
+            let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+            let target = parts.count == 2 ? parts[1].split(separator: "/", maxSplits: 1).map(String.init) : []
+            guard parts.count == 2, nodes.contains(parts[0]), target.count == 2, let kind = KubernetesExport.WorkloadKind(rawValue: target[0].lowercased()),
+                  KubernetesExport.isSubdomain(target[1]) else {
+                throw ValidationError("--workload \(escapedForMessage(text)): expected NODE=KIND/NAME with one of the nodes \(nodes.sorted().joined(separator: ", ")), "
+                    + "KIND deployment, statefulset or daemonset, and NAME a Kubernetes name (lower-case letters, digits, '-' and '.')")
+            }
+            options.workloads[parts[0]] = KubernetesExport.Workload(kind: kind, name: target[1])
+        }
+        for device in devices {
+            let parts = device.split(separator: "=", maxSplits: 1).map(String.init)
+            let key = parts.first ?? "", link = key.split(separator: "/", maxSplits: 1).last.map(String.init) ?? key
+            let node = key.contains("/") ? String(key.split(separator: "/", maxSplits: 1)[0]) : nil
+            guard parts.count == 2, links.contains(link), node.map(nodes.contains) ?? true, !parts[1].isEmpty else {
+                throw ValidationError("--device \(escapedForMessage(device)): expected LINK=IFACE or NODE/LINK=IFACE with one of the links \(links.sorted().joined(separator: ", "))")
+            }
+            guard parts[1].utf8.count <= 15, parts[1] != ".", parts[1] != "..",
+                  parts[1].unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F && $0 != "/" && $0 != ":" && $0 != "'" }) else {
+                throw ValidationError("--device \(escapedForMessage(device)): '\(escapedForMessage(parts[1]))' is not an interface name (1 to 15 characters, no '/', ':' or spaces)")
+            }
+            options.devices[key] = parts[1]
+        }
+        let result: KubernetesExport.Result
+        do throws(KubernetesExport.Refusal) {
+            result = try KubernetesExport.export(scenario, source: source, options: options, remove: remove)
+        } catch {
+            printError("roam export: \(error.message)")
+            throw ExitCode.badInput
+        }
+        for note in result.notes { printError("note: \(note)") }
+        if let output {
+            do throws(ReportError) {
+                try writeTextFile(result.yaml, to: output)
+            } catch {
+                printError("roam export: \(error.message)")
+                throw ExitCode.badInput
+            }
+            writeLine("\(output): \(result.manifests) manifest\(result.manifests == 1 ? "" : "s")")
         } else {
             writeLine(result.yaml)
         }

@@ -119,9 +119,10 @@ struct AttachCommandTests {
         #expect(result.error.contains("scenario cannot be attached: the scenario has networks"))
         #expect(result.error.contains("roam attach plays links on interfaces that exist"))
 
-        // A time zero that has passed, or is more than a day ahead, is refused before anything is set.
+        // A time zero the whole scenario has passed, or more than a day ahead, is refused before anything is set.
         let now = Int(Date().timeIntervalSince1970)
-        for (startAt, message) in [("1", "was "), ("\(now - 60)", "ago: time zero must be ahead"), ("\(now + 2 * 86_400)", "is more than a day ahead")] {
+        for (startAt, message) in [("1", "nothing is left to play"), ("\(now - 60)", "ago, and the scenario lasts 40s: nothing is left to play"),
+                                   ("\(now + 2 * 86_400)", "is more than a day ahead")] {
             let result = try attach([walk, "--netns", "phone=\(pods.phone.name)", "--start-at", startAt])
             #expect(result.status == 2)
             #expect(result.error.contains("--start-at") && result.error.contains(message), "\(result.error)")

@@ -28,6 +28,53 @@ struct ExportCommandTests {
         #expect(!yaml.contains("target:"), "every object shapes its own side's device")
     }
 
+    @Test func kubernetesModeWritesTheConfigMapAndEachNodesSidecar() throws {
+        let output = "/tmp/roam-export-k8s-\(getpid()).yaml"
+        defer { unlink(output) }
+        let result = try RunningCommand.run(roam, ["export", "--format", "kubernetes", walk, "--image", "registry.example/roam:0.4", "--namespace", "qa",
+                                                   "--workload", "phone=statefulset/phone-app", "--device", "wifi=net1", "--device", "phone/cell=eth0",
+                                                   "--device", "server/cell=net2", "--start-at", "1800000000", "-o", output])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("3 manifests"))
+        let yaml = try String(contentsOfFile: output, encoding: .utf8)
+        #expect(yaml.contains("kind: \"ConfigMap\"") && yaml.contains("start-at: \"1800000000\""))
+        #expect(yaml.contains("kind: \"StatefulSet\"") && yaml.contains("name: \"phone-app\"") && yaml.contains("name: \"server\""))
+        #expect(yaml.contains("--device phone/wifi=net1 --device phone/cell=eth0") && yaml.contains("--device server/wifi=net1 --device server/cell=net2"))
+        #expect(yaml.contains("kubectl apply --server-side --field-manager=roam"))
+
+        let removal = try RunningCommand.run(roam, ["export", "--format", "kubernetes", walk, "--image", "roam", "--remove"])
+        #expect(removal.status == 0, "\(removal.error)")
+        #expect(!removal.output.contains("ConfigMap\"") && !removal.output.contains("initContainers"))
+        #expect(removal.output.components(separatedBy: "kind: \"Deployment\"").count == 3)
+
+        // --start-in: time zero that far from now.
+        let now = Int(Date().timeIntervalSince1970)
+        let later = try RunningCommand.run(roam, ["export", "--format", "kubernetes", walk, "--image", "roam", "--start-in", "10m"])
+        let zero = try #require(later.output.split(separator: "\n").first { $0.contains("start-at:") }.flatMap { Int($0.filter(\.isNumber)) })
+        #expect((now + 590...now + 620).contains(zero), "\(zero) vs \(now)")
+    }
+
+    @Test func kubernetesModeOptionsAreChecked() throws {
+        for (arguments, message) in [
+            (["--format", "kubernetes", walk], "--format kubernetes needs --image IMAGE"),
+            (["--format", "kubernetes", walk, "--image", "a b"], "needs --image IMAGE"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--select", "phone=app=x"], "--select is for --format chaos-mesh"),
+            (["--format", "chaos-mesh", walk, "--image", "roam"], "--image is for --format kubernetes"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--workload", "phone=job/x"], "expected NODE=KIND/NAME"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--workload", "tablet=deployment/x"], "one of the nodes phone, server"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--workload", "phone=deployment/Phone_1"], "a Kubernetes name"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--start-at", "1", "--start-in", "1m"], "give --start-at or --start-in, not both"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--start-in", "2d"], "--start-in 2d: expected a duration up to a day"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--device", "wifi=eth0", "--device", "cell=eth0"], "would both be the interface 'eth0'"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--device", "laptop/wifi=eth0"], "expected LINK=IFACE or NODE/LINK=IFACE"),
+            (["--format", "kubernetes", NetemHost.root + "/scenarios/coffee-shop-to-lte.yaml", "--image", "roam"], "cannot be played by roam attach in pods"),
+        ] {
+            let result = try RunningCommand.run(roam, ["export"] + arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.error.contains(message), "\(arguments): \(result.error)")
+        }
+    }
+
     @Test func badOptionsAreRefusedWithTheChoices() throws {
         let node = try RunningCommand.run(roam, ["export", walk, "--select", "tablet=app=x"])
         #expect(node.status == 2)

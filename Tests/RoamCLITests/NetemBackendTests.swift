@@ -341,6 +341,16 @@ struct NetemBackendTests {
                 "\(NetemHost.text(directory + "/attach-sidecar.console"))")
         #expect(!sidecar.isEmpty && ran.hasPrefix(sidecar), "sidecar:\n\(sidecar)")
 
+        // The Kubernetes export's sidecar command, run as its pod would run it: the phone's half,
+        // stopped by SIGTERM to its shell (exit 0), roam's status noted (143), its report written.
+        let k8s = directory + "/k8s-sidecar"
+        #expect(NetemHost.text(k8s + "/qdiscs") == sidecar, "\(NetemHost.text(k8s + ".console"))")
+        #expect(NetemHost.text(k8s + "/exit-sh").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(NetemHost.text(k8s + "/report/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "143")
+        let podSummary = try #require(NetemHost.summary(k8s + "/report/phone"))
+        #expect(podSummary.cancelled && podSummary.timeline.failed.isEmpty)
+        #expect(NetemHost.text(k8s + "/interfaces-after") == before)
+
         // walk-out-of-home played to its end on them, the server's end found by a process in it.
         let walk = directory + "/attach-walk"
         #expect(NetemHost.text(walk + "/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(NetemHost.text(walk + ".console"))")

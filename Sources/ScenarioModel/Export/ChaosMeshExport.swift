@@ -215,7 +215,7 @@ public enum ChaosMeshExport {
     }
 
     /// A lower-case DNS label: letters, digits and `-`.
-    static func dnsName(_ text: String) -> String {
+    package static func dnsName(_ text: String) -> String {
         var name = String(text.lowercased().map { ($0.isASCII && ($0.isLetter || $0.isNumber)) ? $0 : "-" })
         while name.hasPrefix("-") { name.removeFirst() }
         while name.hasSuffix("-") { name.removeLast() }

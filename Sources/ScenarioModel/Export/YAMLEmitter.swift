@@ -10,8 +10,8 @@ import RoamCore
 /// A key is written plain only when it reads back as the same string (letters, digits and
 /// `_ . / -`, not starting with a digit or sign, and not a word YAML reads as a boolean or
 /// null); any other key (a label key with `: ` or `#`, a key of digits) is double-quoted.
-enum YAMLEmitter {
-    static func document(_ value: JSONValue) -> String {
+package enum YAMLEmitter {
+    package static func document(_ value: JSONValue) -> String {
         var writer = Writer()
         switch value {
         case .object(let members) where !members.isEmpty: writer.mapping(members, indent: 0, continuing: false)

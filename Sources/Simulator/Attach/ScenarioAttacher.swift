@@ -120,7 +120,12 @@ package final class ScenarioAttacher: Sendable {
         }
         let directory = options.reportDirectory ?? ScenarioRunner.defaultReportDirectory(scenario: scenario.name, runID: runID)
         let report = try ScenarioRunner.openReportDirectory(options.reportDirectory, scenario: scenario.name, runID: runID)
-        let log = try RunLog(start: .now + max(ScenarioRunner.lead, startDelay), directory: report)
+        // Time zero passed already: the changes due before now are applied at once, in order.
+        let log = try RunLog(start: .now + (startDelay < .zero ? startDelay : max(ScenarioRunner.lead, startDelay)), directory: report)
+        var notes = interfaces.notes
+        if startDelay < .zero {
+            notes.append("started \((Duration.zero - startDelay).roamDescription) after time zero (--start-at): the changes due before then were applied at once, late")
+        }
         let started = RFC3339.now()
         let selection = BackendSelection(kind: .netem, reason: "roam attach: the kernel's netem on the interfaces of " + interfaces.played)
         log.record(.run(.started(scenario: scenario.name, runID: runID, seed: seed, backend: selection.kind.rawValue, duration: scenario.duration)), at: .zero)
@@ -150,7 +155,6 @@ package final class ScenarioAttacher: Sendable {
         interfaces.restore()
 
         let changes = log.appliedChanges
-        var notes = interfaces.notes
         notes.append("roam attach plays links only: the scenario's workloads and expectations are left to the programs in the namespaces")
         let result = RunReport(
             scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: [], workloads: [],
@@ -171,19 +175,21 @@ package final class ScenarioAttacher: Sendable {
         return result
     }
 
-    /// How long from now time zero is, for `--start-at`.
+    /// How long from now time zero is, for `--start-at`: negative when it has passed (a pod that
+    /// started, or restarted, after it joins the timeline where it is).
     private func delayToStart() throws(SimulatorError) -> Duration {
         guard let startAt = options.startAt else { return .zero }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let seconds = startAt - (Double(now.tv_sec) + Double(now.tv_nsec) / 1e9)
-        guard seconds > -1 else {
-            throw SimulatorError(.invalidScenario, "--start-at \(startAt) was \(Duration.seconds(-seconds).roamDescription) ago: time zero must be ahead (seconds since the epoch, as `date +%s` prints)")
+        guard seconds > -Double(scenario.duration.components.seconds) else {
+            throw SimulatorError(.invalidScenario, "--start-at \(startAt) was \(Duration.seconds(-seconds).roamDescription) ago, and the scenario "
+                + "lasts \(scenario.duration.roamDescription): nothing is left to play (seconds since the epoch, as `date +%s` prints)")
         }
         guard seconds <= Double(AttachOptions.latestStart.components.seconds) else {
             throw SimulatorError(.invalidScenario, "--start-at \(startAt) is more than a day ahead (seconds since the epoch, as `date +%s` prints)")
         }
-        return .nanoseconds(Int64(max(0, seconds) * 1e9))
+        return .nanoseconds(Int64(seconds * 1e9))
     }
 }
 
