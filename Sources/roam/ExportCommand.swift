@@ -55,6 +55,9 @@ struct ExportCommand: ParsableCommand {
     @Option(name: [.short, .long], help: ArgumentHelp("Write the manifests here instead of standard output.", valueName: "file"))
     var output: String?
 
+    @Option(name: .customLong("chaos-mesh-version"), help: ArgumentHelp("chaos-mesh: the Chaos Mesh release the cluster runs (2.8.0 or later; default \(ChaosMeshExport.defaultVersion)).", valueName: "version"))
+    var chaosMeshVersion: String?
+
     @Option(help: ArgumentHelp("kubernetes: the image with roam in its PATH and /bin/sh (see docs/cli.md).", valueName: "image"))
     var image: String?
 
@@ -145,6 +148,7 @@ struct ExportCommand: ParsableCommand {
             throw ValidationError("--resolution \(escapedForMessage(resolution)): expected a duration from 1ns to \(ScenarioLimits.maximumDuration.roamDescription), such as 500ms or 1s")
         }
         options.resolution = step
+        if let chaosMeshVersion { options.version = chaosMeshVersion }
         let result: ChaosMeshExport.Result
         do throws(ChaosMeshExport.Refusal) {
             result = try ChaosMeshExport.export(scenario, options: options)
@@ -178,7 +182,7 @@ struct ExportCommand: ParsableCommand {
     }
 
     func runKubernetes() throws {
-        for (flag, given) in [("--select", !selectors.isEmpty), ("--resolution", resolution != "1s")] where given {
+        for (flag, given) in [("--select", !selectors.isEmpty), ("--resolution", resolution != "1s"), ("--chaos-mesh-version", chaosMeshVersion != nil)] where given {
             throw ValidationError("\(flag) is for --format chaos-mesh (with --format kubernetes, each node's pods are its workload's: --workload)")
         }
         guard let image, !image.isEmpty, image.utf8.count <= 1024, !image.contains(where: { $0.isWhitespace || $0.isNewline }) else {

@@ -54,6 +54,15 @@ struct ExportCommandTests {
         #expect((now + 590...now + 620).contains(zero), "\(zero) vs \(now)")
     }
 
+    @Test func chaosMeshBelow280IsRefused() throws {
+        let old = try RunningCommand.run(roam, ["export", walk, "--chaos-mesh-version", "2.7.3"])
+        #expect(old.status == 2)
+        #expect(old.error.contains("Chaos Mesh 2.7.3 gives netem every latency and jitter 1000 times too small"))
+        let current = try RunningCommand.run(roam, ["export", walk, "--chaos-mesh-version", "v2.8.3"])
+        #expect(current.status == 0, "\(current.error)")
+        #expect(current.output.contains("for Chaos Mesh v2.8.3; they need 2.8.0 or later"))
+    }
+
     @Test func kubernetesModeOptionsAreChecked() throws {
         for (arguments, message) in [
             (["--format", "kubernetes", walk], "--format kubernetes needs --image IMAGE"),

@@ -195,6 +195,130 @@ struct ChaosMeshExportTests {
         return problems
     }
 
+    /// Chaos Mesh chains a device's objects in the order it applies them (entry 0 the root), so a
+    /// netem applied after the tbf of its side has tbf above it and takes the place of tbf's
+    /// queue. The model sees the order; the export names every span where it happens (or may,
+    /// when both are applied at once), side by side, and nothing else.
+    @Test(arguments: bundled)
+    func theNotesNameEverySpanWhereNetemIsUnderTbf(_ file: String) throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/" + file).scenario)
+        let options = ChaosMeshExport.Options()
+        let result = try ChaosMeshExport.export(scenario, options: options)
+        var notes = Notes()
+        let orders = applyOrder(Track.build(scenario, options: options, notes: &notes))
+        let activations = ChaosMeshSemantics.activations(try documents(result.yaml), duration: scenario.duration)
+        let labels = Dictionary(uniqueKeysWithValues: scenario.nodes.map { ($0.name, ["app": $0.name]) })
+        var time = Duration.milliseconds(50)
+        var seen = 0
+        while time < scenario.duration {
+            for (side, egress) in ChaosMeshSemantics.egress(at: time, activations, labels: labels) {
+                guard let order = egress.order else { continue }
+                let link = try #require(scenario.links.first { $0.name == side.device })
+                let direction: TrafficDirection = side.node == link.endpoints.0 ? .up : .down
+                let listed = orders.first { $0.link == link.name && $0.direction == direction }?.spans.first { $0.start <= time && time < $0.end }
+                switch order {
+                case .netemAboveTbf: #expect(listed == nil, "\(file) \(time): \(link.name) \(direction) is in order and listed")
+                case .tbfAboveNetem: #expect(listed.map { !$0.raced } == true, "\(file) \(time): \(link.name) \(direction) has netem under tbf, not listed")
+                case .either: #expect(listed?.raced == true, "\(file) \(time): \(link.name) \(direction) races, not listed")
+                }
+                if order != .netemAboveTbf { seen += 1 }
+            }
+            time += .milliseconds(250)
+        }
+        // Each side has its note (past the first 100 notes, counted in the last: crowd's 60 links).
+        let capped = result.notes.last?.contains("more notes of the kinds above not shown") == true
+        for order in orders {
+            let noted = result.notes.contains { $0.hasPrefix("\(order.link) \(order.direction.rawValue) (device ") && $0.contains("netem's 1000 packets") }
+            #expect(noted || capped, "\(file): \(order.link) \(order.direction)")
+        }
+        if file == "walk-out-of-home.yaml" {
+            // The Wi-Fi's netem changes at 5 s while its rate goes on: certain, not a race.
+            let wifi = try #require(orders.first { $0.link == "wifi" && $0.direction == .up })
+            #expect(wifi.spans.contains { $0.start == .seconds(5) && !$0.raced })
+            #expect(seen > 0)
+        }
+    }
+
+    @Test func versionsBelow280AreRefusedAndTheVersionIsInTheOutput() throws {
+        let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/walk-out-of-home.yaml").scenario)
+        for version in ["2.7.3", "v2.6.7", "1.9.0", "2.7.99"] {
+            var options = ChaosMeshExport.Options()
+            options.version = version
+            let refusal = #expect(throws: ChaosMeshExport.Refusal.self) { try ChaosMeshExport.export(scenario, options: options) }
+            #expect(refusal?.message.contains("1000 times too small (chaos-mesh/chaos-mesh#4545") == true)
+        }
+        for version in ["2.8", "x.y.z", "2.8.0-rc1", ""] {
+            var options = ChaosMeshExport.Options()
+            options.version = version
+            let refusal = #expect(throws: ChaosMeshExport.Refusal.self) { try ChaosMeshExport.export(scenario, options: options) }
+            #expect(refusal?.message.contains("is not MAJOR.MINOR.PATCH") == true)
+        }
+        var options = ChaosMeshExport.Options()
+        options.version = "v2.8.0"
+        #expect(try ChaosMeshExport.export(scenario, options: options).yaml.contains("for Chaos Mesh v2.8.0; they need 2.8.0 or later"))
+        #expect(try ChaosMeshExport.export(scenario).yaml.contains("for Chaos Mesh \(ChaosMeshExport.defaultVersion)"))
+    }
+
+    /// A valid 3000 s scenario with a 2 s flap was one 1.68 MB Workflow, over etcd's 1.5 MiB: now
+    /// Workflows of at most 512 KiB that, started together, play the same.
+    @Test func aLongTimelineIsSplitBelowEtcdsLimitAndPlaysTheSame() throws {
+        let scenario = try #require(ScenarioReader.parse("""
+            name: long-flap-\(String(repeating: "x", count: 50))
+            duration: 3000s
+            nodes: { phone: {}, server: {} }
+            links:
+              - { name: wifi, between: [phone, server], delay: 20ms, rate: 10mbit, loss: 1% }
+              - { name: cell, between: [phone, server], delay: 50ms }
+            timeline:
+              - { at: 1s, link: wifi, flap: { period: 2s, duty: 50%, for: 2998s } }
+            """, file: "long.yaml").scenario)
+        var whole = ChaosMeshExport.Options()
+        whole.maximumWorkflowBytes = Int.max
+        let one = try ChaosMeshExport.export(scenario, options: whole)
+        #expect(one.manifests == 1 && one.yaml.utf8.count > 1_500_000, "\(one.yaml.utf8.count) bytes")
+        let split = try ChaosMeshExport.export(scenario)
+        let workflows = split.yaml.components(separatedBy: "\n---\n").dropFirst()
+        #expect(split.manifests >= 3 && workflows.count == split.manifests)
+        for workflow in workflows { #expect(workflow.utf8.count <= 512 << 10 + 4096, "\(workflow.utf8.count)") }
+        #expect(try violations(split.yaml) == [])
+        let names = try documents(split.yaml).compactMap { ($0["metadata"] as? [String: Any])?["name"] as? String }
+        #expect(Set(names).count == names.count && names.allSatisfy { $0.count <= 63 && !$0.hasSuffix("-") }, "\(names)")
+        #expect(split.notes.contains { $0.contains("Workflows of at most 512 KiB") })
+        // Started together, the parts play what the single Workflow plays, at every moment.
+        let labels = ["phone": ["app": "phone"], "server": ["app": "server"]]
+        let a = ChaosMeshSemantics.activations(try documents(one.yaml), duration: scenario.duration)
+        let b = ChaosMeshSemantics.activations(try documents(split.yaml), duration: scenario.duration)
+        var time = Duration.milliseconds(250)
+        while time < scenario.duration {
+            let x = ChaosMeshSemantics.egress(at: time, a, labels: labels).mapValues(\.conditions)
+            let y = ChaosMeshSemantics.egress(at: time, b, labels: labels).mapValues(\.conditions)
+            #expect(x == y, "\(time)")
+            if x != y { break }
+            time += .milliseconds(2300)
+        }
+    }
+
+    @Test func aLongNameNeverEndsInADash() throws {
+        // 63 characters whose last is '-' once cut: the Workflow's name was refused by the API server.
+        let name = String(repeating: "a", count: 62) + "-b"
+        let scenario = try #require(ScenarioReader.parse("""
+            name: \(name)
+            duration: 10s
+            nodes: { phone: {}, server: {} }
+            links:
+              - { name: wifi, between: [phone, server], delay: 20ms }
+            timeline:
+              - { at: 2s, link: wifi, down: true }
+            """, file: "dash.yaml").scenario)
+        let result = try ChaosMeshExport.export(scenario)
+        let metadata = try #require(try documents(result.yaml).first?["metadata"] as? [String: Any])
+        let workflow = try #require(metadata["name"] as? String)
+        #expect(workflow == String(repeating: "a", count: 62), "\(workflow)")
+        #expect(((metadata["labels"] as? [String: Any])?["roam/scenario"] as? String)?.hasSuffix("-") == false)
+        #expect(try violations(result.yaml) == [])
+        #expect(result.notes.contains { $0.contains("a selector that matches no pod makes Chaos Mesh do nothing") && $0.contains("kubectl get pods -n default -l app=phone") })
+    }
+
     @Test func walkOutOfHomeKeepsCellularUntouchedWhileWiFiDegradesAndGoes() throws {
         let scenario = try #require(ScenarioReader.read(contentsOf: repository + "/scenarios/walk-out-of-home.yaml").scenario)
         let result = try ChaosMeshExport.export(scenario)

@@ -36,6 +36,11 @@ enum ChaosMeshSemantics {
         var dropped = false
         /// How many netem and tbf objects act at once (more than one of a kind stack).
         var netemObjects = 0, tbfObjects = 0
+        /// The order the daemon chains them in: applied later is deeper (`setGlobalTcs`). A tbf
+        /// applied before a netem is its parent, and the netem takes the place of tbf's queue
+        /// (`tbf_graft`); applied at the same moment, either order.
+        enum Order: Equatable { case netemAboveTbf, tbfAboveNetem, either }
+        var order: Order?
 
         var description: String {
             var parts: [String] = []
@@ -55,6 +60,7 @@ enum ChaosMeshSemantics {
             var copy = self
             copy.netemObjects = 0
             copy.tbfObjects = 0
+            copy.order = nil
             return copy
         }
     }
@@ -121,6 +127,7 @@ enum ChaosMeshSemantics {
     /// What every side meets at `time`.
     static func egress(at time: Duration, _ activations: [Activation], labels: [String: [String: String]]) -> [Side: Egress] {
         var sides: [Side: Egress] = [:]
+        var applied: [Side: (netem: Duration?, tbf: Duration?)] = [:]
         for activation in activations where activation.start <= time && time < activation.end {
             let spec = activation.spec
             let source = node(of: spec["selector"], labels: labels)
@@ -134,7 +141,13 @@ enum ChaosMeshSemantics {
                 // A target filters by the peers' primary IP: traffic on another device never matches.
                 if targetSpec != nil && side.device != "eth0" { continue }
                 apply(spec, to: &sides[side, default: Egress()])
+                if spec["action"] as? String == "bandwidth" { applied[side, default: (nil, nil)].tbf = activation.start }
+                else if spec["action"] as? String != "partition" { applied[side, default: (nil, nil)].netem = activation.start }
             }
+        }
+        for (side, times) in applied {
+            guard let netem = times.netem, let tbf = times.tbf else { continue }
+            sides[side]?.order = netem < tbf ? .netemAboveTbf : netem > tbf ? .tbfAboveNetem : .either
         }
         return sides
     }

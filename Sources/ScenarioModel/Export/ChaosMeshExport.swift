@@ -39,6 +39,12 @@ public enum ChaosMeshExport {
         /// Changes closer together than this (ramp steps) are merged: the earlier one's values
         /// hold. Carrier and blackhole changes, `set`s and a ramp's last step are always kept.
         public var resolution: Duration = .seconds(1)
+        /// The Chaos Mesh release the manifests are for (at least ``minimumVersion``).
+        public var version = ChaosMeshExport.defaultVersion
+        /// The most one Workflow may hold, as YAML: a larger one is split into several that start
+        /// together (etcd refuses a request above 1.5 MiB, and client-side `kubectl apply` sends
+        /// the object twice, once in its last-applied annotation).
+        public var maximumWorkflowBytes = 512 << 10
 
         public init() {}
 
@@ -65,6 +71,21 @@ public enum ChaosMeshExport {
     /// The smallest percentage Chaos Mesh's daemon writes into a netem argument (it formats
     /// them with six decimals).
     public static let smallestPercent = 0.000001
+
+    /// The first release whose daemon gives netem the latency and jitter it was given: before
+    /// 2.8.0 both reached `tc` 1000 times too small (chaos-mesh/chaos-mesh#4545, fixed by
+    /// c4233a2), while the manifests still passed those releases' CRDs.
+    public static let minimumVersion = (major: 2, minor: 8, patch: 0)
+    /// The release the vendored CRDs and the semantics the export relies on were read from.
+    public static let defaultVersion = "2.8.3"
+
+    /// `2.8.3` or `v2.8.3` as numbers, nil when it is not a version.
+    public static func parseVersion(_ text: String) -> (major: Int, minor: Int, patch: Int)? {
+        let body = text.hasPrefix("v") ? text.dropFirst() : Substring(text)
+        let parts = body.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.count <= 6 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }) else { return nil }
+        return (Int(parts[0])!, Int(parts[1])!, Int(parts[2])!)
+    }
 
     /// What of a scenario's networks the export leaves to the cluster: its links (radios,
     /// uplinks, the servers' attachments) are exported as any link, between the pods of the
@@ -116,13 +137,24 @@ public enum ChaosMeshExport {
     }
 
     public static func export(_ scenario: Scenario, options: Options = Options()) throws(Refusal) -> Result {
+        guard let version = parseVersion(options.version) else {
+            throw Refusal(message: "Chaos Mesh version '\(escapedForMessage(options.version))' is not MAJOR.MINOR.PATCH (such as \(defaultVersion))")
+        }
+        guard (version.major, version.minor, version.patch) >= (minimumVersion.major, minimumVersion.minor, minimumVersion.patch) else {
+            throw Refusal(message: "Chaos Mesh \(options.version) gives netem every latency and jitter 1000 times too small (chaos-mesh/chaos-mesh#4545, "
+                + "fixed in 2.8.0), and its CRDs accept the manifests all the same: the export needs Chaos Mesh 2.8.0 or later")
+        }
         try checkDevices(scenario, options: options)
         var notes = Notes()
         networkNotes(scenario, notes: &notes)
         let tracks = Track.build(scenario, options: options, notes: &notes)
-        for node in scenario.nodes.map(\.name) where options.selectors[node] == nil
-            && scenario.links.contains(where: { $0.endpoints.0 == node || $0.endpoints.1 == node }) {
-            notes.add("node '\(node)' has no selector; its pods are those labelled app=\(node) (roam export --select \(node)=KEY=VALUE)")
+        for node in scenario.nodes.map(\.name) where scenario.links.contains(where: { $0.endpoints.0 == node || $0.endpoints.1 == node }) {
+            let labels = (options.selectors[node] ?? ["app": node]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            if options.selectors[node] == nil {
+                notes.add("node '\(node)' has no selector; its pods are those labelled app=\(node) (roam export --select \(node)=KEY=VALUE)")
+            }
+            notes.add("a selector that matches no pod makes Chaos Mesh do nothing for that node, without an error in the Workflow: check first that "
+                + "`kubectl get pods -n \(options.namespace) -l \(labels)` lists node '\(node)'s pods")
         }
         for link in scenario.links where link.radio != nil {
             notes.add("the RRC radio states of \(link.name) (radio:) are not exported: a NetworkChaos delays every packet alike and cannot "
@@ -144,34 +176,77 @@ public enum ChaosMeshExport {
                 ]))
             }
         } else {
-            var templates: [JSONValue] = []
-            var children: [JSONValue] = []
+            // Each track is a Serial of steps; tracks run in parallel. Tracks are packed into
+            // Workflows of at most `maximumWorkflowBytes`; a track too long for one is cut in time,
+            // its later parts waiting (a Suspend) for their start.
+            var parts: [(templates: [JSONValue], name: String, bytes: Int)] = []
             for track in tracks {
-                var stepNames: [JSONValue] = []
+                var pending: [JSONValue] = [], stepNames: [JSONValue] = [], bytes = 0, part = 0, partStart = Duration.zero
+                func flush() {
+                    guard !stepNames.isEmpty else { return }
+                    let name = part == 0 ? track.name : "\(track.name)-p\(part)"
+                    var templates = pending
+                    var children = stepNames
+                    if partStart > .zero {
+                        templates.insert(.object([("name", .string(name + "-wait")), ("templateType", "Suspend"), ("deadline", .string(goDuration(partStart)))]), at: 0)
+                        children.insert(.string(name + "-wait"), at: 0)
+                    }
+                    templates.append(.object([("name", .string(name)), ("templateType", "Serial"), ("children", .array(children))]))
+                    parts.append((templates, name, templates.reduce(0) { $0 + YAMLEmitter.document($1).utf8.count }))
+                    pending = []; stepNames = []; bytes = 0; part += 1
+                }
                 for (index, span) in track.spans.enumerated() {
                     let name = "\(track.name)-\(index)"
                     let deadline = JSONValue.string(goDuration(span.end - span.start))
+                    let template: JSONValue
                     if let spec = track.spec(span.state, scenario: scenario, options: options) {
-                        templates.append(.object([("name", .string(name)), ("templateType", "NetworkChaos"), ("deadline", deadline), ("networkChaos", spec)]))
+                        template = .object([("name", .string(name)), ("templateType", "NetworkChaos"), ("deadline", deadline), ("networkChaos", spec)])
                     } else {
-                        templates.append(.object([("name", .string(name)), ("templateType", "Suspend"), ("deadline", deadline)]))
+                        template = .object([("name", .string(name)), ("templateType", "Suspend"), ("deadline", deadline)])
                     }
+                    let size = YAMLEmitter.document(template).utf8.count
+                    if bytes + size > options.maximumWorkflowBytes / 2 && !stepNames.isEmpty {
+                        flush()
+                        partStart = span.start
+                    }
+                    pending.append(template)
                     stepNames.append(.string(name))
+                    bytes += size
                     steps += 1
                 }
-                templates.append(.object([("name", .string(track.name)), ("templateType", "Serial"), ("children", .array(stepNames))]))
-                children.append(.string(track.name))
+                flush()
             }
-            templates.insert(.object([("name", "entry"), ("templateType", "Parallel"), ("deadline", .string(goDuration(scenario.duration))),
-                                      ("children", .array(children))]), at: 0)
-            documents.append(.object([
-                ("apiVersion", "chaos-mesh.org/v1alpha1"), ("kind", "Workflow"),
-                ("metadata", metadata(String(base.prefix(63)), scenario, options)),
-                ("spec", .object([("entry", "entry"), ("templates", .array(templates))])),
-            ]))
+            // First fit, in order: the parts of one track stay in order across Workflows.
+            var workflows: [(templates: [JSONValue], children: [JSONValue], bytes: Int)] = []
+            for part in parts {
+                if let index = workflows.indices.last, workflows[index].bytes + part.bytes <= options.maximumWorkflowBytes {
+                    workflows[index].templates += part.templates
+                    workflows[index].children.append(.string(part.name))
+                    workflows[index].bytes += part.bytes
+                } else {
+                    workflows.append((part.templates, [.string(part.name)], part.bytes))
+                }
+            }
+            for (index, workflow) in workflows.enumerated() {
+                var templates = workflow.templates
+                templates.insert(.object([("name", "entry"), ("templateType", "Parallel"), ("deadline", .string(goDuration(scenario.duration))),
+                                          ("children", .array(workflow.children))]), at: 0)
+                let name = workflows.count == 1 ? trimmedName(base) : Self.name(base, suffix: "\(index + 1)")
+                documents.append(.object([
+                    ("apiVersion", "chaos-mesh.org/v1alpha1"), ("kind", "Workflow"),
+                    ("metadata", metadata(name, scenario, options)),
+                    ("spec", .object([("entry", "entry"), ("templates", .array(templates))])),
+                ]))
+            }
+            if workflows.count > 1 {
+                notes.add("the timeline is \(workflows.count) Workflows of at most \(options.maximumWorkflowBytes >> 10) KiB each (etcd refuses a request above "
+                    + "1.5 MiB, and client-side kubectl apply sends an object twice): apply them together; each starts when the controller takes it, "
+                    + "so they may start a little apart")
+            }
             notes.add("each track's steps start when the previous one ends, so controller latency adds up along a track; Roam plays changes on the clock")
         }
-        var yaml = "# Chaos Mesh manifests for the Roam scenario '\(scenario.name)' (roam export --format chaos-mesh).\n"
+        var yaml = "# Chaos Mesh manifests for the Roam scenario '\(escapedForMessage(scenario.name))' (roam export --format chaos-mesh), "
+            + "for Chaos Mesh \(options.version); they need 2.8.0 or later.\n"
         // Escaped: a line break in a note (a trace's path, say) would end the comment.
         for note in notes.items { yaml += "# note: \(escapedForMessage(note, maximumLength: 4096))\n" }
         yaml += documents.map { "---\n" + YAMLEmitter.document($0) }.joined()
@@ -195,6 +270,13 @@ public enum ChaosMeshExport {
         }
     }
 
+    /// `base` as a DNS label: at most 63, not ending in `-`.
+    static func trimmedName(_ base: String) -> String {
+        var head = String(base.prefix(63))
+        while head.hasSuffix("-") { head.removeLast() }
+        return head.isEmpty ? "roam" : head
+    }
+
     /// `base-suffix`, with `base` shortened so that the whole is a DNS label (at most 63).
     static func name(_ base: String, suffix: String) -> String {
         let room = max(0, 63 - suffix.count - 1)
@@ -205,7 +287,7 @@ public enum ChaosMeshExport {
 
     static func metadata(_ name: String, _ scenario: Scenario, _ options: Options) -> JSONValue {
         .object([("name", .string(name)), ("namespace", .string(options.namespace)),
-                 ("labels", .object([("app.kubernetes.io/managed-by", "roam"), ("roam/scenario", .string(String(dnsName(scenario.name).prefix(63))))]))])
+                 ("labels", .object([("app.kubernetes.io/managed-by", "roam"), ("roam/scenario", .string(trimmedName(dnsName(scenario.name))))]))])
     }
 
     static func selector(_ node: String, _ options: Options) -> JSONValue {
@@ -505,9 +587,67 @@ struct Track {
                 }
             }
         }
-        if tracks.contains(where: { $0.kind == .rate }) && tracks.contains(where: { $0.kind == .netem }) {
-            notes.add("a link side with both netem and a rate gets two objects on its device; Chaos Mesh chains them in the order it applies them, so loss may be drawn after the rate's queue as well as before it (Roam draws it before, netem above tbf)")
+        for var order in applyOrder(tracks) {
+            guard let link = scenario.links.first(where: { $0.name == order.link }) else { continue }
+            order.node = order.direction == .up ? link.endpoints.0 : link.endpoints.1
+            order.device = options.device(of: link.name)
+            notes.add(order.note(options: options, scenario: scenario))
         }
         return tracks
     }
+}
+
+/// Where Chaos Mesh chains a side's tbf above its netem. It keeps one traffic-control entry per
+/// object on a pod (`PodNetworkChaos.spec.tcs`), appended as each object is applied, and its
+/// daemon makes entry 0 the root qdisc and each next entry the child of the one before
+/// (`setGlobalTcs`); an object cannot carry both kinds (`ApplyTc` picks one by `action`). So
+/// when a netem object is applied after the side's tbf object (a netem step that starts while a
+/// tbf step goes on), tbf is the root and netem is grafted in place of tbf's byte FIFO
+/// (`tbf_graft`): the queue is netem's 1000 packets, not the one Roam sizes. Objects applied
+/// at the same moment race.
+struct ApplyOrder {
+    var link: String
+    var direction: TrafficDirection
+    var device: String
+    var node: String
+    /// Spans where netem is under tbf (`raced`: applied at the same moment, either order).
+    var spans: [(start: Duration, end: Duration, rate: Rate, limit: UInt32, raced: Bool)]
+
+    func note(options: ChaosMeshExport.Options, scenario: Scenario) -> String {
+        let certain = spans.filter { !$0.raced }.reduce(Duration.zero) { $0 + ($1.end - $1.start) }
+        let raced = spans.filter(\.raced).reduce(Duration.zero) { $0 + ($1.end - $1.start) }
+        let worst = spans.max { Double($0.rate.bitsPerSecond) > Double($1.rate.bitsPerSecond) }!
+        let netemQueue = Duration.seconds(1000.0 * 1514 * 8 / worst.rate.bitsPerSecond)
+        let roamQueue = Duration.seconds(Double(worst.limit) * 8 / worst.rate.bitsPerSecond)
+        let shown = spans.prefix(3).map { "\($0.start.roamDescription)-\($0.end.roamDescription)\($0.raced ? " (a race)" : "")" }.joined(separator: ", ")
+        var how: [String] = []
+        if certain > .zero { how.append("for \(certain.roamDescription) its netem object is applied after its bandwidth object") }
+        if raced > .zero { how.append("for \(raced.roamDescription) the two are applied at the same moment, in either order") }
+        return "\(link) \(direction.rawValue) (device \(device) of \(node)'s pods): \(how.joined(separator: ", and ")) (\(shown)"
+            + "\(spans.count > 3 ? " and \(spans.count - 3) more" : "")); Chaos Mesh chains objects in the order it applies them, so there "
+            + "tbf can be the root with netem in place of its queue, which is then netem's 1000 packets (\(netemQueue.roamDescription) at "
+            + "\(ChaosMeshExport.rate(worst.rate))) instead of Roam's \(worst.limit) bytes (\(roamQueue.roamDescription)); Kubernetes mode "
+            + "(--format kubernetes) plays this exactly"
+    }
+}
+
+/// Every side whose netem is applied after its tbf at some point (``ApplyOrder``).
+func applyOrder(_ tracks: [Track]) -> [ApplyOrder] {
+    var result: [ApplyOrder] = []
+    for netem in tracks where netem.kind == .netem {
+        guard let rate = tracks.first(where: { $0.kind == .rate && $0.link == netem.link && $0.direction == netem.direction }) else { continue }
+        var spans: [(start: Duration, end: Duration, rate: Rate, limit: UInt32, raced: Bool)] = []
+        for n in netem.spans where n.state != .none {
+            for b in rate.spans {
+                guard case let .bandwidth(bits, limit, _) = b.state, n.start >= b.start else { continue }
+                let start = max(n.start, b.start), end = min(n.end, b.end)
+                guard end > start else { continue }
+                spans.append((start, end, bits, limit, n.start == b.start))
+            }
+        }
+        if !spans.isEmpty {
+            result.append(ApplyOrder(link: netem.link, direction: netem.direction, device: "", node: "", spans: spans.sorted { $0.start < $1.start }))
+        }
+    }
+    return result
 }
