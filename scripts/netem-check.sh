@@ -102,7 +102,7 @@ echo "netem-check: after SIGKILL, cleanup exited $(cat "$out/sigkill/cleanup-exi
 
 # roam attach: on namespaces and veth pairs made with `ip` (as a container runtime makes them),
 # the qdiscs it sets are those roam run sets for the same scenario, read back from the kernel once
-# the fixture's last change (4 s) is in force; then it plays walk-out-of-home there, and every
+# the fixture's last change (2 s) is in force; then it plays walk-out-of-home there, and every
 # interface is left as it was.
 qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }
 settled() { # NAMESPACE: waits until the fixture's last change (fq_codel on cell) is in force there
@@ -167,7 +167,7 @@ settled attach-phone && qdiscs attach-phone > "$out/attach-sidecar/qdiscs"
 # (unshare, waiting for it, keeps SIGTERM to itself).
 pkill -TERM -f -- "--node phone --quiet --report $out/attach-sidecar"; wait "$pid"; echo $? > "$out/attach-sidecar/exit"
 "$roam" attach scenarios/walk-out-of-home.yaml --netns phone=attach-phone --pid "server=$(ip netns exec attach-server sh -c 'sleep 120 > /dev/null 2>&1 & echo $!')" \
-  --quiet --time-scale "$scale" --report "$out/attach-walk" > "$out/attach-walk.console" 2>&1
+  --quiet --time-scale 0.1 --report "$out/attach-walk" > "$out/attach-walk.console" 2>&1
 echo $? > "$out/attach-walk/exit"
 interfaces attach-phone attach-server > "$out/attach-walk/interfaces-after"
 ip netns pids attach-server | xargs -r kill 2>/dev/null

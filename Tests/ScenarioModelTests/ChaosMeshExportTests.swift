@@ -260,41 +260,48 @@ struct ChaosMeshExportTests {
     }
 
     /// A valid 3000 s scenario with a 2 s flap was one 1.68 MB Workflow, over etcd's 1.5 MiB: now
-    /// Workflows of at most 512 KiB that, started together, play the same.
+    /// Workflows of at most 512 KiB. And split, they play what one Workflow plays, started together
+    /// (checked on a shorter timeline split at a lower limit).
     @Test func aLongTimelineIsSplitBelowEtcdsLimitAndPlaysTheSame() throws {
-        let scenario = try #require(ScenarioReader.parse("""
-            name: long-flap-\(String(repeating: "x", count: 50))
-            duration: 3000s
-            nodes: { phone: {}, server: {} }
-            links:
-              - { name: wifi, between: [phone, server], delay: 20ms, rate: 10mbit, loss: 1% }
-              - { name: cell, between: [phone, server], delay: 50ms }
-            timeline:
-              - { at: 1s, link: wifi, flap: { period: 2s, duty: 50%, for: 2998s } }
-            """, file: "long.yaml").scenario)
+        func scenario(_ seconds: Int) throws -> Scenario {
+            try #require(ScenarioReader.parse("""
+                name: long-flap-\(String(repeating: "x", count: 50))
+                duration: \(seconds)s
+                nodes: { phone: {}, server: {} }
+                links:
+                  - { name: wifi, between: [phone, server], delay: 20ms, rate: 10mbit, loss: 1% }
+                  - { name: cell, between: [phone, server], delay: 50ms }
+                timeline:
+                  - { at: 1s, link: wifi, flap: { period: 2s, duty: 50%, for: \(seconds - 2)s } }
+                """, file: "long.yaml").scenario)
+        }
+        let long = try ChaosMeshExport.export(try scenario(3000))
+        let workflows = long.yaml.components(separatedBy: "\n---\n").dropFirst()
+        #expect(long.yaml.utf8.count > 1_500_000 && long.manifests >= 3 && workflows.count == long.manifests)
+        for workflow in workflows { #expect(workflow.utf8.count <= 512 << 10 + 4096, "\(workflow.utf8.count)") }
+        #expect(long.notes.contains { $0.contains("Workflows of at most 512 KiB") })
+
+        let short = try scenario(300)
         var whole = ChaosMeshExport.Options()
         whole.maximumWorkflowBytes = Int.max
-        let one = try ChaosMeshExport.export(scenario, options: whole)
-        #expect(one.manifests == 1 && one.yaml.utf8.count > 1_500_000, "\(one.yaml.utf8.count) bytes")
-        let split = try ChaosMeshExport.export(scenario)
-        let workflows = split.yaml.components(separatedBy: "\n---\n").dropFirst()
-        #expect(split.manifests >= 3 && workflows.count == split.manifests)
-        for workflow in workflows { #expect(workflow.utf8.count <= 512 << 10 + 4096, "\(workflow.utf8.count)") }
+        var small = ChaosMeshExport.Options()
+        small.maximumWorkflowBytes = 48 << 10
+        let one = try ChaosMeshExport.export(short, options: whole)
+        let split = try ChaosMeshExport.export(short, options: small)
+        #expect(one.manifests == 1 && split.manifests >= 3, "\(split.manifests)")
         #expect(try violations(split.yaml) == [])
         let names = try documents(split.yaml).compactMap { ($0["metadata"] as? [String: Any])?["name"] as? String }
         #expect(Set(names).count == names.count && names.allSatisfy { $0.count <= 63 && !$0.hasSuffix("-") }, "\(names)")
-        #expect(split.notes.contains { $0.contains("Workflows of at most 512 KiB") })
-        // Started together, the parts play what the single Workflow plays, at every moment.
         let labels = ["phone": ["app": "phone"], "server": ["app": "server"]]
-        let a = ChaosMeshSemantics.activations(try documents(one.yaml), duration: scenario.duration)
-        let b = ChaosMeshSemantics.activations(try documents(split.yaml), duration: scenario.duration)
+        let a = ChaosMeshSemantics.activations(try documents(one.yaml), duration: short.duration)
+        let b = ChaosMeshSemantics.activations(try documents(split.yaml), duration: short.duration)
         var time = Duration.milliseconds(250)
-        while time < scenario.duration {
+        while time < short.duration {
             let x = ChaosMeshSemantics.egress(at: time, a, labels: labels).mapValues(\.conditions)
             let y = ChaosMeshSemantics.egress(at: time, b, labels: labels).mapValues(\.conditions)
             #expect(x == y, "\(time)")
             if x != y { break }
-            time += .milliseconds(2300)
+            time += .milliseconds(700)
         }
     }
 
