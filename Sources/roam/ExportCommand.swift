@@ -156,18 +156,7 @@ struct ExportCommand: ParsableCommand {
             printError("roam export: \(error.message)")
             throw ExitCode.badInput
         }
-        for note in result.notes { printError("note: \(note)") }
-        if let output {
-            do throws(ReportError) {
-                try writeTextFile(result.yaml, to: output)
-            } catch {
-                printError("roam export: \(error.message)")
-                throw ExitCode.badInput
-            }
-            writeLine("\(output): \(result.manifests) manifest\(result.manifests == 1 ? "" : "s")\(result.steps > 0 ? ", \(result.steps) workflow steps" : "")")
-        } else {
-            writeLine(result.yaml)
-        }
+        try emit(result.yaml, notes: result.notes, summary: "\(result.manifests) manifest\(result.manifests == 1 ? "" : "s")\(result.steps > 0 ? ", \(result.steps) workflow steps" : "")")
     }
 
     /// The namespace, checked: a DNS label.
@@ -245,17 +234,23 @@ struct ExportCommand: ParsableCommand {
             printError("roam export: \(error.message)")
             throw ExitCode.badInput
         }
-        for note in result.notes { printError("note: \(note)") }
-        if let output {
-            do throws(ReportError) {
-                try writeTextFile(result.yaml, to: output)
-            } catch {
-                printError("roam export: \(error.message)")
-                throw ExitCode.badInput
-            }
-            writeLine("\(output): \(result.manifests) manifest\(result.manifests == 1 ? "" : "s")")
-        } else {
-            writeLine(result.yaml)
+        try emit(result.yaml, notes: result.notes, summary: "\(result.manifests) manifest\(result.manifests == 1 ? "" : "s")")
+    }
+
+    /// The notes on standard error, and the manifests on standard output or in `--output`
+    /// (then a line saying what was written).
+    func emit(_ yaml: String, notes: [String], summary: String) throws {
+        for note in notes { printError("note: \(note)") }
+        guard let output else {
+            writeLine(yaml)
+            return
         }
+        do throws(ReportError) {
+            try writeTextFile(yaml, to: output)
+        } catch {
+            printError("roam export: \(error.message)")
+            throw ExitCode.badInput
+        }
+        writeLine("\(output): \(summary)")
     }
 }
