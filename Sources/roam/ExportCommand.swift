@@ -58,6 +58,9 @@ struct ExportCommand: ParsableCommand {
     @Option(name: .customLong("chaos-mesh-version"), help: ArgumentHelp("chaos-mesh: the Chaos Mesh release the cluster runs (2.8.0 or later; default \(ChaosMeshExport.defaultVersion)).", valueName: "version"))
     var chaosMeshVersion: String?
 
+    @Option(name: .customLong("chaos-mesh-rate"), help: ArgumentHelp("chaos-mesh: how rates are shaped: netem (netem's own rate in each side's one object: a fixed qdisc order, netem's 1000-packet queue; the default) or tbf (a bandwidth object with Roam's queue, which holds only where Chaos Mesh applies netem first).", valueName: "netem|tbf"))
+    var chaosMeshRate: String?
+
     @Option(help: ArgumentHelp("kubernetes: the image with roam in its PATH and /bin/sh (see docs/cli.md).", valueName: "image"))
     var image: String?
 
@@ -149,6 +152,12 @@ struct ExportCommand: ParsableCommand {
         }
         options.resolution = step
         if let chaosMeshVersion { options.version = chaosMeshVersion }
+        if let chaosMeshRate {
+            guard let shaping = ChaosMeshExport.RateShaping(rawValue: chaosMeshRate) else {
+                throw ValidationError("--chaos-mesh-rate \(escapedForMessage(chaosMeshRate)): expected netem or tbf")
+            }
+            options.rateShaping = shaping
+        }
         let result: ChaosMeshExport.Result
         do throws(ChaosMeshExport.Refusal) {
             result = try ChaosMeshExport.export(scenario, options: options)
@@ -171,7 +180,8 @@ struct ExportCommand: ParsableCommand {
     }
 
     func runKubernetes() throws {
-        for (flag, given) in [("--select", !selectors.isEmpty), ("--resolution", resolution != "1s"), ("--chaos-mesh-version", chaosMeshVersion != nil)] where given {
+        for (flag, given) in [("--select", !selectors.isEmpty), ("--resolution", resolution != "1s"), ("--chaos-mesh-version", chaosMeshVersion != nil),
+                              ("--chaos-mesh-rate", chaosMeshRate != nil)] where given {
             throw ValidationError("\(flag) is for --format chaos-mesh (with --format kubernetes, each node's pods are its workload's: --workload)")
         }
         guard let image, !image.isEmpty, image.utf8.count <= 1024, !image.contains(where: { $0.isWhitespace || $0.isNewline }) else {

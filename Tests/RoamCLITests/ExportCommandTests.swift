@@ -69,6 +69,7 @@ struct ExportCommandTests {
             (["--format", "kubernetes", walk, "--image", "a b"], "needs --image IMAGE"),
             (["--format", "kubernetes", walk, "--image", "roam", "--select", "phone=app=x"], "--select is for --format chaos-mesh"),
             (["--format", "chaos-mesh", walk, "--image", "roam"], "--image is for --format kubernetes"),
+            (["--format", "kubernetes", walk, "--image", "roam", "--chaos-mesh-rate", "tbf"], "--chaos-mesh-rate is for --format chaos-mesh"),
             (["--format", "kubernetes", walk, "--image", "roam", "--workload", "phone=job/x"], "expected NODE=KIND/NAME"),
             (["--format", "kubernetes", walk, "--image", "roam", "--workload", "tablet=deployment/x"], "one of the nodes phone, server"),
             (["--format", "kubernetes", walk, "--image", "roam", "--workload", "phone=deployment/Phone_1"], "a Kubernetes name"),
@@ -98,6 +99,12 @@ struct ExportCommandTests {
         #expect(stacked.status == 2)
         #expect(stacked.error.contains("links 'wifi' and 'cell' would both be the device 'eth0'"), "\(stacked.error)")
         #expect(stacked.output.isEmpty, "nothing is written for a refused export")
+        let shaping = try RunningCommand.run(roam, ["export", walk, "--chaos-mesh-rate", "htb"])
+        #expect(shaping.status == 2 && shaping.error.contains("--chaos-mesh-rate htb: expected netem or tbf"), "\(shaping.error)")
+        let tbf = try RunningCommand.run(roam, ["export", walk, "--chaos-mesh-rate", "tbf"])
+        #expect(tbf.status == 0 && tbf.output.contains("action: \"bandwidth\"") && tbf.output.contains("(--chaos-mesh-rate tbf)"))
+        let netem = try RunningCommand.run(roam, ["export", walk])
+        #expect(netem.status == 0 && !netem.output.contains("bandwidth") && netem.output.contains("(--chaos-mesh-rate netem)"))
         let missing = try RunningCommand.run(roam, ["export", "/nonexistent.yaml"])
         #expect(missing.status == 2)
         #expect(missing.error.contains("cannot read the file"))

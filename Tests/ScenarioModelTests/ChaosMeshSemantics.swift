@@ -152,6 +152,20 @@ enum ChaosMeshSemantics {
         return sides
     }
 
+    /// When each node's pods are updated: an object that acts on them applied or removed,
+    /// strictly inside the run. Chaos Mesh's daemon then sets every device's qdiscs of the pod
+    /// again (`SetTcs` removes each device's root qdisc first, `tc_server.go`), so each is a
+    /// rebuild of all of them, dropping what they queued.
+    static func podUpdates(_ activations: [Activation], labels: [String: [String: String]], duration: Duration) -> [String: [Duration]] {
+        var updates: [String: [Duration]] = [:]
+        for activation in activations {
+            guard let node = node(of: activation.spec["selector"], labels: labels) else { continue }
+            if activation.start > .zero { updates[node, default: []].append(activation.start) }
+            if activation.end < duration { updates[node, default: []].append(activation.end) }
+        }
+        return updates.mapValues { $0.sorted() }
+    }
+
     static func apply(_ spec: [String: Any], to egress: inout Egress) {
         func percent(_ object: Any?, _ key: String) -> Double {
             guard let text = (object as? [String: Any])?[key] as? String, let value = Double(text) else { return 0 }
@@ -193,7 +207,7 @@ enum ChaosMeshSemantics {
     /// approximations the export documents: Gilbert-Elliott as its long-run loss, a trace as
     /// its mean rate, no delay distribution, jitter alone with a latency of 1us, carrier loss
     /// and blackholes as 100% loss, the rate behind the tbf queue Roam's netem backend uses.
-    static func expected(_ carrier: Bool, _ conditions: LinkConditions) -> Egress {
+    static func expected(_ carrier: Bool, _ conditions: LinkConditions, shaping: ChaosMeshExport.RateShaping = .tbf) -> Egress {
         var egress = Egress()
         func percent(_ fraction: Double) -> Double {
             let value = (fraction * 100 * 1_000_000).rounded() / 1_000_000
@@ -217,9 +231,15 @@ enum ChaosMeshSemantics {
             var shaped = conditions
             shaped.impairment.rate = rate
             if let bucket = shaped.queuePlan.tokenBucket {
-                egress.rate = bits(ChaosMeshExport.rate(rate))
-                egress.limit = bucket.limit
-                egress.buffer = bucket.bucket
+                switch shaping {
+                case .tbf:
+                    egress.rate = bits(ChaosMeshExport.rate(rate))
+                    egress.limit = bucket.limit
+                    egress.buffer = bucket.bucket
+                case .netem:
+                    // In the side's netem object, which carrier loss and blackholes replace.
+                    if carrier && !conditions.isBlackholed { egress.netemRate = ChaosMeshExport.rate(rate) }
+                }
             }
         }
         return egress
@@ -227,11 +247,12 @@ enum ChaosMeshSemantics {
 
     /// Roam's own timeline for one direction of `link`, change by change (no merging):
     /// `(time, carrier, conditions, fromRamp)`.
-    static func roam(_ scenario: Scenario, link: String, direction: TrafficDirection) -> [(at: Duration, egress: Egress, ramp: Bool)] {
+    static func roam(_ scenario: Scenario, link: String, direction: TrafficDirection,
+                     shaping: ChaosMeshExport.RateShaping = .tbf) -> [(at: Duration, egress: Egress, ramp: Bool)] {
         let schedule = TimelineSchedule(scenario: scenario)
         var carrier = true
         var conditions = schedule.initial.first { $0.link == link && $0.direction == direction }?.conditions ?? LinkConditions()
-        var points: [(at: Duration, egress: Egress, ramp: Bool)] = [(.zero, expected(carrier, conditions), false)]
+        var points: [(at: Duration, egress: Egress, ramp: Bool)] = [(.zero, expected(carrier, conditions, shaping: shaping), false)]
         for change in schedule.changes where change.link == link {
             switch change.change {
             case .carrier(let up), .membership(let up): carrier = up
@@ -240,7 +261,7 @@ enum ChaosMeshSemantics {
                 guard changed == direction else { continue }
                 conditions = next
             }
-            let point = (change.at, expected(carrier, conditions), change.action == "ramp" && change.step != change.stepCount)
+            let point = (change.at, expected(carrier, conditions, shaping: shaping), change.action == "ramp" && change.step != change.stepCount)
             if points.last?.at == change.at { points[points.count - 1] = point } else { points.append(point) }
         }
         return points

@@ -9,13 +9,18 @@ import RoamCore
 /// Every object shapes one device's egress on one side, as Roam's netem backend does: a link's
 /// `up` direction is the first node's device, `down` the second's. Objects have no `target`
 /// (Chaos Mesh filters targets by the pods' primary IP, which traffic on a second device never
-/// carries) and `direction: to` (the selected pods' own egress). Per side there are two kinds:
+/// carries) and `direction: to` (the selected pods' own egress). Each side's objects are
+/// `action: netem`: delay, jitter, loss, duplication, corruption, reordering. Carrier loss and
+/// blackholes are 100% loss on that device alone, so the other links play on. The rate is
+/// shaped one of two ways (``RateShaping``):
 ///
-/// - `action: netem`: delay, jitter, loss, duplication, corruption, reordering. Carrier loss
-///   and blackholes are 100% loss on that device alone, so the other links play on.
-/// - `action: bandwidth`: the rate, as a tbf with the queue Roam's netem backend gives it
-///   (100 ms at the rate, at least 64 KiB; the scenario's `limit` in packets of 1514 bytes), not
-///   netem's own rate behind a 1000-packet queue.
+/// - ``RateShaping/netem`` (the default): netem's own `rate` in the same object, so a side has
+///   one object at a time and nothing can reorder it; the queue is netem's 1000 packets, which
+///   Chaos Mesh cannot change.
+/// - ``RateShaping/tbf``: a second object per side, `action: bandwidth`, a tbf with the queue
+///   Roam's netem backend gives it (100 ms at the rate, at least 64 KiB; the scenario's `limit`
+///   in packets of 1514 bytes). Chaos Mesh chains a side's objects in the order it applies them,
+///   so that queue holds only while netem was applied first (``ApplyOrder``, noted span by span).
 ///
 /// Without a timeline each becomes one `NetworkChaos`; with one, a `Workflow` whose entry runs,
 /// in parallel, a `Serial` track per link, side and kind: a `NetworkChaos` step with a
@@ -28,7 +33,19 @@ import RoamCore
 /// ``Result/notes``. What cannot be played faithfully at all (two links on one device of a
 /// pod) is refused.
 public enum ChaosMeshExport {
+    /// How a side's rate is shaped on Chaos Mesh.
+    public enum RateShaping: String, Sendable, CaseIterable {
+        /// netem's own `rate`, in the side's one netem object: the qdisc order is fixed because
+        /// there is one qdisc, and each step is one object; the queue is netem's 1000 packets.
+        case netem
+        /// A `bandwidth` object (tbf with Roam's queue) beside the netem object: Roam's queue
+        /// where Chaos Mesh applies netem first, netem's 1000 packets in its place where not.
+        case tbf
+    }
+
     public struct Options: Sendable {
+        /// How the rate is shaped (``RateShaping``).
+        public var rateShaping = RateShaping.netem
         /// The Kubernetes namespace of the manifests and of the pods.
         public var namespace = "default"
         /// Each node's pods, as labels; a node without an entry is `app: NODE`.
@@ -164,6 +181,11 @@ public enum ChaosMeshExport {
             notes.add("link '\(link.name)' is the device '\(link.name)' in the pods of \(link.endpoints.0) and \(link.endpoints.1): attach a network of that name (Multus, see the README), or name the device with --device \(link.name)=DEVICE")
         }
 
+        for rebuild in podUpdates(tracks, scenario: scenario, options: options) where rebuild.updates > 0 && rebuild.others.count > 0 {
+            notes.add("node '\(rebuild.node)''s pods: their chaos changes \(rebuild.updates) times in the scenario (an object applied or removed), and on "
+                + "each Chaos Mesh's daemon rebuilds every device's qdiscs (SetTcs removes each root qdisc first), so what \(rebuild.others.joined(separator: ", ")) "
+                + "had queued is dropped each time a change is made to another of the pod's links; Kubernetes mode (--format kubernetes) changes only the link that changes")
+        }
         var documents: [JSONValue] = []
         var steps = 0
         let base = dnsName(scenario.name)
@@ -244,13 +266,38 @@ public enum ChaosMeshExport {
                     + "so they may start a little apart")
             }
             notes.add("each track's steps start when the previous one ends, so controller latency adds up along a track; Roam plays changes on the clock")
+            notes.add("a step's object is removed and the next one applied as two updates of the pod: between them, for the controller's latency, a side "
+                + "has either neither object or both stacked (their delays added); Kubernetes mode changes a qdisc in place")
         }
         var yaml = "# Chaos Mesh manifests for the Roam scenario '\(escapedForMessage(scenario.name))' (roam export --format chaos-mesh), "
-            + "for Chaos Mesh \(options.version); they need 2.8.0 or later.\n"
+            + "for Chaos Mesh \(options.version); they need 2.8.0 or later. Rates are shaped by \(options.rateShaping == .netem ? "netem's own rate" : "tbf") "
+            + "(--chaos-mesh-rate \(options.rateShaping.rawValue)).\n"
         // Escaped: a line break in a note (a trace's path, say) would end the comment.
         for note in notes.items { yaml += "# note: \(escapedForMessage(note, maximumLength: 4096))\n" }
         yaml += documents.map { "---\n" + YAMLEmitter.document($0) }.joined()
         return Result(yaml: yaml, notes: notes.items, manifests: documents.count, steps: steps)
+    }
+
+    /// Per node with links, how many times its pods' objects change (one applied or removed,
+    /// strictly inside the scenario: each is an update of the pod's PodNetworkChaos, and so a
+    /// rebuild of all its devices), and its devices.
+    static func podUpdates(_ tracks: [Track], scenario: Scenario, options: Options) -> [(node: String, updates: Int, others: [String])] {
+        var result: [(node: String, updates: Int, others: [String])] = []
+        for node in scenario.nodes.map(\.name) {
+            let links = scenario.links.filter { $0.endpoints.0 == node || $0.endpoints.1 == node }
+            guard !links.isEmpty else { continue }
+            var updates = 0
+            for track in tracks {
+                guard let link = scenario.links.first(where: { $0.name == track.link }),
+                      (track.direction == .up ? link.endpoints.0 : link.endpoints.1) == node else { continue }
+                for span in track.spans where span.state != .none {
+                    if span.start > .zero { updates += 1 }
+                    if span.end < scenario.duration { updates += 1 }
+                }
+            }
+            result.append((node, updates, links.count > 1 ? links.map { options.device(of: $0.name) } : []))
+        }
+        return result
     }
 
     /// Refuses links that would shape one device of one node's pods together: their chaos
@@ -365,6 +412,33 @@ struct Notes {
         }
         seen.insert(note)
         list.append(note)
+    }
+
+    /// The note that a side's rate queues in netem's 1000 packets: one per side, at its lowest
+    /// rate (where that queue is longest).
+    private var netemQueues: [String: (rate: Double, index: Int)] = [:]
+
+    mutating func addNetemQueue(rate: Rate, roamLimit: UInt32, side: String) {
+        let text = {
+            let netem = Duration.seconds(1000.0 * 1514 * 8 / rate.bitsPerSecond)
+            let roam = Duration.seconds(Double(roamLimit) * 8 / rate.bitsPerSecond)
+            return "\(side): the rate is netem's own, in the side's one object, so no apply order can change the qdiscs; its queue is netem's "
+                + "1000 packets (\(netem.roamDescription) at \(ChaosMeshExport.rate(rate))), not Roam's \(roamLimit) bytes (\(roam.roamDescription)), "
+                + "since Chaos Mesh cannot set netem's limit (--chaos-mesh-rate tbf gives Roam's queue where Chaos Mesh applies netem first; "
+                + "--format kubernetes plays it exactly)"
+        }
+        if let (slowest, index) = netemQueues[side] {
+            guard rate.bitsPerSecond < slowest else { return }
+            list[index] = text()
+            netemQueues[side] = (rate.bitsPerSecond, index)
+            return
+        }
+        guard list.count < Self.maximum else {
+            omitted += 1
+            return
+        }
+        netemQueues[side] = (rate.bitsPerSecond, list.count)
+        list.append(text())
     }
 
     /// The note that `link` holds more packets in flight than netem's default limit: one per
@@ -506,6 +580,27 @@ struct Track {
         return fields.isEmpty ? nil : fields
     }
 
+    /// What a rate that has no exact Chaos Mesh form becomes, noted: a trace its mean rate, a
+    /// managed queue drop-tail.
+    static func traceAndQueueNotes(_ conditions: LinkConditions, link: String, notes: inout Notes) {
+        if let trace = conditions.impairment.trace, conditions.impairment.rate == nil {
+            let mean = ChaosMeshExport.rate(Rate(bitsPerSecond: trace.trace.meanRate))
+            notes.add("trace-driven capacity (\(link): \(escapedForMessage(trace.path))) has no Chaos Mesh form; exported as its mean rate, \(mean)")
+        }
+        if let queue = conditions.impairment.queue, queue != .dropTail, conditions.impairment.rate != nil {
+            notes.add("queue: \(queue.name) (\(link)) has no Chaos Mesh form: the rate's queue is a FIFO; exported as drop-tail")
+        }
+    }
+
+    /// netem's own `rate` for `conditions` (``ChaosMeshExport/RateShaping/netem``), noting the
+    /// queue it has instead of Roam's.
+    static func rateFields(_ conditions: LinkConditions, link: String, direction: TrafficDirection, notes: inout Notes) -> [(String, JSONValue)] {
+        traceAndQueueNotes(conditions, link: link, notes: &notes)
+        guard let shaped = ChaosMeshExport.bandwidth(conditions) else { return [] }
+        notes.addNetemQueue(rate: shaped.rate, roamLimit: shaped.limit, side: "\(link) \(direction.rawValue)")
+        return [("rate", .object([("rate", .string(ChaosMeshExport.rate(shaped.rate)))]))]
+    }
+
     static func percent(_ fraction: Double, _ link: String, _ notes: inout Notes) -> String {
         if fraction > 0 && fraction * 100 < ChaosMeshExport.smallestPercent {
             notes.add("a percentage below \(ChaosMeshExport.smallestPercent)% (\(link)) is exported as \(ChaosMeshExport.smallestPercent)%, the smallest Chaos Mesh's daemon writes")
@@ -554,7 +649,7 @@ struct Track {
         for (index, link) in scenario.links.enumerated() {
             for direction in TrafficDirection.allCases {
                 let points = points(link, direction, schedule, resolution: options.resolution)
-                for kind in [Kind.netem, .rate] {
+                for kind in options.rateShaping == .tbf ? [Kind.netem, .rate] : [Kind.netem] {
                     var spans: [Span] = []
                     for (position, point) in points.enumerated() {
                         let end = position + 1 < points.count ? points[position + 1].at : scenario.duration
@@ -562,16 +657,13 @@ struct Track {
                         let state: State
                         switch kind {
                         case .netem:
-                            state = netem(point.carrier, point.conditions, link: link.name, notes: &notes).map(State.netem) ?? .none
+                            var fields = netem(point.carrier, point.conditions, link: link.name, notes: &notes) ?? []
+                            if options.rateShaping == .netem, point.carrier, !point.conditions.isBlackholed {
+                                fields += rateFields(point.conditions, link: link.name, direction: direction, notes: &notes)
+                            }
+                            state = fields.isEmpty ? .none : .netem(fields)
                         case .rate:
-                            if let trace = point.conditions.impairment.trace, point.conditions.impairment.rate == nil {
-                                let mean = ChaosMeshExport.rate(Rate(bitsPerSecond: trace.trace.meanRate))
-                                notes.add("trace-driven capacity (\(link.name): \(escapedForMessage(trace.path))) has no Chaos Mesh form; exported as its mean rate, \(mean)")
-                            }
-                            if let queue = point.conditions.impairment.queue, queue != .dropTail, point.conditions.impairment.rate != nil {
-                                notes.add("queue: \(queue.name) (\(link.name)) has no Chaos Mesh form: a bandwidth action queues in tbf's "
-                                    + "own byte FIFO; exported as drop-tail with the same limit")
-                            }
+                            traceAndQueueNotes(point.conditions, link: link.name, notes: &notes)
                             state = ChaosMeshExport.bandwidth(point.conditions).map { State.bandwidth(rate: $0.rate, limit: $0.limit, buffer: $0.buffer) } ?? .none
                         }
                         if let last = spans.last, last.state == state {
