@@ -56,6 +56,9 @@ struct AttachCommand: ParsableCommand {
     @Option(name: .customLong("start-at"), parsing: .unconditional, help: ArgumentHelp("Time zero on the wall clock, in seconds since the epoch (`date +%s`), at most a day ahead: attaches in several namespaces then play one timeline.", valueName: "seconds"))
     var startAt: Double?
 
+    @Flag(help: "Keep the links' last conditions after the timeline, until roam attach is stopped (Ctrl-C or SIGTERM); then remove them as always.")
+    var hold = false
+
     @Flag(help: "No progress line; only the final table.")
     var quiet = false
 
@@ -135,6 +138,7 @@ struct AttachCommand: ParsableCommand {
         options.reportDirectory = report
         options.timeScale = timeScale
         options.startAt = startAt
+        options.hold = hold
         options.devices = try deviceNames()
 
         // SIGINT and SIGTERM go to one thread that stops the attach; every other thread has them blocked.

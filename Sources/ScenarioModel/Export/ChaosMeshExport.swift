@@ -20,7 +20,7 @@ import RoamCore
 /// - ``RateShaping/tbf``: a second object per side, `action: bandwidth`, a tbf with the queue
 ///   Roam's netem backend gives it (100 ms at the rate, at least 64 KiB; the scenario's `limit`
 ///   in packets of 1514 bytes). Chaos Mesh chains a side's objects in the order it applies them,
-///   so that queue holds only while netem was applied first (``ApplyOrder``, noted span by span).
+///   so that queue holds only while netem was applied first (the notes list each span where it may not).
 ///
 /// Without a timeline each becomes one `NetworkChaos`; with one, a `Workflow` whose entry runs,
 /// in parallel, a `Serial` track per link, side and kind: a `NetworkChaos` step with a

@@ -23,6 +23,9 @@ package struct AttachOptions: Sendable {
     package var devices: [String: String] = [:]
     /// How often progress is reported.
     package var sampleInterval: Duration = .seconds(1)
+    /// Keeps the links' last conditions after the timeline, until ``ScenarioAttacher/cancel()``
+    /// (as `roam run --hold` keeps its network).
+    package var hold = false
 
     package init() {}
 
@@ -147,6 +150,10 @@ package final class ScenarioAttacher: Sendable {
             }
             if now >= end { break }
             while next <= now { next = next + options.sampleInterval }
+        }
+        if options.hold, !cancelled.load(ordering: .relaxed) {
+            log.record(.mark(text: "the scenario's timeline is over; the links keep their last conditions until roam attach is stopped", node: nil))
+            while stop.wait(until: MonotonicInstant.now + .seconds(3600)) {}
         }
         let wasCancelled = cancelled.load(ordering: .relaxed)
         let endedAt = max(.zero, min(log.elapsed, scenario.duration))
