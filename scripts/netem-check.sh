@@ -38,7 +38,7 @@ run() {
 # NAME/qdiscs (what roam attach must set too, below); then it is stopped through its control API,
 # which ends it as its timeline's end would.
 held() { # REPORT-DIR: waits until the run or attach there holds its last conditions
-  for _ in $(seq 1 1200); do grep -q '"type":"mark".*timeline is over' "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 1 480); do grep -q '"type":"mark".*timeline is over' "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.25; done
   return 1
 }
 qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }

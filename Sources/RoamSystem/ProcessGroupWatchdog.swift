@@ -27,18 +27,30 @@ public final class ProcessGroupWatchdog: Sendable {
     public func watch(_ group: pid_t) -> Bool {
         guard group > 0 else { return false }
         return state.withLock { state in
-            if state.writer == nil {
-                var writer: Int32 = -1
-                var pid: pid_t = 0
-                guard roam_watchdog_start(&writer, &pid) == 0 else { return false }
-                state.writer = FileDescriptor(rawValue: writer)
-                state.pid = pid
-            }
+            guard Self.start(&state) else { return false }
             guard state.watched < Int(ROAM_WATCHDOG_GROUPS), let writer = state.writer else { return false }
             guard send(group, to: writer) else { return false }
             state.watched += 1
             return true
         }
+    }
+
+    /// Starts the watchdog now rather than on the first ``watch(_:)``, so that a group is
+    /// watched a pipe write after it is spawned, not a fork later: a run killed in between would
+    /// leave it running. False when it could not be started.
+    @discardableResult
+    public func start() -> Bool {
+        state.withLock { Self.start(&$0) }
+    }
+
+    private static func start(_ state: inout State) -> Bool {
+        guard state.writer == nil else { return true }
+        var writer: Int32 = -1
+        var pid: pid_t = 0
+        guard roam_watchdog_start(&writer, &pid) == 0 else { return false }
+        state.writer = FileDescriptor(rawValue: writer)
+        state.pid = pid
+        return true
     }
 
     /// Stops watching `group` (it ended, and its id may be reused).

@@ -189,6 +189,8 @@ final class RunSession {
                 if case .command = workload.kind { return nil }
                 return workload.to.map { (index, $0, WorkloadContext.port(index: index)) }
             }
+            // Started before the first program, so that each is watched as soon as it is spawned.
+            watchdog.start()
             let services = NetworkServices(plan: plan, topology: topology, report: report, watchdog: watchdog, countedWorkloads: counted)
             self.services = services
             try services.start()
@@ -341,6 +343,8 @@ final class RunSession {
         // can place what it sees on the scenario's timeline.
         let t0 = log.start.nanoseconds, fraction = String(t0 % 1_000_000_000)
         environment["ROAM_T0"] = "\(t0 / 1_000_000_000)." + String(repeating: "0", count: 9 - fraction.count) + fraction
+        // Started before the first command, so that each is watched as soon as it is spawned.
+        if scenario.workloads.contains(where: { if case .command = $0.kind { true } else { false } }) { watchdog.start() }
         for (index, workload) in scenario.workloads.enumerated() {
             guard let server = plan.node(workload.from), let serverNamespace = topology.namespace(of: workload.from) else { continue }
             let workloadStop: EventSignal
