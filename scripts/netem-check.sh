@@ -2,7 +2,9 @@
 # Runs every bundled scenario (time-scaled) and the netem accuracy fixture with --backend netem,
 # one report directory per run under OUT with the run's exit status in `exit`; then checks that
 # Ctrl-C, SIGTERM and SIGKILL + `roam cleanup` leave nothing behind, and that two runs at once
-# do not collide, and that a rootless run (as `nobody`) plays netem too. Runs where sch_netem is available: on this machine's kernel, or inside
+# do not collide, that `roam attach` sets the qdiscs `roam run` sets (at the end of every bundled
+# scenario it can play, and the fixture's) and leaves the interfaces as they were, and that a
+# rootless run (as `nobody`) plays netem too. Runs where sch_netem is available: on this machine's kernel, or inside
 # scripts/vm.sh. Tests/RoamCLITests/NetemBackendTests.swift reads what it writes.
 #
 #   scripts/netem-check.sh ROAM OUT [TIME-SCALE]
@@ -32,6 +34,40 @@ run() {
   echo "$status" > "$out/$name/exit"
   echo "netem-check: $name exited $status"
 }
+# Held at the end of its timeline (--hold), the run's qdiscs are read back from the kernel into
+# NAME/qdiscs (what roam attach must set too, below); then it is stopped through its control API,
+# which ends it as its timeline's end would.
+held() { # REPORT-DIR: waits until the run or attach there holds its last conditions
+  for _ in $(seq 1 1200); do grep -q '"type":"mark".*timeline is over' "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }
+run_held() {
+  local name=$1 scenario=$2; shift 2
+  mkdir -p "$out/$name"
+  "$roam" run --backend netem --quiet --hold --control --report "$out/$name" "$scenario" "$@" > "$out/$name.console" 2>&1 &
+  local pid=$! id
+  if held "$out/$name"; then
+    id=$(grep -o '"runId":"[0-9a-f]*"' "$out/$name/timeline.jsonl" | head -1 | cut -d'"' -f4)
+    qdiscs $(awk '{print $2; print $3}' "$out/links/$name" | sort -u | sed "s/^/roam-$id-/") > "$out/$name/qdiscs"
+    "$roam" ctl "$id" stop > "$out/$name/ctl-stop" 2>&1
+  else
+    kill -INT "$pid"
+  fi
+  wait "$pid"
+  local status=$?
+  echo "$status" > "$out/$name/exit"
+  echo "netem-check: $name exited $status"
+}
+# Each scenario's links, "NAME FIRST SECOND" a line, in links/NAME (one Python start: a VM's is slow).
+mkdir -p "$out/links"
+python3 - "$out/links" scenarios/*.yaml <<'PY'
+import os, sys, yaml
+for path in sys.argv[2:]:
+    with open(os.path.join(sys.argv[1], os.path.basename(path)[:-5]), "w") as out:
+        for link in yaml.safe_load(open(path)).get("links") or []:
+            print(link["name"], *link["between"], file=out)
+PY
 run netem-accuracy Tests/Fixtures/netem-accuracy.yaml
 for scenario in scenarios/*.yaml; do
   name=$(basename "$scenario" .yaml)
@@ -41,7 +77,7 @@ for scenario in scenarios/*.yaml; do
   if grep -q '^ *-\? *{\?.*radio:' "$scenario"; then echo "netem-check: $name has radio states; skipped"; continue; fi
   # Scenarios with networks play at full length below: their programs keep the scenario's time.
   if grep -q '^networks:' "$scenario"; then continue; fi
-  run "$name" "$scenario" --time-scale "$scale"
+  run_held "$name" "$scenario" --time-scale "$scale"
 done
 # Networks at full length (nftables, tayga, unbound and the scenarios' programs, as on the host).
 # A VM's first Python start reads the standard library cold and is slow: read it once first.
@@ -104,7 +140,6 @@ echo "netem-check: after SIGKILL, cleanup exited $(cat "$out/sigkill/cleanup-exi
 # the qdiscs it sets are those roam run sets for the same scenario, read back from the kernel once
 # the fixture's last change (2 s) is in force; then it plays walk-out-of-home there, and every
 # interface is left as it was.
-qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }
 settled() { # NAMESPACE: waits until the fixture's last change (fq_codel on cell) is in force there
   for _ in $(seq 1 1200); do ip netns exec "$1" tc qdisc show dev cell 2>/dev/null | grep -q fq_codel && return 0; sleep 0.05; done
   return 1
@@ -173,6 +208,43 @@ interfaces attach-phone attach-server > "$out/attach-walk/interfaces-after"
 ip netns pids attach-server | xargs -r kill 2>/dev/null
 ip netns del attach-phone; ip netns del attach-server
 echo "netem-check: attach exited $(cat "$out/attach/exit") (run $(cat "$out/attach-run/exit")), walk-out-of-home attached exited $(cat "$out/attach-walk/exit")"
+
+# Attach equals run for every bundled scenario roam attach can play (those played above: no
+# networks, traces or radio states): played to the end of its timeline and held there by `roam
+# attach --hold` on namespaces and veth pairs made here with `ip`, the qdiscs of every interface,
+# read back from the kernel, are those of `roam run --hold` above (NAME/qdiscs); the attached
+# interfaces are left as they were.
+attach_one() { # NAME INDEX: attaches NAME's scenario to namespaces a INDEX-NODE made here
+  local name=$1 index=$2 dir="$out/attach-all/$1" subnet=20 link first second node pid
+  local nodes; nodes=$(awk '{print $2; print $3}' "$out/links/$name" | sort -u)
+  mkdir -p "$dir"
+  for node in $nodes; do ip netns add "a$index-$node"; done
+  while read -r link first second; do
+    ip link add "$link" netns "a$index-$first" type veth peer name "$link" netns "a$index-$second"
+    ip -n "a$index-$first" addr add "198.18.$subnet.1/24" dev "$link"; ip -n "a$index-$second" addr add "198.18.$subnet.2/24" dev "$link"
+    ip -n "a$index-$first" link set "$link" up; ip -n "a$index-$second" link set "$link" up
+    subnet=$((subnet + 1))
+  done < "$out/links/$name"
+  interfaces $(for node in $nodes; do echo "a$index-$node"; done) | sed "s/^# a$index-/# /" > "$dir/interfaces-before"
+  "$roam" attach "scenarios/$name.yaml" $(for node in $nodes; do echo "--netns $node=a$index-$node"; done) --quiet --hold --time-scale "$scale" \
+    --report "$dir" > "$dir.console" 2>&1 &
+  pid=$!
+  held "$dir" && qdiscs $(for node in $nodes; do echo "a$index-$node"; done) > "$dir/qdiscs"
+  kill -TERM "$pid"; wait "$pid"; echo $? > "$dir/exit"
+  interfaces $(for node in $nodes; do echo "a$index-$node"; done) | sed "s/^# a$index-/# /" > "$dir/interfaces-after"
+  for node in $nodes; do ip netns del "a$index-$node"; done
+  echo "netem-check: $name attached exited $(cat "$dir/exit"), qdiscs $(cmp -s "$out/$name/qdiscs" "$dir/qdiscs" && echo "equal to" || echo "differ from") run's"
+}
+mkdir -p "$out/attach-all"
+index=0
+for scenario in scenarios/*.yaml; do
+  name=$(basename "$scenario" .yaml)
+  [ -f "$out/$name/qdiscs" ] || continue
+  # All at once (each in namespaces of its own): what is compared is where each timeline ends.
+  attach_one "$name" "$index" &
+  index=$((index + 1))
+done
+wait
 
 # Rootless: netem from a user namespace of the run's own, as `nobody`. Its report goes to a
 # directory of its own first (the user may not write OUT), then is copied.

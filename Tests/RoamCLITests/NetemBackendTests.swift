@@ -3,6 +3,7 @@ import Glibc
 import PathMonitor
 import RoamCore
 import RoamReport
+import ScenarioModel
 import Simulator
 import TestSupport
 import Testing
@@ -36,7 +37,7 @@ enum NetemHost {
         let directory = "/tmp/roam-netem-check-\(getpid())"
         let check = [root + "/scripts/netem-check.sh", roam, directory]
         let command = hostHasNetem ? check : [root + "/scripts/vm.sh", "--rwdir", "/tmp", "--"] + check
-        guard let result = try? RunningCommand.run(command[0], Array(command.dropFirst()), timeout: 900) else { return nil }
+        guard let result = try? RunningCommand.run(command[0], Array(command.dropFirst()), timeout: 1500) else { return nil }
         print(result.output)
         if result.status != 0 { print(result.error) }
         return result.status == 0 ? directory : nil
@@ -359,6 +360,35 @@ struct NetemBackendTests {
         #expect(summary.backendReason.contains("server/wifi (pid "))
         #expect(summary.timeline.changes > 10)
         #expect(NetemHost.text(walk + "/interfaces-after") == before)
+    }
+
+    /// Every bundled scenario roam attach can play (no networks, traces or radio states), played
+    /// to the end of its timeline and held there, by `roam run --hold` (the runs of
+    /// ``bundledScenarioRuns(_:)``) and by `roam attach --hold` on namespaces and veth pairs the
+    /// check made with `ip`: every interface's qdiscs, as the kernel shows them (`tc -d qdisc
+    /// show`), are the same; the attached interfaces are as they were afterwards.
+    @Test func attachEqualsRunAtTheEndOfEveryBundledScenarioItCanPlay() throws {
+        let directory = try output()
+        let attachable = try FileManager.default.contentsOfDirectory(atPath: NetemHost.root + "/scenarios").filter { $0.hasSuffix(".yaml") }.sorted()
+            .filter { file in
+                ScenarioReader.read(contentsOf: NetemHost.root + "/scenarios/" + file).scenario.map { ScenarioAttacher.problems($0).isEmpty } == true
+            }
+            .map { String($0.dropLast(5)) }
+        #expect(attachable.count >= 9, "\(attachable)")
+        let compared = ((try? FileManager.default.contentsOfDirectory(atPath: directory + "/attach-all")) ?? []).filter { !$0.hasSuffix(".console") }.sorted()
+        #expect(compared == attachable, "the check compared \(compared)")
+        for name in attachable {
+            let base = directory + "/attach-all/" + name
+            let ran = NetemHost.text(directory + "/\(name)/qdiscs"), attached = NetemHost.text(base + "/qdiscs")
+            #expect(ran.hasPrefix("# ") && ran.contains("netem"), "\(name): run's qdiscs \(ran)\n\(NetemHost.text(directory + "/\(name).console"))")
+            #expect(attached == ran, "\(name): attach:\n\(attached)\nrun:\n\(ran)\n\(NetemHost.text(base + ".console"))")
+            // Held, then stopped by SIGTERM: 143, the report written, every change applied.
+            #expect(NetemHost.text(base + "/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "143", "\(name)")
+            let summary = try #require(NetemHost.summary(base))
+            #expect(summary.cancelled && summary.timeline.failed.isEmpty, "\(name)")
+            let before = NetemHost.text(base + "/interfaces-before")
+            #expect(before.contains("noqueue") && NetemHost.text(base + "/interfaces-after") == before, "\(name)")
+        }
     }
 
     @Test func concurrentRunsDoNotCollideAndTheRootNamespaceIsUntouched() throws {

@@ -1,4 +1,5 @@
 import PathMonitor
+import RoamCore
 import RoamSystem
 @testable import ScenarioModel
 import Synchronization
@@ -29,6 +30,41 @@ struct RunLogEventsTests {
         #expect(late.lines.first?.contains(#""m\#(late.first)""#) == true)
         let tail = log.events(from: RunLog.heldEvents + 95, limit: 100)
         #expect(tail.lines.count == 5 && tail.lines.last?.contains(#""m\#(RunLog.heldEvents + 99)""#) == true)
+    }
+
+    /// A run fixes time zero only once it is set up: what was recorded before is written then,
+    /// timed from it, in the order it came, and time zero does not move again.
+    @Test func eventsRecordedBeforeTimeZeroIsFixedAreTimedFromIt() throws {
+        let log = try RunLog(beginningLater: nil, holdingEvents: true)
+        log.record(.mark(text: "zero", node: nil), at: .zero)
+        let published = MonotonicInstant.now
+        let path = NetworkPath(status: .unsatisfied, unsatisfiedReason: nil, availableInterfaces: [], primaryInterface: nil, isExpensive: false,
+                               isConstrained: false, supportsIPv4: false, supportsIPv6: false, supportsDNS: false, gateways: [])
+        log.path(path, node: "phone", at: published)
+        log.record(.mark(text: "setting up", node: nil))
+        #expect(log.events(from: 0, limit: 10).lines.isEmpty, "nothing is written before time zero is fixed")
+        #expect(log.paths.isEmpty)
+        let begun = MonotonicInstant.now
+        log.begin(in: .milliseconds(100))
+        let start = log.start
+        #expect(start >= begun + .milliseconds(100))
+        log.record(.mark(text: "after", node: nil), at: .milliseconds(5))
+        log.begin(in: .seconds(10))
+        #expect(log.start == start, "time zero is fixed once")
+        let lines = log.events(from: 0, limit: 10)
+        #expect(lines.first == 0 && lines.next == 4)
+        func time(_ line: String) -> Double? {
+            guard let object = try? JSONValue.parse(line), case .object(let fields) = object else { return nil }
+            return fields.first { $0.0 == "t" }?.1.doubleValue
+        }
+        let times = lines.lines.map(time)
+        #expect(lines.lines[0].contains(#""zero""#) && times[0] == 0, "a time given from time zero stays as given")
+        #expect(lines.lines[1].contains(#""type":"path""#))
+        let pathTime = try #require(times[1])
+        #expect(abs(pathTime - (published - start).seconds) < 1e-6, "a path is timed from when it was published")
+        #expect(lines.lines[2].contains(#""setting up""#) && (times[2] ?? 0) <= -0.1, "an event before time zero is negative: \(lines.lines[2])")
+        #expect(lines.lines[3].contains(#""after""#) && times[3] == 0.005)
+        #expect(log.paths.map(\.at) == [published - start])
     }
 
     @Test func aLogNotHoldingEventsKeepsNoneUntilAReaderComes() throws {

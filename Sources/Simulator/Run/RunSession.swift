@@ -15,11 +15,11 @@ import ScenarioModel
 /// 2. ``buildNetwork()``: the backend and the topology, with every link's initial conditions.
 /// 3. ``startMonitors()``: a path monitor in every node.
 /// 4. ``resolveTransport()``: what `--multipath auto` means on this kernel.
-/// 5. ``startLog()``: time zero and the timeline's first events.
+/// 5. ``startLog()``: the timeline's first events (time zero is fixed when play begins).
 /// 6. ``setUpMultipath(transport:log:)``: MPTCP, and the path managers that follow the monitors.
 /// 7. ``prepareWorkloads(transport:log:)``: servers listening, clients ready.
-/// 8. ``play(log:progress:started:isCancelled:)``: the timeline and the workloads, sampled
-///    until the end.
+/// 8. ``play(log:progress:started:isCancelled:)``: time zero, then the timeline and the
+///    workloads, sampled until the end.
 /// 9. ``finish(log:transport:cancelled:endedAt:)``: results, expectations and the report.
 final class RunSession {
     let scenario: Scenario
@@ -117,6 +117,8 @@ final class RunSession {
     /// (stopped, their threads joined), the path managers, the monitors, the backend and the
     /// topology. Safe to call more than once.
     func tearDown() {
+        // A run that failed before time zero still leaves what it recorded, timed from now.
+        log?.begin(in: .zero)
         player?.join()
         player = nil
         stop.signal()
@@ -251,10 +253,12 @@ final class RunSession {
         return asked
     }
 
-    /// Sets time zero (``ScenarioRunner/lead`` from now) and writes the timeline's first events:
-    /// the run, the links' initial conditions, and the paths the monitors published so far.
+    /// Opens the timeline with its first events: the run, the links' initial conditions, and
+    /// the paths the monitors published so far. Time zero is fixed later, when ``play(log:progress:started:isCancelled:)``
+    /// begins, so that setting up multipath and the workloads (however slow the machine or the
+    /// report directory) never eats into the lead every workload and first change is given.
     func startLog() throws(SimulatorError) -> RunLog {
-        let log = try RunLog(start: .now + ScenarioRunner.lead, directory: report, holdingEvents: options.holdsEvents)
+        let log = try RunLog(beginningLater: report, holdingEvents: options.holdsEvents)
         self.log = log
         wallStart = RFC3339.now()
         log.record(.run(.started(scenario: scenario.name, runID: runID, seed: seed, backend: selection.kind.rawValue, duration: scenario.duration)),
@@ -338,11 +342,7 @@ final class RunSession {
     /// Every workload's driver, prepared: servers listen before time zero.
     func prepareWorkloads(transport: MultipathTransport, log: RunLog) throws(SimulatorError) {
         guard let topology else { return }
-        var environment = ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: directory)
-        // The run's time zero on CLOCK_MONOTONIC (Python's time.monotonic()), so that a program
-        // can place what it sees on the scenario's timeline.
-        let t0 = log.start.nanoseconds, fraction = String(t0 % 1_000_000_000)
-        environment["ROAM_T0"] = "\(t0 / 1_000_000_000)." + String(repeating: "0", count: 9 - fraction.count) + fraction
+        let environment = ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: directory)
         // Started before the first command, so that each is watched as soon as it is spawned.
         if scenario.workloads.contains(where: { if case .command = $0.kind { true } else { false } }) { watchdog.start() }
         for (index, workload) in scenario.workloads.enumerated() {
@@ -352,7 +352,7 @@ final class RunSession {
             var context = WorkloadContext(
                 workload: workload, index: index, runID: runID, serverNamespace: serverNamespace,
                 clientNamespace: workload.to.flatMap { topology.namespace(of: $0) }, serverAddresses: workload.family.families.map { $0 == .ipv4 ? server.serviceIPv4 : server.serviceIPv6 }, log: log,
-                stop: workloadStop, startAt: log.start + workload.start, stopAt: log.start + min(workload.stop ?? scenario.duration, scenario.duration),
+                stop: workloadStop, startOffset: workload.start, stopOffset: min(workload.stop ?? scenario.duration, scenario.duration),
                 reportDirectory: directory, report: report, outputBudget: outputBudget, watchdog: watchdog, environment: environment)
             context.environment["ROAM_NODE"] = workload.from
             context.resolvConf = services?.resolvConfPath(of: workload.from)
@@ -388,6 +388,7 @@ final class RunSession {
     func play(log: RunLog, progress: (@Sendable (RunProgress) -> Void)?, started: (@Sendable (RunningNetwork) -> Void)?,
               isCancelled: () -> Bool) throws(SimulatorError) -> (endedAt: Duration, cancelled: Bool) {
         guard let topology, let backend else { return (.zero, isCancelled()) }
+        log.begin(in: ScenarioRunner.lead)
         let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), membership: services, log: log, stop: stop,
                                     acceptsLiveChanges: options.holdsEvents)
         try player.start()

@@ -236,8 +236,9 @@ public final class ScenarioRunner: Sendable {
     public let options: RunOptions
     private let cancellation = Mutex<(requested: Bool, finishing: Bool, signal: EventSignal?)>((false, false, nil))
 
-    /// How long before time zero everything is set up and waiting, so that the first
-    /// events and workload starts are not late.
+    /// How long after everything is set up time zero is fixed, so that the timeline's player
+    /// and the workloads' threads are started and waiting and the first events and workload
+    /// starts are not late (setting up is not counted in it, however long it takes).
     static let lead = Duration.milliseconds(100)
 
     public init(scenario: Scenario, options: RunOptions = RunOptions()) {

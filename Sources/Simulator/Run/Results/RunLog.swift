@@ -27,8 +27,13 @@ public struct PathRecord: Sendable, Hashable {
 /// `timeline.jsonl` (so that a run that is killed still leaves its timeline) and what the
 /// expectations need is kept in memory. Safe to call from any thread.
 package final class RunLog: Sendable {
-    /// The instant the scenario's time zero corresponds to.
-    package let start: MonotonicInstant
+    /// The instant the scenario's time zero corresponds to (for a log made with
+    /// ``init(beginningLater:holdingEvents:)``, fixed by ``begin(in:)``).
+    package var start: MonotonicInstant { MonotonicInstant(nanoseconds: startNanoseconds.load(ordering: .acquiring)) }
+    private let startNanoseconds: Atomic<Int64>
+    /// Whether time zero is fixed; until it is, events wait in `State.pending` with the
+    /// instants they happened at.
+    private let hasBegun: Atomic<Bool>
 
     private struct State {
         var file: FileDescriptor?
@@ -53,6 +58,14 @@ package final class RunLog: Sendable {
         var holding = false
         var subscribers: [Int: @Sendable () -> Void] = [:]
         var nextSubscriber = 0
+        /// Events recorded before time zero was fixed (nil once it is).
+        var pending: [Pending]?
+    }
+    /// An event recorded before time zero was fixed: its time then, as given (relative to time
+    /// zero, whenever that is) or as the instant it was recorded at.
+    private enum Pending {
+        case event(RunEvent, at: Duration?, recorded: MonotonicInstant)
+        case path(NetworkPath, node: String, at: MonotonicInstant)
     }
     private let state: Mutex<State>
 
@@ -63,7 +76,24 @@ package final class RunLog: Sendable {
     /// Logs to `timeline.jsonl` in `directory` (a new file); nil logs to memory only.
     /// `holdingEvents`: the latest events are held for ``events(from:limit:)`` from the first.
     package init(start: MonotonicInstant, directory: SecureDirectory?, holdingEvents: Bool = false) throws(SimulatorError) {
-        self.start = start
+        startNanoseconds = Atomic(start.nanoseconds)
+        hasBegun = Atomic(true)
+        state = Mutex(try Self.initialState(directory: directory, holdingEvents: holdingEvents))
+    }
+
+    /// Logs to `timeline.jsonl` in `directory` (a new file) with time zero fixed later, by
+    /// ``begin(in:)``, once everything before it is set up (however long that takes: a slow
+    /// report directory, a slow machine). Events recorded until then are written when it is
+    /// fixed, at their times relative to it (negative: before time zero).
+    package init(beginningLater directory: SecureDirectory?, holdingEvents: Bool = false) throws(SimulatorError) {
+        startNanoseconds = Atomic(MonotonicInstant.now.nanoseconds)
+        hasBegun = Atomic(false)
+        var initial = try Self.initialState(directory: directory, holdingEvents: holdingEvents)
+        initial.pending = []
+        state = Mutex(initial)
+    }
+
+    private static func initialState(directory: SecureDirectory?, holdingEvents: Bool) throws(SimulatorError) -> State {
         var file: FileDescriptor?
         if let directory {
             do {
@@ -74,36 +104,76 @@ package final class RunLog: Sendable {
         }
         var initial = State(file: file)
         initial.holding = holdingEvents
-        state = Mutex(initial)
+        return initial
     }
 
     deinit {
         state.withLock { try? $0.file?.close() }
     }
 
-    /// Time since ``start`` (negative before it).
-    package var elapsed: Duration { MonotonicInstant.now - start }
-
-    /// Writes one event at `time` since time zero (now when nil).
-    package func record(_ event: RunEvent, at time: Duration? = nil) {
-        let text = RecordedEvent(time: time ?? elapsed, event: event).json.serialized
-        let line = text + "\n"
+    /// Fixes time zero `lead` from now and writes the events recorded so far. Once only: later
+    /// calls (and calls on a log made with a start) do nothing.
+    package func begin(in lead: Duration) {
+        guard !hasBegun.load(ordering: .acquiring) else { return }
         let subscribers = state.withLock { state -> [@Sendable () -> Void] in
-            state.lines += 1
-            if let file = state.file { try? writeAll(line.utf8, to: file) }
-            guard state.holding || !state.subscribers.isEmpty else { return [] }
-            state.recent.append(text)
-            state.recentBytes += text.utf8.count
-            // Dropped from the front in batches, so that each event costs O(1) on average.
-            if state.recent.count > Self.heldEvents || state.recentBytes > Self.heldBytes {
-                let drop = max(state.recent.count / 4, 1)
-                state.recentBytes -= state.recent[..<drop].reduce(0) { $0 + $1.utf8.count }
-                state.recent.removeFirst(drop)
-                state.recentStart += drop
+            guard let pending = state.pending else { return [] }
+            let start = MonotonicInstant.now + lead
+            startNanoseconds.store(start.nanoseconds, ordering: .releasing)
+            state.pending = nil
+            for event in pending {
+                switch event {
+                case let .event(event, time, recorded):
+                    Self.write(RecordedEvent(time: time ?? recorded - start, event: event).json.serialized, to: &state)
+                case let .path(path, node, instant):
+                    Self.keep(path, node: node, at: instant - start, in: &state)
+                    Self.write(RecordedEvent(time: instant - start, event: .path(node: node, summary: path.summary, path: path.json)).json.serialized,
+                               to: &state)
+                }
             }
+            hasBegun.store(true, ordering: .releasing)
             return Array(state.subscribers.values)
         }
         for wake in subscribers { wake() }
+    }
+
+    /// Time since ``start`` (negative before it).
+    package var elapsed: Duration { MonotonicInstant.now - start }
+
+    /// Holds an event until time zero is fixed; false once it is (the caller writes it).
+    private func deferred(_ event: @autoclosure () -> Pending) -> Bool {
+        guard !hasBegun.load(ordering: .acquiring) else { return false }
+        return state.withLock { state in
+            guard state.pending != nil else { return false }
+            state.pending!.append(event())
+            return true
+        }
+    }
+
+    /// Writes one event at `time` since time zero (now when nil).
+    package func record(_ event: RunEvent, at time: Duration? = nil) {
+        if deferred(.event(event, at: time, recorded: .now)) { return }
+        let text = RecordedEvent(time: time ?? elapsed, event: event).json.serialized
+        let subscribers = state.withLock { state -> [@Sendable () -> Void] in
+            Self.write(text, to: &state)
+            return state.holding || !state.subscribers.isEmpty ? Array(state.subscribers.values) : []
+        }
+        for wake in subscribers { wake() }
+    }
+
+    /// Appends one event's line to the file and to what is held for live readers.
+    private static func write(_ text: String, to state: inout State) {
+        state.lines += 1
+        if let file = state.file { try? writeAll((text + "\n").utf8, to: file) }
+        guard state.holding || !state.subscribers.isEmpty else { return }
+        state.recent.append(text)
+        state.recentBytes += text.utf8.count
+        // Dropped from the front in batches, so that each event costs O(1) on average.
+        if state.recent.count > Self.heldEvents || state.recentBytes > Self.heldBytes {
+            let drop = max(state.recent.count / 4, 1)
+            state.recentBytes -= state.recent[..<drop].reduce(0) { $0 + $1.utf8.count }
+            state.recent.removeFirst(drop)
+            state.recentStart += drop
+        }
     }
 
     /// Events from sequence number `first` on (the first event of a run is 0), at most `limit`:
@@ -170,11 +240,14 @@ package final class RunLog: Sendable {
 
     /// Records a path a node's monitor published at `instant` (now when nil).
     package func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
+        if deferred(.path(path, node: node, at: instant ?? .now)) { return }
         let at = instant.map { $0 - start } ?? elapsed
-        state.withLock { state in
-            state.paths.append(CompactPath(at: at, node: state.nodes.index(of: node), path: state.distinctPaths.index(of: path)))
-        }
+        state.withLock { Self.keep(path, node: node, at: at, in: &$0) }
         record(.path(node: node, summary: path.summary, path: path.json), at: at)
+    }
+
+    private static func keep(_ path: NetworkPath, node: String, at: Duration, in state: inout State) {
+        state.paths.append(CompactPath(at: at, node: state.nodes.index(of: node), path: state.distinctPaths.index(of: path)))
     }
 
     /// How many distinct changes (time and step aside) and paths the log holds.

@@ -38,6 +38,10 @@ final class CommandWorkload: WorkloadDriver {
     var environment: [String] {
         var values = processEnvironment()
         for (key, value) in context.environment { values[key] = value }
+        // The run's time zero on CLOCK_MONOTONIC (Python's time.monotonic()), so that a program
+        // can place what it sees on the scenario's timeline.
+        let t0 = context.log.start.nanoseconds, fraction = String(t0 % 1_000_000_000)
+        values["ROAM_T0"] = "\(t0 / 1_000_000_000)." + String(repeating: "0", count: 9 - fraction.count) + fraction
         for (key, value) in extraEnvironment { values[key] = value }
         return values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
     }

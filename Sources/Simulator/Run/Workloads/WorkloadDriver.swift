@@ -26,8 +26,12 @@ struct WorkloadContext: Sendable {
     var log: RunLog
     /// Fires at the workload's `stop`, or when the run ends or is cancelled.
     var stop: EventSignal
-    var startAt: MonotonicInstant
-    var stopAt: MonotonicInstant
+    /// When the workload starts and stops, from time zero.
+    var startOffset: Duration
+    var stopOffset: Duration
+    /// When the workload starts and stops (once time zero is fixed, as it is when it runs).
+    var startAt: MonotonicInstant { log.start + startOffset }
+    var stopAt: MonotonicInstant { log.start + stopOffset }
     /// The report directory as named, and held open (command output is written through it).
     var reportDirectory: String
     var report: SecureDirectory
