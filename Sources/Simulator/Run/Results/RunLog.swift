@@ -64,8 +64,21 @@ package final class RunLog: Sendable {
     /// An event recorded before time zero was fixed: its time then, as given (relative to time
     /// zero, whenever that is) or as the instant it was recorded at.
     private enum Pending {
-        case event(RunEvent, at: Duration?, recorded: MonotonicInstant)
-        case path(NetworkPath, node: String, at: MonotonicInstant)
+        case event(Untimed, at: Duration?, recorded: MonotonicInstant)
+        case path(NetworkPath, node: String, at: MonotonicInstant, Untimed)
+    }
+    /// An event's line made when it was recorded, with a time to be put in when time zero is
+    /// fixed (so that fixing it costs no serializing: in a slow VM that took most of the lead).
+    private struct Untimed {
+        /// The line from after `{"t":0.0` on.
+        var rest: Substring
+        init(_ event: RunEvent) {
+            let line = RecordedEvent(time: .zero, event: event).json.serialized
+            let prefix = "{\"t\":" + JSONValue.seconds(.zero).serialized
+            precondition(line.hasPrefix(prefix), "an event's line starts with its time")
+            rest = line.dropFirst(prefix.count)
+        }
+        func line(at time: Duration) -> String { "{\"t\":" + JSONValue.seconds(time).serialized + rest }
     }
     private let state: Mutex<State>
 
@@ -120,16 +133,18 @@ package final class RunLog: Sendable {
             let start = MonotonicInstant.now + lead
             startNanoseconds.store(start.nanoseconds, ordering: .releasing)
             state.pending = nil
-            for event in pending {
+            let texts = pending.map { event in
                 switch event {
-                case let .event(event, time, recorded):
-                    Self.write(RecordedEvent(time: time ?? recorded - start, event: event).json.serialized, to: &state)
-                case let .path(path, node, instant):
+                case let .event(untimed, time, recorded):
+                    return untimed.line(at: time ?? recorded - start)
+                case let .path(path, node, instant, untimed):
                     Self.keep(path, node: node, at: instant - start, in: &state)
-                    Self.write(RecordedEvent(time: instant - start, event: .path(node: node, summary: path.summary, path: path.json)).json.serialized,
-                               to: &state)
+                    return untimed.line(at: instant - start)
                 }
             }
+            // One write for them all: on a slow file system (a VM's shared directory, NFS) each
+            // write is milliseconds of the lead.
+            Self.write(texts, to: &state)
             hasBegun.store(true, ordering: .releasing)
             return Array(state.subscribers.values)
         }
@@ -140,33 +155,36 @@ package final class RunLog: Sendable {
     package var elapsed: Duration { MonotonicInstant.now - start }
 
     /// Holds an event until time zero is fixed; false once it is (the caller writes it).
-    private func deferred(_ event: @autoclosure () -> Pending) -> Bool {
+    private func deferred(_ event: () -> Pending) -> Bool {
         guard !hasBegun.load(ordering: .acquiring) else { return false }
+        let pending = event()
         return state.withLock { state in
             guard state.pending != nil else { return false }
-            state.pending!.append(event())
+            state.pending!.append(pending)
             return true
         }
     }
 
     /// Writes one event at `time` since time zero (now when nil).
     package func record(_ event: RunEvent, at time: Duration? = nil) {
-        if deferred(.event(event, at: time, recorded: .now)) { return }
+        let now = MonotonicInstant.now
+        if deferred({ .event(Untimed(event), at: time, recorded: now) }) { return }
         let text = RecordedEvent(time: time ?? elapsed, event: event).json.serialized
         let subscribers = state.withLock { state -> [@Sendable () -> Void] in
-            Self.write(text, to: &state)
+            Self.write([text], to: &state)
             return state.holding || !state.subscribers.isEmpty ? Array(state.subscribers.values) : []
         }
         for wake in subscribers { wake() }
     }
 
-    /// Appends one event's line to the file and to what is held for live readers.
-    private static func write(_ text: String, to state: inout State) {
-        state.lines += 1
-        if let file = state.file { try? writeAll((text + "\n").utf8, to: file) }
+    /// Appends events' lines to the file (in one write) and to what is held for live readers.
+    private static func write(_ texts: [String], to state: inout State) {
+        guard !texts.isEmpty else { return }
+        state.lines += texts.count
+        if let file = state.file { try? writeAll(texts.reduce(into: "") { $0 += $1 + "\n" }.utf8, to: file) }
         guard state.holding || !state.subscribers.isEmpty else { return }
-        state.recent.append(text)
-        state.recentBytes += text.utf8.count
+        state.recent.append(contentsOf: texts)
+        state.recentBytes += texts.reduce(0) { $0 + $1.utf8.count }
         // Dropped from the front in batches, so that each event costs O(1) on average.
         if state.recent.count > Self.heldEvents || state.recentBytes > Self.heldBytes {
             let drop = max(state.recent.count / 4, 1)
@@ -240,7 +258,8 @@ package final class RunLog: Sendable {
 
     /// Records a path a node's monitor published at `instant` (now when nil).
     package func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
-        if deferred(.path(path, node: node, at: instant ?? .now)) { return }
+        let now = MonotonicInstant.now
+        if deferred({ .path(path, node: node, at: instant ?? now, Untimed(.path(node: node, summary: path.summary, path: path.json))) }) { return }
         let at = instant.map { $0 - start } ?? elapsed
         state.withLock { Self.keep(path, node: node, at: at, in: &$0) }
         record(.path(node: node, summary: path.summary, path: path.json), at: at)
