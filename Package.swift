@@ -117,7 +117,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "EmulatorBenchmark",
-            dependencies: ["ScenarioModel", "Simulator", "RoamSystem"],
+            dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "LinkEmulation"],
             path: "Benchmarks/EmulatorBenchmark"
         ),
         .executableTarget(

@@ -4,16 +4,20 @@
 //
 //   swift build -c release --product EmulatorBenchmark && .build/release/EmulatorBenchmark
 //   options: --quick (short phases, to check that it runs); --end-to-end (only the end-to-end
-//   section, beside netem: scripts/vm.sh -- .build/release/EmulatorBenchmark --end-to-end)
+//   section, beside netem: scripts/vm.sh -- .build/release/EmulatorBenchmark --end-to-end);
+//   --ordinary (the emulator's threads in the ordinary class, not real-time, except where a phase
+//   compares the two)
 //
 // Needs root. Its namespaces are named roam-RUNID-a and -b, removed at the end (and by
 // `roam cleanup` if it is killed).
 import RoamSystem
 import Foundation
 import Glibc
+import LinkEmulation
 import Netlink
 import ScenarioModel
 import Simulator
+import Synchronization
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("EmulatorBenchmark: \(message)\n".utf8))
@@ -22,6 +26,7 @@ func fail(_ message: String) -> Never {
 
 let quick = CommandLine.arguments.contains("--quick")
 let phase: Double = quick ? 1 : 5
+let scheduling: LinkEmulator.Scheduling = CommandLine.arguments.contains("--ordinary") ? .normal : .realtime
 guard geteuid() == 0 else { fail("needs root (it creates network namespaces)") }
 guard UserspaceBackend.probe() == nil else { fail("needs /dev/net/tun") }
 
@@ -38,12 +43,14 @@ final class MixedBackend: LinkBackend {
     let emulated: UserspaceBackend
     let unoffloaded: UserspaceBackend
     let plain: NetemBackend
-    init(plan: TopologyPlan, measuresLateness: Bool, threads: Int?) {
+    init(plan: TopologyPlan, measuresLateness: Bool, threads: Int?, scheduling: LinkEmulator.Scheduling) {
         emulated = UserspaceBackend(plan: plan, seed: 1)
         emulated.measuresLateness = measuresLateness
         emulated.threads = threads
+        emulated.scheduling = scheduling
         unoffloaded = UserspaceBackend(plan: plan, seed: 1)
         unoffloaded.offloads = false
+        unoffloaded.scheduling = scheduling
         plain = NetemBackend(plan: plan, seed: 1)
     }
     func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
@@ -75,7 +82,7 @@ final class MixedBackend: LinkBackend {
 /// The address of b on each link, by the link's name.
 nonisolated(unsafe) var addresses: [String: String] = [:]
 
-func makeTopology(measuresLateness: Bool, threads: Int? = nil) -> (Topology, MixedBackend) {
+func makeTopology(measuresLateness: Bool, threads: Int? = nil, scheduling: LinkEmulator.Scheduling = scheduling) -> (Topology, MixedBackend) {
     let outcome = ScenarioReader.parse("""
         name: bench
         duration: 10s
@@ -90,7 +97,7 @@ func makeTopology(measuresLateness: Bool, threads: Int? = nil) -> (Topology, Mix
     do {
         let plan = try TopologyPlan(scenario: scenario, runID: RunRegistry.newRunID())
         for interface in plan.node("a")?.interfaces ?? [] { addresses[interface.link] = interface.peerIPv4.description }
-        let backend = MixedBackend(plan: plan, measuresLateness: measuresLateness, threads: threads)
+        let backend = MixedBackend(plan: plan, measuresLateness: measuresLateness, threads: threads, scheduling: scheduling)
         let topology = try Topology.build(plan, backend: backend)
         try backend.start(topology)
         return (topology, backend)
@@ -260,7 +267,7 @@ func percentile(_ sorted: [Double], _ fraction: Double) -> Double { sorted[min(s
 let endToEndOnly = CommandLine.arguments.contains("--end-to-end")
 if !endToEndOnly {
 let rssBefore = residentMegabytes()
-let (topology, backend) = makeTopology(measuresLateness: false)
+let (topology, backend) = makeTopology(measuresLateness: false, scheduling: scheduling)
 guard let emu = addresses["emu"], let raw = addresses["raw"], let plain = addresses["plain"] else { fail("no addresses for the links") }
 print("Userspace link emulator, with the kernel's TUN offloads and without, against a plain veth pair between the same")
 print("two namespaces (no impairment)")
@@ -400,8 +407,15 @@ do {
 
 // MARK: - Delay accuracy under load
 
-do {
-    let (topology, backend) = makeTopology(measuresLateness: true)
+/// Whether the threads that keep the cores busy go on.
+final class Spinning: Sendable { let on = Atomic<Bool>(true) }
+
+/// Each packet's delivery against its scheduled time (µs, sorted) on a 10 Mbit/s link with
+/// 50 ms of delay at 80% load, with the emulator's threads scheduled as `scheduling`, while
+/// `busy` threads of the ordinary class keep the cores busy (as a CI machine's builds and tests
+/// do); and how many of the emulator's threads were real-time.
+func deliveryLateness(_ scheduling: LinkEmulator.Scheduling, busy: Int) throws -> (lateness: [Double], realtime: Int) {
+    let (topology, backend) = makeTopology(measuresLateness: true, scheduling: scheduling)
     let conditions = LinkConditions(impairment: Impairment(delay: .milliseconds(50), rate: .mbit(10)))
     for direction in TrafficDirection.allCases { try backend.apply(conditions, link: "emu", direction: direction) }
     // 1000-byte datagrams at 1000 a second: 8 Mbit/s, 80% of the link.
@@ -409,6 +423,9 @@ do {
     guard withSockaddr(address(emu, port: 5009), { bind(receiver, $0, $1) }) == 0 else { fail("bind") }
     let sender = socketIn(topology.namespace(of: "a")!, Int32(SOCK_DGRAM.rawValue))
     guard withSockaddr(address(emu, port: 5009), { connect(sender, $0, $1) }) == 0 else { fail("connect") }
+    let spinning = Spinning()
+    for _ in 0..<busy { Thread { while spinning.on.load(ordering: .relaxed) {} }.start() }
+    defer { spinning.on.store(false, ordering: .relaxed) }
     let payload = [UInt8](repeating: 4, count: 972)
     let count = Int(phase * 1000)
     let start = now()
@@ -418,18 +435,32 @@ do {
         _ = send(sender, payload, payload.count, 0)
     }
     usleep(300_000)
+    spinning.on.store(false, ordering: .relaxed)
     backend.stop()
     let lateness = backend.emulated.deliveryLateness.map { Double($0.components.attoseconds) / 1e12 + Double($0.components.seconds) * 1e6 }.sorted()
     topology.teardown()
     close(sender)
     close(receiver)
+    return (lateness, backend.emulated.realtimeThreads)
+}
+
+do {
+    let cores = ProcessInfo.processInfo.activeProcessorCount
     print("")
-    print("Delay accuracy: 10 Mbit/s link, 50 ms delay, 80% load (\(count) datagrams of 1000 bytes); each packet's delivery")
-    print("against its scheduled time (µs)")
+    print("Delay accuracy: 10 Mbit/s link, 50 ms delay, 80% load (\(Int(phase * 1000)) datagrams of 1000 bytes); each packet's delivery")
+    print("against its scheduled time (µs), with the emulator's threads real-time (SCHED_FIFO, the default where allowed) and")
+    print("ordinary, on idle cores and with every core kept busy by an ordinary thread")
     print("")
-    print("| packets | p50 | p99 | max |")
-    print("|---|---|---|---|")
-    print(String(format: "| %d | %.0f | %.0f | %.0f |", lateness.count, percentile(lateness, 0.5), percentile(lateness, 0.99), lateness.last ?? 0))
+    print("| emulator's threads | cores | packets | p50 | p99 | max |")
+    print("|---|---|---|---|---|---|")
+    for (scheduling, name) in [(LinkEmulator.Scheduling.realtime, "real-time"), (.normal, "ordinary")] {
+        for busy in [0, cores] {
+            let (lateness, realtime) = try deliveryLateness(scheduling, busy: busy)
+            let label = scheduling == .realtime && realtime == 0 ? "real-time refused: ordinary" : name
+            print(String(format: "| %@ | %@ | %d | %.0f | %.0f | %.0f |", label, busy == 0 ? "idle" : "\(busy) busy", lateness.count,
+                         percentile(lateness, 0.5), percentile(lateness, 0.99), lateness.last ?? 0))
+        }
+    }
 } catch {
     fail("\(error)")
 }

@@ -35,6 +35,18 @@ package final class LinkEmulator: @unchecked Sendable {
         }
     }
 
+    /// How the emulator's threads are scheduled.
+    package enum Scheduling: Sendable, Hashable {
+        /// The kernel's real-time class (`SCHED_FIFO`, the lowest priority) where the process may
+        /// use it (root, or an `RLIMIT_RTPRIO` above zero), the ordinary class otherwise: a thread
+        /// due to send a packet runs at once instead of waiting for a core that the run's own
+        /// programs hold, as a wire does not wait for the machine's load. The kernel keeps 5%
+        /// of every second for other threads (`sched_rt_runtime_us`).
+        case realtime
+        /// The ordinary class, sharing the cores with every other thread.
+        case normal
+    }
+
     package enum Command: Sendable {
         case conditions(direction: Int, LinkConditions, LinkCapacity, distribution: [Int16]?)
         case carrier(link: Int, up: Bool)
@@ -61,6 +73,8 @@ package final class LinkEmulator: @unchecked Sendable {
         let malformed = Atomic<Int>(0)
         /// Writes that merged several wire packets into one (with offloads).
         let coalesced = Atomic<Int>(0)
+        /// Threads that run in the real-time class.
+        let realtimeThreads = Atomic<Int>(0)
 
         /// Counts a packet an interface did not take: lost to a full queue, or (EIO) to an
         /// interface that is down, as after its phone left its network, which is the carrier's doing.
@@ -79,6 +93,10 @@ package final class LinkEmulator: @unchecked Sendable {
 
     /// What the offloads did: packets read that stood for more than one wire packet, packets
     /// that could not be cut (dropped), and writes that merged several wire packets.
+    /// How many of the threads run in the real-time class (``Scheduling/realtime`` where the
+    /// kernel allowed it); known once they started.
+    package var realtimeThreads: Int { counters.realtimeThreads.load(ordering: .relaxed) }
+
     package var offloadStatistics: (superPackets: Int, malformed: Int, merged: Int) {
         (counters.offloaded.load(ordering: .relaxed), counters.malformed.load(ordering: .relaxed), counters.coalesced.load(ordering: .relaxed))
     }
@@ -98,7 +116,7 @@ package final class LinkEmulator: @unchecked Sendable {
 
     /// `threads`: how many event loops share the links (at most one per link; nil: one per core).
     /// `radios`: the cellular radios' RRC states, by link.
-    package init(directions: [Direction], links: Int, threads: Int? = nil, measuresLateness: Bool = false,
+    package init(directions: [Direction], links: Int, threads: Int? = nil, measuresLateness: Bool = false, scheduling: Scheduling = .realtime,
                  radios: [Int: RadioStateMachine] = [:],
                  logger: Logger = Logger(label: "roam.link-emulator")) throws(LinkEmulationError) {
         self.logger = logger
@@ -128,8 +146,8 @@ package final class LinkEmulator: @unchecked Sendable {
             self.stop = stop
             var shards: [Shard] = []
             for directions in grouped {
-                shards.append(try Shard(directions: directions, links: links, stop: stop, measuresLateness: measuresLateness, counters: counters,
-                                        radios: radios))
+                shards.append(try Shard(directions: directions, links: links, stop: stop, measuresLateness: measuresLateness, scheduling: scheduling,
+                                        counters: counters, radios: radios))
             }
             self.shards = shards
         } catch {
@@ -221,13 +239,15 @@ final class Shard: @unchecked Sendable {
     private let stop: EventSignal
     private var thread: PinnedThread?
     private let measuresLateness: Bool
+    private let scheduling: LinkEmulator.Scheduling
     private let counters: LinkEmulator.Counters
     /// Delivery lateness (nanoseconds), when measured; read after the thread ended.
     private(set) var lateness: [Int64] = []
     /// CPU time the thread used, known once it ended.
     private(set) var cpuTime: Duration = .zero
 
-    init(directions: [LinkEmulator.Direction], links: Int, stop: EventSignal, measuresLateness: Bool, counters: LinkEmulator.Counters,
+    init(directions: [LinkEmulator.Direction], links: Int, stop: EventSignal, measuresLateness: Bool, scheduling: LinkEmulator.Scheduling,
+         counters: LinkEmulator.Counters,
          radios: [Int: RadioStateMachine] = [:]) throws(Errno) {
         self.directions = directions
         var linkDirections = Array(repeating: [Int](), count: links)
@@ -237,6 +257,7 @@ final class Shard: @unchecked Sendable {
         self.carrierUp = Array(repeating: true, count: links)
         self.stop = stop
         self.measuresLateness = measuresLateness
+        self.scheduling = scheduling
         self.counters = counters
         wake = try EventSignal()
     }
@@ -292,6 +313,13 @@ final class Shard: @unchecked Sendable {
         if slack >= 0 {
             _ = write(slack, "1", 1)
             close(slack)
+        }
+        if scheduling == .realtime {
+            // Refused (EPERM) without the right to: the thread stays in the ordinary class. It
+            // still polls after a packet (``LinkEmulator/spin``): without it the round trip of
+            // a request and its answer doubled, as the core sleeps between them.
+            var parameters = sched_param(sched_priority: 1)
+            if pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters) == 0 { counters.realtimeThreads.add(1, ordering: .relaxed) }
         }
         var entries = [stop.pollEntry, wake.pollEntry]
         // One entry per direction: its source interface.

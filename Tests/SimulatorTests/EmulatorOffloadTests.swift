@@ -24,7 +24,8 @@ struct EmulatorOffloadTests {
         var a: NetworkNamespace { topology.namespace(of: "a")! }
         var b: NetworkNamespace { topology.namespace(of: "b")! }
 
-        init(offloads: Bool, seed: UInt64 = 1, recording: UserspaceBackend.Recording? = nil, links: Int = 1, threads: Int? = nil) throws {
+        init(offloads: Bool, seed: UInt64 = 1, recording: UserspaceBackend.Recording? = nil, links: Int = 1, threads: Int? = nil,
+             scheduling: LinkEmulator.Scheduling = .realtime) throws {
             let scenario = try #require(ScenarioReader.parse("""
                 name: offloads
                 duration: 10s
@@ -35,6 +36,7 @@ struct EmulatorOffloadTests {
             backend = UserspaceBackend(plan: plan, seed: seed, recording: recording)
             backend.offloads = offloads
             backend.threads = threads
+            backend.scheduling = scheduling
             topology = try Topology.build(plan, backend: backend)
             do {
                 try backend.start(topology)
@@ -272,6 +274,36 @@ struct EmulatorOffloadTests {
                   let close = stat.lastIndex(of: ")") else { return nil }
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             return ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+    }
+
+    /// The scheduling class of each thread named `name` of this process (`SCHED_OTHER`, `SCHED_FIFO`, ...).
+    static func schedulingPolicies(ofThreadsNamed name: String) -> [Int32] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task -> Int32? in
+            guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                  comm.trimmingCharacters(in: .whitespacesAndNewlines) == name, let tid = pid_t(task) else { return nil }
+            let policy = sched_getscheduler(tid)
+            return policy < 0 ? nil : policy
+        }
+    }
+
+    /// The emulator's threads run in the real-time class where the process may (root, as here),
+    /// so that a packet due to leave does not wait for a core the run's programs hold; asked
+    /// for the ordinary class, they stay in it. Either way the packets cross.
+    @Test func theEmulatorsThreadsAreRealTimeUnlessAskedNot() throws {
+        for scheduling in [LinkEmulator.Scheduling.realtime, .normal] {
+            #expect(Self.schedulingPolicies(ofThreadsNamed: "roam-emulator").isEmpty, "no emulator of another test is running")
+            let network = try Network(offloads: true, links: 2, threads: 2, scheduling: scheduling)
+            // Packets through both links: both threads are in their loops, their class set.
+            let received = try Self.paced(network, links: ["emu", "emu2"], port: 7301)
+            let policies = Self.schedulingPolicies(ofThreadsNamed: "roam-emulator")
+            _ = network.finish()
+            #expect(received.allSatisfy { $0 > 300 }, "\(received)")
+            #expect(policies.count == 2)
+            let fifo = policies.filter { $0 == SCHED_FIFO }.count
+            #expect(fifo == (scheduling == .realtime ? 2 : 0), "\(scheduling): policies \(policies)")
+            #expect(network.backend.realtimeThreads == fifo)
         }
     }
 

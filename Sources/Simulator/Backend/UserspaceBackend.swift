@@ -46,8 +46,12 @@ package final class UserspaceBackend: LinkBackend {
     package var offloads = true
     /// How many threads the emulator uses (nil: one per core; never more than one per link).
     package var threads: Int?
+    /// How the emulator's threads are scheduled (real-time where allowed, by default).
+    package var scheduling: LinkEmulator.Scheduling = .realtime
     /// Once stopped: packets read that stood for more than one wire packet.
     package private(set) var superPackets = 0
+    /// How many of the emulator's threads ran in the real-time class (known once it stopped).
+    package private(set) var realtimeThreads = 0
     /// Once stopped: writes that merged several wire packets of one flow into one.
     package private(set) var mergedWrites = 0
     /// Once stopped: packets a TUN interface refused (its queue full): the emulator could not
@@ -125,7 +129,7 @@ package final class UserspaceBackend: LinkBackend {
             if let states = link.radio, interfaces[link.name] != nil { radios[index] = RadioStateMachine(states, origin: origin) }
         }
         let emulator = try LinkEmulator(directions: directions, links: plan.links.count, threads: threads, measuresLateness: measuresLateness,
-                                        radios: radios)
+                                        scheduling: scheduling, radios: radios)
         try emulator.start()
         self.emulator = emulator
     }
@@ -168,6 +172,7 @@ package final class UserspaceBackend: LinkBackend {
             deliveryLateness = emulator.lateness.map { .nanoseconds($0) }
             emulatorCPUTime = emulator.cpuTime
             superPackets = emulator.offloadStatistics.superPackets
+            realtimeThreads = emulator.realtimeThreads
             mergedWrites = emulator.offloadStatistics.merged
             refusedPackets = emulator.refusedPackets
             var index = 0
