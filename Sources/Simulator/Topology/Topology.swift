@@ -14,8 +14,9 @@ package final class Topology {
 
     /// The sysctls every node gets: forwarding (so nodes reach nodes they share no link with),
     /// routes over interfaces without carrier ignored (as a connection manager would drop them,
-    /// so traffic moves to the next link at once), and no duplicate address detection (addresses
-    /// are Roam's own and usable at once).
+    /// so traffic moves to the next link at once), no duplicate address detection (addresses
+    /// are Roam's own and usable at once), and an IPv4 address that goes leaving the others of
+    /// its subnet in place (a renumbered phone's new one is added before its old one goes).
     package static let nodeSysctls: KeyValuePairs<String, String> = [
         "net.ipv4.ip_forward": "1",
         "net.ipv6.conf.all.forwarding": "1",
@@ -25,6 +26,8 @@ package final class Topology {
         "net.ipv6.conf.default.ignore_routes_with_linkdown": "1",
         "net.ipv6.conf.all.accept_dad": "0",
         "net.ipv6.conf.default.accept_dad": "0",
+        "net.ipv4.conf.all.promote_secondaries": "1",
+        "net.ipv4.conf.default.promote_secondaries": "1",
     ]
 
     private init(plan: TopologyPlan, control: any NetworkControl) {
@@ -203,8 +206,11 @@ package final class Topology {
     private func current(_ interface: TopologyPlan.Interface) -> TopologyPlan.Interface { renumbered[interface.link] ?? interface }
 
     /// The network of access link `name` hands its phone new addresses (the next of its pool):
-    /// the old ones go (connections bound to them break), the new ones come with their routes,
-    /// and the gateway routes to the new ones instead. Returns the new addresses.
+    /// the new ones come with their routes, then the old ones go (connections bound to them
+    /// break), and the gateway routes to the new ones instead. The interface is never without an
+    /// address or a default route in between (as a connection manager applying a new lease
+    /// adds before it removes), so the phone's path only loses the old addresses. Returns the
+    /// new addresses.
     @discardableResult
     package func renumber(link name: String) throws(SimulatorError) -> [IPPrefix] {
         guard let link = plan.link(name), let node = plan.node(link.first), let gatewayNode = plan.node(link.second),
@@ -222,24 +228,31 @@ package final class Topology {
         next.ipv6 = TopologyPlan.renumbered(planned.ipv6, generation: generation)
         renumbered[name] = next
         let joined = (try? socket.link(named: planned.name))??.flags.contains(.up) ?? true
+        let families = [IPFamily.ipv4, .ipv6].compactMap { family in old.address(family).flatMap { before in next.address(family).map { (before, $0) } } }
         do throws(NetlinkError) {
-            for family in [IPFamily.ipv4, .ipv6] {
-                guard let before = old.address(family), let after = next.address(family) else { continue }
+            for (before, after) in families {
                 // The gateway: a host route to the new address, none to the old.
                 try gatewaySocket.addRoute(.direct(to: IPPrefix(after.address, length: after.address.bitWidth), interfaceIndex: gatewayIndex), replace: true)
                 try? gatewaySocket.deleteRoute(.direct(to: IPPrefix(before.address, length: before.address.bitWidth), interfaceIndex: gatewayIndex))
-                guard joined else { continue }
+                if joined { try socket.addAddress(after, interfaceIndex: index, skipDAD: true) }
+            }
+        } catch {
+            throw SimulatorError("renumber \(planned.name) in node '\(node.name)'", error)
+        }
+        guard joined else { return next.addresses }
+        try route(next, of: node)
+        do throws(NetlinkError) {
+            for (before, _) in families {
+                // The new IPv4 address is promoted in the old one's place (promote_secondaries).
                 do throws(NetlinkError) {
                     try socket.deleteAddress(before, interfaceIndex: index)
                 } catch where error.errno == EADDRNOTAVAIL {}
                 try? socket.deleteRule(RoutingRule(family: before.address.family, priority: planned.rulePriority,
                                                    source: IPPrefix(before.address, length: before.address.bitWidth), table: planned.table))
-                try socket.addAddress(after, interfaceIndex: index, skipDAD: true)
             }
         } catch {
             throw SimulatorError("renumber \(planned.name) in node '\(node.name)'", error)
         }
-        if joined { try route(next, of: node) }
         return next.addresses
     }
 
