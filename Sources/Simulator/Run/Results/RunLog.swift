@@ -154,10 +154,11 @@ package final class RunLog: Sendable {
     /// Time since ``start`` (negative before it).
     package var elapsed: Duration { MonotonicInstant.now - start }
 
-    /// Holds an event until time zero is fixed; false once it is (the caller writes it).
-    private func deferred(_ event: () -> Pending) -> Bool {
+    /// Holds an event (made with the instant it was recorded at) until time zero is fixed;
+    /// false once it is (the caller writes it). Costs one atomic load once it is fixed.
+    private func deferred(_ event: (MonotonicInstant) -> Pending) -> Bool {
         guard !hasBegun.load(ordering: .acquiring) else { return false }
-        let pending = event()
+        let pending = event(.now)
         return state.withLock { state in
             guard state.pending != nil else { return false }
             state.pending!.append(pending)
@@ -167,8 +168,7 @@ package final class RunLog: Sendable {
 
     /// Writes one event at `time` since time zero (now when nil).
     package func record(_ event: RunEvent, at time: Duration? = nil) {
-        let now = MonotonicInstant.now
-        if deferred({ .event(Untimed(event), at: time, recorded: now) }) { return }
+        if deferred({ .event(Untimed(event), at: time, recorded: $0) }) { return }
         let text = RecordedEvent(time: time ?? elapsed, event: event).json.serialized
         let subscribers = state.withLock { state -> [@Sendable () -> Void] in
             Self.write([text], to: &state)
@@ -258,8 +258,7 @@ package final class RunLog: Sendable {
 
     /// Records a path a node's monitor published at `instant` (now when nil).
     package func path(_ path: NetworkPath, node: String, at instant: MonotonicInstant? = nil) {
-        let now = MonotonicInstant.now
-        if deferred({ .path(path, node: node, at: instant ?? now, Untimed(.path(node: node, summary: path.summary, path: path.json))) }) { return }
+        if deferred({ .path(path, node: node, at: instant ?? $0, Untimed(.path(node: node, summary: path.summary, path: path.json))) }) { return }
         let at = instant.map { $0 - start } ?? elapsed
         state.withLock { Self.keep(path, node: node, at: at, in: &$0) }
         record(.path(node: node, summary: path.summary, path: path.json), at: at)
