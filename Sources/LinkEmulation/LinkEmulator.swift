@@ -91,12 +91,12 @@ package final class LinkEmulator: @unchecked Sendable {
     /// it could not keep up (the scenario's conditions did not drop them).
     package var refusedPackets: Int { counters.refused.load(ordering: .relaxed) }
 
-    /// What the offloads did: packets read that stood for more than one wire packet, packets
-    /// that could not be cut (dropped), and writes that merged several wire packets.
     /// How many of the threads run in the real-time class (``Scheduling/realtime`` where the
     /// kernel allowed it); known once they started.
     package var realtimeThreads: Int { counters.realtimeThreads.load(ordering: .relaxed) }
 
+    /// What the offloads did: packets read that stood for more than one wire packet, packets
+    /// that could not be cut (dropped), and writes that merged several wire packets.
     package var offloadStatistics: (superPackets: Int, malformed: Int, merged: Int) {
         (counters.offloaded.load(ordering: .relaxed), counters.malformed.load(ordering: .relaxed), counters.coalesced.load(ordering: .relaxed))
     }

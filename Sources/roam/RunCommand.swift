@@ -10,6 +10,7 @@ import Synchronization
 import SystemPackage
 
 extension BackendChoice: ExpressibleByArgument {}
+extension EmulatorPriority: ExpressibleByArgument {}
 extension MultipathTransport: ExpressibleByArgument {}
 
 /// `roam run FILE`: play a scenario and check its expectations.
@@ -51,6 +52,9 @@ struct RunCommand: ParsableCommand {
 
     @Option(parsing: .unconditional, help: ArgumentHelp("How many threads the userspace emulator moves packets on, each link on one of them (default: one per core, at most one per link).", valueName: "count"))
     var emulatorThreads: Int?
+
+    @Option(help: ArgumentHelp("The userspace emulator's threads' scheduling class: realtime (the kernel's real-time class where this process may use it: packets leave on time however busy the cores are, and a busy emulator can hold up to 95% of a core ahead of the machine's other programs) or ordinary (shares the cores; on a shared machine, other users first).", valueName: "class"))
+    var emulatorPriority: EmulatorPriority = .realtime
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Scale the scenario's time by this factor, in (0, 1]: 0.5 plays it in half its duration, twice as fast (for quick checks).", valueName: "factor"))
     var timeScale: Double = 1
@@ -118,6 +122,7 @@ struct RunCommand: ParsableCommand {
         options.timeScale = timeScale
         options.decisionLogs = decisionLog
         options.emulatorThreads = emulatorThreads
+        options.emulatorPriority = emulatorPriority
         options.multipath = multipath
         options.outputLimits = try outputLimits()
         options.hold = hold

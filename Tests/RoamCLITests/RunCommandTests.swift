@@ -43,6 +43,39 @@ struct RunCommandTests {
         let backend = try RunningCommand.run(roam, ["run", walk, "--backend", "ns3"])
         #expect(backend.status == 2)
         #expect(backend.error.contains("auto") && backend.error.contains("userspace"))
+        let priority = try RunningCommand.run(roam, ["run", walk, "--emulator-priority", "high"])
+        #expect(priority.status == 2)
+        #expect(priority.error.contains("realtime") && priority.error.contains("ordinary"), "\(priority.error)")
+    }
+
+    /// `--emulator-priority`: as root the emulator's threads are real-time unless asked not to
+    /// be, and a run whose threads were ordinary says so in its report.
+    @Test(.enabled(if: TestEnvironment.isRoot, "needs root (the real-time class)"))
+    func theEmulatorsPriorityIsTheOneAskedFor() throws {
+        let directory = "/tmp/roam-run-priority-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/one-link.yaml"
+        try """
+            name: one-link
+            duration: 1s
+            nodes: {phone: {}, server: {}}
+            links:
+              - {name: wifi, between: [phone, server], type: wifi, delay: 5ms}
+            workloads:
+              - {name: api, kind: requests, from: server, to: phone, interval: 100ms, size: 1kb}
+
+            """.write(toFile: scenario, atomically: true, encoding: .utf8)
+        for priority in [nil, "realtime", "ordinary"] {
+            let report = directory + "/report-\(priority ?? "default")"
+            let result = try RunningCommand.run(roam, ["run", scenario, "--backend", "userspace", "--quiet", "--report", report]
+                                                + (priority.map { ["--emulator-priority", $0] } ?? []), timeout: 60)
+            #expect(result.status == 0, "\(result.error)")
+            let summary = try String(contentsOfFile: report + "/summary.json", encoding: .utf8)
+            let noted = summary.contains("ran in the ordinary scheduling class, as asked (--emulator-priority ordinary)")
+            #expect(noted == (priority == "ordinary"), "\(priority ?? "default"): \(summary)")
+            #expect(!summary.contains("may not use the real-time class"), "root may: \(summary)")
+        }
     }
 
     /// Without root the run goes rootless (scripts/rootless-check.sh plays whole scenarios that

@@ -15,6 +15,18 @@ public enum BackendChoice: String, Sendable, Hashable, CaseIterable {
     case auto, netem, userspace
 }
 
+/// The scheduling class of the userspace emulator's threads.
+public enum EmulatorPriority: String, Sendable, Hashable, CaseIterable {
+    /// The kernel's real-time class (`SCHED_FIFO`, its lowest priority) where the process may use
+    /// it (root, or an `RLIMIT_RTPRIO` above zero), ordinary otherwise: a packet due leaves when
+    /// it is due however busy the machine's cores are. The kernel keeps 5% of each second for
+    /// other threads, so a busy emulator can hold up to 95% of a core ahead of them.
+    case realtime
+    /// The ordinary class, sharing the cores with everything else on the machine (a shared
+    /// machine's other users first): under load, packets leave later than their links say.
+    case ordinary
+}
+
 /// How a scenario's links are made and impaired: the seam between the scenario engine and the
 /// mechanisms that move packets. The engine builds namespaces, addresses and routes; a backend
 /// creates each link's two interfaces, applies conditions per direction, and cuts or restores

@@ -50,8 +50,10 @@ package final class UserspaceBackend: LinkBackend {
     package var scheduling: LinkEmulator.Scheduling = .realtime
     /// Once stopped: packets read that stood for more than one wire packet.
     package private(set) var superPackets = 0
-    /// How many of the emulator's threads ran in the real-time class (known once it stopped).
+    /// How many of the emulator's threads ran in the real-time class, of how many (known once it
+    /// stopped).
     package private(set) var realtimeThreads = 0
+    package private(set) var emulatorThreadCount = 0
     /// Once stopped: writes that merged several wire packets of one flow into one.
     package private(set) var mergedWrites = 0
     /// Once stopped: packets a TUN interface refused (its queue full): the emulator could not
@@ -173,6 +175,7 @@ package final class UserspaceBackend: LinkBackend {
             emulatorCPUTime = emulator.cpuTime
             superPackets = emulator.offloadStatistics.superPackets
             realtimeThreads = emulator.realtimeThreads
+            emulatorThreadCount = emulator.threadCount
             mergedWrites = emulator.offloadStatistics.merged
             refusedPackets = emulator.refusedPackets
             var index = 0

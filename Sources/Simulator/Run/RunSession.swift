@@ -163,6 +163,7 @@ final class RunSession {
                 directory: report, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name)),
                 budget: outputBudget))
             userspace.threads = options.emulatorThreads.map { min(max(1, $0), RunOptions.maximumEmulatorThreads) }
+            userspace.scheduling = options.emulatorPriority == .realtime ? .realtime : .normal
             backend = userspace
         }
         let topology = try Topology.build(plan, backend: backend)
@@ -486,6 +487,11 @@ final class RunSession {
         let linkStatistics = backend?.linkStatistics ?? []
         if let userspace = backend as? UserspaceBackend, userspace.refusedPackets > 0 {
             notes.append("the userspace emulator could not keep up: \(userspace.refusedPackets) packets were lost because a TUN interface's queue was full, not by the links' conditions (--emulator-threads, or fewer links per core)")
+        }
+        if let userspace = backend as? UserspaceBackend, userspace.emulatorThreadCount > userspace.realtimeThreads {
+            let why = options.emulatorPriority == .ordinary ? "as asked (--emulator-priority ordinary)"
+                : "as this process may not use the real-time class (a rootless run, or no RLIMIT_RTPRIO)"
+            notes.append("the userspace emulator's threads ran in the ordinary scheduling class, \(why): with the machine's cores busy, packets may leave later than their links' delays say")
         }
         var results = drivers.map { driver, _ in
             driver.result(end: min(endedAt, driver.context.workload.stop ?? scenario.duration))

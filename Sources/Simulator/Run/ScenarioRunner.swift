@@ -60,6 +60,8 @@ public struct RunOptions: Sendable {
     public var emulatorThreads: Int?
     /// The most ``emulatorThreads`` may be.
     public static let maximumEmulatorThreads = 64
+    /// The scheduling class of the userspace emulator's threads.
+    public var emulatorPriority: EmulatorPriority = .realtime
     /// Finds out whether the kernel has netem (replaced in tests).
     package var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.
