@@ -102,7 +102,9 @@ public struct PathEvaluator: Sendable {
             cache.entries = [:]
             cache.policy = policy
         }
+        // Taken out of the cache, so that removing from it does not copy the whole table.
         var previous = cache.entries
+        cache.entries = [:]
         var entries: [Int32: CandidateCache.Entry] = [:]
         entries.reserveCapacity(snapshot.links.count)
         var derived = 0
