@@ -365,7 +365,7 @@ enum RunTable {
         }
         for note in Set(report.workloads.compactMap(\.note)).sorted() { lines.append("  * \(note)") }
         for note in report.notes { lines.append("  note: \(note)") }
-        lines.append("  report: \(report.reportDirectory) (open report.html)")
+        lines.append("  report: \(report.reportDirectory)" + (report.wroteHTML ? " (open report.html)" : ""))
         return lines.joined(separator: "\n")
     }
 

@@ -517,6 +517,15 @@ final class RunSession {
             report.notes.append("\(file) was cut short: the run's files may hold \(byteCountDescription(Int(outputBudget.perFile))) each and "
                 + "\(byteCountDescription(Int(outputBudget.total))) together (roam run --max-file-size, --max-output-size)")
         }
+        // report.html is drawn from the whole timeline read back (``RecordedRun``), which reads
+        // at most so much: a longer run (a day of busy workloads) keeps its verdicts and every
+        // event, and says why it has no report.html rather than failing at its end.
+        let rendersHTML = log.timelineBytes <= options.renderedTimelineLimit
+        report.wroteHTML = rendersHTML
+        if !rendersHTML {
+            report.notes.append("report.html was not written: timeline.jsonl holds \(byteCountDescription(log.timelineBytes)), more than the "
+                + "\(byteCountDescription(options.renderedTimelineLimit)) it is drawn from; summary.json has the verdicts and timeline.jsonl every event")
+        }
         do throws(SafePathError) {
             try self.report.replaceFile(named: "summary.json",
                                         contents: (report.summary(started: wallStart, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8)
@@ -524,7 +533,7 @@ final class RunSession {
             throw SimulatorError(error)
         }
         do {
-            try HTMLReport.write(to: self.report)
+            if rendersHTML { try HTMLReport.write(to: self.report) }
         } catch {
             throw SimulatorError(.environment, "cannot write the run's HTML report: \(error.message)")
         }

@@ -62,6 +62,8 @@ public struct RunOptions: Sendable {
     public static let maximumEmulatorThreads = 64
     /// The scheduling class of the userspace emulator's threads.
     public var emulatorPriority: EmulatorPriority = .realtime
+    /// The largest `timeline.jsonl` that `report.html` is drawn from (smaller in tests).
+    package var renderedTimelineLimit = RecordedRun.maximumTimelineSize
     /// Finds out whether the kernel has netem (replaced in tests).
     package var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.
@@ -210,6 +212,8 @@ public struct RunReport: Sendable {
     public var cancelled: Bool
     /// What the run could not do as the scenario asked, short of failing.
     public var notes: [String] = []
+    /// Whether `report.html` was written (not for a timeline longer than it is drawn from).
+    public var wroteHTML = true
     /// How multipath workloads kept their flows: the `--multipath` asked for, with `auto`
     /// resolved (`mptcp-userspace` where this kernel's userspace path manager can hand over,
     /// else `auto`: application-level handover, MPTCP for the other modes).

@@ -49,6 +49,8 @@ package final class RunLog: Sendable {
         var distinctPaths = Interned<NetworkPath>()
         var nodes = Interned<String>()
         var lines = 0
+        /// Bytes written to `timeline.jsonl`.
+        var bytes = 0
         /// The latest events' lines, for readers of the run while it plays (its control API's
         /// event stream): event `lines - recent.count + i` is `recent[i]`. Bounded by
         /// ``heldEvents`` and ``heldBytes``; older ones are in `timeline.jsonl`.
@@ -181,7 +183,10 @@ package final class RunLog: Sendable {
     private static func write(_ texts: [String], to state: inout State) {
         guard !texts.isEmpty else { return }
         state.lines += texts.count
-        if let file = state.file { try? writeAll(texts.reduce(into: "") { $0 += $1 + "\n" }.utf8, to: file) }
+        if let file = state.file {
+            let text = texts.reduce(into: "") { $0 += $1 + "\n" }
+            if (try? writeAll(text.utf8, to: file)) != nil { state.bytes += text.utf8.count }
+        }
         guard state.holding || !state.subscribers.isEmpty else { return }
         state.recent.append(contentsOf: texts)
         state.recentBytes += texts.reduce(0) { $0 + $1.utf8.count }
@@ -293,6 +298,8 @@ package final class RunLog: Sendable {
     }
     /// How many events were recorded.
     package var eventCount: Int { state.withLock { $0.lines } }
+    /// How many bytes `timeline.jsonl` holds.
+    package var timelineBytes: Int { state.withLock { $0.bytes } }
 }
 
 /// An applied change as ``RunLog`` keeps it: its planned and actual times, the index of the
