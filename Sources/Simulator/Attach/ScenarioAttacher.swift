@@ -163,11 +163,15 @@ package final class ScenarioAttacher: Sendable {
 
         let changes = log.appliedChanges
         notes.append("roam attach plays links only: the scenario's workloads and expectations are left to the programs in the namespaces")
-        let result = RunReport(
+        var result = RunReport(
             scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: [], workloads: [],
             failedChanges: changes.filter { $0.failure != nil }, lateness: changes.map { $0.actual - $0.change.at }, pathUpdates: [:],
             cancelled: wasCancelled, notes: notes, changes: changes, paths: [], endedAt: endedAt)
         log.record(.run(wasCancelled ? .cancelled(passed: result.passed) : .ended(passed: result.passed)))
+        // A sidecar held for days may outgrow what the page is drawn from (see RunSession).
+        let undrawable = log.undrawable()
+        result.wroteHTML = undrawable == nil
+        if let undrawable { result.notes.append(undrawable) }
         do throws(SafePathError) {
             try report.replaceFile(named: "summary.json",
                                    contents: (result.summary(started: started, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8)
@@ -175,7 +179,7 @@ package final class ScenarioAttacher: Sendable {
             throw SimulatorError(error)
         }
         do {
-            try HTMLReport.write(to: report)
+            if undrawable == nil { try HTMLReport.write(to: report) }
         } catch {
             throw SimulatorError(.environment, "cannot write the report: \(error.message)")
         }

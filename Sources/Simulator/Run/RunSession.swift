@@ -520,12 +520,9 @@ final class RunSession {
         // report.html is drawn from the whole timeline read back (``RecordedRun``), which reads
         // at most so much: a longer run (a day of busy workloads) keeps its verdicts and every
         // event, and says why it has no report.html rather than failing at its end.
-        let rendersHTML = log.timelineBytes <= options.renderedTimelineLimit
-        report.wroteHTML = rendersHTML
-        if !rendersHTML {
-            report.notes.append("report.html was not written: timeline.jsonl holds \(byteCountDescription(log.timelineBytes)), more than the "
-                + "\(byteCountDescription(options.renderedTimelineLimit)) it is drawn from; summary.json has the verdicts and timeline.jsonl every event")
-        }
+        let undrawable = log.undrawable(limit: options.renderedTimelineLimit)
+        report.wroteHTML = undrawable == nil
+        if let undrawable { report.notes.append(undrawable) }
         do throws(SafePathError) {
             try self.report.replaceFile(named: "summary.json",
                                         contents: (report.summary(started: wallStart, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8)
@@ -533,7 +530,7 @@ final class RunSession {
             throw SimulatorError(error)
         }
         do {
-            if rendersHTML { try HTMLReport.write(to: self.report) }
+            if undrawable == nil { try HTMLReport.write(to: self.report) }
         } catch {
             throw SimulatorError(.environment, "cannot write the run's HTML report: \(error.message)")
         }

@@ -300,6 +300,16 @@ package final class RunLog: Sendable {
     package var eventCount: Int { state.withLock { $0.lines } }
     /// How many bytes `timeline.jsonl` holds.
     package var timelineBytes: Int { state.withLock { $0.bytes } }
+
+    /// Why `report.html` cannot be drawn from this timeline, when it holds more than `limit`
+    /// bytes (the page is drawn from the timeline read back whole, ``RecordedRun``): a note for
+    /// the report, nil when it can be.
+    package func undrawable(limit: Int = RecordedRun.maximumTimelineSize) -> String? {
+        let bytes = timelineBytes
+        guard bytes > limit else { return nil }
+        return "report.html was not written: timeline.jsonl holds \(byteCountDescription(bytes)), more than the "
+            + "\(byteCountDescription(limit)) it is drawn from; summary.json has the verdicts and timeline.jsonl every event"
+    }
 }
 
 /// An applied change as ``RunLog`` keeps it: its planned and actual times, the index of the
