@@ -52,8 +52,7 @@ struct RunCommandTests {
     /// be, and a run whose threads were ordinary says so in its report.
     @Test(.enabled(if: TestEnvironment.isRoot, "needs root (the real-time class)"))
     func theEmulatorsPriorityIsTheOneAskedFor() throws {
-        let directory = "/tmp/roam-run-priority-\(getpid())"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try TestEnvironment.scratchDirectory("roam-run-priority")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let scenario = directory + "/one-link.yaml"
         try """

@@ -93,12 +93,7 @@ struct EmulatorOffloadTests {
     }
 
     /// A fresh directory of this test's own (`mkdtemp`: never one another user made first).
-    static func scratchDirectory(_ prefix: String) throws -> String {
-        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
-        try #require(made, "mkdtemp: \(String(cString: strerror(errno)))")
-        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    }
+    static func scratchDirectory(_ prefix: String) throws -> String { try TestEnvironment.scratchDirectory(prefix) }
 
     /// The bytes a transfer sends: a pattern that a misplaced or reordered segment would break.
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 11) } }

@@ -24,7 +24,7 @@ struct LongTimelineTests {
 
             """
         let scenario = try #require(ScenarioReader.parse(yaml, file: "long.yaml").scenario)
-        let scratch = "/tmp/roam-long-timeline-\(getpid())"
+        let scratch = try TestEnvironment.scratchDirectory("roam-long-timeline")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         for limit in [RecordedRun.maximumTimelineSize, 2048] {
             var options = RunOptions()

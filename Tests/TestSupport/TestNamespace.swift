@@ -19,6 +19,15 @@ public enum TestEnvironment {
         }
         return nil
     }
+
+    /// A fresh directory of the caller's own under /tmp (`mkdtemp`: never one another user made
+    /// first, so removing it afterwards cannot be redirected).
+    public static func scratchDirectory(_ prefix: String) throws -> String {
+        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        guard made else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
 }
 
 /// A network namespace made for one test, named `roam-test-PID-N`, and deleted when the test

@@ -50,9 +50,9 @@ package final class UserspaceBackend: LinkBackend {
     package var scheduling: LinkEmulator.Scheduling = .realtime
     /// Once stopped: packets read that stood for more than one wire packet.
     package private(set) var superPackets = 0
-    /// How many of the emulator's threads ran in the real-time class, of how many (known once it
-    /// stopped).
+    /// How many of the emulator's threads ran in the real-time class (known once it stopped).
     package private(set) var realtimeThreads = 0
+    /// How many threads the emulator ran (known once it stopped).
     package private(set) var emulatorThreadCount = 0
     /// Once stopped: writes that merged several wire packets of one flow into one.
     package private(set) var mergedWrites = 0
