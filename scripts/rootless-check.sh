@@ -100,7 +100,15 @@ if [ "$(id -u)" = 0 ]; then
     sleep 0.1
   done
   [ -n "$run" ] || fail "the root run printed no run id within 30 s"
-  "$roam" exec "$run" phone -- ip -br addr | grep -q '^wifi .*198\.18\.0\.1/24' || fail "roam exec into root run $run"
+  # The node's namespace exists before its links and addresses are made: wait for wifi's address
+  # (what the run builds next), at most 30 s.
+  entered=
+  for _ in $(seq 1 300); do
+    if "$roam" exec "$run" phone -- ip -br addr 2>/dev/null | grep -q '^wifi .*198\.18\.0\.1/24'; then entered=1; break; fi
+    kill -0 "$runner" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$entered" ] || fail "roam exec into root run $run: wifi never had 198.18.0.1/24 ($("$roam" exec "$run" phone -- ip -br addr 2>&1 | tr '\n' ' '))"
   status=0; as_user "$roam" exec "$run" phone -- true 2> "$work/exec-root.err" || status=$?
   [ "$status" = 2 ] && grep -q "only root enters it" "$work/exec-root.err" || fail "$user entering a root run: exit $status, $(cat "$work/exec-root.err")"
   kill -INT "$runner"; wait "$runner" || true
