@@ -1,8 +1,11 @@
+import CRoamLinux
+import Glibc
 import PathMonitor
 import RoamReport
 import RoamCore
 import RoamSystem
 import ScenarioModel
+import SystemPackage
 import Yams
 import LinkEmulation
 
@@ -206,10 +209,31 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let split = bytes.firstIndex(of: 0) ?? bytes.count
         let summary = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[..<split]), as: UTF8.self)
         let timeline = split < bytes.count ? String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(split + 1)...]), as: UTF8.self) : ""
+        streamedLinesMatch(timeline, pieceBytes: 1 + Int(bytes.count % 7))
         guard let run = try? RecordedRun.parse(directory: "fuzz", summary: summary, timeline: timeline) else { return }
         let html = HTMLReport.render(run)
         precondition(html.hasPrefix("<!DOCTYPE html>") || html.hasPrefix("<!doctype html>"), "the report is not a page")
         _ = HTMLReport.render(comparing: run, run)
+    }
+
+    /// The lines `roam report` reads from a timeline a piece at a time are the lines of the
+    /// timeline read whole, whatever the pieces cut (a CR LF pair, a multi-byte line break).
+    static func streamedLinesMatch(_ timeline: String, pieceBytes: Int) {
+        let fd = roam_memfd_create("roam-fuzz-timeline")
+        precondition(fd >= 0, "memfd_create: \(errno)")
+        let file = FileDescriptor(rawValue: fd)
+        defer { try? file.close() }
+        _ = try? file.writeAll(timeline.utf8)
+        _ = try? file.seek(offset: 0, from: FileDescriptor.SeekOrigin.start)
+        var streamed: [Substring] = []
+        do throws(ReportError) {
+            try TimelineStream.forEachLine(of: file, display: "fuzz", maximumBytes: 1 << 30, pieceBytes: pieceBytes) { streamed.append($0) }
+        } catch {
+            preconditionFailure("streaming a timeline failed: \(error.message)")
+        }
+        let whole = textLines(timeline)
+        precondition(streamed.elementsEqual(whole, by: { Array($0.utf8) == Array($1.utf8) }),
+                     "streamed lines differ from the whole text's: \(streamed.count) against \(whole.count)")
     }
 
     /// `bytes` split at NUL bytes into at most `count` texts.

@@ -1,4 +1,6 @@
+import RoamCore
 import RoamSystem
+import SystemPackage
 import ScenarioModel
 
 /// `report.html`: one self-contained page (inline CSS, SVG and a few lines of script; nothing
@@ -9,7 +11,11 @@ import ScenarioModel
 public enum HTMLReport {
     /// The page for one run.
     public static func render(_ run: RecordedRun) -> String {
-        let model = ReportModel(run)
+        render(ReportModel(run))
+    }
+
+    static func render(_ model: ReportModel) -> String {
+        let run = model.run
         var page = Page(title: "\(run.scenario) — Roam report", duration: model.duration)
         page.header(model, tag: nil)
         page.expectations(model)
@@ -27,9 +33,13 @@ public enum HTMLReport {
 
     /// The page comparing run `a` with run `b` (e.g. `mode: none` against `handover`).
     public static func render(comparing a: RecordedRun, _ b: RecordedRun) -> String {
-        let models = [ReportModel(a), ReportModel(b)]
+        render(comparing: ReportModel(a), ReportModel(b))
+    }
+
+    static func render(comparing a: ReportModel, _ b: ReportModel) -> String {
+        let models = [a, b]
         let tags = ["A", "B"]
-        var page = Page(title: "\(a.scenario) (A) vs \(b.scenario) (B) — Roam comparison", duration: models.map(\.duration).max()!)
+        var page = Page(title: "\(a.run.scenario) (A) vs \(b.run.scenario) (B) — Roam comparison", duration: models.map(\.duration).max()!)
         page.raw("<div class=pair>")
         for (model, tag) in zip(models, tags) { page.header(model, tag: tag) }
         page.raw("</div>")
@@ -57,6 +67,17 @@ public enum HTMLReport {
         return page.finish()
     }
 
+    /// The page of the run in one report directory, or of two compared (as `roam report` writes
+    /// it), and the notes about their timelines (a last line cut short). Each timeline is read a
+    /// piece at a time, as ``write(to:)`` reads it.
+    public static func page(directories: [String]) throws(ReportError) -> (html: String, notes: [String]) {
+        precondition((1...2).contains(directories.count), "one report directory, or two")
+        var models: [ReportModel] = []
+        for directory in directories { models.append(try streamedModel(in: RecordedRun.openDirectory(directory))) }
+        let notes = models.flatMap(\.run.notes)
+        return (models.count == 1 ? render(models[0]) : render(comparing: models[0], models[1]), notes)
+    }
+
     /// Renders `DIR/report.html` from the run's files and returns its path.
     @discardableResult
     public static func write(directory: String) throws(ReportError) -> String {
@@ -64,16 +85,54 @@ public enum HTMLReport {
     }
 
     /// Renders `report.html` in `directory` (held open) from the run's files there, and returns
-    /// its path.
+    /// its path. The timeline is read a piece at a time and only what the page draws is kept of
+    /// each event, so that a run of a day (hundreds of megabytes of timeline) is drawn in the
+    /// memory of its page; a timeline over ``maximumTimelineSize`` is refused.
     @discardableResult
     public static func write(to directory: SecureDirectory) throws(ReportError) -> String {
-        let run = try RecordedRun.load(from: directory)
+        let model = try streamedModel(in: directory)
         do throws(SafePathError) {
-            try directory.replaceFile(named: "report.html", contents: render(run).utf8)
+            try directory.replaceFile(named: "report.html", contents: render(model).utf8)
         } catch {
             throw ReportError(error.message)
         }
         return directory.child("report.html")
+    }
+
+    /// The largest timeline drawn: about four days of a busy run (a soak's mix writes 16 MB an
+    /// hour); reading it takes about a minute.
+    public static let maximumTimelineSize = 4 << 30
+
+    /// The model of the run in `directory`, its timeline read a piece at a time.
+    static func streamedModel(in directory: SecureDirectory) throws(ReportError) -> ReportModel {
+        let shown = escapedForMessage(directory.path, maximumLength: 256)
+        func cannotRead(_ name: String, _ error: SafePathError) -> ReportError {
+            ReportError("\(shown) is not a run's report directory: cannot read \(name) (\(error.message))")
+        }
+        let summaryText: String
+        let timeline: (file: FileDescriptor, size: Int)
+        do throws(SafePathError) {
+            summaryText = String(decoding: try directory.readFile(named: "summary.json", maximumBytes: RecordedRun.maximumSummarySize),
+                                 as: UTF8.self)
+        } catch {
+            throw cannotRead("summary.json", error)
+        }
+        do throws(SafePathError) {
+            timeline = try directory.openRegularFile(named: "timeline.jsonl")
+        } catch {
+            throw cannotRead("timeline.jsonl", error)
+        }
+        defer { try? timeline.file.close() }
+        var run = RecordedRun(directory: shown, summary: try RecordedRun.parseSummary(directory: shown, summaryText), events: [])
+        var builder = ReportModel.Builder(run: run)
+        var decoder = TimelineDecoder(directory: shown)
+        try TimelineStream.forEachLine(of: timeline.file, display: "\(shown)/timeline.jsonl", maximumBytes: maximumTimelineSize) { line throws(ReportError) in
+            if let event = try decoder.decode(line) { builder.add(event) }
+        }
+        run.notes = decoder.finish().map { [$0] } ?? []
+        var model = builder.finish()
+        model.run.notes = run.notes
+        return model
     }
 
     static func ordered(_ lists: [[String]]) -> [String] {

@@ -56,6 +56,19 @@ public struct RecordedRun: Sendable {
     /// line that is not JSON (a run killed while writing it) is left out with a note; damage
     /// anywhere else, or an event without what its type needs, is an error naming the line.
     public static func parse(directory: String, summary summaryText: String, timeline: String) throws(ReportError) -> RecordedRun {
+        let summary = try parseSummary(directory: directory, summaryText)
+        var events: [RecordedEvent] = []
+        var decoder = TimelineDecoder(directory: directory)
+        for line in textLines(timeline) {
+            if let event = try decoder.decode(line) { events.append(event) }
+        }
+        var run = RecordedRun(directory: directory, summary: summary, events: events)
+        run.notes = decoder.finish().map { [$0] } ?? []
+        return run
+    }
+
+    /// A run's `summary.json` from its text.
+    static func parseSummary(directory: String, _ summaryText: String) throws(ReportError) -> RunSummary {
         let json: JSONValue
         do throws(JSONParseError) {
             json = try JSONValue.parse(summaryText)
@@ -71,31 +84,7 @@ public struct RecordedRun: Sendable {
         } catch {
             throw ReportError("\(directory)/\(error.message)")
         }
-        var events: [RecordedEvent] = []
-        var notes: [String] = []
-        let lines = textLines(timeline)
-        let last = lines.lastIndex { !$0.isEmpty }
-        for (number, line) in lines.enumerated() where !line.isEmpty {
-            let object: JSONValue
-            do throws(JSONParseError) {
-                object = try JSONValue.parse(String(line))
-            } catch {
-                guard number == last else {
-                    throw ReportError("\(directory)/timeline.jsonl line \(number + 1): \(error)")
-                }
-                notes.append("\(directory)/timeline.jsonl: the last line (\(number + 1)) is cut short (\(error)); "
-                    + "the run was probably killed while writing it; read the \(events.count) complete events before it")
-                continue
-            }
-            do throws(ReportError) {
-                events.append(try RecordedEvent(json: object))
-            } catch {
-                throw ReportError("\(directory)/timeline.jsonl line \(number + 1): \(error.message)")
-            }
-        }
-        var run = RecordedRun(directory: directory, summary: summary, events: events)
-        run.notes = notes
-        return run
+        return summary
     }
 
     /// The scenario's name.

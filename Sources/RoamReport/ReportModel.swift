@@ -68,6 +68,13 @@ struct ReportModel {
     var mptcpChanges: [(t: Double, label: String)] = []
 
     init(_ run: RecordedRun) {
+        var builder = Builder(run: run)
+        for record in run.events { builder.add(record) }
+        self = builder.finish()
+    }
+
+    /// A model of `summary`'s run with no events yet: ``Builder`` adds them.
+    fileprivate init(empty run: RecordedRun) {
         self.run = run
         let summary = run.summary
         // A summary is outside input (roam report reads any directory): keep the axis finite and
@@ -75,26 +82,50 @@ struct ReportModel {
         let recorded = summary.endedAt > .zero ? summary.endedAt.seconds : summary.duration > .zero ? summary.duration.seconds : 1
         let longest = Double(ScenarioLimits.maximumDuration.components.seconds)
         duration = recorded.isFinite ? min(max(0.001, recorded), longest) : longest
-        var links: [String: Link] = [:], linkOrder: [String] = []
-        var workloads: [String: Workload] = [:], workloadOrder: [String] = []
-        var nodes: [String: [(t: Double, path: JSONValue, summary: String)]] = [:], nodeOrder: [String] = []
-        var openDown: [String: Double] = [:]
-        var openDNS: [String: (start: Double, label: String)] = [:]
-        // Access links a captive portal holds, since when.
-        var openPortal: [String: Double] = [:]
-        var openBlackhole: [String: Double] = [:]
-        for workload in summary.workloads where workloads[workload.name] == nil {
-            workloads[workload.name] = Workload(name: workload.name, kind: workload.kind, mode: workload.mode)
-            workloadOrder.append(workload.name)
+    }
+
+    /// Builds the model from a run's events one at a time, as they are read: nothing but what is
+    /// drawn is kept of each (a run's timeline need not be held whole).
+    struct Builder {
+        private var model: ReportModel
+        private var links: [String: Link] = [:], linkOrder: [String] = []
+        private var workloads: [String: Workload] = [:], workloadOrder: [String] = []
+        private var nodes: [String: [PathSpan]] = [:], nodeOrder: [String] = []
+        private var openDown: [String: Double] = [:]
+        private var openDNS: [String: (start: Double, label: String)] = [:]
+        /// Access links a captive portal holds, since when.
+        private var openPortal: [String: Double] = [:]
+        private var openBlackhole: [String: Double] = [:]
+        private var duration: Double { model.duration }
+
+        /// A builder for `run` (its summary and directory; its events are not read).
+        init(run: RecordedRun) {
+            model = ReportModel(empty: run)
+            for workload in run.summary.workloads where workloads[workload.name] == nil {
+                workloads[workload.name] = Workload(name: workload.name, kind: workload.kind, mode: workload.mode)
+                workloadOrder.append(workload.name)
+            }
         }
-        func workload(_ name: String, _ body: (inout Workload) -> Void) {
+
+        private mutating func addTo(_ name: String, _ body: (inout Workload) -> Void) {
             if workloads[name] == nil {
                 workloads[name] = Workload(name: name, kind: "", mode: "")
                 workloadOrder.append(name)
             }
             body(&workloads[name]!)
         }
-        for record in run.events {
+
+        private static func span(_ t: Double, _ path: JSONValue, _ summary: String) -> PathSpan {
+            let primary = path["primaryInterface"]?.stringValue
+            let type = path["interfaces"]?.arrayValue?.first { $0["name"]?.stringValue == primary }?["type"]?.stringValue
+            return PathSpan(start: t, end: t, satisfied: path["status"]?.stringValue == "satisfied",
+                            interface: primary, type: type, expensive: path["isExpensive"]?.boolValue ?? false,
+                            constrained: path["isConstrained"]?.boolValue ?? false,
+                            ultraConstrained: path["isUltraConstrained"]?.boolValue ?? false,
+                            quality: path["linkQuality"]?.stringValue, summary: summary)
+        }
+
+        mutating func add(_ record: RecordedEvent) {
             let seconds = record.time.seconds
             let t = min(max(seconds, 0), duration)
             switch record.event {
@@ -104,7 +135,7 @@ struct ReportModel {
                     links[name] = Link(name: name)
                     linkOrder.append(name)
                 }
-                if change.error != nil { continue }
+                if change.error != nil { return }
                 switch change.kind {
                 case .carrier(let up):
                     if !up, openDown[name] == nil { openDown[name] = t }
@@ -149,38 +180,40 @@ struct ReportModel {
                 }
             case let .path(node, summary, path):
                 // Paths published while the network is taken down after the end are not the run's.
-                if seconds > duration { continue }
+                if seconds > duration { return }
                 if nodes[node] == nil { nodeOrder.append(node) }
-                nodes[node, default: []].append((t, path, summary))
+                // Each span runs to the next path's time (the last one, to the end).
+                if let last = nodes[node]?.indices.last { nodes[node]![last].end = max(t, nodes[node]![last].start) }
+                nodes[node, default: []].append(Self.span(t, path, summary))
             case .sample(let sample):
-                workload(sample.workload) { workload in
+                addTo(sample.workload) { workload in
                     workload.throughput.append((t, Double(sample.throughputBitsPerSecond) / 1e6))
                     if let buffered = sample.buffered { workload.buffered.append((t, buffered.seconds)) }
                 }
             case let .stall(name, start, length):
-                workload(name) { workload in
+                addTo(name) { workload in
                     let begin = start.seconds, seconds = length.seconds
                     workload.stalls.append(Interval(start: begin, end: begin + seconds, label: String(format3(seconds)) + " s stall"))
                 }
             case .connect(let connect):
                 let lookup = connect.lookup.map { "; \($0.name) looked up in \(format3($0.duration.seconds * 1000)) ms at \($0.server): \($0.addresses.joined(separator: ", "))" } ?? ""
-                workload(connect.workload) { $0.connects.append((t, "connected via \(connect.interface ?? "?") (\(connect.local)) to \(connect.remote), \(connect.transport ?? "tcp")\(lookup)")) }
+                addTo(connect.workload) { $0.connects.append((t, "connected via \(connect.interface ?? "?") (\(connect.local)) to \(connect.remote), \(connect.transport ?? "tcp")\(lookup)")) }
             case let .disconnect(name, reason):
-                workload(name) { $0.disconnects.append((t, "disconnected: \(reason)")) }
+                addTo(name) { $0.disconnects.append((t, "disconnected: \(reason)")) }
             case let .connectFailed(name, reason):
-                workload(name) { $0.failedRequests.append((t, "connect failed: \(reason)")) }
+                addTo(name) { $0.failedRequests.append((t, "connect failed: \(reason)")) }
             case .request(let request):
                 if case .failed(let reason) = request.outcome {
-                    workload(request.workload) { $0.failedRequests.append((t, "request \(request.number) failed: \(reason)")) }
+                    addTo(request.workload) { $0.failedRequests.append((t, "request \(request.number) failed: \(reason)")) }
                 }
             case .subflow(let subflow):
-                workload(subflow.workload) { $0.subflows.append((t, "subflow \(subflow.event ?? "") on \(subflow.interface ?? "?"): \(subflow.subflow ?? subflow.error ?? "")")) }
+                addTo(subflow.workload) { $0.subflows.append((t, "subflow \(subflow.event ?? "") on \(subflow.interface ?? "?"): \(subflow.subflow ?? subflow.error ?? "")")) }
             case .pathStalled(let stalled):
-                workload(stalled.workload) { $0.subflows.append((t, "path-stalled \(stalled.interface)")) }
+                addTo(stalled.workload) { $0.subflows.append((t, "path-stalled \(stalled.interface)")) }
             case let .pathRestored(name, interface, _):
-                workload(name) { $0.subflows.append((t, "path-restored \(interface)")) }
+                addTo(name) { $0.subflows.append((t, "path-restored \(interface)")) }
             case .command(let command):
-                workload(command.workload) { workload in
+                addTo(command.workload) { workload in
                     var label: String
                     switch command.phase {
                     case .started: label = "command started"
@@ -193,45 +226,41 @@ struct ReportModel {
                     workload.commands.append((t, label))
                 }
             case let .mark(text, node):
-                marks.append((t, (node.map { $0 + ": " } ?? "") + text))
+                model.marks.append((t, (node.map { $0 + ": " } ?? "") + text))
             case let .mptcp(node, changes, error):
-                mptcpChanges.append((t, "\(node): \(error ?? changes.joined(separator: "; "))"))
+                model.mptcpChanges.append((t, "\(node): \(error ?? changes.joined(separator: "; "))"))
             case .run, .quality, .workload, .subflowSwitch, .complete, .unknown:
                 break
             }
         }
-        for (name, start) in openDown { links[name]?.down.append(Interval(start: start, end: duration, label: "carrier down")) }
-        for (name, open) in openDNS { links[name]?.down.append(Interval(start: open.start, end: duration, label: open.label)) }
-        for (name, start) in openPortal { links[name]?.down.append(Interval(start: start, end: duration, label: "captive portal")) }
-        for (key, start) in openBlackhole {
-            let parts = key.split(separator: "/").map(String.init)
-            links[parts[0]]?.blackholed[parts[1], default: []].append(Interval(start: start, end: duration, label: "blackhole \(parts[1])"))
-        }
-        // A stall still going at the end is only in the summary.
-        for summaryWorkload in summary.workloads where workloads[summaryWorkload.name] != nil {
-            for stall in summaryWorkload.stream?.stalls ?? [] where stall.ongoing {
-                workloads[summaryWorkload.name]!.stalls.append(Interval(start: stall.start.seconds, end: duration, label: "stall until the end"))
+
+        /// The model, once every event is in.
+        consuming func finish() -> ReportModel {
+            let summary = model.run.summary
+            let duration = model.duration
+            for (name, start) in openDown { links[name]?.down.append(Interval(start: start, end: duration, label: "carrier down")) }
+            for (name, open) in openDNS { links[name]?.down.append(Interval(start: open.start, end: duration, label: open.label)) }
+            for (name, start) in openPortal { links[name]?.down.append(Interval(start: start, end: duration, label: "captive portal")) }
+            for (key, start) in openBlackhole {
+                let parts = key.split(separator: "/").map(String.init)
+                links[parts[0]]?.blackholed[parts[1], default: []].append(Interval(start: start, end: duration, label: "blackhole \(parts[1])"))
             }
-        }
-        self.links = linkOrder.compactMap { links[$0] }
-        self.workloads = workloadOrder.compactMap { workloads[$0] }
-        self.nodes = nodeOrder.map { name in
-            let records = nodes[name]!
-            var spans: [PathSpan] = []
-            for (index, record) in records.enumerated() {
-                let end = index + 1 < records.count ? records[index + 1].t : duration
-                let path = record.path
-                let primary = path["primaryInterface"]?.stringValue
-                let type = path["interfaces"]?.arrayValue?.first { $0["name"]?.stringValue == primary }?["type"]?.stringValue
-                spans.append(PathSpan(start: record.t, end: max(end, record.t), satisfied: path["status"]?.stringValue == "satisfied",
-                                      interface: primary, type: type, expensive: path["isExpensive"]?.boolValue ?? false,
-                                      constrained: path["isConstrained"]?.boolValue ?? false,
-                                      ultraConstrained: path["isUltraConstrained"]?.boolValue ?? false,
-                                      quality: path["linkQuality"]?.stringValue, summary: record.summary))
+            // A stall still going at the end is only in the summary.
+            for summaryWorkload in summary.workloads where workloads[summaryWorkload.name] != nil {
+                for stall in summaryWorkload.stream?.stalls ?? [] where stall.ongoing {
+                    workloads[summaryWorkload.name]!.stalls.append(Interval(start: stall.start.seconds, end: duration, label: "stall until the end"))
+                }
             }
-            return Node(name: name, spans: spans)
+            model.links = linkOrder.compactMap { links[$0] }
+            model.workloads = workloadOrder.compactMap { workloads[$0] }
+            model.nodes = nodeOrder.map { name in
+                var spans = nodes[name]!
+                if let last = spans.indices.last { spans[last].end = max(duration, spans[last].start) }
+                return Node(name: name, spans: spans)
+            }
+            model.downsample()
+            return model
         }
-        downsample()
     }
 }
 

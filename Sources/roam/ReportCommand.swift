@@ -27,10 +27,9 @@ struct ReportCommand: ParsableCommand {
 
     func run() throws {
         do throws(ReportError) {
-            let runs = try directories.map { directory throws(ReportError) in try RecordedRun.load(directory: directory) }
-            for note in runs.flatMap(\.notes) { printError("roam report: note: \(note)") }
-            let html = runs.count == 1 ? HTMLReport.render(runs[0]) : HTMLReport.render(comparing: runs[0], runs[1])
-            let path = output ?? (runs.count == 1 ? directories[0] + "/report.html" : "comparison.html")
+            let (html, notes) = try HTMLReport.page(directories: directories)
+            for note in notes { printError("roam report: note: \(note)") }
+            let path = output ?? (directories.count == 1 ? directories[0] + "/report.html" : "comparison.html")
             try writeTextFile(html, to: path)
             writeLine(path)
         } catch {

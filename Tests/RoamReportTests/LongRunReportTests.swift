@@ -10,6 +10,12 @@ import Testing
     /// An hour of Wi-Fi going down for 1 s every 2 s, a workload sampled every 200 ms with a
     /// connection after each outage, and the phone's path following the carrier.
     static func hourOfFlaps() throws -> RecordedRun {
+        let (summary, timeline) = try hourOfFlapsTexts()
+        return try RecordedRun.parse(directory: "hour", summary: summary, timeline: timeline)
+    }
+
+    /// The summary and timeline of ``hourOfFlaps()``.
+    static func hourOfFlapsTexts() throws -> (summary: String, timeline: String) {
         var lines: [String] = []
         let wifi = #"{"name":"wifi","type":"wifi","isExpensive":false,"isConstrained":false}"#
         let cell = #"{"name":"cell","type":"cellular","isExpensive":true,"isConstrained":false}"#
@@ -26,7 +32,7 @@ import Testing
             lines.append(#"{"t":\#(t),"type":"sample","workload":"video","bytes":0,"throughputBps":\#(sample % 10 == 0 ? 0 : 4_000_000),"bufferedMs":\#(2000 - sample % 10 * 100)}"#)
         }
         let summary = #"{"scenario":"hour","durationSeconds":3600,"workloads":[{"name":"video","kind":"stream","mode":"handover"}]}"#
-        return try RecordedRun.parse(directory: "hour", summary: summary, timeline: lines.joined(separator: "\n"))
+        return (summary, lines.joined(separator: "\n"))
     }
 
     @Test func anHourOfFlapsDrawsAboutOneThingPerPixel() throws {

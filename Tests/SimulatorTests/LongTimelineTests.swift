@@ -26,7 +26,7 @@ struct LongTimelineTests {
         let scenario = try #require(ScenarioReader.parse(yaml, file: "long.yaml").scenario)
         let scratch = try TestEnvironment.scratchDirectory("roam-long-timeline")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        for limit in [RecordedRun.maximumTimelineSize, 2048] {
+        for limit in [HTMLReport.maximumTimelineSize, 2048] {
             var options = RunOptions()
             options.backend = .userspace
             options.reportDirectory = scratch + "/\(limit)"

@@ -286,6 +286,17 @@ public final class SecureDirectory: Sendable {
         throw SafePathError(.system, path: child(name), message: "cannot create \(shown(name)): another process keeps making it")
     }
 
+    /// A new file with no name in this directory, open for reading and writing, readable only by
+    /// its owner (`O_TMPFILE`): it disappears when its descriptor is closed, even when the
+    /// process is killed, and nothing at any name is touched. Nil where the file system has no
+    /// unnamed files (`EOPNOTSUPP`, `EISDIR` on old kernels) or refuses one.
+    package func createUnnamedFile() -> FileDescriptor? {
+        // O_TMPFILE is a macro Swift does not import: __O_TMPFILE | O_DIRECTORY.
+        let unnamed: Int32 = 0o20000000 | O_DIRECTORY
+        let fd = openat(descriptor, ".", unnamed | O_RDWR | O_NOCTTY | O_CLOEXEC, 0o600)
+        return fd >= 0 ? FileDescriptor(rawValue: fd) : nil
+    }
+
     /// Writes `bytes` as the whole content of `name`, atomically (a temporary file in this
     /// directory renamed over it): a reader sees the old file or the new one, never a part.
     /// Anything but a regular file at the name is refused.
@@ -362,6 +373,33 @@ public final class SecureDirectory: Sendable {
         }
         defer { close(fd) }
         return try readRegularFile(fd, display: child(name), maximumBytes: maximumBytes)
+    }
+
+    /// The regular file `name`, open for reading, for a caller that reads it in pieces (a file
+    /// too large to hold whole); a link, a FIFO or a device at the name is refused as
+    /// ``readFile(named:maximumBytes:)`` refuses it. Its size comes with it.
+    public func openRegularFile(named name: String) throws(SafePathError) -> (file: FileDescriptor, size: Int) {
+        try Self.checkName(name, in: path)
+        let fd = openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else {
+            let error = Errno.current
+            if error == .tooManySymbolicLinkLevels {
+                throw SafePathError(.notRegularFile, path: child(name), message: "\(shown(name)) is a symbolic link; Roam reads it only as a regular file")
+            }
+            throw .system("read", child(name), error)
+        }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            let error = Errno.current
+            close(fd)
+            throw .system("read", child(name), error)
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw SafePathError(.notRegularFile, path: child(name), message: "\(shown(name)) is "
+                + "\(Self.kindName(status.st_mode)); only regular files are read")
+        }
+        return (FileDescriptor(rawValue: fd), Int(status.st_size))
     }
 
     /// Whether this process may create files here (its effective ids, `faccessat` with

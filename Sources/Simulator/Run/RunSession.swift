@@ -517,9 +517,10 @@ final class RunSession {
             report.notes.append("\(file) was cut short: the run's files may hold \(byteCountDescription(Int(outputBudget.perFile))) each and "
                 + "\(byteCountDescription(Int(outputBudget.total))) together (roam run --max-file-size, --max-output-size)")
         }
-        // report.html is drawn from the whole timeline read back (``RecordedRun``), which reads
-        // at most so much: a longer run (a day of busy workloads) keeps its verdicts and every
-        // event, and says why it has no report.html rather than failing at its end.
+        // report.html is drawn from the timeline read back a piece at a time, at most
+        // ``HTMLReport/maximumTimelineSize`` of it: a longer run (days of busy workloads) keeps
+        // its verdicts and every event, and says why it has no report.html rather than failing
+        // at its end.
         let undrawable = log.undrawable(limit: options.renderedTimelineLimit)
         report.wroteHTML = undrawable == nil
         if let undrawable { report.notes.append(undrawable) }

@@ -63,7 +63,7 @@ public struct RunOptions: Sendable {
     /// The scheduling class of the userspace emulator's threads.
     public var emulatorPriority: EmulatorPriority = .realtime
     /// The largest `timeline.jsonl` that `report.html` is drawn from (smaller in tests).
-    package var renderedTimelineLimit = RecordedRun.maximumTimelineSize
+    package var renderedTimelineLimit = HTMLReport.maximumTimelineSize
     /// Finds out whether the kernel has netem (replaced in tests).
     package var netemProbe: @Sendable () -> NetemAvailability = { NetemBackend.probe() }
     /// How workloads in multipath modes keep their flows alive.
