@@ -2,7 +2,8 @@
 /// value is kept exactly up to ``exactLimit``; past that, values are counted in log-linear
 /// buckets (128 per power of two, as HdrHistogram does with two significant digits), so that a
 /// percentile is within 0.4 % of the true value, and the count, the minimum and the maximum stay
-/// exact. At most about 5,500 buckets exist between a nanosecond and a day, whatever the count.
+/// exact. At most about 5,500 buckets exist between a nanosecond and a day, whatever the count,
+/// held as one array from the smallest value's bucket to the largest's.
 public struct DurationDistribution: Sendable, Equatable {
     /// How many values are kept exactly before they are counted in buckets.
     public static let exactLimit = 4_096
@@ -17,8 +18,13 @@ public struct DurationDistribution: Sendable, Equatable {
     public private(set) var maximum: Duration?
     /// The values while there are at most ``exactLimit`` of them.
     private var exact: [Duration] = []
-    /// Past ``exactLimit``: how many values fell in each bucket, by key (see ``key(_:)``).
-    private var buckets: [Int: Int] = [:]
+    /// Past ``exactLimit``: how many values fell in each bucket, by key (see ``key(_:)``), from
+    /// key ``bucketBase`` on: one flat array from the smallest key recorded to the largest, which
+    /// grows only when a value falls outside every bucket so far (a few thousand entries at
+    /// most; about 2,200 between a millisecond and 30 seconds), so that the memory of a run's
+    /// figures stops growing once its range of values is seen.
+    private var buckets: [Int] = []
+    private var bucketBase = 0
 
     public init() {}
 
@@ -27,7 +33,9 @@ public struct DurationDistribution: Sendable, Equatable {
     }
 
     /// How many buckets hold values (none while ``isExact``): what the memory grows with.
-    package var bucketCount: Int { buckets.count }
+    package var bucketCount: Int { buckets.count { $0 > 0 } }
+    /// How many buckets are held, empty ones between them included.
+    package var bucketStorage: Int { buckets.count }
 
     /// True while every value is held as recorded (percentiles are exact).
     public var isExact: Bool { count <= Self.exactLimit }
@@ -41,10 +49,24 @@ public struct DurationDistribution: Sendable, Equatable {
             return
         }
         if !exact.isEmpty {
-            for held in exact { buckets[Self.key(held), default: 0] += 1 }
+            for held in exact { count(Self.key(held)) }
             exact = []
         }
-        buckets[Self.key(value), default: 0] += 1
+        count(Self.key(value))
+    }
+
+    /// Counts one value in bucket `key`, widening the array to reach it.
+    private mutating func count(_ key: Int) {
+        if buckets.isEmpty {
+            bucketBase = key
+            buckets = [0]
+        } else if key < bucketBase {
+            buckets.insert(contentsOf: repeatElement(0, count: bucketBase - key), at: 0)
+            bucketBase = key
+        } else if key - bucketBase >= buckets.count {
+            buckets.append(contentsOf: repeatElement(0, count: key - bucketBase - buckets.count + 1))
+        }
+        buckets[key - bucketBase] += 1
     }
 
     /// The value at `fraction` (0...1) by nearest rank: exact while ``isExact``, otherwise the
@@ -57,9 +79,9 @@ public struct DurationDistribution: Sendable, Equatable {
         if rank == 0 { return minimum }
         if rank == count - 1 { return maximum }
         var seen = 0
-        for key in buckets.keys.sorted() {
-            seen += buckets[key]!
-            if seen > rank { return Swift.min(Swift.max(Self.representative(key), minimum), maximum) }
+        for (offset, held) in buckets.enumerated() where held > 0 {
+            seen += held
+            if seen > rank { return Swift.min(Swift.max(Self.representative(bucketBase + offset), minimum), maximum) }
         }
         return maximum
     }
@@ -68,8 +90,8 @@ public struct DurationDistribution: Sendable, Equatable {
     /// as the middle of its bucket. ``count`` values either way.
     public var values: [Duration] {
         if isExact { return exact }
-        return buckets.keys.sorted().flatMap { key in
-            repeatElement(Swift.min(Swift.max(Self.representative(key), minimum!), maximum!), count: buckets[key]!)
+        return buckets.enumerated().flatMap { offset, held in
+            repeatElement(Swift.min(Swift.max(Self.representative(bucketBase + offset), minimum!), maximum!), count: held)
         }
     }
 

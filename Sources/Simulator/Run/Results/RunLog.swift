@@ -41,11 +41,13 @@ package final class RunLog: Sendable {
         /// flapping link applies the same two changes and publishes the same few paths over and
         /// over, so each distinct change (its time and step aside) and each distinct path is
         /// held once, and each record is a few words that point at them (40 and 24 bytes,
-        /// where a whole change took about 360 and a path record about 150).
-        var changes: [CompactChange] = []
+        /// where a whole change took about 360 and a path record about 150), and spilled to
+        /// an unnamed file in the report directory as they come (``RecordSpill``), so that
+        /// they take no more memory at the end of a day than at its start.
+        var changes: RecordSpill<CompactChange>
+        var paths: RecordSpill<CompactPath>
         var failures: [Int: String] = [:]
         var distinctChanges = Interned<ScheduledChange>()
-        var paths: [CompactPath] = []
         var distinctPaths = Interned<NetworkPath>()
         var nodes = Interned<String>()
         var lines = 0
@@ -83,6 +85,8 @@ package final class RunLog: Sendable {
         func line(at time: Duration) -> String { "{\"t\":" + JSONValue.seconds(time).serialized + rest }
     }
     private let state: Mutex<State>
+    /// Where the timeline is written (nil: in memory only), and the run's records spilled.
+    private let directory: SecureDirectory?
 
     /// The most recent events held in memory for live readers, by count and by bytes.
     package static let heldEvents = 65_536
@@ -93,6 +97,7 @@ package final class RunLog: Sendable {
     package init(start: MonotonicInstant, directory: SecureDirectory?, holdingEvents: Bool = false) throws(SimulatorError) {
         startNanoseconds = Atomic(start.nanoseconds)
         hasBegun = Atomic(true)
+        self.directory = directory
         state = Mutex(try Self.initialState(directory: directory, holdingEvents: holdingEvents))
     }
 
@@ -103,6 +108,7 @@ package final class RunLog: Sendable {
     package init(beginningLater directory: SecureDirectory?, holdingEvents: Bool = false) throws(SimulatorError) {
         startNanoseconds = Atomic(MonotonicInstant.now.nanoseconds)
         hasBegun = Atomic(false)
+        self.directory = directory
         var initial = try Self.initialState(directory: directory, holdingEvents: holdingEvents)
         initial.pending = []
         state = Mutex(initial)
@@ -117,7 +123,8 @@ package final class RunLog: Sendable {
                 throw SimulatorError(error)
             }
         }
-        var initial = State(file: file)
+        var initial = State(file: file, changes: RecordSpill(file: directory?.createUnnamedFile()),
+                            paths: RecordSpill(file: directory?.createUnnamedFile()))
         initial.holding = holdingEvents
         return initial
     }
@@ -273,6 +280,17 @@ package final class RunLog: Sendable {
         state.paths.append(CompactPath(at: at, node: state.nodes.index(of: node), path: state.distinctPaths.index(of: path)))
     }
 
+    /// Records of a run that grow with it (gaps, addresses, stalls), spilled beside the log's
+    /// own (in memory when the log is).
+    func spill<Element: BitwiseCopyable>(of type: Element.Type) -> RecordSpill<Element> {
+        RecordSpill(file: directory?.createUnnamedFile())
+    }
+
+    /// How many records the log has written out of memory (applied changes, paths).
+    package var spilledCounts: (changes: Int, paths: Int) {
+        state.withLock { ($0.changes.spilled, $0.paths.spilled) }
+    }
+
     /// How many distinct changes (time and step aside) and paths the log holds.
     package var distinctCounts: (changes: Int, paths: Int) {
         state.withLock { ($0.distinctChanges.values.count, $0.distinctPaths.values.count) }
@@ -281,7 +299,7 @@ package final class RunLog: Sendable {
     /// Every applied change, in the order they were applied (made whole from the compact record).
     package var appliedChanges: [AppliedChange] {
         state.withLock { state in
-            state.changes.enumerated().map { index, compact in
+            state.changes.all().enumerated().map { index, compact in
                 var change = state.distinctChanges.values[Int(compact.change)]
                 change.at = compact.planned
                 change.step = compact.step < 0 ? nil : Int(compact.step)
@@ -293,7 +311,7 @@ package final class RunLog: Sendable {
     /// Every published path, in order; records of one path share its storage.
     package var paths: [PathRecord] {
         state.withLock { state in
-            state.paths.map { PathRecord(at: $0.at, node: state.nodes.values[Int($0.node)], path: state.distinctPaths.values[Int($0.path)]) }
+            state.paths.all().map { PathRecord(at: $0.at, node: state.nodes.values[Int($0.node)], path: state.distinctPaths.values[Int($0.path)]) }
         }
     }
     /// How many events were recorded.
@@ -302,9 +320,9 @@ package final class RunLog: Sendable {
     package var timelineBytes: Int { state.withLock { $0.bytes } }
 
     /// Why `report.html` cannot be drawn from this timeline, when it holds more than `limit`
-    /// bytes (the page is drawn from the timeline read back whole, ``RecordedRun``): a note for
+    /// bytes (the most of a timeline ``RoamReport/HTMLReport/write(to:)`` reads): a note for
     /// the report, nil when it can be.
-    package func undrawable(limit: Int = RecordedRun.maximumTimelineSize) -> String? {
+    package func undrawable(limit: Int = HTMLReport.maximumTimelineSize) -> String? {
         let bytes = timelineBytes
         guard bytes > limit else { return nil }
         return "report.html was not written: timeline.jsonl holds \(byteCountDescription(bytes)), more than the "

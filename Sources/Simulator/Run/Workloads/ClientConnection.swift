@@ -17,11 +17,15 @@ final class ClientConnection: Sendable {
         var socket: TCPSocket?
         var session: HandoverSession
         var connectFailures = 0
-        var localAddresses: [String] = []
+        /// The local address of each connection, in order: numbers of the distinct ones (a run
+        /// that lasts a day reconnects from the same few addresses), spilled out of memory.
+        var localAddresses: RecordSpill<Int32>
+        var distinctAddresses = Interned<String>()
         /// The longest time between two arrivals of data, and when it began.
         var longestGap: (start: Duration, length: Duration)?
-        /// Every gap of at least ``ClientConnection/recordedGap`` (the first ``maximumGaps``).
-        var gaps: [(start: Duration, length: Duration)] = []
+        /// Every gap of at least ``ClientConnection/recordedGap`` (the first ``maximumGaps``),
+        /// spilled out of memory.
+        var gaps: RecordSpill<Gap>
         /// What the current connection is (MPTCP or not).
         var mode: MPTCP.Mode = .tcp
         var modes: Set<MPTCP.Mode> = []
@@ -38,6 +42,17 @@ final class ClientConnection: Sendable {
         var lookups: LookupStatistics?
         var lookup: RunEvent.Connect.Lookup?
         var lastFailure: String?
+
+        mutating func connected(from address: String) {
+            localAddresses.append(distinctAddresses.index(of: address))
+        }
+        /// The local address of each connection, in order.
+        var addresses: [String] { localAddresses.all().map { distinctAddresses.values[Int($0)] } }
+    }
+    /// A gap in the data, as ``State/gaps`` keeps it.
+    struct Gap {
+        var start: Duration
+        var length: Duration
     }
     private let state: Mutex<State>
     let context: WorkloadContext
@@ -61,7 +76,8 @@ final class ClientConnection: Sendable {
         configuration.policy = ConnectionPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
                                                 allowsUltraConstrained: !prohibits.contains(.ultraConstrained),
                                                 serviceType: configuration.rules.serviceType)
-        var initial = State(session: HandoverSession(to: context.serverAddresses, port: context.port, configuration: configuration))
+        var initial = State(session: HandoverSession(to: context.serverAddresses, port: context.port, configuration: configuration),
+                            localAddresses: context.log.spill(of: Int32.self), gaps: context.log.spill(of: Gap.self))
         initial.lookups = context.workload.host.map { LookupStatistics(name: $0) }
         state = Mutex(initial)
         subflows = context.controlsSubflows ? context.clientNamespace.map { MPTCPSubflowController(namespace: $0) } : nil
@@ -81,7 +97,7 @@ final class ClientConnection: Sendable {
     var connections: Int { state.withLock { $0.session.machine.connections } }
     var connectFailures: Int { state.withLock { $0.connectFailures } }
     /// The local addresses connections were made from, in order (the links the app used).
-    var localAddresses: [String] { state.withLock { $0.localAddresses } }
+    var localAddresses: [String] { state.withLock { $0.addresses } }
     var rtt: Duration? { state.withLock { $0.socket?.smoothedRTT } }
 
     /// When the last byte arrived, from the start of the run.
@@ -92,7 +108,7 @@ final class ClientConnection: Sendable {
         let (requests, sample) = state.withLock { state -> ([HandoverSession.Request], Bool) in
             if let last = state.session.machine.lastData {
                 if now - last > (state.longestGap?.length ?? .zero) { state.longestGap = (last, now - last) }
-                if now - last >= Self.recordedGap, state.gaps.count < Self.maximumGaps { state.gaps.append((last, now - last)) }
+                if now - last >= Self.recordedGap, state.gaps.count < Self.maximumGaps { state.gaps.append(Gap(start: last, length: now - last)) }
             }
             let requests = state.session.handle(.received(bytes: count, at: now))
             return (requests, state.mode == .multipath && now - state.lastSubflowSample >= Self.subflowSampleInterval)
@@ -313,7 +329,7 @@ final class ClientConnection: Sendable {
                     state.socket = socket
                     state.raced = true
                     state.lastFailure = nil
-                    state.localAddresses.append(winner?.source.description ?? "?")
+                    state.connected(from: winner?.source.description ?? "?")
                     state.mode = connection.metrics.mode
                     state.modes.insert(connection.metrics.mode)
                     state.pendingMove = nil
@@ -421,7 +437,7 @@ final class ClientConnection: Sendable {
                 }
                 let lookup = state.withLock { state in
                     state.socket = socket
-                    state.localAddresses.append(local)
+                    state.connected(from: local)
                     state.lastFailure = nil
                     _ = state.session.handle(.connected(.init(interface: interface, transport: .tcp, local: IPAddress(local),
                                                               remote: addresses[0]), at: context.log.elapsed))
@@ -521,11 +537,11 @@ final class ClientConnection: Sendable {
             result.bytesReceived = state.session.machine.bytesReceived
             result.connections = state.session.machine.connections
             result.connectFailures = state.connectFailures
-            result.localAddresses = state.localAddresses
+            result.localAddresses = state.addresses
             result.bytesByInterface = state.session.machine.bytesByInterface
             result.handovers = state.raced ? state.session.machine.handovers : 0
             result.longestGap = state.longestGap
-            result.gaps = state.gaps
+            result.gaps = state.gaps.all().map { ($0.start, $0.length) }
             // A flow that never resumed: its last gap runs to the end.
             if let last = state.session.machine.lastData, end - last >= Self.recordedGap, state.gaps.count < Self.maximumGaps {
                 result.gaps.append((last, end - last))

@@ -19,7 +19,13 @@ final class StreamWorkload: WorkloadDriver {
     private let player: Mutex<Playout>
 
     /// The playout buffer: a state machine advanced with the time and the bytes that arrived.
-    struct Playout: Sendable {
+    /// A stall that ended, as ``Playout/stalls`` keeps it.
+    struct EndedStall {
+        var start: Duration
+        var duration: Duration
+    }
+
+    struct Playout {
         enum Phase: Sendable, Equatable {
             case starting
             /// Playing since `since`, from media position `from` (seconds).
@@ -30,13 +36,17 @@ final class StreamWorkload: WorkloadDriver {
         /// Media played up to the last update (seconds).
         var position = 0.0
         var startup: Duration?
-        var stalls: [StreamStatistics.Stall] = []
+        /// The stalls that ended, spilled out of memory (a stream that lasts a day on a link that
+        /// flaps stalls thousands of times).
+        let stalls: RecordSpill<EndedStall>
         let bytesPerSecond: Double
         let buffer: Double
         let start: MonotonicInstant
         let origin: MonotonicInstant
 
-        init(bytesPerSecond: Double, buffer: Duration, start: MonotonicInstant, origin: MonotonicInstant) {
+        init(bytesPerSecond: Double, buffer: Duration, start: MonotonicInstant, origin: MonotonicInstant,
+             stalls: RecordSpill<EndedStall> = RecordSpill(file: nil)) {
+            self.stalls = stalls
             self.bytesPerSecond = bytesPerSecond
             self.buffer = Double(buffer.nanoseconds) / 1e9
             self.start = start
@@ -69,7 +79,7 @@ final class StreamWorkload: WorkloadDriver {
                 if received - position >= buffer {
                     phase = .playing(since: now, from: position)
                     let stall = StreamStatistics.Stall(start: since - origin, duration: now - since, ongoing: false)
-                    stalls.append(stall)
+                    stalls.append(EndedStall(start: stall.start, duration: stall.duration))
                     return stall
                 }
             }
@@ -91,6 +101,7 @@ final class StreamWorkload: WorkloadDriver {
 
         /// The stalls, counting one still going at `end` (and a stream that never started).
         func finalStalls(end: MonotonicInstant) -> [StreamStatistics.Stall] {
+            let stalls = stalls.all().map { StreamStatistics.Stall(start: $0.start, duration: $0.duration, ongoing: false) }
             switch phase {
             case .stalled(let since):
                 return stalls + [StreamStatistics.Stall(start: since - origin, duration: end - since, ongoing: true)]
@@ -106,7 +117,8 @@ final class StreamWorkload: WorkloadDriver {
         self.context = context
         let bytesPerSecond = bitrate.bitsPerSecond / 8
         client = ClientConnection(context: context)
-        player = Mutex(Playout(bytesPerSecond: bytesPerSecond, buffer: buffer, start: context.startAt, origin: context.log.start))
+        player = Mutex(Playout(bytesPerSecond: bytesPerSecond, buffer: buffer, start: context.startAt, origin: context.log.start,
+                                stalls: context.log.spill(of: EndedStall.self)))
         let stop = context.stop
         let start = context.startAt
         let window = Double(buffer.nanoseconds) / 1e9 * bytesPerSecond

@@ -1,0 +1,68 @@
+import Foundation
+import PathMonitor
+import RoamSystem
+import Testing
+import TestSupport
+@testable import Simulator
+
+/// What a run records as it goes is held in bounded memory: older records go to a file with no
+/// name in the report directory and come back whole, in order, at the end.
+struct RecordSpillTests {
+    private struct Record: Equatable {
+        var at: Duration
+        var value: Int32
+    }
+
+    @Test func recordsSpillToAnUnnamedFileAndComeBackInOrder() throws {
+        let path = try TestEnvironment.scratchDirectory("roam-spill")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try SecureDirectory.open(path)
+        let file = try #require(directory.createUnnamedFile(), "this file system has unnamed files (O_TMPFILE)")
+        let spill = RecordSpill<Record>(file: file)
+        let records = (0..<10_000).map { Record(at: .milliseconds($0 * 7), value: Int32($0 % 97)) }
+        for record in records {
+            spill.append(record)
+            #expect(spill.heldCount * MemoryLayout<Record>.stride <= RecordSpill<Record>.chunkBytes, "memory holds at most a chunk")
+        }
+        #expect(spill.count == records.count)
+        #expect(spill.spilled > records.count - RecordSpill<Record>.chunkBytes / MemoryLayout<Record>.stride)
+        #expect(spill.all() == records)
+        #expect(try directory.entries().isEmpty, "the file has no name: nothing is left in the directory")
+        spill.append(Record(at: .zero, value: -1))
+        #expect(spill.all().last == Record(at: .zero, value: -1) && spill.all().count == records.count + 1)
+    }
+
+    @Test func withoutAFileRecordsStayInMemory() {
+        let spill = RecordSpill<Record>(file: nil)
+        let records = (0..<1_000).map { Record(at: .seconds($0), value: Int32($0)) }
+        for record in records { spill.append(record) }
+        #expect(spill.spilled == 0 && spill.heldCount == records.count)
+        #expect(spill.all() == records)
+    }
+
+    /// A run's log spills its published paths and gives them back as they were recorded.
+    @Test func aLogInADirectorySpillsItsPaths() throws {
+        let scratch = try TestEnvironment.scratchDirectory("roam-spill-log")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let directory = try SecureDirectory.open(scratch)
+        let log = try RunLog(start: .now, directory: directory)
+        func path(_ satisfied: Bool) -> NetworkPath {
+            NetworkPath(status: satisfied ? .satisfied : .unsatisfied, unsatisfiedReason: nil, availableInterfaces: [], primaryInterface: nil,
+                        isExpensive: false, isConstrained: satisfied, supportsIPv4: satisfied, supportsIPv6: false, supportsDNS: false, gateways: [])
+        }
+        let start = log.start
+        for index in 0..<2_000 {
+            log.path(path(index % 3 == 0), node: index % 2 == 0 ? "phone" : "laptop", at: start + .milliseconds(index))
+        }
+        #expect(log.spilledCounts.paths > 1_500, "most paths are out of memory")
+        let paths = log.paths
+        #expect(paths.count == 2_000)
+        for (index, record) in paths.enumerated() {
+            #expect(record.at == .milliseconds(index))
+            #expect(record.node == (index % 2 == 0 ? "phone" : "laptop"))
+            #expect(record.path.status == (index % 3 == 0 ? .satisfied : .unsatisfied))
+        }
+        #expect(log.distinctCounts.paths == 2)
+        #expect(try directory.entries() == ["timeline.jsonl"], "only the timeline has a name")
+    }
+}
