@@ -210,12 +210,17 @@ public final class NetlinkSocket {
         }
     }
 
-    /// Hands the rtnetlink objects in one datagram to libnl's parser.
+    /// Hands the rtnetlink objects in one datagram to the handler: links read directly
+    /// (``Link/init(rtnetlink:)``: the most frequent notifications, and libnl's parser costs a
+    /// copy and every attribute), addresses and routes through libnl's parser.
     private static func parse(_ datagram: UnsafeRawBufferPointer, context: UnsafeMutableRawPointer) {
-        forEachMessage(in: datagram) { type, offset, _ in
+        forEachMessage(in: datagram) { type, offset, payload in
             switch type {
-            case Int32(RTM_NEWLINK), Int32(RTM_DELLINK), Int32(RTM_NEWADDR), Int32(RTM_DELADDR),
-                 Int32(RTM_NEWROUTE), Int32(RTM_DELROUTE):
+            case Int32(RTM_NEWLINK), Int32(RTM_DELLINK):
+                guard let link = Link(rtnetlink: payload) else { return }
+                let context = Unmanaged<ParseContext>.fromOpaque(context).takeUnretainedValue()
+                context.handler(type == Int32(RTM_DELLINK) ? .deletedLink(link) : .newLink(link))
+            case Int32(RTM_NEWADDR), Int32(RTM_DELADDR), Int32(RTM_NEWROUTE), Int32(RTM_DELROUTE):
                 let pointer = UnsafeMutableRawPointer(mutating: datagram.baseAddress! + offset)
                 if let message = nlmsg_convert(pointer.assumingMemoryBound(to: nlmsghdr.self)) {
                     // libnl picks its parser by protocol and type; a converted message has no protocol yet.
@@ -231,6 +236,28 @@ public final class NetlinkSocket {
                 break
             }
         }
+    }
+    /// Each link message in `datagram` read both ways, directly and by libnl's parser (for the
+    /// test that holds them equal).
+    static func linksReadBothWays(in datagram: UnsafeRawBufferPointer) -> [(direct: Link?, libnl: Link?)] {
+        var result: [(direct: Link?, libnl: Link?)] = []
+        forEachMessage(in: datagram) { type, offset, payload in
+            guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK) else { return }
+            var parsed: Link?
+            let pointer = UnsafeMutableRawPointer(mutating: datagram.baseAddress! + offset)
+            if let message = nlmsg_convert(pointer.assumingMemoryBound(to: nlmsghdr.self)) {
+                nlmsg_set_proto(message, NETLINK_ROUTE)
+                withUnsafeMutablePointer(to: &parsed) { target in
+                    _ = nl_msg_parse(message, { object, argument in
+                        guard let object, let argument else { return }
+                        argument.assumingMemoryBound(to: Link?.self).pointee = Link(libnl: object)
+                    }, target)
+                }
+                nlmsg_free(message)
+            }
+            result.append((Link(rtnetlink: payload), parsed))
+        }
+        return result
     }
 }
 

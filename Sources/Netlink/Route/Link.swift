@@ -70,3 +70,80 @@ public struct Link: Sendable, Hashable, Identifiable {
     /// True for the loopback interface.
     public var isLoopback: Bool { flags.contains(.loopback) || hardwareType == .loopback }
 }
+
+extension Link {
+    /// Reads an `RTM_NEWLINK` or `RTM_DELLINK` message's payload (`struct ifinfomsg` and its
+    /// attributes) directly, as libnl's link parser reads the fields ``Link`` has: a path
+    /// monitor takes every link notification on its way to an update, and libnl's parser copies
+    /// the message and parses every attribute (statistics, per-family data) into an object
+    /// first. Nil when the payload is too short for its header; a malformed attribute ends the
+    /// walk (a kernel never sends one).
+    init?(rtnetlink payload: UnsafeRawBufferPointer) {
+        let headerSize = 16  // struct ifinfomsg
+        guard payload.count >= headerSize else { return nil }
+        var name = ""
+        var operationalState = OperationalState.unknown
+        var mtu: UInt32 = 0
+        var kind: String?
+        var alias: String?
+        var hardwareAddress: [UInt8]?
+        var master: UInt32 = 0
+        Self.forEachAttribute(in: UnsafeRawBufferPointer(rebasing: payload[headerSize...])) { type, value in
+            switch Int32(type) {
+            case Int32(IFLA_IFNAME):
+                // libnl keeps at most IFNAMSIZ - 1 bytes, up to the first NUL.
+                name = Self.string(value, limit: Int(IFNAMSIZ) - 1)
+            case Int32(IFLA_MTU):
+                if value.count >= 4 { mtu = value.loadUnaligned(as: UInt32.self) }
+            case Int32(IFLA_OPERSTATE):
+                if value.count >= 1 { operationalState = OperationalState(rawValue: value[0]) ?? .unknown }
+            case Int32(IFLA_ADDRESS):
+                hardwareAddress = value.isEmpty ? nil : Array(value)
+            case Int32(IFLA_MASTER):
+                if value.count >= 4 { master = value.loadUnaligned(as: UInt32.self) }
+            case Int32(IFLA_IFALIAS):
+                let text = Self.string(value, limit: value.count)
+                alias = text.isEmpty ? nil : text
+            case Int32(IFLA_LINKINFO):
+                Self.forEachAttribute(in: value) { type, value in
+                    if Int32(type) == Int32(IFLA_INFO_KIND) { kind = Self.string(value, limit: value.count) }
+                }
+            default:
+                break
+            }
+        }
+        let masterIndex = Int32(bitPattern: master)
+        self.init(
+            index: payload.loadUnaligned(fromByteOffset: 4, as: Int32.self),
+            name: name,
+            flags: InterfaceFlags(rawValue: payload.loadUnaligned(fromByteOffset: 8, as: UInt32.self)),
+            operationalState: operationalState,
+            mtu: mtu,
+            hardwareType: HardwareType(rawValue: payload.loadUnaligned(fromByteOffset: 2, as: UInt16.self)),
+            kind: kind,
+            alias: alias,
+            hardwareAddress: hardwareAddress,
+            masterIndex: masterIndex > 0 ? masterIndex : nil
+        )
+    }
+
+    /// Calls `body` with each attribute's type (flags masked off) and value; stops at a length
+    /// that does not fit.
+    private static func forEachAttribute(in bytes: UnsafeRawBufferPointer, _ body: (UInt16, UnsafeRawBufferPointer) -> Void) {
+        var offset = 0
+        while offset + 4 <= bytes.count {
+            let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+            let type = bytes.loadUnaligned(fromByteOffset: offset + 2, as: UInt16.self) & 0x3FFF  // NLA_TYPE_MASK
+            guard length >= 4, offset + length <= bytes.count else { return }
+            body(type, UnsafeRawBufferPointer(rebasing: bytes[(offset + 4)..<(offset + length)]))
+            offset += (length + 3) & ~3
+        }
+    }
+
+    /// The text up to the first NUL, at most `limit` bytes.
+    private static func string(_ value: UnsafeRawBufferPointer, limit: Int) -> String {
+        let bytes = value.prefix(limit)
+        let end = bytes.firstIndex(of: 0) ?? bytes.endIndex
+        return String(decoding: bytes[..<end], as: UTF8.self)
+    }
+}
