@@ -17,23 +17,29 @@ struct RecordSpillTests {
         let path = try TestEnvironment.scratchDirectory("roam-spill")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let directory = try SecureDirectory.open(path)
-        let file = try #require(directory.createUnnamedFile(), "this file system has unnamed files (O_TMPFILE)")
-        let spill = RecordSpill<Record>(file: file)
+        let probe = directory.createUnnamedFile()
+        try? probe?.close()
+        try #require(probe != nil, "this file system has unnamed files (O_TMPFILE)")
+        let spill = RecordSpill<Record>(directory: directory)
+        for index in 0..<10 { spill.append(Record(at: .seconds(index), value: 0)) }
+        #expect(!spill.hasFile, "a few records take no file, and no descriptor")
+        #expect(spill.all().count == 10)
+        let spill2 = RecordSpill<Record>(directory: directory)
         let records = (0..<10_000).map { Record(at: .milliseconds($0 * 7), value: Int32($0 % 97)) }
         for record in records {
-            spill.append(record)
-            #expect(spill.heldCount * MemoryLayout<Record>.stride <= RecordSpill<Record>.chunkBytes, "memory holds at most a chunk")
+            spill2.append(record)
+            #expect(spill2.heldCount * MemoryLayout<Record>.stride <= RecordSpill<Record>.chunkBytes, "memory holds at most a chunk")
         }
-        #expect(spill.count == records.count)
-        #expect(spill.spilled > records.count - RecordSpill<Record>.chunkBytes / MemoryLayout<Record>.stride)
-        #expect(spill.all() == records)
+        #expect(spill2.count == records.count && spill2.hasFile)
+        #expect(spill2.spilled > records.count - RecordSpill<Record>.chunkBytes / MemoryLayout<Record>.stride)
+        #expect(spill2.all() == records)
         #expect(try directory.entries().isEmpty, "the file has no name: nothing is left in the directory")
-        spill.append(Record(at: .zero, value: -1))
-        #expect(spill.all().last == Record(at: .zero, value: -1) && spill.all().count == records.count + 1)
+        spill2.append(Record(at: .zero, value: -1))
+        #expect(spill2.all().last == Record(at: .zero, value: -1) && spill2.all().count == records.count + 1)
     }
 
     @Test func withoutAFileRecordsStayInMemory() {
-        let spill = RecordSpill<Record>(file: nil)
+        let spill = RecordSpill<Record>(directory: nil)
         let records = (0..<1_000).map { Record(at: .seconds($0), value: Int32($0)) }
         for record in records { spill.append(record) }
         #expect(spill.spilled == 0 && spill.heldCount == records.count)

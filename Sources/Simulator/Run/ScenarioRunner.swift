@@ -321,10 +321,12 @@ public final class ScenarioRunner: Sendable {
             for member in network.members { interfaces[member, default: 0] += 1 }
             networkLinks += network.members.count + 1
         }
+        // Each workload's records spilled out of memory in a long run take up to 3 more (RecordSpill),
+        // the log's 2.
         let workloads = scenario.workloads.reduce(0) { total, workload in
-            total + 16 + 4 * (workload.to.flatMap { interfaces[$0] } ?? 0)
+            total + 16 + 3 + 4 * (workload.to.flatMap { interfaces[$0] } ?? 0)
         }
-        return 64 + 8 * (scenario.nodes.count + scenario.networks.count) + 8 * (scenario.links.count + networkLinks) + workloads
+        return 64 + 2 + 8 * (scenario.nodes.count + scenario.networks.count) + 8 * (scenario.links.count + networkLinks) + workloads
     }
 
     /// Raises the soft `RLIMIT_NOFILE` to what the scenario may need (up to the hard limit), or

@@ -1,4 +1,5 @@
 import Glibc
+import RoamSystem
 import SystemPackage
 
 /// Fixed-size records a run appends as it goes (applied changes, published paths, gaps in a
@@ -16,19 +17,21 @@ final class RecordSpill<Element: BitwiseCopyable> {
     static var chunkBytes: Int { 4096 }
     private static var chunk: Int { max(1, chunkBytes / MemoryLayout<Element>.stride) }
 
-    private let file: FileDescriptor?
-    /// False once a write failed: records are held in memory from then on.
+    /// Where the file is made, the first time records are written out (a short run never
+    /// makes one, and takes no descriptor for it).
+    private let directory: SecureDirectory?
+    private var file: FileDescriptor?
+    /// False once the file could not be made or written: records are held in memory from then on.
     private var writable: Bool
     /// The latest records, not yet written.
     private var held: [Element] = []
     /// How many records the file holds (the first ones).
     private(set) var spilled = 0
 
-    /// Records spilled to `file` (owned from now on: closed when this is released), or held in
-    /// memory when it is nil.
-    init(file: FileDescriptor?) {
-        self.file = file
-        writable = file != nil
+    /// Records spilled to an unnamed file in `directory`, or held in memory when it is nil.
+    init(directory: SecureDirectory?) {
+        self.directory = directory
+        writable = directory != nil
     }
 
     deinit {
@@ -36,13 +39,20 @@ final class RecordSpill<Element: BitwiseCopyable> {
     }
 
     var count: Int { spilled + held.count }
+    /// Whether the file was made (only once a chunk's worth of records was written out).
+    var hasFile: Bool { file != nil }
     var isEmpty: Bool { count == 0 }
     /// How many records are held in memory (at most a chunk's worth while the file takes them).
     var heldCount: Int { held.count }
 
     func append(_ element: Element) {
         held.append(element)
-        guard held.count >= Self.chunk, writable, let file else { return }
+        guard held.count >= Self.chunk, writable else { return }
+        if file == nil { file = directory?.createUnnamedFile() }
+        guard let file else {
+            writable = false
+            return
+        }
         let written = held.withUnsafeBytes { bytes in
             (try? file.writeAll(toAbsoluteOffset: Int64(spilled * MemoryLayout<Element>.stride), bytes)) != nil
         }

@@ -123,8 +123,7 @@ package final class RunLog: Sendable {
                 throw SimulatorError(error)
             }
         }
-        var initial = State(file: file, changes: RecordSpill(file: directory?.createUnnamedFile()),
-                            paths: RecordSpill(file: directory?.createUnnamedFile()))
+        var initial = State(file: file, changes: RecordSpill(directory: directory), paths: RecordSpill(directory: directory))
         initial.holding = holdingEvents
         return initial
     }
@@ -283,7 +282,7 @@ package final class RunLog: Sendable {
     /// Records of a run that grow with it (gaps, addresses, stalls), spilled beside the log's
     /// own (in memory when the log is).
     func spill<Element: BitwiseCopyable>(of type: Element.Type) -> RecordSpill<Element> {
-        RecordSpill(file: directory?.createUnnamedFile())
+        RecordSpill(directory: directory)
     }
 
     /// How many records the log has written out of memory (applied changes, paths).

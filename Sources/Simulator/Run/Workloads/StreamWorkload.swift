@@ -45,7 +45,7 @@ final class StreamWorkload: WorkloadDriver {
         let origin: MonotonicInstant
 
         init(bytesPerSecond: Double, buffer: Duration, start: MonotonicInstant, origin: MonotonicInstant,
-             stalls: RecordSpill<EndedStall> = RecordSpill(file: nil)) {
+             stalls: RecordSpill<EndedStall> = RecordSpill(directory: nil)) {
             self.stalls = stalls
             self.bytesPerSecond = bytesPerSecond
             self.buffer = Double(buffer.nanoseconds) / 1e9
