@@ -41,7 +41,6 @@ final class RecordSpill<Element: BitwiseCopyable> {
     var count: Int { spilled + held.count }
     /// Whether the file was made (only once a chunk's worth of records was written out).
     var hasFile: Bool { file != nil }
-    var isEmpty: Bool { count == 0 }
     /// How many records are held in memory (at most a chunk's worth while the file takes them).
     var heldCount: Int { held.count }
 
@@ -64,6 +63,7 @@ final class RecordSpill<Element: BitwiseCopyable> {
         spilled += held.count
         held.removeAll(keepingCapacity: true)
     }
+
     /// Every record, in the order appended.
     func all() -> [Element] {
         read(at: 0, count: spilled) + held

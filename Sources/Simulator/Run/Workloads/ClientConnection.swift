@@ -96,8 +96,6 @@ final class ClientConnection: Sendable {
     var bytesReceived: Int64 { state.withLock { $0.session.machine.bytesReceived } }
     var connections: Int { state.withLock { $0.session.machine.connections } }
     var connectFailures: Int { state.withLock { $0.connectFailures } }
-    /// The local addresses connections were made from, in order (the links the app used).
-    var localAddresses: [String] { state.withLock { $0.addresses } }
     var rtt: Duration? { state.withLock { $0.socket?.smoothedRTT } }
 
     /// When the last byte arrived, from the start of the run.
