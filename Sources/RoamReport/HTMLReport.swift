@@ -123,6 +123,11 @@ public enum HTMLReport {
             throw cannotRead("timeline.jsonl", error)
         }
         defer { try? timeline.file.close() }
+        // Refused before reading when it says so; one that grows while read is stopped at the bound.
+        guard timeline.size <= maximumTimelineSize else {
+            throw ReportError("\(shown)/timeline.jsonl is \(byteCountDescription(timeline.size)), larger than "
+                + "\(byteCountDescription(maximumTimelineSize)), the most Roam reads of a timeline")
+        }
         var run = RecordedRun(directory: shown, summary: try RecordedRun.parseSummary(directory: shown, summaryText), events: [])
         var builder = ReportModel.Builder(run: run)
         var decoder = TimelineDecoder(directory: shown)

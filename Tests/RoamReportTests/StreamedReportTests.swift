@@ -62,6 +62,20 @@ import Testing
         }
     }
 
+    /// A timeline larger than the most that is drawn is refused before it is read (a sparse
+    /// file: no disk is used).
+    @Test func aTimelineLargerThanTheBoundIsRefusedAtOnce() throws {
+        try Self.withReportDirectory(summary: #"{"scenario":"s","durationSeconds":10}"#, timeline: "") { directory in
+            #expect(truncate(directory + "/timeline.jsonl", off_t(HTMLReport.maximumTimelineSize) + 1) == 0)
+            do throws(ReportError) {
+                _ = try HTMLReport.page(directories: [directory])
+                Issue.record("a timeline over the bound was drawn")
+            } catch {
+                #expect(error.message.contains("larger than 4096 MiB, the most Roam reads of a timeline"), "\(error.message)")
+            }
+        }
+    }
+
     /// The page drawn from the timeline read in pieces is the page drawn from it read whole.
     @Test func theStreamedPageIsThePageOfTheWholeTimeline() throws {
         let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/report").path
