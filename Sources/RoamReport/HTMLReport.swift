@@ -1,7 +1,7 @@
 import RoamCore
 import RoamSystem
-import SystemPackage
 import ScenarioModel
+import SystemPackage
 
 /// `report.html`: one self-contained page (inline CSS, SVG and a few lines of script; nothing
 /// fetched) with charts of a run on one time axis: each link's delay, loss and rate with its
@@ -86,8 +86,9 @@ public enum HTMLReport {
 
     /// Renders `report.html` in `directory` (held open) from the run's files there, and returns
     /// its path. The timeline is read a piece at a time and only what the page draws is kept of
-    /// each event, so that a run of a day (hundreds of megabytes of timeline) is drawn in the
-    /// memory of its page; a timeline over ``maximumTimelineSize`` is refused.
+    /// each event (a point, span or marker, thinned to about one per pixel at the end), so that a
+    /// run of a day (hundreds of megabytes of timeline) is drawn in a fraction of its size; a
+    /// timeline over ``maximumTimelineSize`` is refused.
     @discardableResult
     public static func write(to directory: SecureDirectory) throws(ReportError) -> String {
         let model = try streamedModel(in: directory)
@@ -99,8 +100,8 @@ public enum HTMLReport {
         return directory.child("report.html")
     }
 
-    /// The largest timeline drawn: about four days of a busy run (a soak's mix writes 16 MB an
-    /// hour); reading it takes about a minute.
+    /// The largest timeline drawn: days of a busy run (the soak's mix writes about 20 MB an
+    /// hour); reading it takes a few minutes (a day's 431 MB, 21 s on a 2-core machine).
     public static let maximumTimelineSize = 4 << 30
 
     /// The model of the run in `directory`, its timeline read a piece at a time.
@@ -128,15 +129,14 @@ public enum HTMLReport {
             throw ReportError("\(shown)/timeline.jsonl is \(byteCountDescription(timeline.size)), larger than "
                 + "\(byteCountDescription(maximumTimelineSize)), the most Roam reads of a timeline")
         }
-        var run = RecordedRun(directory: shown, summary: try RecordedRun.parseSummary(directory: shown, summaryText), events: [])
+        let run = RecordedRun(directory: shown, summary: try RecordedRun.parseSummary(directory: shown, summaryText), events: [])
         var builder = ReportModel.Builder(run: run)
         var decoder = TimelineDecoder(directory: shown)
         try TimelineStream.forEachLine(of: timeline.file, display: "\(shown)/timeline.jsonl", maximumBytes: maximumTimelineSize) { line throws(ReportError) in
             if let event = try decoder.decode(line) { builder.add(event) }
         }
-        run.notes = decoder.finish().map { [$0] } ?? []
         var model = builder.finish()
-        model.run.notes = run.notes
+        model.run.notes = decoder.finish().map { [$0] } ?? []
         return model
     }
 
