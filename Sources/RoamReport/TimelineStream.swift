@@ -1,5 +1,4 @@
 import RoamCore
-import RoamSystem
 import SystemPackage
 
 /// Turns the lines of a `timeline.jsonl` into events, one at a time, as ``RecordedRun`` reads
