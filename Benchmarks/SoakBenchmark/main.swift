@@ -111,6 +111,10 @@ let trend = slope(warm)
 print("After the first minute: descriptors \(descriptors.min()!)–\(descriptors.max()!), threads \(threads.min()!)–\(threads.max()!), "
     + String(format: "resident memory %+.3f ± %.3f MB per 10 min (least squares, 95%%), ", trend.slope, trend.interval)
     + "at most \(warm.map(\.established).max()!) established and \(warm.map(\.lingering).max()!) closing sockets in the namespaces")
+// The second half alone: whether memory has settled once what fills to a bound has filled.
+let settled = slope(Array(warm.suffix(from: warm.count / 2)))
+print(String(format: "Second half alone: resident memory %+.3f ± %.3f MB per 10 min ", settled.slope, settled.interval)
+    + (abs(settled.slope) <= settled.interval ? "(0 within the interval)" : "(0 outside the interval)"))
 let reportSize = (try? FileManager.default.attributesOfItem(atPath: work + "/report/report.html")[.size] as? Int) ?? 0
 print(String(format: "report.html of the run: %.0f KB", Double(reportSize) / 1024))
 print(abs(trend.slope) <= trend.interval ? "Resident memory: no growth (0 is within the slope's 95% interval)"
