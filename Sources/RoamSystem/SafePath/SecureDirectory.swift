@@ -362,17 +362,9 @@ public final class SecureDirectory: Sendable {
     /// The content of the regular file `name`, at most `maximumBytes` long; a link, a FIFO or a
     /// device at the name is refused without being opened for reading.
     public func readFile(named name: String, maximumBytes: Int) throws(SafePathError) -> [UInt8] {
-        try Self.checkName(name, in: path)
-        let fd = openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else {
-            let error = Errno.current
-            if error == .tooManySymbolicLinkLevels {
-                throw SafePathError(.notRegularFile, path: child(name), message: "\(shown(name)) is a symbolic link; Roam reads it only as a regular file")
-            }
-            throw .system("read", child(name), error)
-        }
-        defer { close(fd) }
-        return try readRegularFile(fd, display: child(name), maximumBytes: maximumBytes)
+        let (file, _) = try openRegularFile(named: name)
+        defer { try? file.close() }
+        return try readRegularFile(file.rawValue, display: child(name), maximumBytes: maximumBytes)
     }
 
     /// The regular file `name`, open for reading, for a caller that reads it in pieces (a file
