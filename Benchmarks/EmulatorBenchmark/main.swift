@@ -6,7 +6,7 @@
 //   options: --quick (short phases, to check that it runs); --end-to-end (only the end-to-end
 //   section, beside netem: scripts/vm.sh -- .build/release/EmulatorBenchmark --end-to-end);
 //   --ordinary (the emulator's threads in the ordinary class, not real-time, except where a phase
-//   compares the two)
+//   compares the two); --small-packets SECONDS (only 64-byte UDP and the round trip, to profile)
 //
 // Needs root. Its namespaces are named roam-RUNID-a and -b, removed at the end (and by
 // `roam cleanup` if it is killed).
@@ -262,6 +262,29 @@ func udpRoundTrips(_ clients: [Int32], count: Int) -> [[Double]] {
 func percentile(_ sorted: [Double], _ fraction: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))] }
 
 // MARK: - Capacity, latency, CPU, memory
+
+// `--small-packets SECONDS`: only 64-byte UDP and the round trip, emulator and veth taking turns
+// (to profile the per-packet path: perf record -g --call-graph dwarf -t <roam-emulator's thread>).
+if let index = CommandLine.arguments.firstIndex(of: "--small-packets") {
+    guard index + 1 < CommandLine.arguments.count, let seconds = Double(CommandLine.arguments[index + 1]), seconds > 0, seconds <= 600 else {
+        fail("--small-packets SECONDS (0 < SECONDS <= 600)")
+    }
+    let (topology, backend) = makeTopology(measuresLateness: false, scheduling: scheduling)
+    guard let emu = addresses["emu"], let plain = addresses["plain"] else { fail("no addresses for the links") }
+    let cpuBefore = cpuSeconds(ofThreadsNamed: "roam-emulator")
+    let emulated = udpRate(topology, to: emu, port: 5005, size: 64, seconds: seconds)
+    let cpu = cpuSeconds(ofThreadsNamed: "roam-emulator") - cpuBefore
+    let veth = udpRate(topology, to: plain, port: 5006, size: 64, seconds: seconds)
+    print(String(format: "UDP, 64-byte packets: emulator %.0f kpps, veth %.0f kpps, %.2f; the emulator's thread %.0f%% of a core",
+                 emulated / 1e3, veth / 1e3, emulated / veth, cpu / seconds * 100))
+    let roundTrips = udpRoundTrips([echoPair(topology, to: emu, port: 5007), echoPair(topology, to: plain, port: 5008)], count: Int(seconds * 2000))
+    print(String(format: "Round trip (µs), emulator p50 %.0f p99 %.0f, veth p50 %.0f p99 %.0f, added p50 %.0f p99 %.0f",
+                 percentile(roundTrips[0], 0.5), percentile(roundTrips[0], 0.99), percentile(roundTrips[1], 0.5), percentile(roundTrips[1], 0.99),
+                 percentile(roundTrips[0], 0.5) - percentile(roundTrips[1], 0.5), percentile(roundTrips[0], 0.99) - percentile(roundTrips[1], 0.99)))
+    backend.stop()
+    topology.teardown()
+    exit(0)
+}
 
 // `--end-to-end`: only the last section (for the VM, where everything runs several times slower).
 let endToEndOnly = CommandLine.arguments.contains("--end-to-end")

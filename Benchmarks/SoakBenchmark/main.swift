@@ -78,15 +78,15 @@ let status = command.process.terminationStatus
 let warm = samples.filter { $0.time >= 60 && $0.time <= minutes * 60 - interval }
 guard let first = warm.first, let last = warm.last else { fail("no samples after the first minute (run status \(status))") }
 func row(_ sample: ResourceSample) -> String {
-    String(format: "| %.0f s | %d | %d | %.1f MB | %d | %d |", sample.time, sample.descriptors, sample.threads,
-           Double(sample.residentKilobytes) / 1024, sample.established, sample.lingering)
+    String(format: "| %.0f s | %d | %d | %.1f MB | %.1f MB | %d | %d |", sample.time, sample.descriptors, sample.threads,
+           Double(sample.residentKilobytes) / 1024, Double(sample.anonymousKilobytes) / 1024, sample.established, sample.lingering)
 }
 /// Least-squares slope of resident memory in MB per 10 minutes, and the half-width of its 95%
 /// interval (from the residuals' spread, as for independent samples: neighbouring samples of
 /// a process's memory are not, so the interval is if anything too narrow).
-func slope(_ points: [ResourceSample]) -> (slope: Double, interval: Double) {
+func slope(_ points: [ResourceSample], of kilobytes: KeyPath<ResourceSample, Int> = \.residentKilobytes) -> (slope: Double, interval: Double) {
     let n = Double(points.count)
-    let memory = points.map { Double($0.residentKilobytes) / 1024 }
+    let memory = points.map { Double($0[keyPath: kilobytes]) / 1024 }
     let meanT = points.map(\.time).reduce(0, +) / n, meanM = memory.reduce(0, +) / n
     let covariance = zip(points, memory).map { ($0.time - meanT) * ($1 - meanM) }.reduce(0, +)
     let variance = points.map { ($0.time - meanT) * ($0.time - meanT) }.reduce(0, +)
@@ -100,8 +100,8 @@ print("Soak: \(Int(minutes)) min of Wi-Fi flapping every 2 s under a handover st
     + (scale < 1 ? String(format: " at time scale %g (%.1f h of the scenario)", scale, minutes / 60 / scale) : ""))
 print("(userspace backend; roam run exited \(status); \(samples.count) samples every \(Int(interval)) s)")
 print("")
-print("| at | descriptors | threads | resident | established sockets | closing sockets |")
-print("|---|---|---|---|---|---|")
+print("| at | descriptors | threads | resident | of which anonymous | established sockets | closing sockets |")
+print("|---|---|---|---|---|---|---|")
 print(row(first))
 print(row(warm[warm.count / 2]))
 print(row(last))
@@ -115,6 +115,9 @@ print("After the first minute: descriptors \(descriptors.min()!)–\(descriptors
 let settled = slope(Array(warm.suffix(from: warm.count / 2)))
 print(String(format: "Second half alone: resident memory %+.3f ± %.3f MB per 10 min ", settled.slope, settled.interval)
     + (abs(settled.slope) <= settled.interval ? "(0 within the interval)" : "(0 outside the interval)"))
+// Anonymous memory (heap, stacks) apart from mapped files, whose pages count once first touched.
+let anonymous = slope(warm, of: \.anonymousKilobytes)
+print(String(format: "Anonymous memory alone (heap, stacks; without the program's and libraries' pages): %+.3f ± %.3f MB per 10 min", anonymous.slope, anonymous.interval))
 let reportSize = (try? FileManager.default.attributesOfItem(atPath: work + "/report/report.html")[.size] as? Int) ?? 0
 print(String(format: "report.html of the run: %.0f KB", Double(reportSize) / 1024))
 print(abs(trend.slope) <= trend.interval ? "Resident memory: no growth (0 is within the slope's 95% interval)"

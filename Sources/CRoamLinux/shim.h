@@ -2,7 +2,7 @@
 #define ROAM_CROAMLINUX_SHIM_H
 
 // The Linux interfaces Roam uses beyond what Swift's Glibc module declares: event and inotify
-// descriptors, ppoll, namespaces and mounts, MPTCP and TCP socket options, posix_spawn, TUN.
+// descriptors, ppoll and epoll, namespaces and mounts, MPTCP and TCP socket options, posix_spawn, TUN.
 // No code lives here but constants Swift cannot import and one-line system call wrappers: see
 // Sources/RoamSystem.
 // libnl (rtnetlink, generic netlink) is CNetlink's, and only Netlink imports it.
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>

@@ -237,6 +237,8 @@ final class Shard: @unchecked Sendable {
     private let commands = Mutex<[LinkEmulator.Command]>([])
     private let wake: EventSignal
     private let stop: EventSignal
+    /// The stop, the wake-up and every source interface, waited on together by the thread.
+    private var poll: EventPoll
     private var thread: PinnedThread?
     private let measuresLateness: Bool
     private let scheduling: LinkEmulator.Scheduling
@@ -260,6 +262,12 @@ final class Shard: @unchecked Sendable {
         self.scheduling = scheduling
         self.counters = counters
         wake = try EventSignal()
+        // Tagged by their place in the loop's table: the stop, the wake-up, then each direction's
+        // source interface.
+        poll = try EventPoll()
+        try poll.add(stop.descriptor.rawValue, tag: 0)
+        try poll.add(wake.descriptor.rawValue, tag: 1)
+        for (index, direction) in directions.enumerated() { try poll.add(direction.source.descriptor, tag: index + 2) }
     }
 
     func start() throws(LinkEmulationError) {
@@ -321,9 +329,8 @@ final class Shard: @unchecked Sendable {
             var parameters = sched_param(sched_priority: 1)
             if pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters) == 0 { counters.realtimeThreads.add(1, ordering: .relaxed) }
         }
-        var entries = [stop.pollEntry, wake.pollEntry]
-        // One entry per direction: its source interface.
-        for direction in directions { entries.append(pollfd(fd: direction.source.descriptor, events: Int16(POLLIN), revents: 0)) }
+        // What the last wait found ready: the stop, the wake-up, then each direction's source.
+        var ready = [Bool](repeating: false, count: directions.count + 2)
         // The largest packet a TUN interface hands over (64 KB with offloads) and its header.
         var buffer = [UInt8](repeating: 0, count: 65536 + 2 * VirtioNetHeader.size)
         var output: [[UInt8]] = []
@@ -348,11 +355,11 @@ final class Shard: @unchecked Sendable {
             } else {
                 deadline = nil
             }
-            let ready: Int
-            do { ready = try waitForEvents(&entries, until: deadline) } catch { break }
-            if ready == 0, polled.nanoseconds >= spinUntil, let next, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
-            if entries[0].revents != 0 { break }
-            if entries[1].revents != 0 {
+            let count: Int
+            do { count = try poll.wait(until: deadline) { ready[$0] = true } } catch { break }
+            if count == 0, polled.nanoseconds >= spinUntil, let next, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
+            if ready[0] { break }
+            if ready[1] {
                 wake.reset()
                 for command in commands.withLock({ commands -> [LinkEmulator.Command] in defer { commands = [] }; return commands }) {
                     switch command {
@@ -366,9 +373,8 @@ final class Shard: @unchecked Sendable {
                 }
             }
             var now = MonotonicInstant.now.nanoseconds
-            if entries[2...].contains(where: { $0.revents != 0 }) { spinUntil = now + LinkEmulator.spin }
-            for index in directions.indices where entries[index + 2].revents != 0 {
-                // A bounded batch per interface per turn, so that one busy link cannot starve the others.
+            if count > (ready[1] ? 1 : 0) { spinUntil = now + LinkEmulator.spin }
+            for index in directions.indices where ready[index + 2] {
                 let source = directions[index].source, destination = directions[index].destination
                 let header = source.headerLength
                 // A bounded batch per interface per turn, so that one busy link cannot starve the others.
@@ -459,7 +465,7 @@ final class Shard: @unchecked Sendable {
                     position = end
                 }
             }
-            for index in entries.indices { entries[index].revents = 0 }
+            for index in ready.indices { ready[index] = false }
         }
     }
 }

@@ -35,6 +35,50 @@ import Testing
     }
 }
 
+@Suite struct EventPollTests {
+    @Test func onlyTheReadyDescriptorsAreReportedByTheirTagsAndAgainUntilRead() throws {
+        let signals = try (0..<5).map { _ in try EventSignal() }
+        var poll = try EventPoll()
+        for (index, signal) in signals.enumerated() { try poll.add(signal.descriptor.rawValue, tag: 10 + index) }
+        // Nothing ready: a passed deadline returns at once, a near one once it has passed.
+        var ready: [Int] = []
+        #expect(try poll.wait(until: .now + .seconds(-1)) { ready.append($0) } == 0)
+        let deadline = MonotonicInstant.now + .milliseconds(20)
+        #expect(try poll.wait(until: deadline) { ready.append($0) } == 0)
+        #expect(MonotonicInstant.now >= deadline)
+        #expect(ready.isEmpty)
+        signals[1].signal()
+        signals[3].signal()
+        #expect(try poll.wait(until: .now + .seconds(3600)) { ready.append($0) } == 2)
+        #expect(ready.sorted() == [11, 13])
+        // Level-triggered: still readable, so reported again; once read, not.
+        ready = []
+        #expect(try poll.wait(until: .now) { ready.append($0) } == 2)
+        signals[1].reset()
+        ready = []
+        #expect(try poll.wait(until: .now) { ready.append($0) } == 1)
+        #expect(ready == [13])
+    }
+
+    @Test func aSignalFromAnotherThreadEndsAWaitWithoutEnd() async throws {
+        let signal = try EventSignal()
+        let waiter = Task.detached { () throws -> [Int] in
+            var poll = try EventPoll()
+            try poll.add(signal.descriptor.rawValue, tag: 7)
+            var ready: [Int] = []
+            try poll.wait(until: nil) { ready.append($0) }
+            return ready
+        }
+        signal.signal()
+        #expect(try await waiter.value == [7])
+    }
+
+    @Test func aDescriptorThatIsNotOpenIsRefused() throws {
+        var poll = try EventPoll()
+        #expect(throws: Errno.badFileDescriptor) { try poll.add(1_000_000, tag: 0) }
+    }
+}
+
 @Suite struct DeadlineWaitTests {
     @Test func aPassedDeadlineReturnsAtOnceWithNothingReady() throws {
         let signal = try EventSignal()

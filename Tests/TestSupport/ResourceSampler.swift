@@ -9,6 +9,10 @@ public struct ResourceSample: Sendable {
     public var descriptors: Int
     public var threads: Int
     public var residentKilobytes: Int
+    /// The part of ``residentKilobytes`` that is anonymous memory (heap, stacks: `RssAnon`);
+    /// the rest is mapped files (the program's and its libraries' pages as they are first used)
+    /// and shared memory.
+    public var anonymousKilobytes: Int
     /// Per namespace, the number of TCP sockets in each state (`ESTAB`, `TIME-WAIT`, ...).
     public var sockets: [String: [String: Int]]
 
@@ -38,10 +42,14 @@ public enum ResourceSampler {
     public static func sample(pid: pid_t, namespacePrefix: String, since start: Date) -> ResourceSample {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
         let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? 0
-        var resident = 0
-        if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) {
-            resident = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        var resident = 0, anonymous = 0
+        if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
+            func kilobytes(_ field: String) -> Int {
+                guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }) else { return 0 }
+                return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+            }
+            resident = kilobytes("VmRSS:")
+            anonymous = kilobytes("RssAnon:")
         }
         var sockets: [String: [String: Int]] = [:]
         let namespaces = ((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []).filter { $0.hasPrefix(namespacePrefix) }
@@ -54,6 +62,6 @@ public enum ResourceSampler {
             sockets[namespace] = states
         }
         return ResourceSample(time: Date().timeIntervalSince(start), descriptors: descriptors, threads: threads,
-                              residentKilobytes: resident, sockets: sockets)
+                              residentKilobytes: resident, anonymousKilobytes: anonymous, sockets: sockets)
     }
 }
