@@ -73,6 +73,24 @@ let twoLinks = """
         #expect(schedule.changes.allSatisfy { $0.action == "flap" })
     }
 
+    /// A day of flapping every 2 s is 86,400 changes held for the whole run: each must stay a
+    /// few words, its conditions boxed, not the 400 bytes of conditions held inline.
+    @Test func aChangeIsSmallWhateverConditionsItCarries() throws {
+        #expect(MemoryLayout<ScheduledChange>.stride <= 128, "\(MemoryLayout<ScheduledChange>.stride) bytes")
+        #expect(MemoryLayout<LinkConditions>.stride > 128, "conditions are large: the box is what keeps a change small")
+        // The boxed cases still hold and compare their conditions.
+        let schedule = TimelineSchedule(scenario: try scenario(twoLinks + """
+            timeline:
+              - { at: 1s, link: wifi, set: { delay: 40ms, loss: 2% } }
+            """))
+        guard case .conditions(let direction, let conditions)? = schedule.changes.first?.change else {
+            Issue.record("no conditions: \(schedule.changes)")
+            return
+        }
+        #expect(direction == .up && conditions.impairment.delay == .milliseconds(40) && conditions.impairment.rate?.bitsPerSecond == 10e6)
+        #expect(schedule.changes.count == 2 && schedule.changes[0] != schedule.changes[1])
+    }
+
     @Test func blackholeAndProfileAndDirections() throws {
         let schedule = TimelineSchedule(scenario: try scenario(twoLinks + """
             timeline:

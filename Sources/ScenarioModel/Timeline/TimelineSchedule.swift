@@ -1,15 +1,18 @@
 /// One change to a link at a planned time, ready for a backend.
 public struct ScheduledChange: Sendable, Hashable {
+    /// The cases that carry conditions or a network action are held in a box, so that a
+    /// change is a few words however large conditions are: a day of flapping is 86,400 carrier
+    /// changes, about 80 bytes each instead of 400.
     public enum Change: Sendable, Hashable {
         /// New conditions for one direction.
-        case conditions(TrafficDirection, LinkConditions)
+        indirect case conditions(TrafficDirection, LinkConditions)
         /// Carrier cut (`false`) or restored (`true`).
         case carrier(Bool)
         /// The link's phone joins (`true`) or leaves (`false`) its network.
         case membership(Bool)
         /// A network event carried out by its gateway: `renumber` (on an access link),
         /// `rebind` and `dns` (on the uplink).
-        case network(TimelineEvent.Action)
+        indirect case network(TimelineEvent.Action)
     }
 
     /// When, from the start of the scenario.
@@ -74,14 +77,16 @@ public struct TimelineSchedule: Sendable, Hashable {
         public var conditions: LinkConditions
     }
 
+    /// Boxed where it carries settings, as ``ScheduledChange/Change`` is: the expansion holds
+    /// every change of the timeline at once before sorting them.
     private enum Operation {
-        case set(Impairment)
-        case rampStep(id: Int, target: Impairment, step: Int, of: Int)
+        indirect case set(Impairment)
+        indirect case rampStep(id: Int, target: Impairment, step: Int, of: Int)
         case carrier(Bool)
         case membership(Bool)
-        case network(TimelineEvent.Action)
+        indirect case network(TimelineEvent.Action)
         case blackhole(Bool)
-        case profile(LinkProfile)
+        indirect case profile(LinkProfile)
     }
 
     private struct Pending {
@@ -124,6 +129,8 @@ public struct TimelineSchedule: Sendable, Hashable {
     private static func expand(_ events: [TimelineEvent], scenario: Scenario,
                                state: inout [String: [TrafficDirection: LinkConditions]]) -> [ScheduledChange] {
         var pending: [Pending] = []
+        // Known ahead (and bounded by ScenarioLimits for a scenario that was read): no doubling.
+        pending.reserveCapacity(min(events.reduce(0) { $0 &+ Self.changeCount(of: $1) }, 4 * ScenarioLimits.maximumChanges))
         for (index, event) in events.enumerated() {
             let directions: [TrafficDirection] = switch event.direction {
             case .both: [.up, .down]
@@ -177,6 +184,7 @@ public struct TimelineSchedule: Sendable, Hashable {
 
         var rampStarts: [Int: [TrafficDirection: Impairment]] = [:]
         var changes: [ScheduledChange] = []
+        changes.reserveCapacity(pending.count)
         for item in pending {
             guard var conditions = state[item.link] else { continue }
             var step: (Int, Int)?
