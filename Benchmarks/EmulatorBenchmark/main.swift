@@ -217,6 +217,26 @@ func udpRate(_ topology: Topology, to destination: String, port: UInt16, size: I
     return Double(box.count) / seconds
 }
 
+/// UDP rates to each of `destinations` in `rounds` rounds taking turns (each round gives every
+/// path `seconds / rounds`), so that what the machine does meanwhile falls on all of them alike:
+/// packets per second over all rounds per path, and the per-round ratio of each path to the last
+/// one (the reference) as min, median and max.
+func interleavedUDPRates(_ topology: Topology, to destinations: [(address: String, port: UInt16)], size: Int, seconds: Double,
+                         rounds: Int) -> (rates: [Double], ratios: [(min: Double, median: Double, max: Double)]) {
+    var perRound = destinations.map { _ in [Double]() }
+    for _ in 0..<rounds {
+        for (index, destination) in destinations.enumerated() {
+            perRound[index].append(udpRate(topology, to: destination.address, port: destination.port, size: size, seconds: seconds / Double(rounds)))
+        }
+    }
+    let reference = perRound[perRound.count - 1]
+    let ratios = perRound.map { rates -> (min: Double, median: Double, max: Double) in
+        let sorted = zip(rates, reference).map { $0 / $1 }.sorted()
+        return (sorted[0], sorted[sorted.count / 2], sorted[sorted.count - 1])
+    }
+    return (perRound.map { $0.reduce(0, +) / Double($0.count) }, ratios)
+}
+
 /// An echo of UDP datagrams in b on `destination`:`port`, and a client socket in a connected to it.
 func echoPair(_ topology: Topology, to destination: String, port: UInt16) -> Int32 {
     let echo = socketIn(topology.namespace(of: "b")!, Int32(SOCK_DGRAM.rawValue))
@@ -270,13 +290,12 @@ if let index = CommandLine.arguments.firstIndex(of: "--small-packets") {
         fail("--small-packets SECONDS (0 < SECONDS <= 600)")
     }
     let (topology, backend) = makeTopology(measuresLateness: false, scheduling: scheduling)
-    guard let emu = addresses["emu"], let plain = addresses["plain"] else { fail("no addresses for the links") }
-    let cpuBefore = cpuSeconds(ofThreadsNamed: "roam-emulator")
-    let emulated = udpRate(topology, to: emu, port: 5005, size: 64, seconds: seconds)
-    let cpu = cpuSeconds(ofThreadsNamed: "roam-emulator") - cpuBefore
-    let veth = udpRate(topology, to: plain, port: 5006, size: 64, seconds: seconds)
-    print(String(format: "UDP, 64-byte packets: emulator %.0f kpps, veth %.0f kpps, %.2f; the emulator's thread %.0f%% of a core",
-                 emulated / 1e3, veth / 1e3, emulated / veth, cpu / seconds * 100))
+    guard let emu = addresses["emu"], let raw = addresses["raw"], let plain = addresses["plain"] else { fail("no addresses for the links") }
+    let udp = interleavedUDPRates(topology, to: [(emu, 5005), (raw, 5015), (plain, 5006)], size: 64, seconds: seconds, rounds: 5)
+    print(String(format: "UDP, 64-byte packets, five rounds taking turns: emulator %.0f kpps, without offloads %.0f kpps, veth %.0f kpps; "
+                 + "emulator / veth %.2f (%.2f–%.2f), without offloads / veth %.2f (%.2f–%.2f)",
+                 udp.rates[0] / 1e3, udp.rates[1] / 1e3, udp.rates[2] / 1e3, udp.ratios[0].median, udp.ratios[0].min, udp.ratios[0].max,
+                 udp.ratios[1].median, udp.ratios[1].min, udp.ratios[1].max))
     let roundTrips = udpRoundTrips([echoPair(topology, to: emu, port: 5007), echoPair(topology, to: plain, port: 5008)], count: Int(seconds * 2000))
     print(String(format: "Round trip (µs), emulator p50 %.0f p99 %.0f, veth p50 %.0f p99 %.0f, added p50 %.0f p99 %.0f",
                  percentile(roundTrips[0], 0.5), percentile(roundTrips[0], 0.99), percentile(roundTrips[1], 0.5), percentile(roundTrips[1], 0.99),
@@ -305,15 +324,18 @@ let tcpRaw = tcpThroughput(topology, to: raw, port: 5013, seconds: phase)
 let cpuTCPRaw = cpuSeconds(ofThreadsNamed: "roam-emulator") - cpuBefore
 let tcpPlain = tcpThroughput(topology, to: plain, port: 5002, seconds: phase)
 print(String(format: "| TCP | %.2f Gbit/s | %.2f Gbit/s | %.2f Gbit/s | %.2f | %.2f |", tcpEmu / 1e9, tcpRaw / 1e9, tcpPlain / 1e9, tcpEmu / tcpPlain, tcpRaw / tcpPlain))
-let udp1500Emu = udpRate(topology, to: emu, port: 5003, size: 1500, seconds: phase)
-let udp1500Raw = udpRate(topology, to: raw, port: 5014, size: 1500, seconds: phase)
-let udp1500Plain = udpRate(topology, to: plain, port: 5004, size: 1500, seconds: phase)
-print(String(format: "| UDP, 1500-byte packets | %.0f kpps (%.2f Gbit/s) | %.0f kpps | %.0f kpps | %.2f | %.2f |", udp1500Emu / 1e3, udp1500Emu * 1500 * 8 / 1e9,
-             udp1500Raw / 1e3, udp1500Plain / 1e3, udp1500Emu / udp1500Plain, udp1500Raw / udp1500Plain))
-let udp64Emu = udpRate(topology, to: emu, port: 5005, size: 64, seconds: phase)
-let udp64Raw = udpRate(topology, to: raw, port: 5015, size: 64, seconds: phase)
-let udp64Plain = udpRate(topology, to: plain, port: 5006, size: 64, seconds: phase)
-print(String(format: "| UDP, 64-byte packets | %.0f kpps | %.0f kpps | %.0f kpps | %.2f | %.2f |", udp64Emu / 1e3, udp64Raw / 1e3, udp64Plain / 1e3, udp64Emu / udp64Plain, udp64Raw / udp64Plain))
+// Five rounds taking turns (emulator, emulator without offloads, veth), so that the ratios are
+// of rates measured at the same time; the ratio columns are the median round's (min–max).
+let udpRounds = quick ? 1 : 5
+func range(_ ratio: (min: Double, median: Double, max: Double)) -> String {
+    udpRounds > 1 ? String(format: "%.2f (%.2f–%.2f)", ratio.median, ratio.min, ratio.max) : String(format: "%.2f", ratio.median)
+}
+let udp1500 = interleavedUDPRates(topology, to: [(emu, 5003), (raw, 5014), (plain, 5004)], size: 1500, seconds: phase, rounds: udpRounds)
+print(String(format: "| UDP, 1500-byte packets | %.0f kpps (%.2f Gbit/s) | %.0f kpps | %.0f kpps | ", udp1500.rates[0] / 1e3, udp1500.rates[0] * 1500 * 8 / 1e9,
+             udp1500.rates[1] / 1e3, udp1500.rates[2] / 1e3) + range(udp1500.ratios[0]) + " | " + range(udp1500.ratios[1]) + " |")
+let udp64 = interleavedUDPRates(topology, to: [(emu, 5005), (raw, 5015), (plain, 5006)], size: 64, seconds: phase, rounds: udpRounds)
+print(String(format: "| UDP, 64-byte packets | %.0f kpps | %.0f kpps | %.0f kpps | ", udp64.rates[0] / 1e3, udp64.rates[1] / 1e3, udp64.rates[2] / 1e3)
+      + range(udp64.ratios[0]) + " | " + range(udp64.ratios[1]) + " |")
 let samples = quick ? 500 : 5000
 let roundTrips = udpRoundTrips([echoPair(topology, to: emu, port: 5007), echoPair(topology, to: plain, port: 5008)], count: samples)
 let rttEmu = roundTrips[0], rttPlain = roundTrips[1]
