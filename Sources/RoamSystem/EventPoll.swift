@@ -32,7 +32,8 @@ public struct EventPoll: ~Copyable {
 
     /// Waits until one of the descriptors is readable (or has an error or hang-up) or until
     /// `deadline` (`nil`: without end; one in the past: not at all), and calls `ready` with the
-    /// tag of each one that is. Returns how many were; interrupted waits are resumed.
+    /// tag of each one that is. Returns how many were; interrupted waits are resumed. With no
+    /// descriptor added there is nothing to wait for: it returns 0 at once.
     @discardableResult
     public mutating func wait(until deadline: MonotonicInstant?, _ ready: (Int) -> Void) throws(Errno) -> Int {
         guard !events.isEmpty else { return 0 }
