@@ -41,8 +41,7 @@ public struct EventPoll: ~Copyable {
         while true {
             let result: Int32 = events.withUnsafeMutableBufferPointer { buffer in
                 if let deadline {
-                    let remaining = max(0, deadline.nanoseconds - MonotonicInstant.now.nanoseconds)
-                    var timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+                    var timeout = deadline.timeoutFromNow
                     return epoll_pwait2(descriptor, buffer.baseAddress, capacity, &timeout, nil)
                 }
                 return epoll_pwait2(descriptor, buffer.baseAddress, capacity, nil, nil)

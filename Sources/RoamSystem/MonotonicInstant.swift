@@ -24,6 +24,12 @@ public struct MonotonicInstant: Sendable, Hashable, Comparable {
     public static func - (lhs: MonotonicInstant, rhs: MonotonicInstant) -> Duration {
         .nanoseconds(lhs.nanoseconds - rhs.nanoseconds)
     }
+
+    /// The time from now until this instant (zero once it has passed), as a wait's timeout.
+    var timeoutFromNow: timespec {
+        let remaining = max(0, nanoseconds - MonotonicInstant.now.nanoseconds)
+        return timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+    }
 }
 
 extension Duration {

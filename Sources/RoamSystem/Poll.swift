@@ -11,8 +11,7 @@ public func waitForEvents(_ entries: inout [pollfd], until deadline: MonotonicIn
     while true {
         var result: Int32
         if let deadline {
-            let remaining = max(0, deadline.nanoseconds - MonotonicInstant.now.nanoseconds)
-            var timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
+            var timeout = deadline.timeoutFromNow
             result = ppoll(&entries, nfds_t(entries.count), &timeout, nil)
         } else {
             result = ppoll(&entries, nfds_t(entries.count), nil, nil)
