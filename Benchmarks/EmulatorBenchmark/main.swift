@@ -283,7 +283,8 @@ func percentile(_ sorted: [Double], _ fraction: Double) -> Double { sorted[min(s
 
 // MARK: - Capacity, latency, CPU, memory
 
-// `--small-packets SECONDS`: only 64-byte UDP and the round trip, emulator and veth taking turns
+// `--small-packets SECONDS`: only 64-byte UDP (the emulator, the emulator without offloads and veth
+// taking turns) and the round trip (the emulator and veth taking turns)
 // (to profile the per-packet path: perf record -g --call-graph dwarf -t <roam-emulator's thread>).
 if let index = CommandLine.arguments.firstIndex(of: "--small-packets") {
     guard index + 1 < CommandLine.arguments.count, let seconds = Double(CommandLine.arguments[index + 1]), seconds > 0, seconds <= 600 else {
