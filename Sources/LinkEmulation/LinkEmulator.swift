@@ -295,7 +295,8 @@ final class Shard: @unchecked Sendable {
     /// When a packet that arrived at `now` in direction `index` may enter its pipeline: nil
     /// (at once) unless its link has a cellular radio, which decides from both directions' queues
     /// as they stand at `now`.
-    private func radioEntry(_ index: Int, at now: Int64) -> Int64? {
+    private static func radioEntry(_ index: Int, at now: Int64, directions: inout [LinkEmulator.Direction], radios: inout [RadioStateMachine?],
+                                   linkDirections: [[Int]]) -> Int64? {
         let link = directions[index].link
         guard var radio = radios[link] else { return nil }
         var busy = false
@@ -311,7 +312,18 @@ final class Shard: @unchecked Sendable {
     }
 
     private func loop() {
+        // The thread's own copies for its life, handed back when it ends: a class's stored
+        // properties would be checked for exclusive access on every use, several times a packet.
+        var directions = self.directions
+        var radios = self.radios
+        var carrierUp = self.carrierUp
+        // Packet buffers reused from one packet to the next, and the buffer a merged write is built in.
+        var buffers = PacketBuffers()
+        var merged: [UInt8] = []
         defer {
+            self.directions = directions
+            self.radios = radios
+            self.carrierUp = carrierUp
             var spent = timespec()
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spent)
             cpuTime = .seconds(spent.tv_sec) + .nanoseconds(spent.tv_nsec)
@@ -407,15 +419,16 @@ final class Shard: @unchecked Sendable {
                         continue
                     }
                     guard let offload, offload.isOffloaded else {
-                        let entry = radioEntry(index, at: now)
-                        directions[index].pipeline.arrive(Array(buffer[header..<count]), at: now, enteringAt: entry)
+                        let entry = Self.radioEntry(index, at: now, directions: &directions, radios: &radios, linkDirections: linkDirections)
+                        let packet = buffer.withUnsafeBytes { buffers.take(copying: UnsafeRawBufferPointer(rebasing: $0[header..<count])) }
+                        directions[index].pipeline.arrive(packet, at: now, enteringAt: entry)
                         continue
                     }
                     // Cut into the wire packets it stands for, each decided on alone.
                     segments.removeAll(keepingCapacity: true)
                     let cut = buffer.withUnsafeBytes { bytes -> Bool in
                         do {
-                            try Segmenter.segment(offload, UnsafeRawBufferPointer(rebasing: bytes[header..<count]), into: &segments)
+                            try Segmenter.segment(offload, UnsafeRawBufferPointer(rebasing: bytes[header..<count]), into: &segments, buffers: &buffers)
                             return true
                         } catch {
                             return false
@@ -426,13 +439,14 @@ final class Shard: @unchecked Sendable {
                         continue
                     }
                     if segments.count > 1 { counters.offloaded.add(1, ordering: .relaxed) }
-                    let entry = radioEntry(index, at: now)
+                    let entry = Self.radioEntry(index, at: now, directions: &directions, radios: &radios, linkDirections: linkDirections)
                     for segment in segments { directions[index].pipeline.arrive(segment, at: now, enteringAt: entry) }
                 }
             }
             now = MonotonicInstant.now.nanoseconds
             for index in directions.indices {
-                output.removeAll(keepingCapacity: true)
+                // The last direction's packets are written: their buffers serve the next ones.
+                while let packet = output.popLast() { buffers.recycle(packet) }
                 directions[index].pipeline.release(upTo: now, into: &output)
                 if directions[index].pipeline.logsDecisions, let log = directions[index].decisions {
                     for decision in directions[index].pipeline.takeDecisions() { log.append(decision.description + "\n") }
@@ -449,7 +463,7 @@ final class Shard: @unchecked Sendable {
                     let end = destination.headerLength > 0 ? Coalescer.run(output, from: position) : position + 1
                     let written: Int
                     if end - position > 1 {
-                        let (header, merged) = Coalescer.merge(output[position..<end])
+                        let header = Coalescer.merge(output[position..<end], into: &merged)
                         written = merged.withUnsafeBytes { destination.write(header: header, packet: $0) }
                         counters.coalesced.add(1, ordering: .relaxed)
                     } else {

@@ -43,9 +43,14 @@ package struct VirtioNetHeader: Sendable, Hashable {
     /// completed).
     package var isOffloaded: Bool { gsoType != 0 || flags & Self.needsChecksum != 0 }
 
-    package var bytes: [UInt8] {
-        func le(_ value: UInt16) -> [UInt8] { [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)] }
-        return [flags, gsoType] + le(headerLength) + le(gsoSize) + le(checksumStart) + le(checksumOffset)
+    package var bytes: [UInt8] { withBytes { [UInt8]($0) } }
+
+    /// Calls `body` with the header as the kernel reads it (little-endian fields), without
+    /// allocating.
+    package func withBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        var wire: (UInt8, UInt8, UInt16, UInt16, UInt16, UInt16) = (flags, gsoType, headerLength.littleEndian, gsoSize.littleEndian,
+                                                                   checksumStart.littleEndian, checksumOffset.littleEndian)
+        return withUnsafeBytes(of: &wire) { body(UnsafeRawBufferPointer(rebasing: $0[..<Self.size])) }
     }
 }
 
@@ -116,8 +121,16 @@ package enum Segmenter {
 
     /// Appends the wire packets `packet` (read with `header`) stands for to `output`.
     package static func segment(_ header: VirtioNetHeader, _ packet: UnsafeRawBufferPointer, into output: inout [[UInt8]]) throws(Malformed) {
+        var buffers = PacketBuffers()
+        try segment(header, packet, into: &output, buffers: &buffers)
+    }
+
+    /// Appends the wire packets `packet` (read with `header`) stands for to `output`, each in
+    /// a buffer taken from `buffers`.
+    static func segment(_ header: VirtioNetHeader, _ packet: UnsafeRawBufferPointer, into output: inout [[UInt8]],
+                        buffers: inout PacketBuffers) throws(Malformed) {
         if header.gsoType == 0 {
-            var copy = [UInt8](packet)
+            var copy = buffers.take(copying: packet)
             if header.flags & VirtioNetHeader.needsChecksum != 0 {
                 let start = Int(header.checksumStart), field = start + Int(header.checksumOffset)
                 guard start < copy.count, field + 2 <= copy.count else {
@@ -145,12 +158,10 @@ package enum Segmenter {
         for index in 0..<count {
             let start = layout.headers + index * size
             let length = min(size, payload - index * size)
-            var segment = [UInt8](repeating: 0, count: layout.headers + max(0, length))
+            var segment = buffers.take(capacity: layout.headers + max(0, length))
+            segment.append(contentsOf: headers)
+            if length > 0 { segment.append(contentsOf: UnsafeRawBufferPointer(rebasing: packet[start..<(start + length)])) }
             segment.withUnsafeMutableBytes { bytes in
-                bytes.copyMemory(from: headers)
-                if length > 0 {
-                    UnsafeMutableRawBufferPointer(rebasing: bytes[layout.headers...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: packet[start..<(start + length)]))
-                }
                 let total = bytes.count
                 let transportLength = total - layout.transport
                 if layout.version == 4 {
@@ -336,12 +347,21 @@ package enum Coalescer {
     /// `packets[range]` merged into one packet and the header that hands it to the kernel as
     /// segments of the first one's size, its checksum left partial (the pseudo-header's sum).
     package static func merge(_ packets: ArraySlice<[UInt8]>) -> (VirtioNetHeader, [UInt8]) {
+        var merged: [UInt8] = []
+        let header = merge(packets, into: &merged)
+        return (header, merged)
+    }
+
+    /// `packets[range]` merged into `merged` (what it held is replaced; its storage is reused),
+    /// and the header that hands it to the kernel, as ``merge(_:)``.
+    package static func merge(_ packets: ArraySlice<[UInt8]>, into merged: inout [UInt8]) -> VirtioNetHeader {
         let first = packets[packets.startIndex]
         let head = parse(first)!
-        var merged = first
+        merged.removeAll(keepingCapacity: true)
+        merged.append(contentsOf: first)
         var lastFlags = head.flags
         for packet in packets.dropFirst() {
-            merged += packet[head.headers...]
+            merged.append(contentsOf: packet[head.headers...])
             lastFlags = packet[head.transport + 13]
         }
         let total = merged.count
@@ -366,7 +386,7 @@ package enum Coalescer {
         header.gsoSize = UInt16(head.payload)
         header.checksumStart = UInt16(head.transport)
         header.checksumOffset = 16
-        return (header, merged)
+        return header
     }
 }
 

@@ -79,9 +79,8 @@ package final class TunInterface: @unchecked Sendable {
     /// Writes a packet with its own header (a merged segment): only with offloads.
     package func write(header: VirtioNetHeader, packet: UnsafeRawBufferPointer) -> Int {
         precondition(headerLength == VirtioNetHeader.size)
-        let bytes = header.bytes
         return withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
-            bytes.withUnsafeBytes { header in
+            header.withBytes { header in
                 vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
                 vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: packet.baseAddress), iov_len: packet.count)
                 return Glibc.writev(descriptor, vectors.baseAddress, 2)
