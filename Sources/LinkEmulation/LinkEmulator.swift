@@ -11,7 +11,7 @@ import SystemPackage
 /// every link of a run between its TUN interfaces, each direction through a ``LinkPipeline``.
 /// Each link belongs to one thread (its ``Shard``), so a direction's pipeline is only ever
 /// touched by one thread and its decisions stay deterministic; two busy links on two threads use
-/// two cores. Each thread is one event loop on one monotonic clock: it sleeps in `ppoll` on its
+/// two cores. Each thread is one event loop on one monotonic clock: it sleeps in `epoll` on its
 /// interfaces until a packet comes or its earliest pipeline event is due (nanosecond timeout),
 /// so there are no per-packet timers.
 package final class LinkEmulator: @unchecked Sendable {

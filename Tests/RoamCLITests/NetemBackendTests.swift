@@ -32,16 +32,50 @@ enum NetemHost {
 
     /// Runs scripts/netem-check.sh once per test process (directly, or in the VM) and returns
     /// its output directory.
-    static let output: String? = {
-        guard let roam = TestEnvironment.roamExecutable else { return nil }
+    static var output: String? { checks.netem }
+
+    /// What one boot of the VM checked: netem-check.sh's output directory, and wifi-check.sh's
+    /// outcome when it ran in the same boot (nil: it did not), which saves ``WiFiTests`` a boot
+    /// of its own (about 30 s).
+    static let checks: (netem: String?, wifi: Result<String, WiFiCheckFailure>?) = {
+        guard let roam = TestEnvironment.roamExecutable else { return (nil, nil) }
         let directory = "/tmp/roam-netem-check-\(getpid())"
         let check = [root + "/scripts/netem-check.sh", roam, directory]
-        let command = hostHasNetem ? check : [root + "/scripts/vm.sh", "--rwdir", "/tmp", "--"] + check
-        guard let result = try? RunningCommand.run(command[0], Array(command.dropFirst()), timeout: 1500) else { return nil }
-        print(result.output)
-        if result.status != 0 { print(result.error) }
-        return result.status == 0 ? directory : nil
+        if hostHasNetem {
+            guard let result = try? RunningCommand.run(check[0], Array(check.dropFirst()), timeout: 1500) else { return (nil, nil) }
+            print(result.output)
+            if result.status != 0 { print(result.error) }
+            return (result.status == 0 ? directory : nil, nil)
+        }
+        let wifi = WiFiHost.canRun && WiFiHost.claim(.netemBoot) ? "/tmp/roam-wifi-check-\(getpid())" : nil
+        // In the guest: netem's check, then Wi-Fi's, each one's status kept; the netem check's
+        // is the VM's.
+        var script = check.map(shellQuoted).joined(separator: " ") + "; status=$?"
+        if let wifi {
+            script += "; " + [root + "/scripts/wifi-check.sh", roam, wifi].map(shellQuoted).joined(separator: " ")
+                + "; echo $? > " + shellQuoted(wifi + ".status")
+        }
+        script += "; exit $status"
+        let command = [root + "/scripts/vm.sh", "--rwdir", "/tmp", "--", "bash", "-c", script]
+        let result = try? RunningCommand.run(command[0], Array(command.dropFirst()), timeout: 1800)
+        if let result {
+            print(result.output)
+            if result.status != 0 { print(result.error) }
+        }
+        let wifiOutcome = wifi.map { wifi -> Result<String, WiFiCheckFailure> in
+            let status = text(wifi + ".status").trimmingCharacters(in: .whitespacesAndNewlines)
+            guard status == "0" else {
+                return .failure(WiFiCheckFailure(message: "scripts/wifi-check.sh in the netem check's VM "
+                    + (status.isEmpty ? "did not finish: " : "exited \(status): ") + text(wifi + "/failure")
+                    + (result.map { $0.output.suffix(2000) + $0.error.suffix(2000) } ?? "the VM did not finish in 1800 s")))
+            }
+            return .success(wifi)
+        }
+        return (result?.status == 0 ? directory : nil, wifiOutcome)
     }()
+
+    /// `value` as one word for `bash -c`.
+    static func shellQuoted(_ value: String) -> String { "'" + value.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 
     /// A run's `summary.json`, typed: nil when it is missing or damaged. Read as any file, not
     /// through `RecordedRun.load`, which refuses a report another user owns (a rootless run's,
@@ -391,15 +425,17 @@ struct NetemBackendTests {
         }
     }
 
+    /// The bundled scenarios ran three at a time: every one of them, each batch's runs with IDs
+    /// of their own (``bundledScenarioRuns(_:)`` checks that each played whole).
     @Test func concurrentRunsDoNotCollideAndTheRootNamespaceIsUntouched() throws {
         let directory = try output()
-        for name in ["concurrent-a", "concurrent-b"] {
-            let exit = NetemHost.text(directory + "/\(name)/exit").trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(exit == "0" || exit == "1", "\(name): \(NetemHost.text(directory + "/\(name).console"))")
+        let batches = NetemHost.text(directory + "/batches").split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(batches.flatMap { $0 }.sorted() == Self.scenarios.sorted(), "every bundled scenario netem plays, in one batch")
+        #expect(batches.contains { $0.count > 1 }, "runs at once")
+        for batch in batches {
+            let identifiers = batch.map { NetemHost.summary(directory + "/" + $0)?.runID }
+            #expect(!identifiers.contains(nil) && Set(identifiers).count == batch.count, "\(batch): \(identifiers)")
         }
-        let a = NetemHost.summary(directory + "/concurrent-a")?.runID
-        let b = NetemHost.summary(directory + "/concurrent-b")?.runID
-        #expect(a != nil && a != b)
         #expect(NetemHost.text(directory + "/leftover-namespaces").isEmpty)
         let before = NetemHost.text(directory + "/root-before"), after = NetemHost.text(directory + "/root-after")
         #expect(!before.isEmpty && before == after)

@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import PathMonitor
 import ScenarioModel
+import Synchronization
 import Testing
 import TestSupport
 
@@ -26,12 +27,27 @@ enum WiFiHost {
         TestEnvironment.roamExecutable != nil && NetemHost.vmAvailable && kernelHasHwsim && tools.allSatisfy { access($0, X_OK) == 0 }
     }
 
+    /// Which boot runs wifi-check.sh: the netem check's, when it starts first (as the suites
+    /// come in a whole run), or one of its own (this suite alone, or first).
+    enum Boot { case netemBoot, ownBoot }
+    private static let boot = Mutex<Boot?>(nil)
+
+    /// Whether `boot` runs the check: the first to ask gets it.
+    static func claim(_ boot: Boot) -> Bool {
+        self.boot.withLock { claimed in
+            if claimed == nil { claimed = boot }
+            return claimed == boot
+        }
+    }
+
     /// In CI the suite runs whatever this machine says, so that a machine that should run it
     /// and cannot fails instead of skipping.
     static var shouldRun: Bool { canRun || ProcessInfo.processInfo.environment["CI"] != nil }
 
-    /// Runs scripts/wifi-check.sh once in the VM and returns its output directory.
+    /// Runs scripts/wifi-check.sh once in the VM and returns its output directory: in the boot
+    /// that checks netem (``NetemHost/checks``) where that one runs in the VM too.
     static let output: Result<String, WiFiCheckFailure> = {
+        if !claim(.ownBoot), let outcome = NetemHost.checks.wifi { return outcome }
         guard canRun, let roam = TestEnvironment.roamExecutable else {
             return .failure(WiFiCheckFailure(message: "cannot run here: needs root, the built roam, scripts/vm.sh's VM with a kernel that has "
                 + "mac80211_hwsim, and hostapd, wpa_supplicant and iw (scripts/setup.sh --vm installs them)"))
