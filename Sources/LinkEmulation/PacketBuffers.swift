@@ -5,21 +5,21 @@
 /// packets of every size from 64 bytes to 64 KB, freed in another order than they came, left
 /// the thread's allocator arena growing slowly over an hour.
 ///
-/// Buffers are kept by size class (256 bytes to 64 KB, doubling), at most
-/// ``maximumPerClass`` in a class and ``maximumBytes`` in all: what a burst needed beyond that
-/// goes back to the allocator. A buffer still shared when it is taken again (a duplicated
-/// packet's twin still on the line) is not written to: the array copies on write, as any array.
+/// Buffers are kept by size class (``classSizes``: 128 bytes to 64 KB, with one for an
+/// Ethernet MTU's packets and one for a jumbo frame's, so that a queued packet's buffer is not
+/// much larger than the packet), at most ``maximumPerClass`` in a class and ``maximumBytes`` in
+/// all: what a burst needed beyond that goes back to the allocator. A buffer still shared when
+/// it is taken again (a duplicated packet's twin still on the line) is not written to: the array
+/// copies on write, as any array.
 struct PacketBuffers {
-    /// The smallest class, as a power of two (256 bytes).
-    static let smallestShift = 8
-    /// How many classes: 256 bytes to 64 KB.
-    static let classCount = 9
+    /// The classes' sizes in bytes, ascending.
+    static let classSizes = [128, 256, 512, 1024, 1536, 2048, 4096, 9216, 16384, 32768, 65536]
     /// The most buffers a class keeps.
     static let maximumPerClass = 1024
     /// The most bytes of capacity all the classes keep together.
-    static let maximumBytes = 8 << 20
+    static let maximumBytes = 4 << 20
 
-    private var free = Array(repeating: [[UInt8]](), count: Self.classCount)
+    private var free = Array(repeating: [[UInt8]](), count: Self.classSizes.count)
     /// Capacity kept, in bytes.
     private(set) var bytesKept = 0
     /// Buffers taken that came from the allocator rather than from here (for tests).
@@ -30,12 +30,7 @@ struct PacketBuffers {
 
     /// The class whose buffers hold `size` bytes, nil above the largest.
     private static func classFitting(_ size: Int) -> Int? {
-        var index = 0
-        while index < classCount {
-            if size <= 1 << (smallestShift + index) { return index }
-            index += 1
-        }
-        return nil
+        classSizes.firstIndex { size <= $0 }
     }
 
     /// An empty buffer with room for at least `size` bytes.
@@ -53,7 +48,7 @@ struct PacketBuffers {
         }
         allocated += 1
         var buffer = [UInt8]()
-        buffer.reserveCapacity(1 << (Self.smallestShift + index))
+        buffer.reserveCapacity(Self.classSizes[index])
         return buffer
     }
 
@@ -68,11 +63,9 @@ struct PacketBuffers {
     /// freed when its class or the whole is full.
     mutating func recycle(_ buffer: consuming [UInt8]) {
         let capacity = buffer.capacity
-        guard capacity >= 1 << Self.smallestShift, bytesKept + capacity <= Self.maximumBytes else { return }
         // The largest class it can stand for.
-        var index = Self.classCount - 1
-        while index > 0, capacity < 1 << (Self.smallestShift + index) { index -= 1 }
-        guard free[index].count < Self.maximumPerClass else { return }
+        guard bytesKept + capacity <= Self.maximumBytes, let index = Self.classSizes.lastIndex(where: { $0 <= capacity }),
+              free[index].count < Self.maximumPerClass else { return }
         bytesKept += capacity
         free[index].append(buffer)
     }
