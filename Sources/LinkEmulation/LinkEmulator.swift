@@ -441,6 +441,8 @@ final class Shard: @unchecked Sendable {
                     if segments.count > 1 { counters.offloaded.add(1, ordering: .relaxed) }
                     let entry = Self.radioEntry(index, at: now, directions: &directions, radios: &radios, linkDirections: linkDirections)
                     for segment in segments { directions[index].pipeline.arrive(segment, at: now, enteringAt: entry) }
+                    // The pipeline holds them now: their buffers are reused once written only if nothing else does.
+                    segments.removeAll(keepingCapacity: true)
                 }
             }
             now = MonotonicInstant.now.nanoseconds

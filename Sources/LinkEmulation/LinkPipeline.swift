@@ -463,6 +463,9 @@ public struct LinkPipeline: Sendable {
         }
         while let departure = headDeparture(), departure <= now {
             let head = queue[queueHead]
+            // The slot lets go of the packet now, not when the queue is next compacted: its
+            // buffer is then the delivered packet's alone, to be reused once it is written.
+            queue[queueHead].data = []
             queueHead += 1
             fifoBytes -= head.data.count
             switch capacity {

@@ -22,7 +22,8 @@ struct PacketBuffers {
     private var free = Array(repeating: [[UInt8]](), count: Self.classSizes.count)
     /// Capacity kept, in bytes.
     private(set) var bytesKept = 0
-    /// Buffers taken that came from the allocator rather than from here (for tests).
+    /// Buffers taken that came from the allocator rather than from here, counting one kept
+    /// here that was still shared when taken (for tests).
     private(set) var allocated = 0
 
     /// How many buffers are kept.
@@ -43,7 +44,10 @@ struct PacketBuffers {
         }
         if var buffer = free[index].popLast() {
             bytesKept -= buffer.capacity
+            let storage = buffer.withUnsafeBufferPointer { $0.baseAddress }
             buffer.removeAll(keepingCapacity: true)
+            // Still shared, it got storage of its own from the allocator.
+            if buffer.withUnsafeBufferPointer({ $0.baseAddress }) != storage { allocated += 1 }
             return buffer
         }
         allocated += 1

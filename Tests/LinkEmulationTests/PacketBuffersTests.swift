@@ -1,4 +1,5 @@
 @testable import LinkEmulation
+import ScenarioModel
 import Testing
 
 /// The emulator threads' reused packet buffers.
@@ -24,6 +25,32 @@ import Testing
         #expect(buffers.count == sizes.count)
     }
 
+    /// Through a link with a rate, a delay and a queue, every delivered packet's buffer is the
+    /// packet's alone when it is given back (nothing in the pipeline still holds it), so that
+    /// the flow reuses what it needs in flight and allocates nothing more.
+    @Test(arguments: [false, true])
+    func aLinkHandsBackBuffersNothingElseHolds(managed: Bool) {
+        var impairment = Impairment(delay: .milliseconds(5))
+        if managed { impairment.queue = .codel(CoDelParameters()) }
+        var pipeline = LinkPipeline(conditions: LinkConditions(impairment: impairment), capacity: .rate(bitsPerSecond: 10_000_000), seed: 1)
+        var buffers = PacketBuffers()
+        var output: [[UInt8]] = []
+        var now: Int64 = 0
+        var delivered = 0
+        let packet = Self.bytes(1500, seed: 3)
+        // 5,000 packets at 90% of the rate (one every 1.333 ms where the link sends one every 1.2 ms).
+        for _ in 0..<5000 {
+            pipeline.arrive(packet.withUnsafeBytes { buffers.take(copying: $0) }, at: now)
+            now += 1_333_333
+            pipeline.release(upTo: now, into: &output)
+            delivered += output.count
+            while let written = output.popLast() { buffers.recycle(written) }
+        }
+        #expect(delivered > 4900)
+        // In flight at once: about 5 ms of packets on the line and one being sent.
+        #expect(buffers.allocated <= 10, "allocated \(buffers.allocated) buffers for \(delivered) packets")
+    }
+
     /// A buffer another packet still holds (a duplicate's twin) keeps its bytes when it is
     /// taken again: the new packet gets storage of its own.
     @Test func aBufferStillHeldElsewhereKeepsItsBytes() {
@@ -35,6 +62,7 @@ import Testing
         let next = Self.bytes(80, seed: 9).withUnsafeBytes { buffers.take(copying: $0) }
         #expect(twin == original)
         #expect(next == Self.bytes(80, seed: 9))
+        #expect(buffers.allocated == 2, "the shared one's storage was left to its twin")
     }
 
     /// What a burst left behind is bounded: a class keeps at most its count and all of them
