@@ -13,6 +13,10 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import compare diagnostics probe live segment)
 case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh SECONDS [TARGET...]" >&2; exit 2 ;; esac
 
+# SwiftPM does not plan the build again when a source file is added to Roam, a dependency of the
+# fuzz package by path: the stale plan then fails to find the new file's types. Without its plan
+# it makes a new one (a few seconds) and still rebuilds only what changed.
+rm -f Fuzz/.build/debug.yaml
 swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address >&2
 bin="$(swift build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address --show-bin-path)"
 mkdir -p Fuzz/.build/crashes
