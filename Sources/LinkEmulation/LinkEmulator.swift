@@ -238,7 +238,7 @@ final class Shard: @unchecked Sendable {
     private let wake: EventSignal
     private let stop: EventSignal
     /// The stop, the wake-up and every source interface, waited on together by the thread.
-    private var poll: EventPoll
+    private let poll: EventPoll
     private var thread: PinnedThread?
     private let measuresLateness: Bool
     private let scheduling: LinkEmulator.Scheduling
@@ -264,10 +264,11 @@ final class Shard: @unchecked Sendable {
         wake = try EventSignal()
         // Tagged by their place in the loop's table: the stop, the wake-up, then each direction's
         // source interface.
-        poll = try EventPoll()
+        var poll = try EventPoll()
         try poll.add(stop.descriptor.rawValue, tag: 0)
         try poll.add(wake.descriptor.rawValue, tag: 1)
         for (index, direction) in directions.enumerated() { try poll.add(direction.source.descriptor, tag: index + 2) }
+        self.poll = poll
     }
 
     func start() throws(LinkEmulationError) {

@@ -11,14 +11,21 @@ import SystemPackage
 /// The timeout is in nanoseconds (`epoll_pwait2`), as precise as `ppoll`'s.
 public struct EventPoll: ~Copyable {
     private let descriptor: Int32
-    private var events: [epoll_event]
+    /// Room for one event per descriptor added, which a wait fills: its own memory, so that a
+    /// wait does not modify the value (and a `let` holding it is not checked for exclusive
+    /// access on each wait).
+    private var events: UnsafeMutableBufferPointer<epoll_event>
+    private var count = 0
 
     public init() throws(Errno) {
         descriptor = try systemCall { epoll_create1(Int32(EPOLL_CLOEXEC)) }
-        events = []
+        events = UnsafeMutableBufferPointer(start: nil, count: 0)
     }
 
-    deinit { close(descriptor) }
+    deinit {
+        events.deallocate()
+        close(descriptor)
+    }
 
     /// Adds `fd`, reported as `tag` when it is readable. The descriptor stays the caller's: it
     /// must stay open while it is in the set (closing it removes it).
@@ -27,7 +34,14 @@ public struct EventPoll: ~Copyable {
         event.events = UInt32(EPOLLIN.rawValue)
         event.data.u64 = UInt64(tag)
         _ = try systemCall { epoll_ctl(descriptor, EPOLL_CTL_ADD, fd, &event) }
-        events.append(epoll_event())
+        if count == events.count {
+            let larger = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: max(4, 2 * events.count))
+            larger.initialize(repeating: epoll_event())
+            if count > 0 { _ = larger.update(fromContentsOf: events) }
+            events.deallocate()
+            events = larger
+        }
+        count += 1
     }
 
     /// Waits until one of the descriptors is readable (or has an error or hang-up) or until
@@ -35,16 +49,16 @@ public struct EventPoll: ~Copyable {
     /// tag of each one that is. Returns how many were; interrupted waits are resumed. With no
     /// descriptor added there is nothing to wait for: it returns 0 at once.
     @discardableResult
-    public mutating func wait(until deadline: MonotonicInstant?, _ ready: (Int) -> Void) throws(Errno) -> Int {
-        guard !events.isEmpty else { return 0 }
-        let capacity = Int32(events.count)
+    public func wait(until deadline: MonotonicInstant?, _ ready: (Int) -> Void) throws(Errno) -> Int {
+        guard count > 0 else { return 0 }
+        let capacity = Int32(count)
         while true {
-            let result: Int32 = events.withUnsafeMutableBufferPointer { buffer in
-                if let deadline {
-                    var timeout = deadline.timeoutFromNow
-                    return epoll_pwait2(descriptor, buffer.baseAddress, capacity, &timeout, nil)
-                }
-                return epoll_pwait2(descriptor, buffer.baseAddress, capacity, nil, nil)
+            let result: Int32
+            if let deadline {
+                var timeout = deadline.timeoutFromNow
+                result = epoll_pwait2(descriptor, events.baseAddress, capacity, &timeout, nil)
+            } else {
+                result = epoll_pwait2(descriptor, events.baseAddress, capacity, nil, nil)
             }
             if result >= 0 {
                 for index in 0..<Int(result) { ready(Int(events[index].data.u64)) }

@@ -58,6 +58,11 @@ import Testing
         ready = []
         #expect(try poll.wait(until: .now) { ready.append($0) } == 1)
         #expect(ready == [13])
+        // Every one at once, past the room the first ones were added with.
+        for signal in signals { signal.signal() }
+        ready = []
+        #expect(try poll.wait(until: .now) { ready.append($0) } == 5)
+        #expect(ready.sorted() == [10, 11, 12, 13, 14])
     }
 
     @Test func aSignalFromAnotherThreadEndsAWaitWithoutEnd() async throws {
