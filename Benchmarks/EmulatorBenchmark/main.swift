@@ -184,7 +184,29 @@ func residentMegabytes() -> Double {
 
 /// UDP datagrams of `size` IP bytes from a to b, as fast as the sender can, for `seconds`:
 /// packets per second received.
+/// The machine's CPU time so far, busy and in all (`/proc/stat`'s first line, in ticks).
+func machineTicks() -> (busy: Double, total: Double) {
+    let stat = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""
+    let fields = stat.split(separator: "\n").first?.split(separator: " ").dropFirst().compactMap { Double($0) } ?? []
+    guard fields.count >= 5 else { return (0, 0) }
+    let total = fields.prefix(8).reduce(0, +)
+    return (total - fields[3] - fields[4], total)   // less idle and iowait
+}
+
+/// What one UDP measurement found: packets received per second, how many of the machine's
+/// cores were busy while the sender sent, and the CPU time the emulator's threads used then.
+struct UDPMeasurement {
+    var rate: Double
+    var busyCores: Double
+    var emulatorSeconds: Double
+    var seconds: Double
+}
+
 func udpRate(_ topology: Topology, to destination: String, port: UInt16, size: Int, seconds: Double) -> Double {
+    udpMeasurement(topology, to: destination, port: port, size: size, seconds: seconds).rate
+}
+
+func udpMeasurement(_ topology: Topology, to destination: String, port: UInt16, size: Int, seconds: Double) -> UDPMeasurement {
     let receiver = socketIn(topology.namespace(of: "b")!, Int32(SOCK_DGRAM.rawValue))
     var big: Int32 = 8 << 20
     setsockopt(receiver, SOL_SOCKET, SO_RCVBUFFORCE, &big, socklen_t(4))
@@ -204,17 +226,21 @@ func udpRate(_ topology: Topology, to destination: String, port: UInt16, size: I
     let sender = socketIn(topology.namespace(of: "a")!, Int32(SOCK_DGRAM.rawValue))
     guard withSockaddr(address(destination, port: port), { connect(sender, $0, $1) }) == 0 else { fail("connect udp") }
     let payload = [UInt8](repeating: 2, count: size - 28)
+    let ticksBefore = machineTicks(), emulatorBefore = cpuSeconds(ofThreadsNamed: "roam-emulator")
     let start = now()
     let end = start + seconds
     while now() < end {
         for _ in 0..<64 { _ = payload.withUnsafeBytes { send(sender, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
     }
+    let ticksAfter = machineTicks(), emulatorAfter = cpuSeconds(ofThreadsNamed: "roam-emulator")
     usleep(300_000)
     box.stop = true
     done.wait()
     close(sender)
     close(receiver)
-    return Double(box.count) / seconds
+    let cores = Double(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    let busy = ticksAfter.total > ticksBefore.total ? (ticksAfter.busy - ticksBefore.busy) / (ticksAfter.total - ticksBefore.total) * cores : 0
+    return UDPMeasurement(rate: Double(box.count) / seconds, busyCores: busy, emulatorSeconds: emulatorAfter - emulatorBefore, seconds: seconds)
 }
 
 /// UDP rates to each of `destinations` in `rounds` rounds taking turns (each round gives every
@@ -222,11 +248,17 @@ func udpRate(_ topology: Topology, to destination: String, port: UInt16, size: I
 /// packets per second over all rounds per path, and the per-round ratio of each path to the last
 /// one (the reference) as min, median and max.
 func interleavedUDPRates(_ topology: Topology, to destinations: [(address: String, port: UInt16)], size: Int, seconds: Double,
-                         rounds: Int) -> (rates: [Double], ratios: [(min: Double, median: Double, max: Double)]) {
+                         rounds: Int) -> (rates: [Double], ratios: [(min: Double, median: Double, max: Double)], busyCores: [Double],
+                                          emulatorMicrosecondsPerPacket: [Double]) {
     var perRound = destinations.map { _ in [Double]() }
+    var busy = destinations.map { _ in 0.0 }, emulator = destinations.map { _ in 0.0 }, received = destinations.map { _ in 0.0 }
     for _ in 0..<rounds {
         for (index, destination) in destinations.enumerated() {
-            perRound[index].append(udpRate(topology, to: destination.address, port: destination.port, size: size, seconds: seconds / Double(rounds)))
+            let measured = udpMeasurement(topology, to: destination.address, port: destination.port, size: size, seconds: seconds / Double(rounds))
+            perRound[index].append(measured.rate)
+            busy[index] += measured.busyCores / Double(rounds)
+            emulator[index] += measured.emulatorSeconds
+            received[index] += measured.rate * measured.seconds
         }
     }
     let reference = perRound[perRound.count - 1]
@@ -234,7 +266,7 @@ func interleavedUDPRates(_ topology: Topology, to destinations: [(address: Strin
         let sorted = zip(rates, reference).map { $0 / $1 }.sorted()
         return (sorted[0], sorted[sorted.count / 2], sorted[sorted.count - 1])
     }
-    return (perRound.map { $0.reduce(0, +) / Double($0.count) }, ratios)
+    return (perRound.map { $0.reduce(0, +) / Double($0.count) }, ratios, busy, zip(emulator, received).map { $0 / max(1, $1) * 1e6 })
 }
 
 /// An echo of UDP datagrams in b on `destination`:`port`, and a client socket in a connected to it.
@@ -297,6 +329,10 @@ if let index = CommandLine.arguments.firstIndex(of: "--small-packets") {
                  + "emulator / veth %.2f (%.2f–%.2f), without offloads / veth %.2f (%.2f–%.2f)",
                  udp.rates[0] / 1e3, udp.rates[1] / 1e3, udp.rates[2] / 1e3, udp.ratios[0].median, udp.ratios[0].min, udp.ratios[0].max,
                  udp.ratios[1].median, udp.ratios[1].min, udp.ratios[1].max))
+    print(String(format: "Cores busy while sending (of %d): emulator %.2f, without offloads %.2f, veth %.2f; "
+                 + "the emulator's threads per packet received: %.2f µs, without offloads %.2f µs",
+                 sysconf(Int32(_SC_NPROCESSORS_ONLN)), udp.busyCores[0], udp.busyCores[1], udp.busyCores[2],
+                 udp.emulatorMicrosecondsPerPacket[0], udp.emulatorMicrosecondsPerPacket[1]))
     let roundTrips = udpRoundTrips([echoPair(topology, to: emu, port: 5007), echoPair(topology, to: plain, port: 5008)], count: Int(seconds * 2000))
     print(String(format: "Round trip (µs), emulator p50 %.0f p99 %.0f, veth p50 %.0f p99 %.0f, added p50 %.0f p99 %.0f",
                  percentile(roundTrips[0], 0.5), percentile(roundTrips[0], 0.99), percentile(roundTrips[1], 0.5), percentile(roundTrips[1], 0.99),
@@ -337,6 +373,9 @@ print(String(format: "| UDP, 1500-byte packets | %.0f kpps (%.2f Gbit/s) | %.0f 
 let udp64 = interleavedUDPRates(topology, to: [(emu, 5005), (raw, 5015), (plain, 5006)], size: 64, seconds: phase, rounds: udpRounds)
 print(String(format: "| UDP, 64-byte packets | %.0f kpps | %.0f kpps | %.0f kpps | ", udp64.rates[0] / 1e3, udp64.rates[1] / 1e3, udp64.rates[2] / 1e3)
       + range(udp64.ratios[0]) + " | " + range(udp64.ratios[1]) + " |")
+let udpCPU = String(format: "64-byte UDP: cores busy while sending (of %d), emulator %.2f, without offloads %.2f, veth %.2f; the emulator's "
+                    + "threads per packet received %.2f µs, without offloads %.2f µs.", sysconf(Int32(_SC_NPROCESSORS_ONLN)),
+                    udp64.busyCores[0], udp64.busyCores[1], udp64.busyCores[2], udp64.emulatorMicrosecondsPerPacket[0], udp64.emulatorMicrosecondsPerPacket[1])
 let samples = quick ? 500 : 5000
 let roundTrips = udpRoundTrips([echoPair(topology, to: emu, port: 5007), echoPair(topology, to: plain, port: 5008)], count: samples)
 let rttEmu = roundTrips[0], rttPlain = roundTrips[1]
@@ -354,6 +393,7 @@ topology.teardown()
 print("")
 print(String(format: "CPU per Gbit of TCP (the emulator's thread): %.3f CPU-seconds with offloads (%.2f s for %.2f Gbit), %.3f without (%.2f s for %.2f Gbit).",
              cpuTCP / (tcpEmu * phase / 1e9), cpuTCP, tcpEmu * phase / 1e9, cpuTCPRaw / (tcpRaw * phase / 1e9), cpuTCPRaw, tcpRaw * phase / 1e9))
+print(udpCPU)
 print(String(format: "Memory: resident %.1f MB with the emulators running (%.1f MB before the topology).", rssDuring, rssBefore))
 
 // MARK: - TCP through random loss: segments cut and decided on one by one
