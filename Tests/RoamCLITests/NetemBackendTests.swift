@@ -53,7 +53,7 @@ enum NetemHost {
         var script = check.map(shellQuoted).joined(separator: " ") + "; status=$?"
         if let wifi {
             script += "; " + [root + "/scripts/wifi-check.sh", roam, wifi].map(shellQuoted).joined(separator: " ")
-                + "; echo $? > " + shellQuoted(wifi + ".status")
+                + "; echo $? > " + shellQuoted(wifi + "/exit")
         }
         script += "; exit $status"
         let command = [root + "/scripts/vm.sh", "--rwdir", "/tmp", "--", "bash", "-c", script]
@@ -63,7 +63,8 @@ enum NetemHost {
             if result.status != 0 { print(result.error) }
         }
         let wifiOutcome = wifi.map { wifi -> Result<String, WiFiCheckFailure> in
-            let status = text(wifi + ".status").trimmingCharacters(in: .whitespacesAndNewlines)
+            // In the directory the check made (not a name beside it in /tmp another user could take first).
+            let status = text(wifi + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
             guard status == "0" else {
                 return .failure(WiFiCheckFailure(message: "scripts/wifi-check.sh in the netem check's VM "
                     + (status.isEmpty ? "did not finish: " : "exited \(status): ") + text(wifi + "/failure")
