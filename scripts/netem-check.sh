@@ -153,6 +153,20 @@ settled() { # NAMESPACE: waits until the fixture's last change (fq_codel on cell
   for _ in $(seq 1 1200); do ip netns exec "$1" tc qdisc show dev cell 2>/dev/null | grep -q fq_codel && return 0; sleep 0.05; done
   return 1
 }
+# A veth pair's carrier comes up a moment after both ends are set up (the kernel's link watch):
+# the snapshot before is taken once every interface says so, or it races that moment.
+carrier() { # NAMESPACE...: waits until every interface there but lo is up with carrier
+  local ns waiting
+  for _ in $(seq 1 200); do
+    waiting=0
+    for ns in "$@"; do
+      ip -n "$ns" -br link | awk '$1 != "lo" && ($2 != "UP" || /NO-CARRIER/) {found = 1} END {exit !found}' && waiting=1
+    done
+    [ "$waiting" = 0 ] && return 0
+    sleep 0.05
+  done
+  echo "netem-check: an interface in $* has no carrier after 10 s" >&2; return 1
+}
 interfaces() { for ns in "$@"; do echo "# $ns"; ip -n "$ns" -br link; ip -n "$ns" addr show | grep -E 'inet6? ' | grep -v 'scope link' | awk '{print $1, $2}'; ip -n "$ns" route show table all | grep -v -E '^(local|multicast|broadcast) |fe80::|ff00::'; ip netns exec "$ns" tc qdisc show; done; }
 mkdir -p "$out/attach-run" "$out/attach" "$out/attach-walk"
 "$roam" run --backend netem --quiet --report "$out/attach-run" Tests/Fixtures/attach-check.yaml > "$out/attach-run.console" 2>&1 &
@@ -172,6 +186,7 @@ for link in wifi cell; do
 done
 ip -n attach-phone route add default via 198.18.10.2 metric 100; ip -n attach-phone route add default via 198.18.11.2 metric 110
 ip -n attach-server route add 198.19.200.0/24 via 198.18.11.1
+carrier attach-phone attach-server
 interfaces attach-phone attach-server > "$out/attach/interfaces-before"
 "$roam" attach Tests/Fixtures/attach-check.yaml --netns phone=attach-phone --netns server=/run/netns/attach-server --quiet \
   --report "$out/attach" > "$out/attach.console" 2>&1 &
@@ -234,6 +249,7 @@ attach_one() { # NAME INDEX: attaches NAME's scenario to namespaces a INDEX-NODE
     ip -n "a$index-$first" link set "$link" up; ip -n "a$index-$second" link set "$link" up
     subnet=$((subnet + 1))
   done < "$out/links/$name"
+  carrier $(for node in $nodes; do echo "a$index-$node"; done)
   interfaces $(for node in $nodes; do echo "a$index-$node"; done) | sed "s/^# a$index-/# /" > "$dir/interfaces-before"
   "$roam" attach "scenarios/$name.yaml" $(for node in $nodes; do echo "--netns $node=a$index-$node"; done) --quiet --hold --time-scale "$scale" \
     --report "$dir" > "$dir.console" 2>&1 &

@@ -20,8 +20,10 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -133,17 +135,21 @@ def main() -> int:
         return 2
     scenario = ROOT / "scenarios" / "walk-out-of-home.yaml"
     children: list = []
+    # The run's report goes under a directory of this process's own (never a name another user
+    # could make first), removed at the end.
+    scratch = tempfile.mkdtemp(prefix="roam-control-bench-")
     try:
-        return bench(options, scenario, children)
+        return bench(options, scenario, children, os.path.join(scratch, "report"))
     finally:
         for child in children:
             if child.poll() is None:
                 child.kill()
                 child.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def bench(options, scenario, children) -> int:
-    with roam.start(scenario, hold=True, rootless=False, report=f"/tmp/roam-control-bench-{os.getpid()}") as run:
+def bench(options, scenario, children, report) -> int:
+    with roam.start(scenario, hold=True, rootless=False, report=report) as run:
         info = run.info()
         namespace = f"roam-{run.run_id}-phone"
         print(f"control benchmark: run {run.run_id}, backend {info['backend']}, {options.changes} changes each")

@@ -174,12 +174,20 @@ final class Source: Sendable {
 
 /// Plays `body` (the timeline) on `topology` with `client` reading from the server in the
 /// phone node from `start` until `end` (scenario time); `live` chooses the server.
+/// Where the runs' reports go: a directory of this process's own (`mkdtemp`), never a name
+/// another user could make first; removed at exit.
+let reportsDirectory: String = {
+    var template = Array("/tmp/roam-multipath-bench-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { fatalError("cannot make a directory under /tmp: errno \(errno)") }
+    return String(cString: made)
+}()
+
 func play(_ name: String, _ client: Client, _ body: String, topology: String = links, live: Bool = true,
           start: Duration = .zero, end: Duration) async -> Outcome {
     do {
         let scenario = try Scenario.parse(yaml: "name: \(name)\nseed: 1\nduration: \(Int(seconds(end)) + 1)s\n" + topology + body, name: "\(name).yaml")
         var options = TestRunOptions(backend: .auto)
-        options.reportsDirectory = "/tmp/roam-multipath-bench-\(getpid())"
+        options.reportsDirectory = reportsDirectory
         let run = try await scenario.run(options) { network in
             let server = try network.node("server")
             let phone = try network.node("phone")
@@ -338,6 +346,7 @@ func play(_ name: String, _ client: Client, _ body: String, topology: String = l
     }
 }
 
+atexit { _ = try? FileManager.default.removeItem(atPath: reportsDirectory) }
 var rows: [[String]] = []
 let mptcp = MPTCP.availability() == .available
 /// The clients that hand over on this kernel, beside plain TCP.

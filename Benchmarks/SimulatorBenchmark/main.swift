@@ -106,15 +106,18 @@ func script(for plan: TopologyPlan, teardown: Bool) -> String {
 }
 
 func runScript(_ text: String) -> Duration {
-    let path = "/tmp/roam-bench-\(getpid()).sh"
-    guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else { fail("cannot write \(path)") }
-    defer { unlink(path) }
+    // The script goes to bash on its standard input: no file under /tmp another user could
+    // replace between writing and running it.
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = [path]
+    process.arguments = ["-s"]
+    let input = Pipe()
+    process.standardInput = input
     let clock = ContinuousClock()
     let start = clock.now
     do { try process.run() } catch { fail("cannot run bash: \(error)") }
+    input.fileHandleForWriting.write(Data(text.utf8))
+    try? input.fileHandleForWriting.close()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else { fail("the ip script failed (status \(process.terminationStatus))") }
     return clock.now - start

@@ -35,8 +35,7 @@ guard geteuid() == 0 else { fail("needs root (it runs scenarios)") }
 let roam = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("roam").path
 guard access(roam, X_OK) == 0 else { fail("no roam next to this program: build it (swift build -c release --product roam)") }
 
-let work = "/tmp/roam-soak-benchmark-\(getpid())"
-try? FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+guard let work = try? TestEnvironment.scratchDirectory("roam-soak-benchmark") else { fail("cannot make a directory under /tmp") }
 let scenario = """
     name: soak
     duration: \(Int((minutes * 60 / scale).rounded()))s

@@ -11,8 +11,9 @@ struct ExportCommandTests {
     let walk = NetemHost.root + "/scenarios/walk-out-of-home.yaml"
 
     @Test func writesTheManifestsAndSaysWhatDidNotMap() throws {
-        let output = "/tmp/roam-export-\(getpid()).yaml"
-        defer { unlink(output) }
+        let scratch = try TestEnvironment.scratchDirectory("roam-export")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let output = scratch + "/manifests.yaml"
         let result = try RunningCommand.run(roam, ["export", "--format", "chaos-mesh", walk, "--namespace", "qa",
                                                    "--select", "phone=app=phone,tier=client", "--select", "server=app=api",
                                                    "--device", "wifi=net1", "--device", "cell=net2", "-o", output])
@@ -29,8 +30,9 @@ struct ExportCommandTests {
     }
 
     @Test func kubernetesModeWritesTheConfigMapAndEachNodesSidecar() throws {
-        let output = "/tmp/roam-export-k8s-\(getpid()).yaml"
-        defer { unlink(output) }
+        let scratch = try TestEnvironment.scratchDirectory("roam-export-k8s")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let output = scratch + "/manifests.yaml"
         let result = try RunningCommand.run(roam, ["export", "--format", "kubernetes", walk, "--image", "registry.example/roam:0.4", "--namespace", "qa",
                                                    "--workload", "phone=statefulset/phone-app", "--device", "wifi=net1", "--device", "phone/cell=eth0",
                                                    "--device", "server/cell=net2", "--start-at", "1800000000", "-o", output])

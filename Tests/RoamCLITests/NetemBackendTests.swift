@@ -39,7 +39,11 @@ enum NetemHost {
     /// of its own (about 30 s).
     static let checks: (netem: String?, wifi: Result<String, WiFiCheckFailure>?) = {
         guard let roam = TestEnvironment.roamExecutable else { return (nil, nil) }
-        let directory = "/tmp/roam-netem-check-\(getpid())"
+        // Both checks write under a directory this process made (`mkdtemp`; removed when the
+        // tests exit): the scripts empty and remake the paths they are given, so those must not
+        // be names another user could make first.
+        guard let scratch = try? TestEnvironment.processScratchDirectory("roam-netem-check") else { return (nil, nil) }
+        let directory = scratch + "/netem"
         let check = [root + "/scripts/netem-check.sh", roam, directory]
         if hostHasNetem {
             guard let result = try? RunningCommand.run(check[0], Array(check.dropFirst()), timeout: 1500) else { return (nil, nil) }
@@ -47,7 +51,7 @@ enum NetemHost {
             if result.status != 0 { print(result.error) }
             return (result.status == 0 ? directory : nil, nil)
         }
-        let wifi = WiFiHost.canRun && WiFiHost.claim(.netemBoot) ? "/tmp/roam-wifi-check-\(getpid())" : nil
+        let wifi = WiFiHost.canRun && WiFiHost.claim(.netemBoot) ? scratch + "/wifi" : nil
         // In the guest: netem's check, then Wi-Fi's, each one's status kept; the netem check's
         // is the VM's.
         var script = check.map(shellQuoted).joined(separator: " ") + "; status=$?"

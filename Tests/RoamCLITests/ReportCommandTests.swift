@@ -8,9 +8,15 @@ import TestSupport
 enum Browser {
     static let path: String? = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { access($0, X_OK) == 0 }
 
+    /// Chromium's profile: a directory of this process's own (never a name another user could
+    /// make first), removed at exit.
+    static let profile: String = {
+        do { return try TestEnvironment.processScratchDirectory("roam-chromium") } catch { fatalError("cannot make a directory under /tmp: \(error)") }
+    }()
+
     static func arguments(_ extra: [String]) -> [String] {
         ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", "--disable-extensions",
-         "--user-data-dir=/tmp/roam-chromium-\(getpid())"] + extra
+         "--user-data-dir=" + profile] + extra
     }
 
     /// The page's DOM after its scripts ran.
@@ -122,8 +128,7 @@ struct ReportCommandTests {
     /// Two real runs of one scenario, `mode: none` and `mode: handover`, compared in one page.
     @Test(.enabled(if: TestEnvironment.isRoot && Browser.path != nil, "needs root and chromium"))
     func twoRealRunsComparedSideBySide() throws {
-        let base = "/tmp/roam-compare-\(getpid())"
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let base = try TestEnvironment.scratchDirectory("roam-compare")
         defer { try? FileManager.default.removeItem(atPath: base) }
         var directories: [String] = []
         for mode in ["none", "handover"] {

@@ -52,7 +52,10 @@ enum WiFiHost {
             return .failure(WiFiCheckFailure(message: "cannot run here: needs root, the built roam, scripts/vm.sh's VM with a kernel that has "
                 + "mac80211_hwsim, and hostapd, wpa_supplicant and iw (scripts/setup.sh --vm installs them)"))
         }
-        let directory = "/tmp/roam-wifi-check-\(getpid())"
+        guard let scratch = try? TestEnvironment.processScratchDirectory("roam-wifi-check") else {
+            return .failure(WiFiCheckFailure(message: "cannot make a directory under /tmp for the check's output"))
+        }
+        let directory = scratch + "/wifi"
         let command = [NetemHost.root + "/scripts/vm.sh", "--rwdir", "/tmp", "--", NetemHost.root + "/scripts/wifi-check.sh", roam, directory]
         guard let result = try? RunningCommand.run(command[0], Array(command.dropFirst()), timeout: 600) else {
             return .failure(WiFiCheckFailure(message: "scripts/wifi-check.sh did not finish in 600 s"))

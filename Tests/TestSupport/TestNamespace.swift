@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Netlink
+import Synchronization
 
 /// What the machine running the tests allows.
 public enum TestEnvironment {
@@ -28,6 +29,24 @@ public enum TestEnvironment {
         guard made else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
+
+    /// A ``scratchDirectory(_:)`` that lives as long as the process: removed with what is in
+    /// it when the process exits (for output that several tests read, made once).
+    public static func processScratchDirectory(_ prefix: String) throws -> String {
+        let directory = try scratchDirectory(prefix)
+        let first = processScratch.withLock { directories -> Bool in
+            directories.append(directory)
+            return directories.count == 1
+        }
+        if first {
+            atexit {
+                for directory in TestEnvironment.processScratch.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: directory) }
+            }
+        }
+        return directory
+    }
+
+    private static let processScratch = Mutex<[String]>([])
 }
 
 /// A network namespace made for one test, named `roam-test-PID-N`, and deleted when the test
