@@ -7,6 +7,7 @@
 // Sources/RoamSystem.
 // libnl (rtnetlink, generic netlink) is CNetlink's, and only Netlink imports it.
 
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -66,6 +67,8 @@ static inline int roam_bind_over(const char *source, const char *target) {
     return mount(source, target, NULL, MS_BIND, NULL);
 }
 
+// Returns to the kernel the memory malloc holds free in every arena (glibc; 1 if any was).
+static inline int roam_malloc_trim(void) { return malloc_trim(0); }
 static inline int roam_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 static inline int roam_pidfd_send_signal(int pidfd, int signal) { return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0); }
 

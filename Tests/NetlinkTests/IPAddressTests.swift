@@ -9,6 +9,14 @@ import Testing
         #expect(IPAddress(bytes: address.bytes) == address)
     }
 
+    @Test func fromBytesOfAnyCollection() throws {
+        let packet: [UInt8] = [0x45, 0, 198, 18, 0, 7, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        #expect(IPAddress(bytes: packet[2..<6]) == IPAddress("198.18.0.7"))
+        #expect(IPAddress(bytes: packet[6..<22]) == IPAddress("fd00::1"))
+        #expect(IPAddress(bytes: packet[2..<6].reversed()) == IPAddress("7.0.18.198"))
+        for count in [0, 1, 3, 5, 15, 17] { #expect(IPAddress(bytes: packet.prefix(count)) == nil, "\(count) bytes") }
+    }
+
     @Test(arguments: ["", "198.18.0", "198.18.0.256", "fd00:::1", "hello", "1.2.3.4/24"])
     func rejectsMalformed(_ text: String) {
         #expect(IPAddress(text) == nil)

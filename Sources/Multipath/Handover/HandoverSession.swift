@@ -227,7 +227,7 @@ public struct HandoverSession: Sendable {
 
     // MPTCP subflows: each subflow's interface and bytes so far; what was asked of each local
     // address; the identifier each has in the connection.
-    private var subflowBytes: [String: (interface: String, bytes: UInt64)] = [:]
+    private var subflowBytes: [SubflowKey: (interface: String, bytes: UInt64)] = [:]
     private var interfaceOfAddress: [IPAddress: String] = [:]
     private var backupOf: [IPAddress: Bool] = [:]
     private var lastSubflowRequest: [String: Duration] = [:]
@@ -469,20 +469,41 @@ public struct HandoverSession: Sendable {
 
     // MARK: - MPTCP subflows
 
+    /// A subflow by its addresses and ports: what a sample is matched on (its text, for the
+    /// driver's log, is made only when a subflow comes or goes, not every 20 ms).
+    private struct SubflowKey: Hashable {
+        var local: IPAddress
+        var localPort: UInt16
+        var remote: IPAddress
+        var remotePort: UInt16
+
+        init(_ subflow: MPTCP.Subflow) {
+            local = subflow.local
+            localPort = subflow.localPort
+            remote = subflow.remote
+            remotePort = subflow.remotePort
+        }
+
+        var description: String {
+            MPTCP.Subflow(local: local, localPort: localPort, remote: remote, remotePort: remotePort, bytesAcked: 0, bytesReceived: 0,
+                          smoothedRTT: .zero).description
+        }
+    }
+
     /// The connection's subflows as sampled: bytes each carried since the last sample go to its
     /// interface (and tell the machine where the data goes), new ones are established.
     private mutating func sampled(_ subflows: [MPTCP.Subflow], at now: Duration) -> [Request] {
         var requests: [Request] = []
-        var seen = Set<String>()
+        var seen = Set<SubflowKey>()
         var delivered: [String: Int] = [:]
         var established: [String] = []
         for subflow in subflows {
-            let key = subflow.description
+            let key = SubflowKey(subflow)
             seen.insert(key)
             let interface = interfaceOfAddress[subflow.local] ?? subflow.local.description
             let before = subflowBytes[key]?.bytes
             if before == nil {
-                requests.append(.subflowOpened(key: key, interface: interface))
+                requests.append(.subflowOpened(key: key.description, interface: interface))
                 established.append(interface)
             }
             let delta = subflow.bytesReceived >= (before ?? 0) ? subflow.bytesReceived - (before ?? 0) : 0
@@ -492,7 +513,7 @@ public struct HandoverSession: Sendable {
         for interface in established { _ = machine.handle(.subflowEstablished(interface: interface, at: now)) }
         if !delivered.isEmpty { _ = machine.handle(.subflowsDelivered(delivered, at: now)) }
         for (key, entry) in subflowBytes where !seen.contains(key) {
-            requests.append(.subflowClosed(key: key, interface: entry.interface))
+            requests.append(.subflowClosed(key: key.description, interface: entry.interface))
             subflowBytes[key] = nil
         }
         return requests + subflowPlan(live: subflows.map(\.local), at: now)

@@ -131,21 +131,31 @@ public enum MPTCP {
     public static func subflows(of socket: FileDescriptor) -> [Subflow] { subflows(of: socket.rawValue) }
 
     package static func subflows(of descriptor: Int32) -> [Subflow] {
-        let addresses = subflowArray(descriptor, option: MPTCP_SUBFLOW_ADDRS, elementSize: MemoryLayout<mptcp_subflow_addrs>.size)
-        let infos = subflowArray(descriptor, option: MPTCP_TCPINFO, elementSize: kernelTCPInfoSize)
-        return addresses.enumerated().compactMap { index, entry -> Subflow? in
-            guard let local = socketAddress(entry, remote: false), let remote = socketAddress(entry, remote: true) else { return nil }
-            // A subflow that came or went between the two calls shifts the list: counters then
-            // stay zero for this sample rather than land on the wrong subflow.
-            let info = infos.count == addresses.count ? infos[index] : nil
-            func field<T: FixedWidthInteger>(_ offset: Int, _ type: T.Type) -> T {
-                guard let info, info.count >= offset + MemoryLayout<T>.size else { return 0 }
-                return info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) }
+        // Read where the kernel wrote them: this runs every 20 ms of an MPTCP flow.
+        let addresses = SubflowArray(descriptor, option: MPTCP_SUBFLOW_ADDRS, elementSize: MemoryLayout<mptcp_subflow_addrs>.size)
+        let infos = SubflowArray(descriptor, option: MPTCP_TCPINFO, elementSize: kernelTCPInfoSize)
+        var subflows: [Subflow] = []
+        subflows.reserveCapacity(addresses.count)
+        for index in 0..<addresses.count {
+            let subflow = addresses.withElement(index) { entry -> Subflow? in
+                guard let local = socketAddress(entry, remote: false), let remote = socketAddress(entry, remote: true) else { return nil }
+                // A subflow that came or went between the two calls shifts the list: counters then
+                // stay zero for this sample rather than land on the wrong subflow.
+                let counters = infos.count == addresses.count
+                    ? infos.withElement(index) { info -> (UInt64, UInt64, UInt32) in
+                        func field<T: FixedWidthInteger>(_ offset: Int, _ type: T.Type) -> T {
+                            guard info.count >= offset + MemoryLayout<T>.size else { return 0 }
+                            return info.loadUnaligned(fromByteOffset: offset, as: T.self)
+                        }
+                        return (field(TCPInfoOffset.bytesAcked, UInt64.self), field(TCPInfoOffset.bytesReceived, UInt64.self), field(TCPInfoOffset.rtt, UInt32.self))
+                    }
+                    : (0, 0, 0)
+                return Subflow(local: local.0, localPort: local.1, remote: remote.0, remotePort: remote.1,
+                               bytesAcked: counters.0, bytesReceived: counters.1, smoothedRTT: .microseconds(Int64(counters.2)))
             }
-            return Subflow(local: local.0, localPort: local.1, remote: remote.0, remotePort: remote.1,
-                           bytesAcked: field(TCPInfoOffset.bytesAcked, UInt64.self), bytesReceived: field(TCPInfoOffset.bytesReceived, UInt64.self),
-                           smoothedRTT: .microseconds(Int64(field(TCPInfoOffset.rtt, UInt32.self))))
+            if let subflow { subflows.append(subflow) }
         }
+        return subflows
     }
 
     /// The kernel's `struct tcp_info` is longer than Glibc's, which stops before the byte
@@ -158,37 +168,50 @@ public enum MPTCP {
         static let bytesReceived = 128
     }
 
-    /// The elements the kernel fills after a `mptcp_subflow_data` header, as raw bytes.
-    private static func subflowArray(_ descriptor: Int32, option: Int32, elementSize: Int) -> [[UInt8]] {
-        let headerSize = MemoryLayout<mptcp_subflow_data>.size
-        let capacity = 16
-        let total = headerSize + capacity * elementSize
-        var buffer = [UInt8](repeating: 0, count: total)
-        var header = mptcp_subflow_data(size_subflow_data: UInt32(headerSize), num_subflows: 0, size_kernel: 0, size_user: UInt32(elementSize))
-        withUnsafeBytes(of: &header) { raw in buffer.replaceSubrange(0..<headerSize, with: raw) }
-        var length = socklen_t(total)
-        guard buffer.withUnsafeMutableBytes({ getsockopt(descriptor, socketLevel, option, $0.baseAddress, &length) }) == 0 else { return [] }
-        let filled = buffer.withUnsafeBytes { $0.loadUnaligned(as: mptcp_subflow_data.self) }
-        let size = Int(filled.size_user)
-        guard size > 0 else { return [] }
-        let count = min(Int(filled.num_subflows), capacity, (Int(length) - headerSize) / size)
-        return (0..<max(0, count)).map { index in Array(buffer[(headerSize + index * size)..<(headerSize + (index + 1) * size)]) }
+    /// The elements the kernel fills after a `mptcp_subflow_data` header, read in place.
+    private struct SubflowArray {
+        static let capacity = 16
+        private var buffer: [UInt8]
+        private let size: Int
+        /// How many elements the kernel filled (none when the option failed).
+        let count: Int
+
+        init(_ descriptor: Int32, option: Int32, elementSize: Int) {
+            let headerSize = MemoryLayout<mptcp_subflow_data>.size
+            let total = headerSize + Self.capacity * elementSize
+            var buffer = [UInt8](repeating: 0, count: total)
+            var header = mptcp_subflow_data(size_subflow_data: UInt32(headerSize), num_subflows: 0, size_kernel: 0, size_user: UInt32(elementSize))
+            withUnsafeBytes(of: &header) { raw in buffer.withUnsafeMutableBytes { $0.copyMemory(from: raw) } }
+            var length = socklen_t(total)
+            let status = buffer.withUnsafeMutableBytes { getsockopt(descriptor, socketLevel, option, $0.baseAddress, &length) }
+            let filled = buffer.withUnsafeBytes { $0.loadUnaligned(as: mptcp_subflow_data.self) }
+            let size = status == 0 ? Int(filled.size_user) : 0
+            self.buffer = buffer
+            self.size = size
+            count = size > 0 ? max(0, min(Int(filled.num_subflows), Self.capacity, (Int(length) - headerSize) / size)) : 0
+        }
+
+        /// Element `index` (below ``count``) as the bytes the kernel wrote.
+        func withElement<T>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> T) -> T {
+            let start = MemoryLayout<mptcp_subflow_data>.size + index * size
+            return buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + size)])) }
+        }
     }
 
-    private static func socketAddress(_ entry: [UInt8], remote: Bool) -> (IPAddress, UInt16)? {
-        guard entry.count >= 2 * MemoryLayout<sockaddr_storage>.size else { return nil }
-        return entry.withUnsafeBytes { raw -> (IPAddress, UInt16)? in
-            // Two sockaddr_storage-sized unions: local, then remote.
-            let base = remote ? MemoryLayout<sockaddr_storage>.size : 0
-            let family = raw.loadUnaligned(fromByteOffset: base, as: sa_family_t.self)
-            let port = UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: base + 2, as: UInt16.self))
-            if family == sa_family_t(AF_INET) {
-                return IPAddress(bytes: raw[(base + 4)..<(base + 8)]).map { ($0, port) }
-            }
-            if family == sa_family_t(AF_INET6) {
-                return IPAddress(bytes: raw[(base + 8)..<(base + 24)]).map { ($0, port) }
-            }
-            return nil
+    private static func socketAddress(_ raw: UnsafeRawBufferPointer, remote: Bool) -> (IPAddress, UInt16)? {
+        guard raw.count >= 2 * MemoryLayout<sockaddr_storage>.size else { return nil }
+        // Two sockaddr_storage-sized unions: local, then remote.
+        let base = remote ? MemoryLayout<sockaddr_storage>.size : 0
+        let family = raw.loadUnaligned(fromByteOffset: base, as: sa_family_t.self)
+        let port = UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: base + 2, as: UInt16.self))
+        // Built here rather than through `IPAddress(bytes:)`: its generic code is not
+        // specialized across modules, and an IPv4 address then costs heap allocations.
+        if family == sa_family_t(AF_INET) {
+            return (.v4(raw[base + 4], raw[base + 5], raw[base + 6], raw[base + 7]), port)
         }
+        if family == sa_family_t(AF_INET6), let bytes = IPAddress.IPv6Bytes(Array(raw[(base + 8)..<(base + 24)])) {
+            return (.v6(bytes), port)
+        }
+        return nil
     }
 }

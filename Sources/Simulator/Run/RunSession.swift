@@ -421,6 +421,9 @@ final class RunSession {
         return (endedAt, cancelled)
     }
 
+    /// How often a run gives back the memory its threads freed (``FreedMemory/release()``).
+    static let freedMemoryInterval = Duration.seconds(60)
+
     /// The run's own loop: sample every interval, stop workloads at their time, end on time.
     private func sampleUntilTheEnd(log: RunLog, player: TimelinePlayer, progress: (@Sendable (RunProgress) -> Void)?) {
         let scenarioEnd = log.start + scenario.duration
@@ -431,6 +434,9 @@ final class RunSession {
         var previous: [Int64] = drivers.map { _ in 0 }
         var lastSampleAt = log.start
         var stopped = Set<Int>()
+        // A long run gives back, once a minute, the memory its threads freed and the allocator
+        // kept (``FreedMemory``): its resident memory stays what it holds.
+        var nextRelease = log.start + Self.freedMemoryInterval
         while true {
             let pendingStops = drivers.indices.filter { !stopped.contains($0) }.map { ($0, drivers[$0].driver.context.stopAt) }
             let nextStop = pendingStops.map(\.1).min() ?? end
@@ -468,6 +474,10 @@ final class RunSession {
                 }
                 lastSampleAt = now
                 while nextSample <= now { nextSample = nextSample + options.sampleInterval }
+                if now >= nextRelease {
+                    FreedMemory.release()
+                    nextRelease = now + Self.freedMemoryInterval
+                }
                 if let progress {
                     let states = player.linkStates
                     progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
