@@ -460,14 +460,18 @@ public struct HandoverStateMachine: Sendable {
         case .tcp:
             return freePrimary(over: connection.interface, at: now)?.name
         case .mptcp:
-            let available = Set(path.availableInterfaces.map(\.name))
-            // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
-            let unvalidated = Set(path.availableInterfaces.filter { $0.connectivity.state == .portal || $0.connectivity.state == .limited }.map(\.name))
-            let target = demoted.sorted().first { name in
-                guard available.contains(name) else { return false }
-                if configuration.leavesUnvalidated, unvalidated.contains(name) { return false }
-                guard let now else { return true }
-                return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
+            // Asked on every tick of the flow: nothing to look up while nothing is demoted.
+            var target: String?
+            if !demoted.isEmpty {
+                let available = Set(path.availableInterfaces.map(\.name))
+                // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
+                let unvalidated = Set(path.availableInterfaces.filter { $0.connectivity.state == .portal || $0.connectivity.state == .limited }.map(\.name))
+                target = demoted.sorted().first { name in
+                    guard available.contains(name) else { return false }
+                    if configuration.leavesUnvalidated, unvalidated.contains(name) { return false }
+                    guard let now else { return true }
+                    return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
+                }
             }
             // A free primary the flow was never on (a hotel's Wi-Fi, validated once its portal is
             // passed) is probed as a demoted one is: then the data goes to its subflow; one that
