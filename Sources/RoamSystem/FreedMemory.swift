@@ -3,15 +3,15 @@ import CRoamLinux
 /// Memory the process freed and its allocator kept.
 ///
 /// glibc's `malloc` keeps what a thread frees in that thread's arena for its next allocations,
-/// and gives pages back to the kernel only from the top of the main arena: a long run whose
+/// and gives pages back to the kernel only from the top of an arena: a long run whose
 /// threads now and then hold more for a moment (a connection's buffers, an array that doubled,
 /// a burst of packets) keeps every such high-water mark resident, and its resident memory creeps
-/// up for its first half hour though what it holds does not. ``release()`` hands every free
+/// up for its first half hour though what it holds barely does. ``release()`` hands every free
 /// page of every arena back (`malloc_trim(0)`): the pages are mapped again only when used.
 public enum FreedMemory {
     /// Gives the free pages of every arena back to the kernel. Takes each arena's lock in turn
-    /// (well under a millisecond for a run's heap): for a periodic call, not per operation.
-    /// Returns whether any memory was given back.
+    /// and walks its free lists: for a periodic call, not per operation. Returns whether any
+    /// memory was given back.
     @discardableResult
     public static func release() -> Bool { roam_malloc_trim() == 1 }
 }
