@@ -11,8 +11,13 @@ import Testing
 @Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && UserspaceBackend.probe() == nil,
                 "needs root, the built roam and /dev/net/tun"), .serialized)
 struct HandoverTests {
+    /// The scenarios and reports go under a directory this process made (never a name another
+    /// user could make first), removed when the tests exit.
+    static let scratch = Result { try TestEnvironment.processScratchDirectory("roam-handover") }
+
     func run(mode: String, multipath: String = "auto") throws -> (summary: RunSummary, events: [RecordedEvent]) {
-        let file = "/tmp/roam-handover-\(getpid())-\(mode)-\(multipath).yaml"
+        let scratch = try Self.scratch.get()
+        let file = scratch + "/\(mode)-\(multipath).yaml"
         try """
             name: handover-\(mode)
             seed: 1
@@ -28,7 +33,7 @@ struct HandoverTests {
               - { name: video, kind: stream, from: server, to: phone, bitrate: 2mbit, mode: \(mode) }
             """.write(toFile: file, atomically: true, encoding: .utf8)
         defer { unlink(file) }
-        let report = "/tmp/roam-handover-\(getpid())/\(mode)-\(multipath)"
+        let report = scratch + "/\(mode)-\(multipath)"
         let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report,
                                                                               "--multipath", multipath], timeout: 60)
         #expect(result.status == 0, "\(result.output)\(result.error)")
@@ -102,7 +107,9 @@ struct HandoverTests {
                 && MPTCP.availability() == .available, "needs root, the built roam, /dev/net/tun and a kernel with MPTCP"), .serialized)
 struct AggregateTests {
     @Test func aBulkTransferUsesBothLinks() throws {
-        let file = "/tmp/roam-aggregate-\(getpid()).yaml"
+        let scratch = try TestEnvironment.scratchDirectory("roam-aggregate")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let file = scratch + "/aggregate.yaml"
         try """
             name: aggregate
             seed: 1
@@ -115,7 +122,7 @@ struct AggregateTests {
               - { name: download, kind: bulk, from: server, to: phone, mode: aggregate }
             """.write(toFile: file, atomically: true, encoding: .utf8)
         defer { unlink(file) }
-        let report = "/tmp/roam-aggregate-\(getpid())"
+        let report = scratch + "/report"
         let result = try RunningCommand.run(TestEnvironment.roamExecutable!, ["run", file, "--backend", "userspace", "--quiet", "--report", report], timeout: 60)
         #expect(result.status == 0, "\(result.output)\(result.error)")
         let download = try #require(try RecordedRun.load(directory: report).summary.workloads.first)
