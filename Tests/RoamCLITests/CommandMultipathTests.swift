@@ -31,8 +31,9 @@ struct CommandMultipathTests {
 
     /// Runs the fixture (or `yaml`, a variant of it) with the userspace backend.
     func run(_ yaml: String? = nil, _ options: [String] = []) throws -> Outcome {
-        let base = "/tmp/roam-command-mptcp-\(getpid())-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        // A directory of this process's own, removed when the tests exit (the outcome's report is
+        // read after this returns).
+        let base = try TestEnvironment.processScratchDirectory("roam-command-mptcp")
         var file = Self.fixture
         if let yaml {
             file = base + "/scenario.yaml"
