@@ -123,7 +123,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "MultipathBenchmark",
-            dependencies: ["ScenarioModel", "Multipath", "PathMonitor", "Netlink", "RoamTesting"],
+            dependencies: ["ScenarioModel", "Multipath", "PathMonitor", "Netlink", "RoamTesting", "TestSupport"],
             path: "Benchmarks/MultipathBenchmark"
         ),
         .executableTarget(

@@ -27,6 +27,7 @@ import PathMonitor
 import RoamTesting
 import ScenarioModel
 import Synchronization
+import TestSupport
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("MultipathBenchmark: \(message)\n".utf8))
@@ -172,16 +173,14 @@ final class Source: Sendable {
     return fd
 }
 
-/// Plays `body` (the timeline) on `topology` with `client` reading from the server in the
-/// phone node from `start` until `end` (scenario time); `live` chooses the server.
 /// Where the runs' reports go: a directory of this process's own (`mkdtemp`), never a name
 /// another user could make first; removed at exit.
 let reportsDirectory: String = {
-    var template = Array("/tmp/roam-multipath-bench-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { fatalError("cannot make a directory under /tmp: errno \(errno)") }
-    return String(cString: made)
+    do { return try TestEnvironment.processScratchDirectory("roam-multipath-bench") } catch { fatalError("cannot make a directory under /tmp: \(error)") }
 }()
 
+/// Plays `body` (the timeline) on `topology` with `client` reading from the server in the
+/// phone node from `start` until `end` (scenario time); `live` chooses the server.
 func play(_ name: String, _ client: Client, _ body: String, topology: String = links, live: Bool = true,
           start: Duration = .zero, end: Duration) async -> Outcome {
     do {
@@ -346,7 +345,6 @@ func play(_ name: String, _ client: Client, _ body: String, topology: String = l
     }
 }
 
-atexit { _ = try? FileManager.default.removeItem(atPath: reportsDirectory) }
 var rows: [[String]] = []
 let mptcp = MPTCP.availability() == .available
 /// The clients that hand over on this kernel, beside plain TCP.
