@@ -8,10 +8,10 @@ import CRoamLinux
 /// a burst of packets) keeps every such high-water mark resident, and its resident memory creeps
 /// up for its first half hour though what it holds barely does. ``release()`` hands every free
 /// page of every arena back (`malloc_trim(0)`): the pages are mapped again only when used.
-public enum FreedMemory {
+package enum FreedMemory {
     /// Gives the free pages of every arena back to the kernel. Takes each arena's lock in turn
     /// and walks its free lists: for a periodic call, not per operation. Returns whether any
     /// memory was given back.
     @discardableResult
-    public static func release() -> Bool { roam_malloc_trim() == 1 }
+    package static func release() -> Bool { roam_malloc_trim() == 1 }
 }
