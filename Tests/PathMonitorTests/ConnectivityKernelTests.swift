@@ -83,13 +83,12 @@ struct ConnectivityKernelTests {
     func withServer(_ body: (TestNamespace, @escaping @Sendable (String) throws -> Void,
                                    @escaping @Sendable (String) throws -> Void) async throws -> Void) async throws {
         let before = try HostNetworkState.capture()
-        let modeFile = NSTemporaryDirectory() + "roam-probe-mode-\(getpid())"
+        // Under a directory of this test's own: the server, run as root, reads what is there.
+        let directory = try TestEnvironment.scratchDirectory("roam-probe-mode")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let modeFile = directory + "/mode"
         try "ok".write(toFile: modeFile, atomically: true, encoding: .utf8)
         try "none".write(toFile: modeFile + ".api", atomically: true, encoding: .utf8)
-        defer {
-            try? FileManager.default.removeItem(atPath: modeFile)
-            try? FileManager.default.removeItem(atPath: modeFile + ".api")
-        }
         try await TestNamespace.with { phone in
             try await TestNamespace.with { server in
                 try phone.socket.createVethPair("wl0", peer: "wl0p", peerNamespace: server.namespace)

@@ -12,10 +12,11 @@ import Testing
                 "needs root, the built roam, and /dev/net/tun"), .serialized)
 final class ControlAPITests: @unchecked Sendable {
     let roam = TestEnvironment.roamExecutable ?? "roam"
-    let base = "/tmp/roam-control-\(getpid())-\(UUID().uuidString.prefix(8))"
+    let base: String
 
     init() throws {
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        // A directory of this test's own (`mkdtemp`), then opened to the runs made as nobody.
+        base = try TestEnvironment.scratchDirectory("roam-control")
         chmod(base, 0o777)
     }
 

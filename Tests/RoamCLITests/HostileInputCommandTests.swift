@@ -10,11 +10,9 @@ import TestSupport
 struct HostileInputCommandTests {
     let roam = TestEnvironment.roamExecutable ?? "roam"
 
+    /// A fresh directory of this test's own (`mkdtemp`: never one another user made first).
     func temporaryDirectory(_ name: String) throws -> String {
-        let directory = "/tmp/roam-hostile-\(name)-\(getpid())"
-        try? FileManager.default.removeItem(atPath: directory)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return directory
+        try TestEnvironment.scratchDirectory("roam-hostile-\(name)")
     }
 
     @Test func devicesPipesAndDirectoriesAreRefusedAtOnce() throws {

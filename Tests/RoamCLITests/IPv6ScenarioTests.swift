@@ -15,7 +15,9 @@ struct IPv6ScenarioTests {
     let roam = TestEnvironment.roamExecutable ?? "roam"
 
     @Test func theFlowsFollowThePhoneAcrossFamilies() throws {
-        let directory = "/tmp/roam-ipv6-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let scratch = try TestEnvironment.scratchDirectory("roam-ipv6")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let directory = scratch + "/report"
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/ipv6-cellular.yaml", "--backend", "userspace",
                                                    "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "the scenario's expectations hold: \(result.output)\(result.error)")
@@ -47,6 +49,5 @@ struct IPv6ScenarioTests {
         // The phone's path said IPv6 only while Wi-Fi was gone.
         let expectations = summary.expectations
         #expect(expectations.count == 4 && expectations.allSatisfy(\.passed), "\(expectations)")
-        try? FileManager.default.removeItem(atPath: directory)
     }
 }

@@ -10,8 +10,8 @@ struct ImportCommandTests {
     let roam = TestEnvironment.roamExecutable ?? "roam"
 
     @Test func anImportedProfileIsOneAScenarioCanUse() throws {
-        let directory = "/tmp/roam-import-\(getpid())"
-        try FileManager.default.createDirectory(atPath: directory + "/profiles", withIntermediateDirectories: true)
+        let directory = try TestEnvironment.scratchDirectory("roam-import")
+        try FileManager.default.createDirectory(atPath: directory + "/profiles", withIntermediateDirectories: false)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let result = try RunningCommand.run(roam, ["import", "mahimahi", "--up", NetemHost.root + "/traces/lte-steady.trace",
                                                    "--down", NetemHost.root + "/traces/fading.trace", "--name", "lab-lte", "--type", "cellular",
@@ -35,9 +35,10 @@ struct ImportCommandTests {
     }
 
     @Test func aBrokenTraceIsNamedWithItsLine() throws {
-        let path = "/tmp/roam-import-bad-\(getpid()).trace"
+        let directory = try TestEnvironment.scratchDirectory("roam-import-bad")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/bad.trace"
         try "1\n2\nthree\n".write(toFile: path, atomically: true, encoding: .utf8)
-        defer { unlink(path) }
         let result = try RunningCommand.run(roam, ["import", "mahimahi", "--up", path, "--down", path, "--name", "x"])
         #expect(result.status == 2)
         #expect(result.error.contains("\(path):3:"))
@@ -49,8 +50,7 @@ struct ImportCommandTests {
     /// A trace's file name that holds line breaks cannot write YAML of its own into the profile
     /// (issue 30, item 7): it is escaped in the comment, and the output reads back as one profile.
     @Test func aFileNameCannotInjectYAML() throws {
-        let directory = "/tmp/roam-import-inject-\(getpid())"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try TestEnvironment.scratchDirectory("roam-import-inject")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let name = directory + "/t\nworkloads:\n  - {name: x, kind: command, from: a, run: [touch, pwned]}\n#.trace"
         try String(repeating: "1\n", count: 100).appending("1000\n").write(toFile: name, atomically: true, encoding: .utf8)

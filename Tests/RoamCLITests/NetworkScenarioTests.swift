@@ -37,7 +37,7 @@ struct NetworkScenarioTests {
         #expect(lines.filter { $0.hasSuffix("office.phone leave (out of reach)") }.count == 1, "\(explained.output)")
         #expect(lines.contains { $0.contains("office.phone set ") && $0.hasSuffix("mbit") })
 
-        let directory = "/tmp/roam-office-walk-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let directory = try TestEnvironment.processScratchDirectory("roam-office-walk") + "/report"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let namespacesBefore = NetworkNamespaceList.roam()
         // At half speed (the walk, the roams' outages and the expectations' windows all scaled).
@@ -75,7 +75,7 @@ struct NetworkScenarioTests {
     /// site, each downloading through one 24 Mbit/s FQ-CoDel bottleneck: every phone keeps
     /// downloading, gets at least 40% of its fair share, and the shares are even (Jain's index).
     @Test func thirtyWanderingPhonesShareTheBottleneckFairly() throws {
-        let directory = "/tmp/roam-crowd-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let directory = try TestEnvironment.processScratchDirectory("roam-crowd") + "/report"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let namespacesBefore = NetworkNamespaceList.roam()
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/crowd.yaml", "--backend", "userspace",
@@ -105,7 +105,7 @@ struct NetworkScenarioTests {
     }
 
     @Test func curlReachesAnIPv4OnlyServerByNameOverNAT44ThenThroughNAT64() throws {
-        let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let directory = try TestEnvironment.processScratchDirectory("roam-networks") + "/report"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let namespacesBefore = NetworkNamespaceList.roam()
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/coffee-shop-to-lte.yaml", "--backend", "userspace",
@@ -156,7 +156,7 @@ struct NetworkScenarioTests {
     /// Plays a bundled scenario (or a fixture), checking it passed and left nothing; returns its
     /// report directory.
     func play(_ name: String, in folder: String = "scenarios", _ options: [String] = []) throws -> String {
-        let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let directory = try TestEnvironment.processScratchDirectory("roam-networks") + "/report"
         let namespacesBefore = NetworkNamespaceList.roam()
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/\(folder)/\(name).yaml", "--backend", "userspace",
                                                    "--quiet", "--report", directory] + options, timeout: 120)
@@ -439,9 +439,10 @@ struct NetworkScenarioTests {
     /// watchdog ends the programs, `roam cleanup` the rest, and nothing else in /run/roam.
     @Test func cleanupRemovesWhatAKilledNetworkRunLeft() throws {
         let before = NetworkNamespaceList.roam()
+        let scratch = try TestEnvironment.scratchDirectory("roam-networks-killed")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
         let command = try RunningCommand(roam, ["run", NetemHost.root + "/scenarios/hotel-dns.yaml", "--backend", "userspace", "--quiet",
-                                                "--report", "/tmp/roam-networks-\(getpid())/killed"])
-        defer { try? FileManager.default.removeItem(atPath: "/tmp/roam-networks-\(getpid())") }
+                                                "--report", scratch + "/killed"])
         let deadline = Date().addingTimeInterval(30)
         func directories() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: "/run/roam")) ?? []).filter { $0.hasPrefix("net-") } }
         // Until the phone's resolv.conf is written: every program is started (and given to the
@@ -468,7 +469,7 @@ struct NetworkScenarioTests {
     }
 
     @Test func aMissingProgramIsNamedWithWhatInstallsIt() throws {
-        let directory = "/tmp/roam-networks-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let directory = try TestEnvironment.processScratchDirectory("roam-networks") + "/report"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let namespacesBefore = NetworkNamespaceList.roam()
         // ROAM_NETWORK_PATH: where roam looks for nft, unbound and tayga.

@@ -48,8 +48,7 @@ struct ReportCommandTests {
 
     /// A copy of `Tests/Fixtures/report` in a fresh directory.
     func fixtureCopy() throws -> String {
-        let directory = "/tmp/roam-report-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try TestEnvironment.scratchDirectory("roam-report-test")
         for file in ["summary.json", "timeline.jsonl"] {
             try FileManager.default.copyItem(atPath: NetemHost.root + "/Tests/Fixtures/report/" + file, toPath: directory + "/" + file)
         }

@@ -96,7 +96,9 @@ struct RunCommandTests {
     func withoutNetemTheNetemBackendRefusesAndNamesTheAlternative() throws {
         let host = try HostNetworkState.capture()
         let before = roamNamespaces()
-        let report = "/tmp/roam-run-refused-\(getpid())"
+        let directory = try TestEnvironment.scratchDirectory("roam-run-refused")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let report = directory + "/report"
         let result = try RunningCommand.run(roam, ["run", walk, "--backend", "netem", "--report", report])
         #expect(result.status == 2)
         #expect(result.error.contains("no sch_netem"), "\(result.error)")
@@ -113,7 +115,9 @@ struct RunCommandTests {
           arguments: ["idle-radio", "commuter-train"])
     func whatOnlyTheUserspaceEmulatorPlaysIsRefusedOnNetem(_ name: String) throws {
         let before = roamNamespaces()
-        let report = "/tmp/roam-run-refused-\(name)-\(getpid())"
+        let directory = try TestEnvironment.scratchDirectory("roam-run-refused-\(name)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let report = directory + "/report"
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/\(name).yaml", "--backend", "netem", "--report", report])
         #expect(result.status == 2)
         #expect(result.error.contains("only the userspace backend plays"), "\(result.error)")

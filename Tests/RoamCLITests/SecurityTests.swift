@@ -31,17 +31,22 @@ struct SecurityTests {
 
     /// A sticky, world-writable directory, as /tmp is, removed afterwards.
     func sharedDirectory() throws -> String {
-        let path = "/tmp/roam-security-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        #expect(mkdir(path, 0o777) == 0)
-        chmod(path, 0o1777)
+        try home("roam-security-shared", mode: 0o1777)
+    }
+
+    /// A fresh directory of this test's own under /tmp (`mkdtemp`, never one another user made
+    /// first), then given `mode` and, if named, `owner`.
+    func home(_ prefix: String, mode: mode_t, owner: uid_t? = nil) throws -> String {
+        let path = try TestEnvironment.scratchDirectory(prefix)
+        #expect(chmod(path, mode) == 0)
+        if let owner { #expect(chown(path, owner, owner) == 0) }
         return path
     }
 
     /// A file only root can read, in a directory only root can search: what an attacker would
     /// have root overwrite or read.
     func rootSecret() throws -> (directory: String, file: String) {
-        let directory = "/tmp/roam-security-root-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        #expect(mkdir(directory, 0o700) == 0)
+        let directory = try home("roam-security-root", mode: 0o700)
         let file = directory + "/secret"
         try "TOP-SECRET-API-KEY=abc123\n".write(toFile: file, atomically: false, encoding: .utf8)
         chmod(file, 0o600)
@@ -151,10 +156,8 @@ struct SecurityTests {
     // MARK: - 3, 4. Another user's registry
 
     @Test func anotherUsersRegistryIsNeitherCleanedThroughNorABlock() throws {
-        let home = "/tmp/roam-security-victim-\(getpid())"
+        let home = try self.home("roam-security-victim", mode: 0o755, owner: Self.victim)
         defer { remove(home, "/tmp/roam-\(Self.victim)") }
-        #expect(mkdir(home, 0o755) == 0)
-        chown(home, Self.victim, Self.victim)
         #expect(try run(as: Self.victim, in: home, ["/bin/sh", "-c", "mkdir runs && echo keep > runs/results-1.csv && echo 123 > runs/abcdef"]).status == 0)
         // nobody makes the victim's /tmp/roam-UID first, its runs/ a link into the victim's files.
         #expect(try run(as: Self.attacker, ["/bin/sh", "-c", "mkdir -m 0777 /tmp/roam-\(Self.victim) && ln -s \(home)/runs /tmp/roam-\(Self.victim)/runs"]).status == 0)
@@ -208,10 +211,8 @@ struct SecurityTests {
     // MARK: - 8, 10. Nested user namespaces; a report under the run's private /run
 
     @Test func insideUserNamespacesRunsWorkOrSayWhyNot() throws {
-        let home = "/tmp/roam-security-nested-\(getpid())"
+        let home = try self.home("roam-security-nested", mode: 0o755, owner: Self.attacker)
         defer { remove(home) }
-        #expect(mkdir(home, 0o755) == 0)
-        chown(home, Self.attacker, Self.attacker)
         let mapped = try run(as: Self.attacker, in: home, ["/usr/bin/unshare", "-Ur", roam, "run", walk, "--time-scale", "0.05", "--quiet", "--report", home + "/r"])
         #expect(mapped.status == 0, "\(mapped.error)")
         #expect(contents(home + "/r/summary.json")?.contains("\"passed\":true") == true)
@@ -228,10 +229,8 @@ struct SecurityTests {
     // MARK: - 9. Notes of pid 0 and -1
 
     @Test func notesOfNoProcessAreNeverRunsAndAreCleaned() throws {
-        let home = "/tmp/roam-security-notes-\(getpid())"
+        let home = try self.home("roam-security-notes", mode: 0o700, owner: Self.attacker)
         defer { remove(home, "/tmp/roam-\(Self.attacker)-notes-test") }
-        #expect(mkdir(home, 0o700) == 0)
-        chown(home, Self.attacker, Self.attacker)
         // nobody's own registry under XDG_RUNTIME_DIR (private), holding pid 0 and -1.
         let plant = "mkdir -p -m 0700 \(home)/roam/runs && chmod 0700 \(home)/roam && printf '0 0\\n' > \(home)/roam/runs/000000 && printf -- '-1 0\\n' > \(home)/roam/runs/ffffff"
         #expect(try run(as: Self.attacker, in: home, ["/bin/sh", "-c", plant]).status == 0)
@@ -247,9 +246,8 @@ struct SecurityTests {
     // MARK: - 13, 15. A run that dies; output without end
 
     @Test func aKilledRunTakesItsCommandsWithIt() throws {
-        let home = "/tmp/roam-security-killed-\(getpid())"
+        let home = try self.home("roam-security-killed", mode: 0o755)
         defer { remove(home) }
-        #expect(mkdir(home, 0o755) == 0)
         let marker = "600.\(getpid())"
         let scenario = """
             name: sleeper
@@ -275,9 +273,8 @@ struct SecurityTests {
     }
 
     @Test func outputWithoutEndIsCutAtItsBound() throws {
-        let home = "/tmp/roam-security-output-\(getpid())"
+        let home = try self.home("roam-security-output", mode: 0o755)
         defer { remove(home) }
-        #expect(mkdir(home, 0o755) == 0)
         let scenario = """
             name: chatty
             duration: 3s

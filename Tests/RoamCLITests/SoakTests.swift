@@ -15,8 +15,9 @@ struct SoakTests {
     let roam = TestEnvironment.roamExecutable ?? "roam"
 
     @Test func aFlappingRunHoldsSteady() throws {
-        let directory = "/tmp/roam-soak-\(getpid())"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TestEnvironment.scratchDirectory("roam-soak")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let directory = scratch + "/report"
         let existing = ResourceSampler.namespaces()
         let command = try RunningCommand(roam, ["run", NetemHost.root + "/Tests/Fixtures/soak.yaml", "--backend", "userspace", "--quiet",
                                                 "--report", directory])

@@ -12,9 +12,11 @@ import Testing
                 "needs root, the built roam, and /dev/net/tun"), .serialized)
 final class UserspaceBackendTests: @unchecked Sendable {
     let roam = TestEnvironment.roamExecutable ?? "roam"
-    /// This test's reports, in a directory of its own (a name made of the pid alone could be an
-    /// older run's, owned by another user), removed after it.
-    let base = "/tmp/roam-userspace-\(getpid())-\(UUID().uuidString.prefix(8))"
+    /// This test's reports, in a directory of its own (`mkdtemp`: never one another user made
+    /// first), removed after it.
+    let base: String
+
+    init() throws { base = try TestEnvironment.scratchDirectory("roam-userspace") }
 
     deinit { try? FileManager.default.removeItem(atPath: base) }
 

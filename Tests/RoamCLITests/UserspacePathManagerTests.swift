@@ -16,8 +16,9 @@ struct UserspacePathManagerTests {
     let roam = TestEnvironment.roamExecutable ?? "roam"
 
     @Test func aLostWiFiSwitchesTheStreamToItsStandbySubflowOnOneConnection() throws {
-        let directory = "/tmp/roam-userspace-pm-\(getpid())-\(UUID().uuidString.prefix(8))"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TestEnvironment.scratchDirectory("roam-userspace-pm")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let directory = scratch + "/report"
         let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/Tests/Fixtures/mptcp-userspace-handover.yaml", "--backend", "userspace",
                                                    "--multipath", "mptcp-userspace", "--quiet", "--report", directory], timeout: 120)
         #expect(result.status == 0, "no stall over 1 s: \(result.output)\(result.error)")
@@ -42,7 +43,7 @@ struct UserspacePathManagerTests {
     /// where the kernel's can (the same run with `--multipath mptcp-userspace` is not refused),
     /// and at the application level, with a note, where it cannot.
     @Test func autoUsesTheUserspacePathManagerExactlyWhereTheKernelCan() throws {
-        let base = "/tmp/roam-userspace-pm-auto-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let base = try TestEnvironment.scratchDirectory("roam-userspace-pm-auto")
         defer { try? FileManager.default.removeItem(atPath: base) }
         var runs: [String: (status: Int32, output: String, error: String)] = [:]
         for (name, extra) in [("auto", [String]()), ("explicit", ["--multipath", "mptcp-userspace"])] {
