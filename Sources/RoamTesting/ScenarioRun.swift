@@ -24,8 +24,9 @@ public struct TestRunOptions: Sendable {
     public var seed: UInt64?
     public var end: End = .whenBodyReturns
     /// Where reports go; nil: `.build/roam-reports` under the working directory when it has a
-    /// `.build` this process may write (as `swift test` runs), a directory under `$TMPDIR`
-    /// otherwise.
+    /// `.build` this process may write (as `swift test` runs), otherwise a directory this process
+    /// makes under `$TMPDIR` (`roam-reports-XXXXXX`, `mkdtemp`: private to the caller, never one
+    /// another user made first).
     public var reportsDirectory: String?
     /// Plays the scenario this many times as fast.
     public var timeScale: Double = 1
@@ -145,7 +146,7 @@ extension Scenario {
         runOptions.backend = options.backend
         runOptions.seed = TestRunOptions.seedFromEnvironment ?? options.seed
         runOptions.timeScale = options.timeScale
-        let reports = options.reportsDirectory ?? Self.defaultReportsDirectory
+        let reports = try options.reportsDirectory ?? Self.defaultReportsDirectory()
         runOptions.reportDirectory = "\(reports)/\(ScenarioRunner.pathComponent(name))-\(Self.stamp())"
         let runner = ScenarioRunner(scenario: self, options: runOptions)
 
@@ -200,13 +201,36 @@ extension Scenario {
         }
     }
 
-    static var defaultReportsDirectory: String {
+    package static func defaultReportsDirectory() throws(RoamTestingError) -> String {
         var info = stat()
         // Another user's build directory (a shared checkout) is not written to.
         if stat(".build", &info) == 0, info.st_mode & S_IFMT == S_IFDIR, access(".build", W_OK) == 0 { return ".build/roam-reports" }
-        let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
-        return temporary + "/roam-reports"
+        return try temporaryReportsDirectory()
     }
+
+    /// This process's reports directory under `$TMPDIR` (or /tmp), made on first use: a fixed
+    /// name there (`/tmp/roam-reports`) is one any user could make first, and own.
+    package static func temporaryReportsDirectory() throws(RoamTestingError) -> String {
+        try temporaryReports.withLock { made throws(RoamTestingError) -> String in
+            // Made again if it went (a cleaner of /tmp): a name this process no longer holds is
+            // one another user could take.
+            var status = stat()
+            if let made, lstat(made, &status) == 0, status.st_mode & S_IFMT == S_IFDIR, status.st_uid == geteuid() { return made }
+            let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+            var template = Array("\(temporary)/roam-reports-XXXXXX".utf8CString)
+            let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+            guard created else {
+                let reason = String(cString: strerror(errno))
+                throw RoamTestingError("cannot make a reports directory under \(temporary): \(reason); "
+                    + "set TMPDIR or TestRunOptions.reportsDirectory to a directory this user may write")
+            }
+            let directory = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            made = directory
+            return directory
+        }
+    }
+
+    private static let temporaryReports = Mutex<String?>(nil)
 
     private static let runs = Atomic<Int>(0)
 

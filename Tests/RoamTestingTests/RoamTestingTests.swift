@@ -59,6 +59,25 @@ struct ScenarioBuildingTests {
         }
         #expect(error.message.contains("broken.yaml:2"))
     }
+
+    /// Without a `.build` of its own in the working directory, a test process writes its reports
+    /// under a directory it made itself (`mkdtemp`, mode 0700), never under a fixed name in /tmp
+    /// that another user could have made first.
+    @Test func reportsOutsideABuildDirectoryGoWhereThisProcessMadeThem() throws {
+        let directory = try Scenario.temporaryReportsDirectory()
+        #expect(directory != "/tmp/roam-reports")
+        #expect((directory as NSString).lastPathComponent.hasPrefix("roam-reports-"))
+        var status = stat()
+        #expect(lstat(directory, &status) == 0)
+        #expect(status.st_mode & S_IFMT == S_IFDIR, "a directory, not a link")
+        #expect(status.st_uid == geteuid())
+        #expect(status.st_mode & 0o777 == 0o700, "private: \(String(status.st_mode & 0o777, radix: 8))")
+        #expect(try Scenario.temporaryReportsDirectory() == directory, "made once a process")
+        #expect(rmdir(directory) == 0)
+        let again = try Scenario.temporaryReportsDirectory()
+        #expect(again != directory && access(again, F_OK) == 0, "made again once gone")
+        rmdir(again)
+    }
 }
 
 @Suite("RoamTesting in namespaces", .serialized, .enabled(if: RoamTesting.isAvailable, "needs root and /dev/net/tun"))
