@@ -215,6 +215,20 @@ package final class LinkEmulator: @unchecked Sendable {
     static let earlyWake: Int64 = 50_000
 
     /// Whether the packet at `start` goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
+    /// The most UDP datagrams a transparent direction holds before writing them (merged).
+    static let heldDatagrams = 64
+
+    /// Whether `packet` is a UDP datagram (IPv4 without options, or IPv6 without extension
+    /// headers), whole: one a run of its flow can be merged with.
+    static func isUDP(_ packet: UnsafeRawBufferPointer) -> Bool {
+        guard packet.count >= 28 else { return false }
+        switch packet[0] {
+        case 0x45: return packet[9] == 17 && packet[6] & 0x3f == 0 && packet[7] == 0
+        case 0x60...0x6f: return packet.count >= 48 && packet[6] == 17
+        default: return false
+        }
+    }
+
     static func isLinkControl(_ buffer: [UInt8], from start: Int, _ count: Int) -> Bool {
         guard count - start >= 20 else { return false }
         switch buffer[start] >> 4 {
@@ -348,7 +362,28 @@ final class Shard: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536 + 2 * VirtioNetHeader.size)
         var output: [[UInt8]] = []
         var segments: [[UInt8]] = []
+        // UDP datagrams a transparent direction passes on, held until the end of the batch
+        // read, so that a burst of one flow's datagrams is one write (USO).
+        var held: [[UInt8]] = []
         var spinUntil: Int64 = 0
+        /// Writes what is held, in order, runs of one flow merged; the buffers are reused.
+        func writeHeld(to destination: TunInterface) {
+            var position = 0
+            while position < held.count {
+                let end = Coalescer.run(held, from: position, udp: true)
+                let written: Int
+                if end - position > 1 {
+                    let header = Coalescer.merge(held[position..<end], into: &merged)
+                    written = merged.withUnsafeBytes { destination.write(header: header, packet: $0) }
+                    counters.coalesced.add(1, ordering: .relaxed)
+                } else {
+                    written = held[position].withUnsafeBytes { destination.write(packet: $0) }
+                }
+                if written < 0 { counters.countRefusal(end - position) }
+                position = end
+            }
+            while let packet = held.popLast() { buffers.recycle(packet) }
+        }
         while true {
             var next: Int64?
             for index in directions.indices {
@@ -411,8 +446,21 @@ final class Shard: @unchecked Sendable {
                         let wire = offload.map { offload in buffer.withUnsafeBytes { Segmenter.wirePackets(offload, UnsafeRawBufferPointer(rebasing: $0[header..<count])) } } ?? 1
                         if wire > 1 { counters.offloaded.add(1, ordering: .relaxed) }
                         if carrierUp[directions[index].link] {
-                            let written = buffer.withUnsafeBytes { write(destination.descriptor, $0.baseAddress, count) }
-                            if written < 0 { counters.countRefusal(wire) }
+                            if wire == 1, destination.segmentsUDP, let offload, offload.gsoType == 0,
+                               buffer.withUnsafeBytes({ LinkEmulator.isUDP(UnsafeRawBufferPointer(rebasing: $0[header..<count])) }) {
+                                // Held, its checksum completed, to go with the rest of its burst.
+                                let completed: Void? = buffer.withUnsafeBytes { bytes in
+                                    try? Segmenter.segment(offload, UnsafeRawBufferPointer(rebasing: bytes[header..<count]), into: &held, buffers: &buffers)
+                                }
+                                if completed == nil { counters.malformed.add(1, ordering: .relaxed) }
+                                // A burst's first datagram waits for at most this many reads.
+                                if held.count == LinkEmulator.heldDatagrams { writeHeld(to: destination) }
+                            } else {
+                                // In order: what is held goes first.
+                                if !held.isEmpty { writeHeld(to: destination) }
+                                let written = buffer.withUnsafeBytes { write(destination.descriptor, $0.baseAddress, count) }
+                                if written < 0 { counters.countRefusal(wire) }
+                            }
                         } else {
                             counters.carrierDrops.add(wire, ordering: .relaxed)
                         }
@@ -445,6 +493,7 @@ final class Shard: @unchecked Sendable {
                     // The pipeline holds them now: their buffers are reused once written only if nothing else does.
                     segments.removeAll(keepingCapacity: true)
                 }
+                if !held.isEmpty { writeHeld(to: destination) }
             }
             now = MonotonicInstant.now.nanoseconds
             for index in directions.indices {
@@ -463,7 +512,7 @@ final class Shard: @unchecked Sendable {
                 var position = 0
                 while position < output.count {
                     // With offloads, a run of one flow's segments leaving together is one write.
-                    let end = destination.headerLength > 0 ? Coalescer.run(output, from: position) : position + 1
+                    let end = destination.headerLength > 0 ? Coalescer.run(output, from: position, udp: destination.segmentsUDP) : position + 1
                     let written: Int
                     if end - position > 1 {
                         let header = Coalescer.merge(output[position..<end], into: &merged)

@@ -259,9 +259,17 @@ package enum Checksum {
 /// window and options, contiguous sequence numbers, full-sized segments but the last, no flag
 /// but ACK and a final PSH), and only segments whose checksum verifies: a segment the link
 /// corrupted goes alone, so that the receiver's checksum still catches it.
+///
+/// UDP too, where the interface takes USO (`udp: true`): datagrams of one flow (every IP and
+/// UDP header byte the same but lengths, checksums and, for IPv4, an identification one more
+/// than the last's), all of the first one's size but the last, which may be shorter, each with
+/// a checksum that verifies (not 0, "none"), go as one `VIRTIO_NET_HDR_GSO_UDP_L4` packet that
+/// the receiving stack cuts back into the same datagrams (`__udp_gso_segment`): the receiver
+/// sees each datagram as it was sent, boundaries included.
 package enum Coalescer {
     private struct Segment {
         var version: UInt8
+        var proto: UInt8
         var transport: Int
         var headers: Int
         var payload: Int
@@ -271,36 +279,52 @@ package enum Coalescer {
 
     /// The most bytes one merged packet holds (IPv4's total length).
     static let maximumLength = 65_535
+    /// The most datagrams one merged UDP packet stands for (the kernel's `UDP_MAX_SEGMENTS`).
+    static let maximumDatagrams = 128
 
-    private static func parse(_ packet: [UInt8]) -> Segment? {
-        guard packet.count >= 40 else { return nil }
+    private static func parse(_ packet: [UInt8], udp: Bool) -> Segment? {
+        guard packet.count >= 28 else { return nil }
         let version = packet[0] >> 4
         let transport: Int
+        let proto: UInt8
         switch version {
         case 4:
-            // No IP options, TCP, not a fragment.
-            guard packet[0] == 0x45, packet[9] == 6, packet[6] & 0x3f == 0, packet[7] == 0,
+            // No IP options, not a fragment.
+            guard packet[0] == 0x45, packet[6] & 0x3f == 0, packet[7] == 0,
                   Int(packet[2]) << 8 | Int(packet[3]) == packet.count else { return nil }
             transport = 20
+            proto = packet[9]
         case 6:
-            guard packet.count >= 60, packet[6] == 6, Int(packet[4]) << 8 | Int(packet[5]) == packet.count - 40 else { return nil }
+            guard packet.count >= 48, Int(packet[4]) << 8 | Int(packet[5]) == packet.count - 40 else { return nil }
             transport = 40
+            proto = packet[6]
         default:
             return nil
         }
+        if proto == 17, udp {
+            // The UDP length is the packet's; a checksum of 0 is "none", which the kernel's
+            // cutting would fill in.
+            guard Int(packet[transport + 4]) << 8 | Int(packet[transport + 5]) == packet.count - transport,
+                  packet[transport + 6] | packet[transport + 7] != 0 else { return nil }
+            // The IPv4 identification stands where TCP's sequence number does.
+            let sequence = version == 4 ? UInt32(packet[4]) << 8 | UInt32(packet[5]) : 0
+            return Segment(version: version, proto: 17, transport: transport, headers: transport + 8,
+                           payload: packet.count - transport - 8, sequence: sequence, flags: 0)
+        }
+        guard proto == 6, packet.count >= transport + 20 else { return nil }
         let headerLength = Int(packet[transport + 12] >> 4) * 4
         guard headerLength >= 20, transport + headerLength <= packet.count else { return nil }
         let flags = packet[transport + 13]
         // ACK, with PSH at most: no SYN, FIN, RST, URG, ECE or CWR.
         guard flags & 0x10 != 0, flags & ~UInt8(0x18) == 0 else { return nil }
         let sequence = (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(packet[transport + 4 + $1]) }
-        return Segment(version: version, transport: transport, headers: transport + headerLength,
+        return Segment(version: version, proto: 6, transport: transport, headers: transport + headerLength,
                        payload: packet.count - transport - headerLength, sequence: sequence, flags: flags)
     }
 
     private static func verifies(_ packet: [UInt8], _ segment: Segment) -> Bool {
         packet.withUnsafeBytes { bytes in
-            let sum = Checksum.pseudoHeader(bytes, version: segment.version, proto: 6, length: packet.count - segment.transport)
+            let sum = Checksum.pseudoHeader(bytes, version: segment.version, proto: segment.proto, length: packet.count - segment.transport)
                 &+ Checksum.sum(UnsafeRawBufferPointer(rebasing: bytes[segment.transport...]))
             return Checksum.finish(sum, udp: false) == 0
         }
@@ -309,7 +333,7 @@ package enum Coalescer {
     /// Whether `next` continues `first`'s flow where `previous` ended: every header byte the
     /// same but lengths, identification, checksums, sequence number and PSH.
     private static func continues(_ first: [UInt8], _ head: Segment, _ next: [UInt8], _ segment: Segment) -> Bool {
-        guard segment.version == head.version, segment.headers == head.headers else { return false }
+        guard segment.version == head.version, segment.proto == head.proto, segment.headers == head.headers else { return false }
         if head.version == 4 {
             // Version, TOS; flags and fragment; TTL, protocol; addresses.
             guard first[0] == next[0], first[1] == next[1], first[6] == next[6], first[8] == next[8], first[9] == next[9],
@@ -318,6 +342,8 @@ package enum Coalescer {
             guard first[0..<4].elementsEqual(next[0..<4]), first[6..<40].elementsEqual(next[6..<40]) else { return false }
         }
         let t = head.transport
+        // UDP: the ports (the length and checksum are the datagram's own).
+        guard head.proto == 6 else { return first[t..<(t + 4)].elementsEqual(next[t..<(t + 4)]) }
         // Ports, acknowledgement, data offset, window, urgent pointer and options.
         return first[t..<(t + 4)].elementsEqual(next[t..<(t + 4)]) && first[(t + 8)..<(t + 13)].elementsEqual(next[(t + 8)..<(t + 13)])
             && first[(t + 14)..<(t + 16)].elementsEqual(next[(t + 14)..<(t + 16)])
@@ -325,16 +351,17 @@ package enum Coalescer {
     }
 
     /// Where the run of packets that can be merged with `packets[start]` ends (`start + 1`
-    /// when it goes alone).
-    package static func run(_ packets: [[UInt8]], from start: Int) -> Int {
-        guard start + 1 < packets.count, let head = parse(packets[start]), head.payload > 0,
+    /// when it goes alone). UDP datagrams are merged only with `udp` (an interface with USO).
+    package static func run(_ packets: [[UInt8]], from start: Int, udp: Bool = false) -> Int {
+        guard start + 1 < packets.count, let head = parse(packets[start], udp: udp), head.payload > 0,
               head.flags & 0x08 == 0, verifies(packets[start], head) else { return start + 1 }
         var end = start + 1
         var last = head
         var length = packets[start].count
-        while end < packets.count, let segment = parse(packets[end]), segment.payload > 0, segment.payload <= head.payload,
+        while end < packets.count, head.proto == 6 || end - start < maximumDatagrams,
+              let segment = parse(packets[end], udp: udp), segment.payload > 0, segment.payload <= head.payload,
               last.payload == head.payload, last.flags & 0x08 == 0,
-              segment.sequence == last.sequence &+ UInt32(last.payload),
+              segment.sequence == (head.proto == 6 ? last.sequence &+ UInt32(last.payload) : head.version == 4 ? (last.sequence &+ 1) & 0xffff : 0),
               length + segment.payload <= maximumLength,
               continues(packets[start], head, packets[end], segment), verifies(packets[end], segment) {
             length += segment.payload
@@ -356,16 +383,17 @@ package enum Coalescer {
     /// and the header that hands it to the kernel, as ``merge(_:)``.
     package static func merge(_ packets: ArraySlice<[UInt8]>, into merged: inout [UInt8]) -> VirtioNetHeader {
         let first = packets[packets.startIndex]
-        let head = parse(first)!
+        let head = parse(first, udp: true)!
         merged.removeAll(keepingCapacity: true)
         merged.append(contentsOf: first)
         var lastFlags = head.flags
         for packet in packets.dropFirst() {
             merged.append(contentsOf: packet[head.headers...])
-            lastFlags = packet[head.transport + 13]
+            if head.proto == 6 { lastFlags = packet[head.transport + 13] }
         }
         let total = merged.count
         let transportLength = total - head.transport
+        let field = head.transport + (head.proto == 6 ? 16 : 6)
         merged.withUnsafeMutableBytes { bytes in
             if head.version == 4 {
                 bytes.storeBigEndian(2, UInt16(total))
@@ -374,18 +402,27 @@ package enum Coalescer {
             } else {
                 bytes.storeBigEndian(4, UInt16(transportLength))
             }
-            bytes[head.transport + 13] = head.flags | (lastFlags & 0x08)
+            if head.proto == 6 {
+                bytes[head.transport + 13] = head.flags | (lastFlags & 0x08)
+            } else {
+                // The whole: `__udp_gso_segment` puts each datagram's own length in its place.
+                bytes.storeBigEndian(head.transport + 4, UInt16(transportLength))
+            }
             // CHECKSUM_PARTIAL: the pseudo-header's sum, folded and not complemented.
-            let sum = Checksum.pseudoHeader(UnsafeRawBufferPointer(bytes), version: head.version, proto: 6, length: transportLength)
-            bytes.storeBytes(of: ~Checksum.finish(sum, udp: false), toByteOffset: head.transport + 16, as: UInt16.self)
+            let sum = Checksum.pseudoHeader(UnsafeRawBufferPointer(bytes), version: head.version, proto: head.proto, length: transportLength)
+            bytes.storeBytes(of: ~Checksum.finish(sum, udp: false), toByteOffset: field, as: UInt16.self)
         }
         var header = VirtioNetHeader()
         header.flags = VirtioNetHeader.needsChecksum
-        header.gsoType = head.version == 4 ? VirtioNetHeader.Segmentation.tcpv4.rawValue : VirtioNetHeader.Segmentation.tcpv6.rawValue
+        if head.proto == 6 {
+            header.gsoType = head.version == 4 ? VirtioNetHeader.Segmentation.tcpv4.rawValue : VirtioNetHeader.Segmentation.tcpv6.rawValue
+        } else {
+            header.gsoType = VirtioNetHeader.Segmentation.udpL4.rawValue
+        }
         header.headerLength = UInt16(head.headers)
         header.gsoSize = UInt16(head.payload)
         header.checksumStart = UInt16(head.transport)
-        header.checksumOffset = 16
+        header.checksumOffset = UInt16(field - head.transport)
         return header
     }
 }

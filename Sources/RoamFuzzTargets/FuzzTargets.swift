@@ -308,7 +308,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         // What the emulator merges again on the way out cuts back into the same wire packets.
         var position = 0
         while position < output.count {
-            let end = Coalescer.run(output, from: position)
+            let end = Coalescer.run(output, from: position, udp: true)
             precondition(end > position && end <= output.count, "a run ends within the packets")
             if end - position > 1 {
                 let (merged, packet) = Coalescer.merge(output[position..<end])

@@ -256,4 +256,55 @@ import Testing
         #expect(Coalescer.run([Self.tcp(version: 4, payload: [], flags: 0x02)] + segments, from: 0) == 1)
         #expect(Coalescer.run([segments[0]], from: 0) == 1)
     }
+
+    /// UDP datagrams of one flow, cut from a USO packet: merged back only where the interface
+    /// takes USO, into one packet the kernel cuts into the same datagrams.
+    @Test(arguments: [UInt8(4), 6])
+    func datagramsOfOneFlowMergeAndCutBackIntoTheSameDatagrams(version: UInt8) throws {
+        let start = version == 4 ? 20 : 40
+        let packet = Self.udp(version: version, payload: Self.payload(10 * 1200 + 500))
+        let datagrams = try Self.segment(Self.header(.udpL4, size: 1200, start: start, offset: 6), packet)
+        #expect(datagrams.count == 11)
+        #expect(Coalescer.run(datagrams, from: 0) == 1, "not without USO")
+        #expect(Coalescer.run(datagrams, from: 0, udp: true) == 11)
+        let (header, merged) = Coalescer.merge(datagrams[0..<11])
+        #expect(header.segmentation == .udpL4 && header.gsoSize == 1200 && header.checksumStart == start && header.checksumOffset == 6)
+        #expect(header.flags == VirtioNetHeader.needsChecksum)
+        #expect(try Self.segment(header, merged) == datagrams, "the same datagrams, lengths, identifications and checksums")
+        // From the third on.
+        #expect(Coalescer.run(datagrams, from: 2, udp: true) == 11)
+        let (rest, restMerged) = Coalescer.merge(datagrams[2..<11])
+        #expect(try Self.segment(rest, restMerged) == Array(datagrams[2..<11]))
+    }
+
+    /// What the kernel would not cut back into the same datagrams ends a run.
+    @Test func aRunOfDatagramsEndsWhereTheyWouldNotComeBackTheSame() throws {
+        let cut = { (payload: Int, size: Int) throws -> [[UInt8]] in
+            try Self.segment(Self.header(.udpL4, size: size, start: 20, offset: 6), Self.udp(version: 4, payload: Self.payload(payload)))
+        }
+        let datagrams = try cut(6 * 1000, 1000)
+        #expect(Coalescer.run(datagrams, from: 0, udp: true) == 6)
+        var gap = datagrams
+        gap.remove(at: 3)                               // a lost datagram: the identification skips
+        #expect(Coalescer.run(gap, from: 0, udp: true) == 3)
+        var corrupted = datagrams
+        corrupted[2][100] ^= 0x04
+        #expect(Coalescer.run(corrupted, from: 0, udp: true) == 2, "a corrupted datagram is not merged")
+        var port = datagrams
+        port[4][22] ^= 0x01                             // another destination port
+        #expect(Coalescer.run(port, from: 0, udp: true) == 4)
+        var unchecked = datagrams
+        unchecked[1][26] = 0; unchecked[1][27] = 0       // no checksum: cutting would add one
+        #expect(Coalescer.run(unchecked, from: 0, udp: true) == 1)
+        // A shorter datagram ends a run after it; a longer one is not in it.
+        let short = try cut(1000 + 400, 1000)
+        let long = try cut(2 * 1000, 1000)
+        #expect(Coalescer.run(short + long, from: 0, udp: true) == 2)
+        #expect(Coalescer.run([long[0]] + short, from: 0, udp: true) == 1, "identifications restart")
+        // At most UDP_MAX_SEGMENTS datagrams in one.
+        let small = try cut(200 * 36, 36)
+        #expect(small.count == 200 && Coalescer.run(small, from: 0, udp: true) == 128)
+        let (header, merged) = Coalescer.merge(small[0..<128])
+        #expect(try Self.segment(header, merged) == Array(small[0..<128]))
+    }
 }

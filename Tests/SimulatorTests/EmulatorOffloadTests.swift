@@ -223,6 +223,65 @@ struct EmulatorOffloadTests {
         #expect(receivedCounts[0] == receivedCounts[1] && receivedCounts[0] > 1000, "\(receivedCounts)")
     }
 
+    /// Bursts of one flow's UDP datagrams, of mixed sizes, through a link that decides nothing:
+    /// each arrives once, in order, with its own length and bytes, though the datagrams of a
+    /// burst that the emulator read together went to the receiving stack as one write (USO).
+    @Test(arguments: [AddressFamily.inet, .inet6])
+    func burstsOfDatagramsArriveEachAsSentThoughWrittenTogether(family: AddressFamily) throws {
+        let network = try Network(offloads: true)
+        var finished = false
+        defer { if !finished { _ = network.finish() } }
+        let receiver = try Self.socket(in: network.b, family, Int32(SOCK_DGRAM.rawValue))
+        defer { close(receiver) }
+        var room: Int32 = 16 << 20
+        setsockopt(receiver, SOL_SOCKET, SO_RCVBUFFORCE, &room, 4)
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(receiver, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var (address, length) = Self.sockaddr(try network.address(family), port: 7105)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { bind(receiver, $0, length) } }
+        try #require(bound == 0)
+        let sender = try Self.socket(in: network.a, family, Int32(SOCK_DGRAM.rawValue))
+        defer { close(sender) }
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: Glibc.sockaddr.self, capacity: 1) { connect(sender, $0, length) } }
+        try #require(connected == 0)
+        // Runs of equal sizes, a shorter one ending each (as merging allows), and single ones.
+        let sizes = [1000, 1000, 1000, 300, 64, 64, 64, 64, 500, 1200, 8]
+        func datagram(_ number: Int) -> [UInt8] {
+            (0..<sizes[number % sizes.count]).map { $0 < 4 ? UInt8(truncatingIfNeeded: number >> ($0 * 8)) : UInt8(truncatingIfNeeded: number &* 7 &+ $0) }
+        }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var next = 0
+        var received = 0
+        var wrong: [String] = []
+        for _ in 0..<20 {
+            // A burst within the interface's queue, sent as fast as the sender can.
+            let first = next
+            for _ in 0..<200 {
+                let bytes = datagram(next)
+                #expect(send(sender, bytes, bytes.count, 0) == bytes.count)
+                next += 1
+            }
+            for number in first..<next {
+                let count = recv(receiver, &buffer, buffer.count, 0)
+                guard count >= 0 else {
+                    wrong.append("datagram \(number) did not come: \(String(cString: strerror(errno)))")
+                    break
+                }
+                received += 1
+                if Array(buffer[..<count]) != datagram(number) {
+                    let came = count >= 4 ? Int(buffer[0]) | Int(buffer[1]) << 8 | Int(buffer[2]) << 16 : -1
+                    if wrong.count < 5 { wrong.append("expected datagram \(number) (\(sizes[number % sizes.count]) bytes), got \(count) bytes of \(came)") }
+                }
+            }
+        }
+        finished = true
+        let counters = try #require(network.finish())
+        #expect(wrong.isEmpty, "\(wrong)")
+        #expect(received == next)
+        #expect(network.backend.mergedWrites > 0, "bursts went as one write: \(counters)")
+        #expect(counters.delivered >= next, "each datagram counted: \(counters)")
+    }
+
     /// Datagrams through each of two links, paced, with loss and duplication: `count` per link.
     static func paced(_ network: Network, links: [String], port: UInt16) throws -> [Int] {
         var receivers: [Int32] = []
