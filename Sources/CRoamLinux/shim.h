@@ -69,6 +69,8 @@ static inline int roam_bind_over(const char *source, const char *target) {
 
 // Returns to the kernel the memory malloc holds free in every arena (glibc; 1 if any was).
 static inline int roam_malloc_trim(void) { return malloc_trim(0); }
+// Every thread's allocations from the main arena (glibc; 1 if set).
+static inline int roam_malloc_one_arena(void) { return mallopt(M_ARENA_MAX, 1); }
 static inline int roam_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 static inline int roam_pidfd_send_signal(int pidfd, int signal) { return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0); }
 

@@ -14,4 +14,14 @@ package enum FreedMemory {
     /// memory was given back.
     @discardableResult
     package static func release() -> Bool { roam_malloc_trim() == 1 }
+
+    /// Has every thread allocate from one arena (`mallopt(M_ARENA_MAX, 1)`), for a process
+    /// whose threads allocate little and often and hold it long (`roam run`): glibc otherwise
+    /// gives threads arenas of their own (up to eight per core), where pages part used by what a
+    /// thread still holds and part free stay resident, and ``release()`` cannot give them back.
+    /// Small allocations still come from each thread's cache without the arena's lock. Process
+    /// wide: for a program's `main`, before it starts threads, never from a library. Returns
+    /// whether glibc took it.
+    @discardableResult
+    package static func useOneArena() -> Bool { roam_malloc_one_arena() == 1 }
 }

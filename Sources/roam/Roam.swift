@@ -22,6 +22,8 @@ struct Roam: ParsableCommand {
     /// Parses and runs, mapping every failure to Roam's exit codes: usage errors and bad input
     /// exit 2 (ArgumentParser's default would be 64).
     static func main() {
+        // A run's threads share one arena, so that its memory stays flat for a day (the soak).
+        FreedMemory.useOneArena()
         bootstrapLogging()
         do {
             var command = try parseAsRoot()
