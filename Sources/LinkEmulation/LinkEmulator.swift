@@ -214,7 +214,6 @@ package final class LinkEmulator: @unchecked Sendable {
     /// How long before a packet is due the loop wakes to poll instead of sleeping.
     static let earlyWake: Int64 = 50_000
 
-    /// Whether the packet at `start` goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
     /// The most UDP datagrams a transparent direction holds before writing them (merged).
     static let heldDatagrams = 64
 
@@ -229,6 +228,7 @@ package final class LinkEmulator: @unchecked Sendable {
         }
     }
 
+    /// Whether the packet at `start` goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
     static func isLinkControl(_ buffer: [UInt8], from start: Int, _ count: Int) -> Bool {
         guard count - start >= 20 else { return false }
         switch buffer[start] >> 4 {
@@ -434,6 +434,7 @@ final class Shard: @unchecked Sendable {
                         // randomized times: passed on as is, so that it neither consumes the
                         // link's random numbers nor shifts its decision log.
                         if carrierUp[directions[index].link], !directions[index].pipeline.conditions.isBlackholed {
+                            if !held.isEmpty { writeHeld(to: destination) }
                             _ = buffer.withUnsafeBytes { write(destination.descriptor, $0.baseAddress, count) }
                         }
                         continue
