@@ -366,22 +366,26 @@ final class Shard: @unchecked Sendable {
         // read, so that a burst of one flow's datagrams is one write (USO).
         var held: [[UInt8]] = []
         var spinUntil: Int64 = 0
-        /// Writes what is held, in order, runs of one flow merged; the buffers are reused.
+        /// Writes the run of `packets` from `position` to `destination`: with offloads, a run of
+        /// one flow's segments (or, with USO, datagrams) leaving together is one write. Returns
+        /// where the run ended.
+        func writeRun(_ packets: [[UInt8]], from position: Int, to destination: TunInterface) -> Int {
+            let end = destination.headerLength > 0 ? Coalescer.run(packets, from: position, udp: destination.segmentsUDP) : position + 1
+            let written: Int
+            if end - position > 1 {
+                let header = Coalescer.merge(packets[position..<end], into: &merged)
+                written = merged.withUnsafeBytes { destination.write(header: header, packet: $0) }
+                counters.coalesced.add(1, ordering: .relaxed)
+            } else {
+                written = packets[position].withUnsafeBytes { destination.write(packet: $0) }
+            }
+            if written < 0 { counters.countRefusal(end - position) }
+            return end
+        }
+        /// Writes what is held, in order; the buffers are reused.
         func writeHeld(to destination: TunInterface) {
             var position = 0
-            while position < held.count {
-                let end = Coalescer.run(held, from: position, udp: true)
-                let written: Int
-                if end - position > 1 {
-                    let header = Coalescer.merge(held[position..<end], into: &merged)
-                    written = merged.withUnsafeBytes { destination.write(header: header, packet: $0) }
-                    counters.coalesced.add(1, ordering: .relaxed)
-                } else {
-                    written = held[position].withUnsafeBytes { destination.write(packet: $0) }
-                }
-                if written < 0 { counters.countRefusal(end - position) }
-                position = end
-            }
+            while position < held.count { position = writeRun(held, from: position, to: destination) }
             while let packet = held.popLast() { buffers.recycle(packet) }
         }
         while true {
@@ -512,17 +516,7 @@ final class Shard: @unchecked Sendable {
                 let destination = directions[index].destination
                 var position = 0
                 while position < output.count {
-                    // With offloads, a run of one flow's segments leaving together is one write.
-                    let end = destination.headerLength > 0 ? Coalescer.run(output, from: position, udp: destination.segmentsUDP) : position + 1
-                    let written: Int
-                    if end - position > 1 {
-                        let header = Coalescer.merge(output[position..<end], into: &merged)
-                        written = merged.withUnsafeBytes { destination.write(header: header, packet: $0) }
-                        counters.coalesced.add(1, ordering: .relaxed)
-                    } else {
-                        written = output[position].withUnsafeBytes { destination.write(packet: $0) }
-                    }
-                    if written < 0 { counters.countRefusal(end - position) }
+                    let end = writeRun(output, from: position, to: destination)
                     for number in position..<end {
                         directions[index].capture?.record(output[number])
                         if measuresLateness, lateness.count < 10_000_000 {
