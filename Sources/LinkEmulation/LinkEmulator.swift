@@ -349,12 +349,22 @@ final class Shard: @unchecked Sendable {
             _ = write(slack, "1", 1)
             close(slack)
         }
+        var isRealtime = false
         if scheduling == .realtime {
             // Refused (EPERM) without the right to: the thread stays in the ordinary class. It
             // still polls after a packet (``LinkEmulator/spin``): without it the round trip of
             // a request and its answer doubled, as the core sleeps between them.
             var parameters = sched_param(sched_priority: 1)
-            if pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters) == 0 { counters.realtimeThreads.add(1, ordering: .relaxed) }
+            if pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters) == 0 {
+                counters.realtimeThreads.add(1, ordering: .relaxed)
+                isRealtime = true
+            }
+        }
+        // Whether a real-time thread is in the ordinary class for now, polling with nothing queued.
+        var ordinaryWhilePolling = false
+        func pollInOrdinaryClass(_ ordinary: Bool) {
+            var parameters = sched_param(sched_priority: ordinary ? 0 : 1)
+            if pthread_setschedparam(pthread_self(), ordinary ? SCHED_OTHER : SCHED_FIFO, &parameters) == 0 { ordinaryWhilePolling = ordinary }
         }
         // What the last wait found ready: the stop, the wake-up, then each direction's source.
         var ready = [Bool](repeating: false, count: directions.count + 2)
@@ -407,8 +417,15 @@ final class Shard: @unchecked Sendable {
             } else {
                 deadline = nil
             }
+            // Polling with nothing queued, a real-time thread steps down to the ordinary class
+            // until a packet comes or it sleeps: a real-time thread polling keeps every ordinary
+            // thread the scheduler put on its core (the sender, the receiver, the peer about to
+            // answer) waiting until it stops, where an ordinary one shares the core.
+            let pollsIdle = polled.nanoseconds < spinUntil && next == nil
+            if isRealtime, pollsIdle != ordinaryWhilePolling { pollInOrdinaryClass(pollsIdle) }
             let count: Int
             do { count = try poll.wait(until: deadline) { ready[$0] = true } } catch { break }
+            if count > 0, ordinaryWhilePolling { pollInOrdinaryClass(false) }
             if count == 0, polled.nanoseconds >= spinUntil, let next, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
             if ready[0] { break }
             if ready[1] {
