@@ -41,7 +41,9 @@ package final class LinkEmulator: @unchecked Sendable {
         /// use it (root, or an `RLIMIT_RTPRIO` above zero), the ordinary class otherwise: a thread
         /// due to send a packet runs at once instead of waiting for a core that the run's own
         /// programs hold, as a wire does not wait for the machine's load. The kernel keeps 5%
-        /// of every second for other threads (`sched_rt_runtime_us`).
+        /// of every second for other threads (`sched_rt_runtime_us`). While a thread polls with
+        /// nothing queued (``LinkEmulator/spin`` after a packet) it is in the ordinary class, so
+        /// that the threads sharing its core run meanwhile.
         case realtime
         /// The ordinary class, sharing the cores with every other thread.
         case normal
