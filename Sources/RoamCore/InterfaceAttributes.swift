@@ -55,36 +55,75 @@ public struct InterfaceAttributes: Sendable, Hashable {
         public var description: String { "'\(item)': \(message)" }
     }
 
-    /// Parses the textual form (see the type's documentation).
+    /// Parses the textual form (see the type's documentation). Separators and keys are ASCII,
+    /// keys compared without regard to case. Read byte by byte, not character by character:
+    /// a path monitor parses an interface's tag again on every change of its alias.
     public init(parsing text: some StringProtocol) throws(ParseError) {
         self.init()
-        for item in text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }) {
-            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = parts[0].lowercased()
-            let value = parts.count == 2 ? String(parts[1]) : nil
-            switch key {
-            case "type":
-                guard let value, let type = InterfaceType(name: value) else {
-                    throw ParseError(item: String(item), message: "type must be one of wifi, cellular, wiredEthernet, loopback, other")
-                }
-                self.type = type
-            case "expensive":
-                isExpensive = try Self.boolean(value, item: item)
-            case "constrained":
-                isConstrained = try Self.boolean(value, item: item)
-            case "ultraconstrained", "ultra-constrained":
-                isUltraConstrained = try Self.boolean(value, item: item)
-            case "quality":
-                guard let value, let quality = LinkQuality(rawValue: value.lowercased()) else {
-                    throw ParseError(item: String(item), message: "quality must be one of unknown, minimal, moderate, good")
-                }
-                linkQuality = quality
-            default:
-                let known = ["type", "expensive", "constrained", "ultraConstrained", "quality"]
-                let suggestion = known.first { $0.lowercased().hasPrefix(String(key.prefix(3))) }
-                throw ParseError(item: String(item), message: "unknown attribute '\(key)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "") + "; known: type=, expensive, constrained, ultraConstrained, quality=")
-            }
+        let text = Substring(text)
+        for item in Self.words(of: text, separatedBy: { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) {
+            try parse(item: item)
         }
+    }
+
+    private mutating func parse(item: Substring) throws(ParseError) {
+        let equals = item.utf8.firstIndex(of: UInt8(ascii: "="))
+        let key = item[..<(equals ?? item.endIndex)]
+        let value = equals.map { String(item[item.utf8.index(after: $0)...]) }
+        if Self.matches(key, "type") {
+            guard let value, let type = InterfaceType(name: value) else {
+                throw ParseError(item: String(item), message: "type must be one of wifi, cellular, wiredEthernet, loopback, other")
+            }
+            self.type = type
+        } else if Self.matches(key, "expensive") {
+            isExpensive = try Self.boolean(value, item: item)
+        } else if Self.matches(key, "constrained") {
+            isConstrained = try Self.boolean(value, item: item)
+        } else if Self.matches(key, "ultraconstrained") || Self.matches(key, "ultra-constrained") {
+            isUltraConstrained = try Self.boolean(value, item: item)
+        } else if Self.matches(key, "quality") {
+            guard let value, let quality = LinkQuality(rawValue: value.lowercased()) else {
+                throw ParseError(item: String(item), message: "quality must be one of unknown, minimal, moderate, good")
+            }
+            linkQuality = quality
+        } else {
+            let key = key.lowercased()
+            let known = ["type", "expensive", "constrained", "ultraConstrained", "quality"]
+            let suggestion = known.first { $0.lowercased().hasPrefix(String(key.prefix(3))) }
+            throw ParseError(item: String(item), message: "unknown attribute '\(key)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "") + "; known: type=, expensive, constrained, ultraConstrained, quality=")
+        }
+    }
+
+    /// Whether `key` is `lowercase` (ASCII), whatever the case of its letters.
+    private static func matches(_ key: Substring, _ lowercase: StaticString) -> Bool {
+        let bytes = key.utf8
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        var index = 0
+        for byte in bytes {
+            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+            guard folded == lowercase.utf8Start[index] else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// The non-empty runs of `text` between separator bytes (each an ASCII character, so that
+    /// every run starts and ends on a character of `text`).
+    package static func words(of text: Substring, separatedBy separates: (UInt8) -> Bool) -> [Substring] {
+        var words: [Substring] = []
+        let bytes = text.utf8
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            if separates(bytes[start]) {
+                start = bytes.index(after: start)
+                continue
+            }
+            var end = bytes.index(after: start)
+            while end < bytes.endIndex, !separates(bytes[end]) { end = bytes.index(after: end) }
+            words.append(text[start..<end])
+            start = end
+        }
+        return words
     }
 
     private static func boolean(_ value: String?, item: some StringProtocol) throws(ParseError) -> Bool {
@@ -147,8 +186,9 @@ public enum InterfaceTag {
 
     private static func tags(in alias: String?) -> [Substring] {
         guard let alias else { return [] }
-        return alias.split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { word in
-            word.hasPrefix(prefix) ? word.dropFirst(prefix.count) : nil
+        let marker = Array(prefix.utf8)
+        return InterfaceAttributes.words(of: Substring(alias), separatedBy: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }).compactMap { word in
+            word.utf8.starts(with: marker) ? word[word.utf8.index(word.startIndex, offsetBy: marker.count)...] : nil
         }
     }
 }

@@ -11,6 +11,8 @@ import Testing
         ("constrained=1, expensive=off", InterfaceAttributes(isExpensive: false, isConstrained: true)),
         ("TYPE=Ethernet", InterfaceAttributes(type: .wiredEthernet)),
         ("", InterfaceAttributes()),
+        (" ,\ttype=cellular,,\t ULTRA-Constrained  ,quality=Good,", InterfaceAttributes(type: .cellular, isUltraConstrained: true, linkQuality: .good)),
+        ("UltraConstrained=false", InterfaceAttributes(isUltraConstrained: false)),
     ])
     func parses(_ text: String, _ expected: InterfaceAttributes) throws {
         #expect(try InterfaceAttributes(parsing: text) == expected)
@@ -22,6 +24,11 @@ import Testing
         ("expensive=maybe", "expected true or false"),
         ("expensiv", "did you mean 'expensive'"),
         ("constraint", "did you mean 'constrained'"),
+        ("type=", "type must be one of"),
+        ("quality=good=1", "quality must be one of"),
+        ("=wifi", "unknown attribute ''"),
+        ("typé=wifi", "unknown attribute 'typé'"),
+        ("ＴＹＰＥ=wifi", "unknown attribute 'ｔｙｐｅ'"),
     ])
     func rejects(_ text: String, _ message: String) {
         let error = #expect(throws: InterfaceAttributes.ParseError.self) { try InterfaceAttributes(parsing: text) }
@@ -43,6 +50,10 @@ import Testing
         #expect(InterfaceTag.attributes(fromAlias: "no tags here").isEmpty)
         #expect(InterfaceTag.attributes(fromAlias: nil).isEmpty)
         #expect(InterfaceTag.attributes(fromAlias: "notroam:type=wifi").isEmpty)
+        #expect(InterfaceTag.attributes(fromAlias: "Wi‑Fi für Gäste\troam:type=wifi 🛰️") == InterfaceAttributes(type: .wifi))
+        #expect(InterfaceTag.attributes(fromAlias: "ROAM:type=wifi").isEmpty)
+        #expect(InterfaceTag.attributes(fromAlias: "roam:").isEmpty)
+        #expect(InterfaceTag.problems(inAlias: "roam: roam:,").isEmpty)
     }
 
     @Test func skipsBrokenTagsButReportsThem() {

@@ -22,6 +22,8 @@ final class MonitorLoop {
     private var sysfs: OwnedFileDescriptor?
     private var snapshot = NetworkSnapshot()
     private var facts: [Int32: (name: String, facts: DeviceFacts)] = [:]
+    /// The device facts the last evaluation used: ``facts`` with the Wi-Fi qualities read.
+    private var deviceFacts: [Int32: DeviceFacts] = [:]
     private var resolvers = ResolverConfiguration()
     /// The quality nl80211 gives each Wi-Fi interface, and the socket that reads it (opened in
     /// the namespace the first time a Wi-Fi interface is seen).
@@ -260,32 +262,38 @@ final class MonitorLoop {
     }
 
     private func evaluate() -> NetworkPath {
-        var current: [Int32: DeviceFacts] = [:]
-        if let factsSource {
+        // A device's hardware does not change: sysfs is read again only when an interface
+        // comes, goes or is renamed, and the facts handed to the evaluator are rebuilt only
+        // then or when a reading of Wi-Fi quality changed them (not on every notification).
+        var factsChanged = false
+        if let factsSource, !factsCover(snapshot.links) {
             var refreshed: [Int32: (name: String, facts: DeviceFacts)] = [:]
             for link in snapshot.links.values {
-                // A device's hardware does not change; read sysfs only for new or renamed interfaces.
                 if let known = facts[link.index], known.name == link.name {
                     refreshed[link.index] = known
                 } else {
                     refreshed[link.index] = (link.name, factsSource.facts(forInterfaceNamed: link.name))
                 }
-                current[link.index] = refreshed[link.index]!.facts
             }
             facts = refreshed
+            wirelessIndices = facts.compactMap { $0.value.facts.isWiFi ? $0.key : nil }
+            factsChanged = true
         }
-        wirelessIndices = facts.compactMap { $0.value.facts.isWiFi && snapshot.links[$0.key] != nil ? $0.key : nil }
+        let qualities = wirelessQualities
         refreshWirelessQualities()
-        for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
-        var seen: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
+        if factsChanged || qualities != wirelessQualities {
+            var current = facts.mapValues(\.facts)
+            for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
+            deviceFacts = current
+        }
+        let current = deviceFacts
         let classifier = evaluator.classifier
         let classify = { (link: Link, facts: DeviceFacts) -> InterfaceClassifier.Classification in
             if let known = self.classifications[link.index], known.link.matches(link), known.facts == facts {
-                seen[link.index] = known
                 return known.value
             }
             let value = classifier.classify(link, facts: facts)
-            seen[link.index] = (ClassifiedLink(link), facts, value)
+            self.classifications[link.index] = (ClassifiedLink(link), facts, value)
             return value
         }
         var (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
@@ -299,8 +307,18 @@ final class MonitorLoop {
                                                        connectivity: validator.connectivity, cache: &candidates, classify: classify)
             }
         }
-        classifications = seen
+        // Every interface of the snapshot was classified: forget those that went.
+        if classifications.count > snapshot.links.count {
+            classifications = classifications.filter { snapshot.links[$0.key] != nil }
+        }
         return path
+    }
+
+    /// Whether ``facts`` holds exactly the interfaces of `links`, under their names.
+    private func factsCover(_ links: [Int32: Link]) -> Bool {
+        guard facts.count == links.count else { return false }
+        for link in links.values where facts[link.index]?.name != link.name { return false }
+        return true
     }
 
     // MARK: - Wi-Fi link quality

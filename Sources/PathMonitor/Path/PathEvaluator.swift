@@ -25,10 +25,18 @@ public struct PathEvaluator: Sendable {
         var isUsable: Bool
         var defaults: [DefaultRoute]
         var prohibition: UnsatisfiedReason?
-        var best: DefaultRoute? {
-            defaults.min { ($0.isMainTable ? 0 : 1, $0.metric) < ($1.isMainTable ? 0 : 1, $1.metric) }
-        }
+        /// The default route the interface would be chosen by: main table first, then metric.
+        let best: DefaultRoute?
         var hasRoute: Bool { !defaults.isEmpty }
+
+        init(link: Link, interface: NetworkInterface, isUsable: Bool, defaults: [DefaultRoute], prohibition: UnsatisfiedReason?) {
+            self.link = link
+            self.interface = interface
+            self.isUsable = isUsable
+            self.defaults = defaults
+            self.prohibition = prohibition
+            best = defaults.min { ($0.isMainTable ? 0 : 1, $0.metric) < ($1.isMainTable ? 0 : 1, $1.metric) }
+        }
     }
 
     /// The path of `snapshot`.
@@ -140,19 +148,22 @@ public struct PathEvaluator: Sendable {
         cache.entries = entries
         cache.reset(derived: derived)
 
-        let routed = candidates.filter(\.hasRoute)
-        let permittedRouted = routed.filter { $0.prohibition == nil }
+        // Indices into `candidates` from here on: a candidate is a link, an interface and their
+        // arrays, and copying one costs a retain and a release of each.
+        let routed = candidates.indices.filter { candidates[$0].hasRoute }
+        let permittedRouted = routed.filter { candidates[$0].prohibition == nil }
         // With connectivity validation, a validated interface is primary before one not checked
         // yet, and both before one behind a portal or without internet, whatever the routes
         // say: Android's default network, iOS's primary while a hotel's Wi-Fi holds it.
-        let primaryOrder: (Candidate, Candidate) -> Bool = { lhs, rhs in
-            let l = lhs.best!, r = rhs.best!
-            return (Self.connectivityRank(lhs.interface), l.isMainTable ? 0 : 1, l.metric, lhs.link.index)
-                < (Self.connectivityRank(rhs.interface), r.isMainTable ? 0 : 1, r.metric, rhs.link.index)
+        let primaryOrder: (Int, Int) -> Bool = { lhs, rhs in
+            let left = candidates[lhs], right = candidates[rhs]
+            let l = left.best!, r = right.best!
+            return (Self.connectivityRank(left.interface), l.isMainTable ? 0 : 1, l.metric, left.link.index)
+                < (Self.connectivityRank(right.interface), r.isMainTable ? 0 : 1, r.metric, right.link.index)
         }
         var primary = permittedRouted.min(by: primaryOrder)
 
-        let loopback = candidates.first { $0.link.isLoopback && $0.isUsable && $0.prohibition == nil }
+        let loopback = candidates.indices.first { candidates[$0].link.isLoopback && candidates[$0].isUsable && candidates[$0].prohibition == nil }
         var status: PathStatus = .satisfied
         var reason: UnsatisfiedReason?
         if primary == nil {
@@ -160,7 +171,7 @@ public struct PathEvaluator: Sendable {
                 primary = loopback
             } else {
                 if let blocked = routed.min(by: primaryOrder) {
-                    reason = blocked.prohibition
+                    reason = candidates[blocked].prohibition
                 } else if candidates.contains(where: { $0.isUsable && !$0.link.isLoopback }) {
                     reason = .noRoute
                 } else {
@@ -172,13 +183,15 @@ public struct PathEvaluator: Sendable {
                 status = waiting ? .requiresConnection : .unsatisfied
             }
         }
+        let primaryInterface = primary.map { candidates[$0].interface }
 
         // Sort keys are computed once per element, not once per comparison.
-        func inPreferenceOrder(_ list: [Candidate]) -> [Candidate] {
-            list.map { (key: Self.preference($0, primaryIndex: primary?.link.index), candidate: $0) }
+        let primaryIndex = primaryInterface?.index
+        func inPreferenceOrder(_ list: [Int]) -> [Int] {
+            list.map { (key: Self.preference(candidates[$0], primaryIndex: primaryIndex), candidate: $0) }
                 .sorted { $0.key < $1.key }.map(\.candidate)
         }
-        let available = inPreferenceOrder(candidates.filter { $0.isUsable && $0.prohibition == nil })
+        let available = inPreferenceOrder(candidates.indices.filter { candidates[$0].isUsable && candidates[$0].prohibition == nil })
         let satisfied = status == .satisfied
         typealias GatewayKey = (table: Int, metric: UInt32, family: Int, gateway: IPAddress)
         func gatewayOrder(_ lhs: GatewayKey, _ rhs: GatewayKey) -> Bool {
@@ -187,32 +200,35 @@ public struct PathEvaluator: Sendable {
             }
             return lhs.gateway < rhs.gateway
         }
-        let gateways: [IPAddress] = satisfied ? inPreferenceOrder(permittedRouted).flatMap { candidate -> [IPAddress] in
-            let keys = candidate.defaults.compactMap { route -> GatewayKey? in
-                route.gateway.map { (route.isMainTable ? 0 : 1, route.metric, route.family == .inet ? 0 : 1, $0) }
+        var gateways: [IPAddress] = []
+        if satisfied {
+            for index in inPreferenceOrder(permittedRouted) {
+                let keys = candidates[index].defaults.compactMap { route -> GatewayKey? in
+                    route.gateway.map { (route.isMainTable ? 0 : 1, route.metric, route.family == .inet ? 0 : 1, $0) }
+                }
+                for key in keys.sorted(by: gatewayOrder) where !gateways.contains(key.gateway) { gateways.append(key.gateway) }
             }
-            return keys.sorted(by: gatewayOrder).map(\.gateway)
-        } : []
-        // Arrays, not sets: a namespace has a handful of interfaces, and a set costs a hash table.
-        let permittedIndices = available.map(\.link.index)
+        }
+        let routesFamily = { (family: AddressFamily) in
+            satisfied && permittedRouted.contains { candidates[$0].defaults.contains { $0.family == family } }
+        }
 
         var path = NetworkPath(
             status: status,
             unsatisfiedReason: satisfied ? nil : reason,
-            availableInterfaces: available.map(\.interface),
-            primaryInterface: primary?.interface,
-            isExpensive: primary?.interface.isExpensive ?? false,
-            isConstrained: primary?.interface.isConstrained ?? false,
-            isUltraConstrained: primary?.interface.isUltraConstrained ?? false,
-            linkQuality: primary?.interface.linkQuality ?? .unknown,
-            supportsIPv4: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet } },
-            supportsIPv6: satisfied && permittedRouted.contains { $0.defaults.contains { $0.family == .inet6 } },
-            supportsDNS: satisfied && Self.reachesResolver(resolvers, snapshot: snapshot, permitted: permittedIndices,
-                                                           usable: candidates.filter(\.isUsable).map(\.link.index),
-                                                           loopbackUsable: loopback != nil, names: available.map(\.link)),
-            gateways: gateways.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+            availableInterfaces: available.map { candidates[$0].interface },
+            primaryInterface: primaryInterface,
+            isExpensive: primaryInterface?.isExpensive ?? false,
+            isConstrained: primaryInterface?.isConstrained ?? false,
+            isUltraConstrained: primaryInterface?.isUltraConstrained ?? false,
+            linkQuality: primaryInterface?.linkQuality ?? .unknown,
+            supportsIPv4: routesFamily(.inet),
+            supportsIPv6: routesFamily(.inet6),
+            supportsDNS: satisfied && Self.reachesResolver(resolvers, snapshot: snapshot, candidates: candidates, permitted: available,
+                                                           loopbackUsable: loopback != nil),
+            gateways: gateways
         )
-        path.connectivity = primary?.interface.connectivity.state ?? .unknown
+        path.connectivity = primaryInterface?.connectivity.state ?? .unknown
         let probeable = candidates.filter { $0.isUsable && !$0.link.isLoopback }.map(\.interface)
         return (path, probeable)
     }
@@ -275,12 +291,16 @@ public struct PathEvaluator: Sendable {
     /// main-table route over a running interface, if that interface is permitted. (Routes over
     /// interfaces without carrier are passed over, as the kernel does with
     /// `ignore_routes_with_linkdown`, which is what a connection manager gives you.)
-    private static func reachesResolver(_ resolvers: ResolverConfiguration, snapshot: NetworkSnapshot, permitted: [Int32],
-                                        usable: [Int32], loopbackUsable: Bool, names: [Link]) -> Bool {
-        resolvers.nameservers.contains { server in
+    private static func reachesResolver(_ resolvers: ResolverConfiguration, snapshot: NetworkSnapshot, candidates: [Candidate],
+                                        permitted: [Int], loopbackUsable: Bool) -> Bool {
+        guard !resolvers.nameservers.isEmpty else { return false }
+        // Arrays, not sets: a namespace has a handful of interfaces, and a set costs a hash table.
+        let permittedIndices = permitted.map { candidates[$0].link.index }
+        let usable = candidates.filter(\.isUsable).map(\.link.index)
+        return resolvers.nameservers.contains { server in
             if server.address.isLoopback { return loopbackUsable }
             if let interfaceName = server.interfaceName {
-                return names.contains { $0.name == interfaceName }
+                return permitted.contains { candidates[$0].link.name == interfaceName }
             }
             let covering = snapshot.routes.values
                 .filter { $0.table == .main && $0.type == .unicast && $0.destination.contains(server.address)
@@ -290,7 +310,7 @@ public struct PathEvaluator: Sendable {
             // as separate routes): the resolver is reachable if any of them is permitted.
             return covering.contains { route in
                 route.destination.length == best.destination.length && route.metric == best.metric
-                    && route.interfaceIndices.contains(where: permitted.contains)
+                    && route.interfaceIndices.contains(where: permittedIndices.contains)
             }
         }
     }
