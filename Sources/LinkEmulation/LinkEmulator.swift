@@ -42,9 +42,8 @@ package final class LinkEmulator: @unchecked Sendable {
         /// due to send a packet runs at once instead of waiting for a core that the run's own
         /// programs hold, as a wire does not wait for the machine's load. The kernel keeps 5%
         /// of every second for other threads (`sched_rt_runtime_us`). While a thread polls with
-        /// nothing queued (``LinkEmulator/spin`` after a packet) it is in the ordinary class and
-        /// yields the core after every empty poll, so that the threads sharing its core run
-        /// meanwhile.
+        /// nothing queued (``LinkEmulator/spin`` after a packet) it is in the ordinary class, so
+        /// that the threads sharing its core run meanwhile.
         case realtime
         /// The ordinary class, sharing the cores with every other thread.
         case normal
@@ -429,12 +428,6 @@ final class Shard: @unchecked Sendable {
             let count: Int
             do { count = try poll.wait(until: deadline) { ready[$0] = true } } catch { break }
             if count > 0, ordinaryWhilePolling { pollInOrdinaryClass(false) }
-            // Nothing came while polling with nothing queued: hand the core to any thread
-            // waiting for it (the peer just woken to answer, another run's program). An ordinary
-            // thread that polls is not always preempted when one wakes on its core (the
-            // scheduler may let it finish its slice), which cost the threads beside it up to
-            // the whole poll.
-            if count == 0, pollsIdle, !isRealtime || ordinaryWhilePolling { sched_yield() }
             if count == 0, polled.nanoseconds >= spinUntil, let next, MonotonicInstant.now.nanoseconds < next { spinUntil = next }
             if ready[0] { break }
             if ready[1] {
