@@ -108,8 +108,8 @@ public struct InterfaceAttributes: Sendable, Hashable {
     }
 
     /// The non-empty runs of `text` between separator bytes (each an ASCII character, so that
-    /// every run starts and ends on a character of `text`).
-    package static func words(of text: Substring, separatedBy separates: (UInt8) -> Bool) -> [Substring] {
+    /// every run starts and ends on a Unicode scalar of `text`).
+    static func words(of text: Substring, separatedBy separates: (UInt8) -> Bool) -> [Substring] {
         var words: [Substring] = []
         let bytes = text.utf8
         var start = bytes.startIndex
