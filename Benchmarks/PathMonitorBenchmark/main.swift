@@ -1,5 +1,6 @@
 // PathMonitor benchmark: how fast path updates reach a callback, side by side with `ip monitor`
-// watching the same namespace in the same run; what a storm of 10,000 link flaps costs; and the
+// watching the same namespace in the same run (both watching at once, in both wake orders, then
+// each alone in turns); what a storm of 10,000 link flaps costs; and the
 // differential stress test (random sequences of path changes, after each of which every monitor
 // must hold the kernel's path) over 10,000 sequences.
 //
@@ -18,8 +19,12 @@ import TestSupport
 
 // MARK: - Helpers
 
+/// The `ip monitor` processes running, ended on the way out (they would outlive the namespace).
+let ipMonitors = Mutex<Set<pid_t>>([])
+
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("PathMonitorBenchmark: \(message)\n".utf8))
+    for pid in ipMonitors.withLock({ $0 }) { kill(pid, SIGTERM) }
     exit(2)
 }
 
@@ -60,9 +65,10 @@ final class Events<Value: Sendable>: @unchecked Sendable {
 
     var count: Int { condition.lock(); defer { condition.unlock() }; return storage.count + dropped }
 
-    /// Waits until an event numbered `start` or later satisfies `predicate`; returns it.
+    /// Waits until an event numbered `start` or later, and stamped no earlier than `earliest`,
+    /// satisfies `predicate`; returns it.
     /// (Events are numbered from 0 in arrival order, the dropped ones included.)
-    func first(from start: Int, timeout: TimeInterval = 10, where predicate: (Value) -> Bool) -> (time: UInt64, value: Value)? {
+    func first(from start: Int, notBefore earliest: UInt64 = 0, timeout: TimeInterval = 10, where predicate: (Value) -> Bool) -> (time: UInt64, value: Value)? {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -70,7 +76,7 @@ final class Events<Value: Sendable>: @unchecked Sendable {
         while true {
             // storage[k] is event number dropped + k.
             for k in storage.indices where dropped + k >= next {
-                if predicate(storage[k].value) { return storage[k] }
+                if storage[k].time >= earliest, predicate(storage[k].value) { return storage[k] }
                 next = dropped + k + 1
             }
             if !condition.wait(until: deadline) { return nil }
@@ -149,43 +155,67 @@ func startMonitor() -> (NetworkPathMonitor, Events<NetworkPath>, PathUpdateSubsc
 // woken first), then with a monitor subscribed after it.
 let (earlyMonitor, earlyPaths, earlySubscription) = startMonitor()
 
-let ipMonitor = Process()
-ipMonitor.executableURL = URL(fileURLWithPath: ipPath)
-ipMonitor.arguments = ["-n", namespaceName, "monitor", "link"]
-let pipe = Pipe()
-ipMonitor.standardOutput = pipe
-do { try ipMonitor.run() } catch { fail("cannot start ip monitor: \(error)") }
-try? pipe.fileHandleForWriting.close()
-let ipLines = Events<String>()
-Thread.detachNewThread {
-    let descriptor = pipe.fileHandleForReading.fileDescriptor
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    var pending = ""
-    while true {
-        let count = read(descriptor, &chunk, chunk.count)
-        if count < 0 && errno == EINTR { continue }
-        if count <= 0 { return }
-        let time = monotonicNanoseconds()
-        pending += String(decoding: chunk[..<count], as: UTF8.self)
-        while let newline = pending.firstIndex(of: "\n") {
-            ipLines.append(String(pending[..<newline]), at: time)
-            pending = String(pending[pending.index(after: newline)...])
+/// `ip monitor link` watching the namespace, its lines timestamped as a program reading its
+/// output gets them; returned once it has reported a change (it says nothing when ready).
+@MainActor func startIPMonitor() -> (Process, Events<String>) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: ipPath)
+    process.arguments = ["-n", namespaceName, "monitor", "link"]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    do { try process.run() } catch { fail("cannot start ip monitor: \(error)") }
+    ipMonitors.withLock { _ = $0.insert(process.processIdentifier) }
+    try? pipe.fileHandleForWriting.close()
+    let lines = Events<String>()
+    // The thread holds the pipe itself: a Pipe closes its descriptors when it goes.
+    Thread.detachNewThread { [pipe] in
+        let reading = pipe.fileHandleForReading
+        let descriptor = reading.fileDescriptor
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var pending = ""
+        while true {
+            let count = read(descriptor, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { try? reading.close(); return }
+            let time = monotonicNanoseconds()
+            pending += String(decoding: chunk[..<count], as: UTF8.self)
+            while let newline = pending.firstIndex(of: "\n") {
+                lines.append(String(pending[..<newline]), at: time)
+                pending = String(pending[pending.index(after: newline)...])
+            }
         }
     }
+    // The kernel announces an alias change only on an interface that is up.
+    do { try socket.setLink(index: peer, up: true) } catch { fail("cannot set \(peer) up: \(error)") }
+    var ready = false
+    for attempt in 0..<500 where !ready {
+        try? socket.setLink(index: peer, alias: "warmup \(attempt)")
+        ready = lines.first(from: 0, timeout: 0.01) { _ in true } != nil
+    }
+    if !ready { fail("ip monitor reported nothing") }
+    return (process, lines)
 }
-// ip monitor says nothing when it is ready: poke until it reports a change.
-var ready = false
-for attempt in 0..<500 where !ready {
-    try? socket.setLink(index: peer, alias: "warmup \(attempt)")
-    ready = ipLines.first(from: 0, timeout: 0.01) { _ in true } != nil
+
+func stopIPMonitor(_ process: Process) {
+    process.terminate()
+    process.waitUntilExit()
+    ipMonitors.withLock { _ = $0.remove(process.processIdentifier) }
 }
-if !ready { fail("ip monitor reported nothing") }
+
+let (ipMonitor, ipLines) = startIPMonitor()
 
 // MARK: - Latency
 
+/// The two changes measured: wl0's alias retagged between cellular and Wi-Fi, and its peer's
+/// carrier flapped; and the path each should produce.
+@MainActor func retag(_ i: Int) throws { try socket.setLink(index: wifi, alias: i % 2 == 0 ? "roam:type=cellular" : "roam:type=wifi") }
+func retagged(_ i: Int, _ path: NetworkPath) -> Bool { path.isExpensive == (i % 2 == 0) }
+@MainActor func flap(_ i: Int) throws { try socket.setLink(index: peer, up: i % 2 == 1) }
+func flapped(_ i: Int, _ path: NetworkPath) -> Bool { (path.status == .satisfied) == (i % 2 == 1) }
+
 /// Makes `count` changes of one kind; for each, the time from just before the request until our
 /// callback and until ip monitor's line about `interface`.
-func measure(_ paths: Events<NetworkPath>, count: Int, interface: String, change: (Int) throws -> Void, expectPath: (Int, NetworkPath) -> Bool) -> (ours: [Double], ip: [Double]) {
+@MainActor func measure(_ paths: Events<NetworkPath>, count: Int, interface: String, change: (Int) throws -> Void, expectPath: (Int, NetworkPath) -> Bool) -> (ours: [Double], ip: [Double]) {
     var ours: [Double] = [], ip: [Double] = []
     for i in 0..<count {
         let pathStart = paths.count, lineStart = ipLines.count
@@ -202,13 +232,8 @@ func measure(_ paths: Events<NetworkPath>, count: Int, interface: String, change
 }
 
 @MainActor func measureBoth(_ paths: Events<NetworkPath>) -> (retag: (ours: [Double], ip: [Double]), carrier: (ours: [Double], ip: [Double])) {
-    let retag = measure(paths, count: changes, interface: "wl0", change: { i in
-        try socket.setLink(index: wifi, alias: i % 2 == 0 ? "roam:type=cellular" : "roam:type=wifi")
-    }, expectPath: { i, path in path.isExpensive == (i % 2 == 0) })
-    let carrier = measure(paths, count: changes, interface: "wl0", change: { i in
-        try socket.setLink(index: peer, up: i % 2 == 1)
-    }, expectPath: { i, path in (path.status == .satisfied) == (i % 2 == 1) })
-    return (retag, carrier)
+    (measure(paths, count: changes, interface: "wl0", change: retag, expectPath: retagged),
+     measure(paths, count: changes, interface: "wl0", change: flap, expectPath: flapped))
 }
 let ipFirst = measureBoth(earlyPaths)
 earlySubscription.cancel()
@@ -220,8 +245,7 @@ let monitorFirst = measureBoth(paths)
 // MARK: - Storm
 
 // ip monitor has done its part; stop it so that its output does not count as our memory.
-ipMonitor.terminate()
-ipMonitor.waitUntilExit()
+stopIPMonitor(ipMonitor)
 paths.keepOnlyLast()
 // A second monitor with a 16 KiB receive buffer watches the same storm: it overflows, and must
 // still end with the kernel's final state.
@@ -265,6 +289,57 @@ monitor.cancel()
 smallSubscription.cancel()
 smallMonitor.cancel()
 
+// Each observer alone: the other is not watching, so neither waits for a core the other holds
+// and both meet the same scheduling (the changing thread's core, or the other one woken). In
+// blocks, in turns, the first of each turn alternating, so that drift over the run counts
+// against both alike.
+/// The time from just before each of `count` changes until `arrival` says the observer has it.
+@MainActor func measureOne(count: Int, change: (Int) throws -> Void, arrival: (_ change: Int, _ start: UInt64) -> UInt64?) -> [Double] {
+    (0..<count).map { i in
+        let start = monotonicNanoseconds()
+        do { try change(i) } catch { fail("change \(i) failed: \(error)") }
+        guard let time = arrival(i, start) else { fail("an observer missed change \(i)") }
+        return Double(time - start) / 1000
+    }
+}
+func lineAbout(_ lines: Events<String>, from start: Int, notBefore earliest: UInt64) -> UInt64? {
+    lines.first(from: start, notBefore: earliest) { $0.contains(": wl0@") || $0.contains(": wl0:") }?.time
+}
+let aloneBlocks = 4
+var alone = (retag: (ours: [Double](), ip: [Double]()), carrier: (ours: [Double](), ip: [Double]()))
+for block in 0..<aloneBlocks {
+    let perBlock = max(1, changes / aloneBlocks)
+    for observer in block % 2 == 0 ? [0, 1] : [1, 0] {
+        // Every block starts from the same state, whatever the last one left.
+        do { try socket.setLink(index: wifi, alias: "roam:type=wifi"); try socket.setLink(index: peer, up: true) } catch { fail("reset: \(error)") }
+        if observer == 0 {
+            let (blockMonitor, blockPaths, blockSubscription) = startMonitor()
+            var next = blockPaths.count
+            let timeOf = { (i: Int, start: UInt64, expect: (Int, NetworkPath) -> Bool) -> UInt64? in
+                guard let found = blockPaths.first(from: next, notBefore: start, where: { expect(i, $0) }) else { return nil }
+                next = blockPaths.count
+                return found.time
+            }
+            alone.retag.ours += measureOne(count: perBlock, change: retag) { timeOf($0, $1, retagged) }
+            alone.carrier.ours += measureOne(count: perBlock, change: flap) { timeOf($0, $1, flapped) }
+            blockSubscription.cancel()
+            blockMonitor.cancel()
+        } else {
+            let (process, lines) = startIPMonitor()
+            var next = lines.count
+            let timeOf = { (_: Int, start: UInt64) -> UInt64? in
+                guard let time = lineAbout(lines, from: next, notBefore: start) else { return nil }
+                next = lines.count
+                return time
+            }
+            alone.retag.ip += measureOne(count: perBlock, change: retag, arrival: timeOf)
+            alone.carrier.ip += measureOne(count: perBlock, change: flap, arrival: timeOf)
+            stopIPMonitor(process)
+        }
+    }
+}
+
+
 // MARK: - Report
 
 let rows: [(String, String, String, Percentiles)] = [ipFirst, monitorFirst].enumerated().flatMap { order, pair in
@@ -292,6 +367,19 @@ for (name, pick) in [("alias retag", { (pair: (retag: (ours: [Double], ip: [Doub
     // Each observer as it does when the kernel wakes it first (the fair comparison on two cores).
     let ours = Percentiles(pick(monitorFirst).ours), theirs = Percentiles(pick(ipFirst).ip)
     print("\(name), each woken first: p99 ratio = \(String(format: "%.2f", ours.p99 / theirs.p99))x, p50 ratio = \(String(format: "%.2f", ours.p50 / theirs.p50))x")
+}
+print("")
+print("Each observer alone (the other not watching), \(aloneBlocks) blocks of each in turns")
+print("change         observer              p50       p99       max")
+for (change, pair) in [("alias retag", alone.retag), ("carrier flap", alone.carrier)] {
+    for (observer, samples) in [("NetworkPathMonitor", pair.ours), ("ip monitor", pair.ip)] {
+        let p = Percentiles(samples)
+        print("\(change.padding(toLength: 14, withPad: " ", startingAt: 0)) \(observer.padding(toLength: 18, withPad: " ", startingAt: 0)) \(format(p.p50))  \(format(p.p99))  \(format(p.max))")
+    }
+}
+for (name, pair) in [("alias retag", alone.retag), ("carrier flap", alone.carrier)] {
+    let ours = Percentiles(pair.ours), theirs = Percentiles(pair.ip)
+    print("\(name), each alone: p99 ratio monitor / ip monitor = \(String(format: "%.2f", ours.p99 / theirs.p99))x, p50 ratio = \(String(format: "%.2f", ours.p50 / theirs.p50))x")
 }
 print("")
 print("Storm: \(flaps) flaps (\(flaps * 2) carrier changes) in \(String(format: "%.2f", stormSeconds)) s, settled \(String(format: "%.1f", settleSeconds * 1000)) ms later")

@@ -71,6 +71,21 @@ import TestSupport
         #expect(!snapshot.addresses.values.contains { $0.interfaceIndex == 3 })
     }
 
+    /// An interface that goes down loses only its own routes: without any in the snapshot (the
+    /// far end of a veth, say), there is nothing to dump.
+    @Test func anInterfaceWithoutRoutesGoesDownWithoutADump() {
+        var snapshot = Fixture.phone()
+        #expect(snapshot.apply(.newLink(Fixture.link(4, "peer0"))) == .changed)
+        #expect(snapshot.apply(.newLink(Fixture.link(4, "peer0", up: false))) == .changed)
+        #expect(snapshot.apply(.newLink(Fixture.link(4, "peer0"))) == .changed)
+        // A multipath route with a hop through it is a route through it.
+        let multipath = Route(family: .inet, destination: .any(.inet), metric: 50, nextHops: [
+            .init(interfaceIndex: 3, gateway: IPAddress("198.18.1.1")!), .init(interfaceIndex: 4, gateway: IPAddress("198.18.4.1")!),
+        ])
+        #expect(snapshot.apply(.newRoute(multipath)) == .changed)
+        #expect(snapshot.apply(.newLink(Fixture.link(4, "peer0", up: false))) == .routesNeedResync)
+    }
+
     @Test func keepsOnlyRoutesAPathDependsOn() {
         var snapshot = Fixture.phone()
         let unrelated = Fixture.subnetRoute(2, "203.0.113.0/24")

@@ -1,4 +1,5 @@
 import Netlink
+import RoamCore
 import Testing
 @testable import PathMonitor
 
@@ -85,6 +86,81 @@ import Testing
         let path = strict.evaluate(Fixture.phone(), facts: [:], resolvers: resolvers, connectivity: [:], cache: &cache, classify: classify).path
         #expect(cache.derived == 3)
         #expect(path == strict.path(for: Fixture.phone(), resolvers: resolvers))
+    }
+
+    /// Told what changed, as a monitor is by the notifications it applies, a derivation
+    /// reuses the other interfaces without comparing them, and still gives the path a
+    /// derivation from nothing gives: over random sequences of every kind of notification.
+    @Test(arguments: [UInt64(1), 2, 3, 4])
+    func aDerivationToldWhatChangedGivesTheSamePath(seed: UInt64) {
+        var state = seed
+        func next() -> UInt64 { splitMix64(&state) }
+        func pick<T>(_ choices: [T]) -> T { choices[Int(next() % UInt64(choices.count))] }
+        let aliases: [String?] = [nil, "roam:type=wifi", "roam:type=cellular", "roam:type=cellular,constrained", "roam:type=wired,expensive"]
+        let prefixes = ["198.18.0.2/24", "198.18.0.9/24", "198.18.1.2/24", "fd00::2/64", "fe80::2/64", "169.254.0.2/16"]
+        let evaluator = PathEvaluator()
+        let classify = { evaluator.classifier.classify($0, facts: $1) }
+        var snapshot = Fixture.phone()
+        var connectivity: [Int32: InterfaceConnectivity] = [:]
+        var cache = PathEvaluator.CandidateCache()
+        var changes = PathEvaluator.Changes.everything
+        var reused = 0
+        for step in 0..<400 {
+            let index = pick([Int32(2), 3, 4, 5])
+            let notification: NetlinkNotification
+            switch next() % 9 {
+            case 0, 1: notification = .newLink(Fixture.link(index, "if\(index)", alias: pick(aliases)))
+            case 2: notification = .newLink(Fixture.link(index, "if\(index)", up: next() % 2 == 0, carrier: next() % 2 == 0, alias: pick(aliases)))
+            case 3: notification = .deletedLink(Fixture.link(index, "if\(index)"))
+            case 4: notification = .newAddress(Fixture.address(index, pick(prefixes), flags: next() % 5 == 0 ? [.tentative] : []))
+            case 5: notification = .deletedAddress(Fixture.address(index, pick(prefixes)))
+            case 6: notification = .newRoute(Fixture.defaultRoute(index, via: pick(["198.18.0.1", "198.18.1.1"]), metric: UInt32(next() % 3) * 100))
+            case 7: notification = .deletedRoute(Fixture.defaultRoute(index, via: pick(["198.18.0.1", "198.18.1.1"]), metric: UInt32(next() % 3) * 100))
+            default:
+                notification = .newLink(Fixture.link(index, "if\(index)"))
+                connectivity[index] = next() % 2 == 0 ? nil : InterfaceConnectivity(state: pick([.validated, .portal, .limited]))
+            }
+            switch snapshot.apply(notification) {
+            case .unchanged: break
+            case .changed: changes.record(notification)
+            // The monitor dumps routes again after this: a change of everything.
+            case .routesNeedResync: changes.everything()
+            }
+            let toldOnly = !changes.isEverything
+            let incremental = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: connectivity,
+                                                 cache: &cache, changes: changes, classify: classify)
+            let fresh = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: connectivity, classify: classify)
+            #expect(incremental.path == fresh.path, "seed \(seed), step \(step): \(notification)")
+            #expect(incremental.probeable == fresh.probeable, "seed \(seed), step \(step)")
+            if toldOnly { reused += snapshot.links.count - cache.derived }
+            changes = .none
+        }
+        // Told only of interfaces, the others were reused (the test would pass vacuously otherwise).
+        #expect(reused > 200, "\(reused) interfaces reused without comparing")
+    }
+
+    /// Told of one interface, a derivation derives that one alone; told of nothing, none.
+    @Test func aDerivationToldOfOneInterfaceDerivesItAlone() {
+        let evaluator = PathEvaluator()
+        let classify = { evaluator.classifier.classify($0, facts: $1) }
+        var snapshot = Fixture.phone()
+        var cache = PathEvaluator.CandidateCache()
+        _ = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: [:], cache: &cache, classify: classify)
+        #expect(cache.derived == 3)
+        let retag = NetlinkNotification.newLink(Fixture.link(2, "wlan0", alias: "roam:type=cellular"))
+        #expect(snapshot.apply(retag) == .changed)
+        var changes = PathEvaluator.Changes.none
+        changes.record(retag)
+        let path = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: [:], cache: &cache, changes: changes, classify: classify).path
+        #expect(cache.derived == 1)
+        #expect(path.isExpensive)
+        #expect(path == evaluator.path(for: snapshot, resolvers: resolvers))
+        _ = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: [:], cache: &cache, changes: .none, classify: classify)
+        #expect(cache.derived == 0)
+        // A route is a change of everything.
+        changes = .none
+        changes.record(.newRoute(Fixture.defaultRoute(3, via: "198.18.1.1", metric: 50)))
+        #expect(changes.isEverything)
     }
 
     @Test func fallsBackToCellularWhenWifiLosesCarrier() {

@@ -36,6 +36,8 @@ final class MonitorLoop {
     private var classifications: [Int32: (link: ClassifiedLink, facts: DeviceFacts, value: InterfaceClassifier.Classification)] = [:]
     /// What the last evaluation derived per interface: the next derives only those that changed.
     private var candidates = PathEvaluator.CandidateCache()
+    /// What changed in the snapshot since the last evaluation.
+    private var changes = PathEvaluator.Changes.everything
     /// Connectivity validation, when the configuration asks for it (made when the loop runs).
     private var validator: ConnectivityValidator?
     private var wireless: NetlinkSocket?
@@ -180,10 +182,13 @@ final class MonitorLoop {
                 count += 1
                 switch snapshot.apply(notification) {
                 case .unchanged: break
-                case .changed: isDirty = true
+                case .changed:
+                    isDirty = true
+                    changes.record(notification)
                 case .routesNeedResync:
                     isDirty = true
                     needsRouteDump = true
+                    changes.record(notification)
                 }
             }
             if outcome == .drained { break }
@@ -237,6 +242,7 @@ final class MonitorLoop {
                 needsRouteDump = false
                 snapshot.replaceRoutes(try requests.routes())
                 isDirty = true
+                changes.everything()
                 core.updateStatistics { $0.routeDumps += 1 }
             } else {
                 return
@@ -258,6 +264,7 @@ final class MonitorLoop {
         snapshot.replaceLinksAndAddresses(links: links, addresses: addresses)
         snapshot.replaceRoutes(routes)
         isDirty = true
+        changes.everything()
         core.updateStatistics { $0.fullDumps += 1 }
     }
 
@@ -266,7 +273,7 @@ final class MonitorLoop {
         // comes, goes or is renamed, and the facts handed to the evaluator are rebuilt only
         // then or when a reading of Wi-Fi quality changed them (not on every notification).
         var factsChanged = false
-        if let factsSource, !factsCover(snapshot.links) {
+        if let factsSource, !factsCover(snapshot.links, changes: changes) {
             var refreshed: [Int32: (name: String, facts: DeviceFacts)] = [:]
             for link in snapshot.links.values {
                 if let known = facts[link.index], known.name == link.name {
@@ -285,6 +292,7 @@ final class MonitorLoop {
             var current = facts.mapValues(\.facts)
             for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
             deviceFacts = current
+            changes.everything()
         }
         let current = deviceFacts
         let classifier = evaluator.classifier
@@ -296,15 +304,16 @@ final class MonitorLoop {
             self.classifications[link.index] = (ClassifiedLink(link), facts, value)
             return value
         }
-        var (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
-                                                   connectivity: validator?.connectivity ?? [:], cache: &candidates, classify: classify)
+        var (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers, connectivity: validator?.connectivity ?? [:],
+                                                   cache: &candidates, changes: changes, classify: classify)
+        changes = .none
         if let validator {
             // New and renumbered interfaces are probed now, and are unknown until they answer.
             let (started, changed) = validator.update(probeable, resolvers: resolvers.nameservers.map(\.address))
             if started > 0 { core.updateStatistics { $0.connectivityProbes += started } }
             if changed {
-                (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers,
-                                                       connectivity: validator.connectivity, cache: &candidates, classify: classify)
+                (path, probeable) = evaluator.evaluate(snapshot, facts: current, resolvers: resolvers, connectivity: validator.connectivity,
+                                                       cache: &candidates, changes: .none, classify: classify)
             }
         }
         // Every interface of the snapshot was classified: forget those that went.
@@ -314,10 +323,15 @@ final class MonitorLoop {
         return path
     }
 
-    /// Whether ``facts`` holds exactly the interfaces of `links`, under their names.
-    private func factsCover(_ links: [Int32: Link]) -> Bool {
+    /// Whether ``facts`` holds exactly the interfaces of `links`, under their names, given that
+    /// it did before `changes`.
+    private func factsCover(_ links: [Int32: Link], changes: PathEvaluator.Changes) -> Bool {
         guard facts.count == links.count else { return false }
-        for link in links.values where facts[link.index]?.name != link.name { return false }
+        if changes.isEverything {
+            for link in links.values where facts[link.index]?.name != link.name { return false }
+        } else {
+            for index in changes.interfaces where facts[index]?.name != links[index]?.name { return false }
+        }
         return true
     }
 

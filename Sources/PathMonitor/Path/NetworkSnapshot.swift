@@ -26,8 +26,8 @@ public struct NetworkSnapshot: Sendable, Hashable {
         /// The snapshot changed.
         case changed
         /// The snapshot changed, and the kernel may have changed routes without notifying: dump
-        /// routes again. It flushes IPv4 routes silently when an interface goes down or away,
-        /// and when an IPv4 address goes (the routes that used it as source, and every IPv4
+        /// routes again. It flushes IPv4 routes silently when an interface goes down (asked for
+        /// only when the snapshot holds a route through it) or away, and when an IPv4 address goes (the routes that used it as source, and every IPv4
         /// route of an interface left without IPv4 addresses); it marks next hops of multipath
         /// routes dead as their interfaces go down or lose their last IPv4 address, and alive
         /// again as they come up or get one.
@@ -41,7 +41,9 @@ public struct NetworkSnapshot: Sendable, Hashable {
             let old = links.updateValue(link, forKey: link.index)
             if old == link { return .unchanged }
             guard let old else { return .changed }
-            if old.isUp && !link.isUp { return .routesNeedResync }
+            // The kernel flushes the routes through an interface that goes down: only those
+            // the snapshot holds matter (an interface without any, a veth's far end say, costs no dump).
+            if old.isUp && !link.isUp { return hasRoute(through: link.index) ? .routesNeedResync : .changed }
             // Coming back revives dead next hops without a word; only those the snapshot holds matter.
             if (!old.isRunning && link.isRunning) || (!old.isUp && link.isUp), hasDeadNextHop(on: link.index) {
                 return .routesNeedResync
@@ -92,6 +94,10 @@ public struct NetworkSnapshot: Sendable, Hashable {
     /// Changes the resolver addresses whose routes are kept. Routes must then be dumped again.
     public mutating func setTrackedDestinations(_ destinations: [IPAddress]) {
         trackedDestinations = destinations
+    }
+
+    private func hasRoute(through interfaceIndex: Int32) -> Bool {
+        routes.values.contains { $0.nextHops.contains { $0.interfaceIndex == interfaceIndex } }
     }
 
     private func hasDeadNextHop(on interfaceIndex: Int32) -> Bool {

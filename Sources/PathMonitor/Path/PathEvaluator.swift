@@ -56,27 +56,82 @@ public struct PathEvaluator: Sendable {
         evaluate(snapshot, facts: facts, resolvers: resolvers, connectivity: [:], classify: classify).path
     }
 
+    /// What changed in a snapshot since the evaluation a ``CandidateCache`` holds, as a monitor
+    /// knows from the notifications it applied: either some interfaces (their links or
+    /// addresses), or anything at all.
+    struct Changes: Sendable {
+        /// Interfaces whose link or addresses may differ from the cache's.
+        private(set) var interfaces: [Int32] = []
+        /// Routes, a dump, device facts or anything else: every interface is compared with what
+        /// the cache holds.
+        private(set) var isEverything: Bool
+
+        /// Nothing known: compare every interface.
+        static var everything: Changes { Changes(isEverything: true) }
+        /// Nothing changed yet.
+        static var none: Changes { Changes(isEverything: false) }
+
+        /// Beyond this many interfaces, comparing them all costs no more than finding them.
+        private static let maximumInterfaces = 8
+
+        /// Notes that `index`'s link or addresses may have changed.
+        mutating func interface(_ index: Int32) {
+            guard !isEverything, !interfaces.contains(index) else { return }
+            if interfaces.count == Self.maximumInterfaces { everything() } else { interfaces.append(index) }
+        }
+
+        /// Notes a change that may concern any interface.
+        mutating func everything() {
+            isEverything = true
+            interfaces = []
+        }
+
+        /// Notes what applying `notification` to a snapshot changed (when it changed anything).
+        mutating func record(_ notification: NetlinkNotification) {
+            switch notification {
+            case .newLink(let link), .deletedLink(let link): interface(link.index)
+            case .newAddress(let address), .deletedAddress(let address): interface(address.interfaceIndex)
+            case .newRoute, .deletedRoute: everything()
+            }
+        }
+    }
+
     /// What an evaluation derived for each interface, and from what, so that the next one reuses
     /// every interface whose link, addresses, default routes, classification and connectivity
     /// did not change (a monitor keeps one between evaluations: a change to one interface
     /// derives that interface again, not all of them).
     struct CandidateCache {
-        fileprivate struct Entry {
+        fileprivate struct Inputs {
             var link: Link
             var addresses: [InterfaceAddress]
             var defaults: [DefaultRoute]
             var kind: InterfaceClassifier.Classification
             var connectivity: InterfaceConnectivity?
-            var candidate: Candidate
+
+            func matches(_ other: Inputs) -> Bool {
+                link == other.link && kind == other.kind && connectivity == other.connectivity
+                    && addresses == other.addresses && defaults == other.defaults
+            }
         }
-        fileprivate var entries: [Int32: Entry] = [:]
+        /// What each candidate was derived from, in the order of `candidates`: by link index.
+        fileprivate var inputs: [Inputs] = []
+        fileprivate var candidates: [Candidate] = []
         fileprivate var policy: PathPolicy?
         /// Interfaces derived again by the last evaluation (the others were reused).
-        private(set) var derived = 0
-        fileprivate mutating func reset(derived: Int) { self.derived = derived }
+        fileprivate(set) var derived = 0
+
+        /// The position of `index` in `inputs`, or where it would go.
+        fileprivate func position(of index: Int32) -> (at: Int, found: Bool) {
+            var low = 0, high = inputs.count
+            while low < high {
+                let middle = (low + high) / 2
+                if inputs[middle].link.index < index { low = middle + 1 } else { high = middle }
+            }
+            return (low, low < inputs.count && inputs[low].link.index == index)
+        }
     }
 
-    /// ``evaluate(_:facts:resolvers:connectivity:cache:classify:)`` from nothing.
+    /// ``evaluate(_:facts:resolvers:connectivity:cache:changes:classify:)`` from nothing.
     func evaluate(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
                   connectivity: [Int32: InterfaceConnectivity],
                   classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> (path: NetworkPath, probeable: [NetworkInterface]) {
@@ -86,68 +141,141 @@ public struct PathEvaluator: Sendable {
 
     /// The path of `snapshot` with each interface's `connectivity`, and the interfaces a
     /// connectivity probe can go out of (up with an address, not loopback, whatever the policy).
+    ///
     /// Interfaces that `cache` holds unchanged are reused; the cache is left holding this
-    /// evaluation's.
+    /// evaluation's. `changes` says what changed since the cache's evaluation: the interfaces it
+    /// does not name are reused without comparing their links, addresses or routes (their
+    /// connectivity is compared); `facts` must then be as the cache's evaluation had them.
     func evaluate(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], resolvers: ResolverConfiguration,
-                  connectivity: [Int32: InterfaceConnectivity], cache: inout CandidateCache,
+                  connectivity: [Int32: InterfaceConnectivity], cache: inout CandidateCache, changes: Changes = .everything,
                   classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) -> (path: NetworkPath, probeable: [NetworkInterface]) {
+        var changes = changes
+        if cache.policy != policy {
+            cache = CandidateCache()
+            cache.policy = policy
+            changes.everything()
+        }
+        if changes.isEverything {
+            deriveEverything(snapshot, facts: facts, connectivity: connectivity, cache: &cache, classify: classify)
+        } else {
+            deriveChanged(snapshot, facts: facts, connectivity: connectivity, cache: &cache, changes: changes, classify: classify)
+        }
+        return select(cache.candidates, snapshot: snapshot, resolvers: resolvers)
+    }
+
+    /// Derives every interface of `snapshot`, reusing those whose inputs equal the cache's.
+    private func deriveEverything(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], connectivity: [Int32: InterfaceConnectivity],
+                                  cache: inout CandidateCache, classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) {
         var byInterface: [Int32: [InterfaceAddress]] = [:]
         for address in snapshot.addresses.values where address.isUsable {
             byInterface[address.interfaceIndex, default: []].append(address)
         }
+        let defaults = Self.defaultsByInterface(snapshot.routes.values)
+        // Both in link index order: the previous evaluation's inputs are walked alongside.
+        let previous = cache.inputs, previousCandidates = cache.candidates
+        var next = 0
+        var inputs: [CandidateCache.Inputs] = [], candidates: [Candidate] = []
+        inputs.reserveCapacity(snapshot.links.count)
+        candidates.reserveCapacity(snapshot.links.count)
+        var derived = 0
+        for link in snapshot.links.values.sorted(by: { $0.index < $1.index }) {
+            let current = CandidateCache.Inputs(
+                link: link, addresses: (byInterface[link.index] ?? []).sorted(by: Self.addressOrder), defaults: defaults[link.index] ?? [],
+                kind: classify(link, facts[link.index] ?? DeviceFacts()), connectivity: connectivity[link.index])
+            while next < previous.count, previous[next].link.index < link.index { next += 1 }
+            if next < previous.count, previous[next].link.index == link.index, previous[next].matches(current) {
+                candidates.append(previousCandidates[next])
+            } else {
+                derived += 1
+                candidates.append(derive(current))
+            }
+            inputs.append(current)
+        }
+        cache.inputs = inputs
+        cache.candidates = candidates
+        cache.derived = derived
+    }
+
+    /// Derives the interfaces `changes` names, and those whose connectivity changed; reuses the rest.
+    private func deriveChanged(_ snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts], connectivity: [Int32: InterfaceConnectivity],
+                               cache: inout CandidateCache, changes: Changes,
+                               classify: (Link, DeviceFacts) -> InterfaceClassifier.Classification) {
+        var derived = 0
+        for index in changes.interfaces {
+            let (position, found) = cache.position(of: index)
+            guard let link = snapshot.links[index] else {
+                if found {
+                    cache.inputs.remove(at: position)
+                    cache.candidates.remove(at: position)
+                }
+                continue
+            }
+            var addresses: [InterfaceAddress] = []
+            for address in snapshot.addresses.values where address.interfaceIndex == index && address.isUsable { addresses.append(address) }
+            addresses.sort(by: Self.addressOrder)
+            // Routes did not change (a change of routes is a change of everything): an interface
+            // known before keeps its default routes, a new one has those the snapshot holds for it.
+            let defaults = found ? cache.inputs[position].defaults : Self.defaultsByInterface(snapshot.routes.values)[index] ?? []
+            let current = CandidateCache.Inputs(link: link, addresses: addresses, defaults: defaults,
+                                                kind: classify(link, facts[index] ?? DeviceFacts()), connectivity: connectivity[index])
+            if found {
+                guard !cache.inputs[position].matches(current) else { continue }
+                cache.inputs[position] = current
+                cache.candidates[position] = derive(current)
+            } else {
+                cache.inputs.insert(current, at: position)
+                cache.candidates.insert(derive(current), at: position)
+            }
+            derived += 1
+        }
+        // Connectivity is the validator's, not the snapshot's: compared for every interface.
+        for position in cache.inputs.indices {
+            let index = cache.inputs[position].link.index
+            let known = connectivity.isEmpty ? nil : connectivity[index]
+            guard known != cache.inputs[position].connectivity else { continue }
+            cache.inputs[position].connectivity = known
+            cache.candidates[position] = derive(cache.inputs[position])
+            derived += 1
+        }
+        cache.derived = derived
+    }
+
+    /// The candidate an interface's inputs make under the policy.
+    private func derive(_ inputs: CandidateCache.Inputs) -> Candidate {
+        let link = inputs.link, kind = inputs.kind, addresses = inputs.addresses
+        var interface = NetworkInterface(
+            name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
+            isConstrained: kind.isConstrained, isUltraConstrained: kind.isUltraConstrained, linkQuality: kind.linkQuality,
+            state: link.operationalState, mtu: link.mtu,
+            addresses: addresses.map(\.prefix))
+        if let known = inputs.connectivity { interface.connectivity = known }
+        let hasIPv4 = addresses.contains { $0.family == .inet }
+        let hasRoutableIPv6 = addresses.contains { $0.family == .inet6 && !$0.address.isLinkLocal }
+        let isUsable = link.isRunning && (link.isLoopback ? !addresses.isEmpty : hasIPv4 || hasRoutableIPv6)
+        // A default route helps only with a source address of its family.
+        let usableDefaults = link.isLoopback || !isUsable ? [] : inputs.defaults.filter {
+            $0.family == .inet ? hasIPv4 : $0.family == .inet6 && hasRoutableIPv6
+        }
+        return Candidate(link: link, interface: interface, isUsable: isUsable, defaults: usableDefaults,
+                         prohibition: policy.prohibition(of: interface))
+    }
+
+    /// Each interface's default routes, in key order, so that routes tied on table and metric
+    /// come out in the same order whatever order the snapshot learnt them in.
+    private static func defaultsByInterface(_ routes: some Collection<Route>) -> [Int32: [DefaultRoute]] {
         var defaults: [Int32: [DefaultRoute]] = [:]
-        // In key order, so that routes tied on table and metric come out in the same order
-        // whatever order the snapshot learnt them in.
-        for route in Self.sortedDefaults(snapshot.routes.values) {
+        for route in sortedDefaults(routes) {
             for hop in route.nextHops where !hop.isDead {
                 guard let index = hop.interfaceIndex else { continue }
                 defaults[index, default: []].append(DefaultRoute(
                     family: route.family, isMainTable: route.table == .main, metric: route.metric, gateway: hop.gateway))
             }
         }
+        return defaults
+    }
 
-        if cache.policy != policy {
-            cache.entries = [:]
-            cache.policy = policy
-        }
-        // Taken out of the cache, so that removing from it does not copy the whole table.
-        var previous = cache.entries
-        cache.entries = [:]
-        var entries: [Int32: CandidateCache.Entry] = [:]
-        entries.reserveCapacity(snapshot.links.count)
-        var derived = 0
-        let candidates: [Candidate] = snapshot.links.values.sorted { $0.index < $1.index }.map { link in
-            let addresses = (byInterface[link.index] ?? []).sorted(by: Self.addressOrder)
-            let kind = classify(link, facts[link.index] ?? DeviceFacts())
-            let linkDefaults = defaults[link.index] ?? []
-            let known = connectivity[link.index]
-            if let entry = previous.removeValue(forKey: link.index), entry.link == link, entry.kind == kind, entry.connectivity == known,
-               entry.addresses == addresses, entry.defaults == linkDefaults {
-                entries[link.index] = entry
-                return entry.candidate
-            }
-            derived += 1
-            var interface = NetworkInterface(
-                name: link.name, index: link.index, type: kind.type, isExpensive: kind.isExpensive,
-                isConstrained: kind.isConstrained, isUltraConstrained: kind.isUltraConstrained, linkQuality: kind.linkQuality,
-                state: link.operationalState, mtu: link.mtu,
-                addresses: addresses.map(\.prefix))
-            if let known { interface.connectivity = known }
-            let routable = addresses.filter { $0.family == .inet || !$0.address.isLinkLocal }
-            let isUsable = link.isRunning && (link.isLoopback ? !addresses.isEmpty : !routable.isEmpty)
-            // A default route helps only with a source address of its family.
-            let usableDefaults = link.isLoopback ? [] : linkDefaults.filter { route in
-                routable.contains { $0.family == route.family }
-            }
-            let candidate = Candidate(link: link, interface: interface, isUsable: isUsable, defaults: isUsable ? usableDefaults : [],
-                                      prohibition: policy.prohibition(of: interface))
-            entries[link.index] = CandidateCache.Entry(link: link, addresses: addresses, defaults: linkDefaults, kind: kind,
-                                                       connectivity: known, candidate: candidate)
-            return candidate
-        }
-        cache.entries = entries
-        cache.reset(derived: derived)
-
+    /// The path the candidates make, and the interfaces a probe can go out of.
+    private func select(_ candidates: [Candidate], snapshot: NetworkSnapshot, resolvers: ResolverConfiguration) -> (path: NetworkPath, probeable: [NetworkInterface]) {
         // Indices into `candidates` from here on: a candidate is a link, an interface and their
         // arrays, and copying one costs a retain and a release of each.
         let routed = candidates.indices.filter { candidates[$0].hasRoute }
@@ -187,11 +315,13 @@ public struct PathEvaluator: Sendable {
 
         // Sort keys are computed once per element, not once per comparison.
         let primaryIndex = primaryInterface?.index
-        func inPreferenceOrder(_ list: [Int]) -> [Int] {
-            list.map { (key: Self.preference(candidates[$0], primaryIndex: primaryIndex), candidate: $0) }
-                .sorted { $0.key < $1.key }.map(\.candidate)
+        var keyed: [(key: (UInt64, UInt64), candidate: Int)] = []
+        keyed.reserveCapacity(candidates.count)
+        for index in candidates.indices where candidates[index].isUsable && candidates[index].prohibition == nil {
+            keyed.append((Self.preference(candidates[index], primaryIndex: primaryIndex), index))
         }
-        let available = inPreferenceOrder(candidates.indices.filter { candidates[$0].isUsable && candidates[$0].prohibition == nil })
+        keyed.sort { $0.key < $1.key }
+        let available = keyed.map(\.candidate)
         let satisfied = status == .satisfied
         typealias GatewayKey = (table: Int, metric: UInt32, family: Int, gateway: IPAddress)
         func gatewayOrder(_ lhs: GatewayKey, _ rhs: GatewayKey) -> Bool {
@@ -202,7 +332,8 @@ public struct PathEvaluator: Sendable {
         }
         var gateways: [IPAddress] = []
         if satisfied {
-            for index in inPreferenceOrder(permittedRouted) {
+            // The permitted interfaces with a route, in preference order (each has an address).
+            for index in available where candidates[index].hasRoute {
                 let keys = candidates[index].defaults.compactMap { route -> GatewayKey? in
                     route.gateway.map { (route.isMainTable ? 0 : 1, route.metric, route.family == .inet ? 0 : 1, $0) }
                 }
