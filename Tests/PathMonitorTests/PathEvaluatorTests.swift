@@ -124,7 +124,7 @@ import Testing
             case .unchanged: break
             case .changed: changes.record(notification)
             // The monitor dumps routes again after this: a change of everything.
-            case .routesNeedResync: changes.everything()
+            case .routesNeedResync: changes.markEverythingChanged()
             }
             let toldOnly = !changes.isEverything
             let incremental = evaluator.evaluate(snapshot, facts: [:], resolvers: resolvers, connectivity: connectivity,

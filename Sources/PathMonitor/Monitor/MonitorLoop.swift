@@ -242,7 +242,7 @@ final class MonitorLoop {
                 needsRouteDump = false
                 snapshot.replaceRoutes(try requests.routes())
                 isDirty = true
-                changes.everything()
+                changes.markEverythingChanged()
                 core.updateStatistics { $0.routeDumps += 1 }
             } else {
                 return
@@ -264,7 +264,7 @@ final class MonitorLoop {
         snapshot.replaceLinksAndAddresses(links: links, addresses: addresses)
         snapshot.replaceRoutes(routes)
         isDirty = true
-        changes.everything()
+        changes.markEverythingChanged()
         core.updateStatistics { $0.fullDumps += 1 }
     }
 
@@ -292,7 +292,7 @@ final class MonitorLoop {
             var current = facts.mapValues(\.facts)
             for (index, quality) in wirelessQualities { current[index]?.linkQuality = quality }
             deviceFacts = current
-            changes.everything()
+            changes.markEverythingChanged()
         }
         let current = deviceFacts
         let classifier = evaluator.classifier

@@ -75,13 +75,13 @@ public struct PathEvaluator: Sendable {
         private static let maximumInterfaces = 8
 
         /// Notes that `index`'s link or addresses may have changed.
-        mutating func interface(_ index: Int32) {
+        mutating func markChanged(interface index: Int32) {
             guard !isEverything, !interfaces.contains(index) else { return }
-            if interfaces.count == Self.maximumInterfaces { everything() } else { interfaces.append(index) }
+            if interfaces.count == Self.maximumInterfaces { markEverythingChanged() } else { interfaces.append(index) }
         }
 
         /// Notes a change that may concern any interface.
-        mutating func everything() {
+        mutating func markEverythingChanged() {
             isEverything = true
             interfaces = []
         }
@@ -89,9 +89,9 @@ public struct PathEvaluator: Sendable {
         /// Notes what applying `notification` to a snapshot changed (when it changed anything).
         mutating func record(_ notification: NetlinkNotification) {
             switch notification {
-            case .newLink(let link), .deletedLink(let link): interface(link.index)
-            case .newAddress(let address), .deletedAddress(let address): interface(address.interfaceIndex)
-            case .newRoute, .deletedRoute: everything()
+            case .newLink(let link), .deletedLink(let link): markChanged(interface: link.index)
+            case .newAddress(let address), .deletedAddress(let address): markChanged(interface: address.interfaceIndex)
+            case .newRoute, .deletedRoute: markEverythingChanged()
             }
         }
     }
@@ -101,17 +101,12 @@ public struct PathEvaluator: Sendable {
     /// did not change (a monitor keeps one between evaluations: a change to one interface
     /// derives that interface again, not all of them).
     struct CandidateCache {
-        fileprivate struct Inputs {
+        fileprivate struct Inputs: Equatable {
             var link: Link
-            var addresses: [InterfaceAddress]
-            var defaults: [DefaultRoute]
             var kind: InterfaceClassifier.Classification
             var connectivity: InterfaceConnectivity?
-
-            func matches(_ other: Inputs) -> Bool {
-                link == other.link && kind == other.kind && connectivity == other.connectivity
-                    && addresses == other.addresses && defaults == other.defaults
-            }
+            var addresses: [InterfaceAddress]
+            var defaults: [DefaultRoute]
         }
         /// What each candidate was derived from, in the order of `candidates`: by link index.
         fileprivate var inputs: [Inputs] = []
@@ -153,7 +148,7 @@ public struct PathEvaluator: Sendable {
         if cache.policy != policy {
             cache = CandidateCache()
             cache.policy = policy
-            changes.everything()
+            changes.markEverythingChanged()
         }
         if changes.isEverything {
             deriveEverything(snapshot, facts: facts, connectivity: connectivity, cache: &cache, classify: classify)
@@ -180,10 +175,10 @@ public struct PathEvaluator: Sendable {
         var derived = 0
         for link in snapshot.links.values.sorted(by: { $0.index < $1.index }) {
             let current = CandidateCache.Inputs(
-                link: link, addresses: (byInterface[link.index] ?? []).sorted(by: Self.addressOrder), defaults: defaults[link.index] ?? [],
-                kind: classify(link, facts[link.index] ?? DeviceFacts()), connectivity: connectivity[link.index])
+                link: link, kind: classify(link, facts[link.index] ?? DeviceFacts()), connectivity: connectivity[link.index],
+                addresses: (byInterface[link.index] ?? []).sorted(by: Self.addressOrder), defaults: defaults[link.index] ?? [])
             while next < previous.count, previous[next].link.index < link.index { next += 1 }
-            if next < previous.count, previous[next].link.index == link.index, previous[next].matches(current) {
+            if next < previous.count, previous[next].link.index == link.index, previous[next] == current {
                 candidates.append(previousCandidates[next])
             } else {
                 derived += 1
@@ -216,10 +211,10 @@ public struct PathEvaluator: Sendable {
             // Routes did not change (a change of routes is a change of everything): an interface
             // known before keeps its default routes, a new one has those the snapshot holds for it.
             let defaults = found ? cache.inputs[position].defaults : Self.defaultsByInterface(snapshot.routes.values)[index] ?? []
-            let current = CandidateCache.Inputs(link: link, addresses: addresses, defaults: defaults,
-                                                kind: classify(link, facts[index] ?? DeviceFacts()), connectivity: connectivity[index])
+            let current = CandidateCache.Inputs(link: link, kind: classify(link, facts[index] ?? DeviceFacts()), connectivity: connectivity[index],
+                                                addresses: addresses, defaults: defaults)
             if found {
-                guard !cache.inputs[position].matches(current) else { continue }
+                guard cache.inputs[position] != current else { continue }
                 cache.inputs[position] = current
                 cache.candidates[position] = derive(current)
             } else {
