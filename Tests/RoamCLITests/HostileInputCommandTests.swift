@@ -127,4 +127,61 @@ struct HostileInputCommandTests {
             }
         }
     }
+    /// The two mobility files that hung every reader: a random-waypoint phone in an area 1e-100 m
+    /// wide (nine lines), and 11 phones for a day at 100 ms among 20,000 obstacles (1.4 MB).
+    /// `roam validate` answers the first and refuses the second, each within 20 s (measured: 0.07
+    /// and 1.4 s in a debug build) and 100 MB, measured by a parent of its own (Python's
+    /// `RUSAGE_CHILDREN`, which sees only that one child).
+    @Test func mobilityThatWouldNotEndIsAnsweredInBoundedTimeAndMemory() throws {
+        let directory = try temporaryDirectory("mobility")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let tiny = """
+            name: tiny
+            duration: 60s
+            nodes: {phone: {}}
+            networks: [{name: office, type: wifi, members: [phone]}]
+            mobility:
+              accessPoints: [{name: ap, network: office, at: [0, 0]}]
+              phones:
+                phone:
+                  randomWaypoint: {area: [[0, 0], [1e-100, 1e-100]], speed: 1}
+
+            """
+        let names = (0..<11).map { "p\($0)" }
+        let obstacles = """
+            name: crowd
+            duration: 24h
+            nodes:
+            \(names.map { "  \($0): {}" }.joined(separator: "\n"))
+            networks:
+              - {name: office, type: wifi, members: [\(names.joined(separator: ", "))]}
+            mobility:
+              step: 100ms
+              accessPoints: [{name: ap1, network: office, at: [0, 3]}]
+              obstacles:
+            \((0..<20_000).map { "    - {name: o\($0), from: [\($0), 0], to: [\($0 + 1), 5], attenuation: 3dB}" }.joined(separator: "\n"))
+              phones:
+            \(names.map { "    \($0): {start: [0, 0], path: []}" }.joined(separator: "\n"))
+
+            """
+        let script = """
+            import resource, subprocess, sys, time
+            began = time.monotonic()
+            result = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=20)
+            print(result.returncode, round(time.monotonic() - began, 2), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            sys.stderr.write(result.stdout + result.stderr)
+            """
+        for (name, text, status, message) in [("tiny", tiny, 0, "valid: 'tiny'"), ("obstacles", obstacles, 2, "mobility may place at most 1000 obstacles, not 20000")] {
+            let path = "\(directory)/\(name).yaml"
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            let result = try RunningCommand.run("/usr/bin/env", ["python3", "-c", script, roam, "validate", path], timeout: 40)
+            let figures = result.output.split(separator: " ").map(String.init)
+            try #require(figures.count == 3, "\(name): \(result.output) \(result.error)")
+            #expect(Int(figures[0]) == status, "\(name): \(result.error)")
+            #expect((result.output + result.error).contains(message), "\(name): \(result.output) \(result.error)")
+            let kilobytes = try #require(Int(figures[2].trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(kilobytes < 100 * 1024, "\(name): \(kilobytes) KB at most")
+            print("mobility \(name): exit \(figures[0]) in \(figures[1]) s, \(kilobytes / 1024) MB")
+        }
+    }
 }

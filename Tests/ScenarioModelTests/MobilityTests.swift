@@ -180,6 +180,38 @@ import Testing
         #expect(!result.events.contains { if case .membership = $0.action { true } else { false } })
     }
 
+    /// A random waypoint in an area too small for floating point to walk (a leg of 1e-100 m takes
+    /// no time) with no pause: each step still ends, after at most 1,024 waypoints, and the phone
+    /// stays in its area. (It spun forever before: a leg's remaining time never decreased.)
+    @Test(arguments: [1e-100, 1e-300, 0.001])
+    func aRandomWaypointInAVanishingAreaStillAdvances(size: Double) {
+        let area = PhoneMovement.Area(from: Position(5, 5), to: Position(5 + size, 5 + size))
+        let mobility = Mobility(accessPoints: [AccessPoint(name: "ap", network: "n", position: Position(0, 0))],
+                                phones: [PhoneMovement(node: "p", model: .randomWaypoint(area: area, speed: 0.01...350, pause: .zero ... .zero))],
+                                step: .milliseconds(100))
+        let derivation = MobilityDerivation(mobility: mobility, duration: .seconds(600), seed: 3,
+                                            networks: [.init(name: "n", isCellular: false, members: ["p"])])
+        let samples = derivation.derive().samples
+        #expect(samples.count == 6_001)
+        #expect(samples.allSatisfy { $0.position.x >= 5 && $0.position.x <= 5 + size && $0.position.y >= 5 && $0.position.y <= 5 + size })
+        #expect(samples.last?.at == .seconds(600))
+    }
+
+    /// Legs whose times do not add up in floating point (a pause of a few attoseconds, a leg far
+    /// longer than the run) are walked in order, each step ending.
+    @Test func waypointLegsOfAnyLengthEndEveryStep() {
+        let legs: [PhoneMovement.Leg] = [.pause(.init(secondsComponent: 0, attosecondsComponent: 3)), .move(to: Position(1e-300, 0), speed: 350),
+                                         .move(to: Position(1e6, 1e6), speed: 0.01), .pause(.seconds(5))]
+        let mobility = Mobility(accessPoints: [AccessPoint(name: "ap", network: "n", position: Position(0, 0))],
+                                phones: [PhoneMovement(node: "p", model: .waypoints(start: Position(0, 0), legs: legs))], step: .milliseconds(100))
+        let samples = MobilityDerivation(mobility: mobility, duration: .seconds(60), seed: 1,
+                                         networks: [.init(name: "n", isCellular: false, members: ["p"])]).derive().samples
+        #expect(samples.count == 601)
+        // 0.01 m/s towards (1e6, 1e6): 0.6 m in a minute, along the diagonal.
+        let last = samples.last!.position
+        #expect(abs(last.distance(to: Position(0, 0)) - 0.6) < 0.01 && abs(last.x - last.y) < 1e-9)
+    }
+
     @Test(arguments: [false, true])
     func modelledMovementStaysInItsAreaAndIsSeeded(gaussMarkov: Bool) {
         let area = PhoneMovement.Area(from: Position(0, 0), to: Position(50, 20))
@@ -332,6 +364,17 @@ import Testing
         #expect(errors(scenario(phones: 6, step: "100ms")) == [
             "15:mobility samples 10368012 positions (phones × networks × steps of 100ms); Roam derives at most 10000000: use a longer step, or fewer phones",
         ])
+        // Obstacles and transmitters count: 2 phones for a day at 100 ms among 600 obstacles (3.5
+        // million samples, within their bound) is refused before any derivation, with the figure
+        // (2.1 billion units of work).
+        let obstacles = (0..<600).map { "    - {name: o\($0), from: [\($0), 0], to: [\($0 + 1), 5], attenuation: 3dB}" }.joined(separator: "\n")
+        let crowded = scenario(phones: 2, step: "100ms").replacingOccurrences(of: "  phones:\n", with: "  obstacles:\n\(obstacles)\n  phones:\n")
+        let refused = errors(crowded)
+        #expect(refused.count == 1 && refused[0].contains("mobility would take") && refused[0].contains("Roam derives at most 60000000"), "\(refused)")
+        // Too many obstacles or transmitters are refused where they stand.
+        let many = (0...1_000).map { "    - {name: o\($0), from: [0, 0], to: [1, 1], attenuation: 1dB}" }.joined(separator: "\n")
+        let tooMany = errors(scenario(phones: 1, step: "1s").replacingOccurrences(of: "  phones:\n", with: "  obstacles:\n\(many)\n  phones:\n"))
+        #expect(tooMany.contains { $0.hasSuffix("mobility may place at most 1000 obstacles, not 1001") }, "\(tooMany)")
         // At a second's step, the same day derives (a still phone changes nothing after the start).
         let outcome = read(scenario(phones: 6, step: "1s"))
         #expect(outcome.errors.isEmpty, "\(outcome.errors)")

@@ -40,6 +40,8 @@ public struct MobilityDerivation: Sendable {
         public var samples: [Sample]
         /// Roams between access points and handovers between cells.
         public var moves: Int
+        /// The derivation stopped early: it derived more than the events it was asked for at most.
+        public var truncated = false
     }
 
     /// The most position samples (phones × steps) a derivation takes: 100 phones for a day
@@ -61,6 +63,16 @@ public struct MobilityDerivation: Sendable {
         self.line = line
     }
 
+    /// The most work a derivation does, in units of one transmitter's signal or one obstacle
+    /// tested at one sample (``workUnits``), so that `roam validate` answers any file in bounded
+    /// time: 0.2 s of one core in a release build at the bound (1 phone for a day at a second's
+    /// step among 600 obstacles), several seconds in a debug build.
+    public static let maximumWork = 60_000_000
+
+    /// The most access points, cell sites and obstacles a scenario's `mobility:` may place.
+    public static let maximumTransmitters = 1_000
+    public static let maximumObstacles = 1_000
+
     /// How many samples the derivation takes (phones × networks × steps).
     public var sampleCount: Int {
         let steps = Int(duration / mobility.step) + 1
@@ -69,32 +81,66 @@ public struct MobilityDerivation: Sendable {
         }
     }
 
+    /// The work the derivation does, counted before it starts: for every phone and step, each
+    /// transmitter of each of its networks heard, and every obstacle tested, once per network.
+    /// Saturates instead of overflowing.
+    public var workUnits: Int {
+        let steps = Int(duration / mobility.step) + 1
+        var total = 0
+        for phone in mobility.phones {
+            var perStep = 1
+            for network in networks where network.members.contains(phone.node) {
+                let transmitters = network.isCellular
+                    ? mobility.cellSites.reduce(0) { $0 + ($1.network == network.name ? 1 : 0) }
+                    : mobility.accessPoints.reduce(0) { $0 + ($1.network == network.name ? 1 : 0) }
+                guard transmitters > 0 else { continue }
+                perStep += transmitters + mobility.obstacles.count
+            }
+            let (product, overflow) = steps.multipliedReportingOverflow(by: perStep)
+            let (sum, overflowed) = total.addingReportingOverflow(product)
+            guard !overflow, !overflowed else { return .max }
+            total = sum
+        }
+        return total
+    }
+
     /// The derived events; with `samples`, every step's sample too (what the report draws:
     /// about 90 bytes each, so a reader that needs only the events does not keep them).
-    public func derive(samples keepsSamples: Bool = true) -> Result {
-        derive(keepingSamples: keepsSamples ? 1 : nil)
+    /// `maximumEvents`: the derivation stops once it has derived more than that many events
+    /// (``Result/truncated``), so that a bound on the timeline is checked without holding an
+    /// unbounded timeline first.
+    public func derive(samples keepsSamples: Bool = true, maximumEvents: Int = .max) -> Result {
+        derive(keepingSamples: keepsSamples ? 1 : nil, maximumEvents: maximumEvents)
     }
 
     /// The derived events, and the sample of every `stride`-th step (and the last): what a map
     /// of a long run needs, in bounded memory. The events are the same as ``derive(samples:)``'s.
     public func derive(samplingEvery stride: Int) -> Result {
-        derive(keepingSamples: max(1, stride))
+        derive(keepingSamples: max(1, stride), maximumEvents: .max)
     }
 
-    private func derive(keepingSamples stride: Int?) -> Result {
+    private func derive(keepingSamples stride: Int?, maximumEvents: Int) -> Result {
         var result = Result(events: [], samples: [], moves: 0)
         let steps = Int(duration / mobility.step)
         let keepsSamples = stride != nil
         if let stride { result.samples.reserveCapacity(min(sampleCount / stride + mobility.phones.count * 4, Self.maximumSamples)) }
-        for phone in mobility.phones {
+        phones: for phone in mobility.phones {
             var walker = Walker(phone.model, step: mobility.step, random: SeededRandom(seed: seed, phone.node, "walk"))
             let positions = (0...steps).map { _ in walker.next() }
+            // What the obstacles take from every signal at each position, worked out once for
+            // all of the phone's networks.
+            let attenuations = mobility.obstacles.isEmpty ? nil : positions.map { position in
+                mobility.obstacles.reduce(0.0) { $0 + ($1.contains(position) ? $1.attenuation : 0) }
+            }
             for network in networks where network.members.contains(phone.node) {
                 let transmitters = self.transmitters(of: network)
                 guard !transmitters.isEmpty else { continue }
-                derive(phone: phone.node, network: network, transmitters: transmitters, positions: positions, keepsSamples: keepsSamples,
-                       stride: stride ?? 1,
-                       into: &result)
+                derive(phone: phone.node, network: network, transmitters: transmitters, positions: positions, attenuations: attenuations,
+                       keepsSamples: keepsSamples, stride: stride ?? 1, into: &result)
+                if result.events.count > maximumEvents {
+                    result.truncated = true
+                    break phones
+                }
             }
         }
         // In time order; at one time, by link, then in the order derived (a set before its join,
@@ -127,8 +173,8 @@ public struct MobilityDerivation: Sendable {
     }
 
     /// What the phone's radio on `network` does over the run.
-    private func derive(phone: String, network: Network, transmitters: [Transmitter], positions: [Position], keepsSamples: Bool, stride: Int,
-                        into result: inout Result) {
+    private func derive(phone: String, network: Network, transmitters: [Transmitter], positions: [Position], attenuations: [Double]?,
+                        keepsSamples: Bool, stride: Int, into result: inout Result) {
         let link = "\(network.name).\(phone)"
         let propagation = network.isCellular ? mobility.outdoor : mobility.indoor
         let policy = network.isCellular
@@ -179,8 +225,7 @@ public struct MobilityDerivation: Sendable {
             let at = mobility.step * step
             let moved = position.distance(to: previous)
             previous = position
-            var attenuation = 0.0
-            for obstacle in mobility.obstacles where obstacle.contains(position) { attenuation += obstacle.attenuation }
+            let attenuation = attenuations?[step] ?? 0
             var best = 0
             for index in transmitters.indices {
                 let pathLoss = intercepts[index] + slope * log10(max(position.distance(to: transmitters[index].position), 1))
@@ -291,6 +336,8 @@ private struct Shadow {
 
 /// A phone's position step by step.
 private struct Walker {
+    /// The most waypoints a random-waypoint phone reaches in one step.
+    static let maximumWaypointsPerStep = 1_024
     let model: PhoneMovement.Model
     let step: Double
     var random: SeededRandom
@@ -338,38 +385,52 @@ private struct Walker {
     private mutating func advance(by span: Double) {
         switch model {
         case .waypoints(_, let legs):
+            // Each turn either ends a leg or uses all that is left of the span: the loop ends after
+            // at most one turn per leg, whatever rounding does to the times.
             var remaining = span
             while remaining > 0, leg < legs.count {
                 switch legs[leg] {
                 case .pause(let pause):
-                    let length = pause.secondsValue
-                    let used = min(remaining, length - legElapsed)
-                    legElapsed += used
-                    remaining -= used
-                    if legElapsed >= length { nextLeg() }
+                    let left = pause.secondsValue - legElapsed
+                    if left <= remaining {
+                        remaining -= max(left, 0)
+                        nextLeg()
+                    } else {
+                        legElapsed += remaining
+                        remaining = 0
+                    }
                 case .move(let to, let speed):
                     let length = legStart.distance(to: to) / max(speed, 1e-9)
-                    let used = min(remaining, length - legElapsed)
-                    legElapsed += used
-                    remaining -= used
-                    let fraction = length > 0 ? min(1, legElapsed / length) : 1
-                    position = Position(legStart.x + (to.x - legStart.x) * fraction, legStart.y + (to.y - legStart.y) * fraction)
-                    if legElapsed >= length {
+                    let left = length - legElapsed
+                    if left <= remaining {
+                        remaining -= max(left, 0)
                         position = to
                         nextLeg()
+                    } else {
+                        legElapsed += remaining
+                        remaining = 0
+                        let fraction = length > 0 ? min(1, legElapsed / length) : 1
+                        position = Position(legStart.x + (to.x - legStart.x) * fraction, legStart.y + (to.y - legStart.y) * fraction)
                     }
                 }
             }
         case .randomWaypoint(let area, let speeds, let pauses):
+            // Every waypoint reached takes at least a 1,024th of a step (walking or paused), and
+            // a step reaches at most 1,024: movement advances by construction, however small the
+            // area or short the pauses (a leg of 1e-100 m takes no time in floating point).
+            let minimumLeg = span / Double(Self.maximumWaypointsPerStep)
             var remaining = span
             var clock = time
-            while remaining > 1e-12 {
+            var reached = 0
+            while remaining > 0 {
                 if clock < pausedUntil {
-                    let used = min(remaining, pausedUntil - clock)
-                    remaining -= used
-                    clock += used
+                    let left = pausedUntil - clock
+                    if left >= remaining { break }
+                    remaining -= left
+                    clock = pausedUntil
                     continue
                 }
+                guard reached < Self.maximumWaypointsPerStep else { break }
                 let destination = target ?? Position(random.uniform(area.from.x...area.to.x), random.uniform(area.from.y...area.to.y))
                 if target == nil {
                     target = destination
@@ -382,9 +443,10 @@ private struct Walker {
                     remaining -= needed
                     clock += needed
                     target = nil
+                    reached += 1
                     let low = pauses.lowerBound.secondsValue, high = pauses.upperBound.secondsValue
-                    // At least a step's pause or walk per waypoint, so that a step ends.
-                    pausedUntil = clock + max(random.uniform(low...high), distance > 0 ? 0 : step)
+                    let walked = needed
+                    pausedUntil = clock + max(random.uniform(low...high), minimumLeg - walked, 0)
                 } else {
                     let fraction = remaining * speed / distance
                     position = Position(position.x + (destination.x - position.x) * fraction, position.y + (destination.y - position.y) * fraction)

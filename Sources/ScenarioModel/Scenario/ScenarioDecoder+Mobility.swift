@@ -40,7 +40,18 @@ extension ScenarioDecoder {
         if let value = top.take("step") {
             mobility.step = duration(value, "mobility step", minimum: Mobility.minimumStep, maximum: Mobility.maximumStep) ?? mobility.step
         }
-        if let value = top.take("accessPoints"), let items = list(value, "accessPoints") {
+        /// A list of at most `maximum` items, else an error at it.
+        func bounded(_ items: [Node]?, _ value: Node, _ what: String, maximum: Int) -> [Node]? {
+            guard let items else { return nil }
+            guard items.count <= maximum else {
+                error("mobility may place at most \(maximum) \(what), not \(items.count)", at: value)
+                ok = false
+                return nil
+            }
+            return items
+        }
+        if let value = top.take("accessPoints"),
+           let items = bounded(list(value, "accessPoints"), value, "access points", maximum: MobilityDerivation.maximumTransmitters) {
             for item in items {
                 guard var fields = fields(item, "an access point") else { ok = false; continue }
                 let name = transmitterName(&fields, "access point")
@@ -75,7 +86,8 @@ extension ScenarioDecoder {
                 mobility.accessPoints.append(accessPoint)
             }
         }
-        if let value = top.take("cells"), let items = list(value, "cells") {
+        if let value = top.take("cells"),
+           let items = bounded(list(value, "cells"), value, "cell sites", maximum: MobilityDerivation.maximumTransmitters) {
             for item in items {
                 guard var fields = fields(item, "a cell site") else { ok = false; continue }
                 let name = transmitterName(&fields, "cell site")
@@ -89,7 +101,8 @@ extension ScenarioDecoder {
                 mobility.cellSites.append(CellSite(name: name, network: network, position: position, power: power ?? 46, frequency: frequency ?? 1_800))
             }
         }
-        if let value = top.take("obstacles"), let items = list(value, "obstacles") {
+        if let value = top.take("obstacles"),
+           let items = bounded(list(value, "obstacles"), value, "obstacles", maximum: MobilityDerivation.maximumObstacles) {
             for item in items {
                 guard var fields = fields(item, "an obstacle") else { ok = false; continue }
                 let name = take(&fields, "name", required: true) { self.identifier($0, "obstacle name", maxLength: 32) }

@@ -88,10 +88,19 @@ extension ScenarioDecoder {
                 + "Roam derives at most \(MobilityDerivation.maximumSamples): use a longer step, or fewer phones", at: node)
             return timeline
         }
-        let derived = derivation.derive(samples: false).events
+        let work = derivation.workUnits
+        guard work <= MobilityDerivation.maximumWork else {
+            error("mobility would take \(work == .max ? "too many" : String(work)) units of work (samples × (transmitters heard + obstacles)); "
+                + "Roam derives at most \(MobilityDerivation.maximumWork): use a longer step, fewer phones, obstacles or transmitters, "
+                + "or a shorter scenario", at: node)
+            return timeline
+        }
         let written = timeline.reduce(0) { $0 + TimelineSchedule.changeCount(of: $1) }
-        guard written + derived.count <= ScenarioLimits.maximumChanges else {
-            error("mobility derives \(derived.count) link changes, and the timeline has \(written); Roam plays at most "
+        let room = max(ScenarioLimits.maximumChanges - written, 0)
+        let derivedResult = derivation.derive(samples: false, maximumEvents: room)
+        let derived = derivedResult.events
+        guard !derivedResult.truncated, written + derived.count <= ScenarioLimits.maximumChanges else {
+            error("mobility derives more than \(room) link changes, and the timeline has \(written); Roam plays at most "
                 + "\(ScenarioLimits.maximumChanges) in a scenario: use a longer step, or a shorter scenario", at: node)
             return timeline
         }

@@ -14,7 +14,7 @@ extension Scenario {
             mobility: mobility, duration: duration / factor, seed: seed,
             networks: networks.map { MobilityDerivation.Network(name: $0.name, isCellular: $0.type == .cellular, members: $0.members) },
             line: mobility.line)
-        guard derivation.sampleCount <= MobilityDerivation.maximumSamples else { return nil }
+        guard derivation.sampleCount <= MobilityDerivation.maximumSamples, derivation.workUnits <= MobilityDerivation.maximumWork else { return nil }
         // Only the steps the map keeps are sampled: memory stays bounded whatever the run's length.
         // Steps 0, k, 2k, ... and the last: at most maximumPoints of them.
         let stepCount = Int(derivation.duration / mobility.step) + 1
