@@ -106,6 +106,11 @@ package final class ControlAPI: Sendable {
             respond(Self.error(405, "\(escapedForMessage(path, maximumLength: 200)) answers \(route.methods.joined(separator: " and ")), not \(escapedForMessage(method, maximumLength: 16))"))
             return
         }
+        // A request is checked before the run's state is: a bad one is a 400 at any time.
+        if route.name == "events", case .refused(let answer) = Self.eventsStart(query: query, lastEventID: lastEventID) {
+            respond(answer)
+            return
+        }
         let phase = state.withLock { $0.phase }
         let network: RunningNetwork
         switch phase {
@@ -172,25 +177,18 @@ package final class ControlAPI: Sendable {
             ] + (failed.isEmpty ? [] : [("error", .string("the change could not be applied: " + failed.compactMap(\.failure).joined(separator: "; ")))]))
             respond(.json(status: failed.isEmpty ? 200 : 500, body: body))
         case ("events", _):
-            let from = Self.queryValue("from", in: query).flatMap { Int($0) } ?? lastEventID.flatMap { Int($0) }.map { $0 + 1 } ?? 0
-            guard from >= 0 else {
-                respond(Self.error(400, "from is a sequence number: 0 or more"))
-                return
-            }
-            if let text = Self.queryValue("from", in: query), Int(text) == nil {
-                respond(Self.error(400, "from is a sequence number: 0 or more, not '\(escapedForMessage(text))'"))
-                return
-            }
-            let follow = Self.queryValue("follow", in: query)
-            guard follow == nil || ["true", "false", "1", "0"].contains(follow!) else {
-                respond(Self.error(400, "follow is true or false, not '\(escapedForMessage(follow!))'"))
+            let from: Int, follow: Bool
+            switch Self.eventsStart(query: query, lastEventID: lastEventID) {
+            case .start(let first, let following): (from, follow) = (first, following)
+            case .refused(let answer):
+                respond(answer)
                 return
             }
             let log = network.log
             respond(.events(log: EventSource(next: { log.events(from: $0, limit: $1) }, subscribe: { log.subscribe($0) },
                                              unsubscribe: { log.unsubscribe($0) },
                                              ended: { [weak self] in self?.hasEnded ?? true },
-                                             follow: follow != "false" && follow != "0"), from: from))
+                                             follow: follow), from: from))
         case ("stop", _):
             let first = state.withLock { state -> Bool in
                 state.waiting.append { report in respond(.json(status: 200, body: Self.stoppedBody(report, message: "the run has ended"))) }
@@ -205,6 +203,49 @@ package final class ControlAPI: Sendable {
 
     private var hasEnded: Bool {
         state.withLock { if case .ended = $0.phase { true } else { false } }
+    }
+
+    /// Where an event stream starts, or why the request is refused.
+    package enum EventsStart {
+        case start(from: Int, follow: Bool)
+        case refused(Answer)
+    }
+
+    /// Reads `from`, `Last-Event-ID` and `follow`, each range-checked.
+    package static func eventsStart(query: String, lastEventID: String?) -> EventsStart {
+        let from: Int
+        if let text = queryValue("from", in: query) {
+            guard let number = sequenceNumber(text) else {
+                return .refused(error(400, "from is a sequence number from 0 to \(maximumSequenceNumber), not '\(escapedForMessage(text, maximumLength: 40))'"))
+            }
+            from = number
+        } else if let text = lastEventID {
+            guard let number = sequenceNumber(text) else {
+                return .refused(error(400, "Last-Event-ID is the id of an event this stream sent (0 to \(maximumSequenceNumber)), "
+                    + "not '\(escapedForMessage(text, maximumLength: 40))'"))
+            }
+            from = number + 1
+        } else {
+            from = 0
+        }
+        let follow = queryValue("follow", in: query)
+        guard follow == nil || ["true", "false", "1", "0"].contains(follow!) else {
+            return .refused(error(400, "follow is true or false, not '\(escapedForMessage(follow!, maximumLength: 40))'"))
+        }
+        return .start(from: from, follow: follow != "false" && follow != "0")
+    }
+
+    /// The largest sequence number a request may name (`from`, `Last-Event-ID`): far more events
+    /// than any run records, and small enough that nothing derived from it can overflow.
+    package static let maximumSequenceNumber = 1 << 48
+
+    /// `text` as a sequence number: decimal digits only (no sign, no spaces), at most
+    /// ``maximumSequenceNumber``.
+    package static func sequenceNumber(_ text: String) -> Int? {
+        let digits = text.utf8
+        guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+              let value = Int(text), value <= maximumSequenceNumber else { return nil }
+        return value
     }
 
     // MARK: - Routing
@@ -236,7 +277,7 @@ package final class ControlAPI: Sendable {
         }
     }
 
-    static func split(_ target: String) -> (path: String, query: String) {
+    package static func split(_ target: String) -> (path: String, query: String) {
         guard let mark = target.firstIndex(of: "?") else { return (target, "") }
         return (String(target[..<mark]), String(target[target.index(after: mark)...]))
     }

@@ -9,62 +9,96 @@ import Synchronization
 
 /// Serves a run's ``ControlAPI`` over HTTP/1.1 on its ``ControlListeners``, with SwiftNIO's HTTP
 /// codec: one event-loop thread, and a small thread pool for what blocks (a live change waits
-/// for the backend). At most ``maximumConnections`` at once; a request's body at most
-/// ``ControlAPI/maximumBodySize``; the peer of a Unix connection must be the run's user, and a
-/// TCP request must carry the token.
+/// for the backend). A request's body holds at most ``ControlAPI/maximumBodySize``; the peer of
+/// a Unix connection must be the run's user, and a TCP request must carry the token.
+///
+/// Each listener has its own connections (``maximumConnections`` each): the loopback port, which
+/// any local user can reach, never takes a place from the run's user on the Unix socket. A Unix
+/// connection counts once its peer is known to be the run's user. A TCP connection must send a
+/// request head carrying the token within ``Timeouts/authentication`` of connecting, or it is
+/// closed; the token is checked on the head, before any body is read; when every TCP place is
+/// taken, the oldest connection that has not yet shown the token gives its place to the new one.
+/// A connection that sits idle between requests for ``Timeouts/idle`` is closed.
 package final class ControlServer: Sendable {
     package static let maximumConnections = 64
+
+    /// How long a connection may wait before it shows the token, and between requests.
+    package struct Timeouts: Sendable {
+        package var authentication: TimeAmount
+        package var idle: TimeAmount
+        package init(authentication: TimeAmount = .seconds(3), idle: TimeAmount = .seconds(60)) {
+            self.authentication = authentication
+            self.idle = idle
+        }
+    }
 
     private let api: ControlAPI
     private let group: MultiThreadedEventLoopGroup
     private let pool: NIOThreadPool
+    private let timeouts: Timeouts
     private let channels = NIOLockedValueBox<[Channel]>([])
-    private let connections = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
+    private let connections = ConnectionTable()
 
-    package init(api: ControlAPI) {
+    package init(api: ControlAPI, timeouts: Timeouts = Timeouts()) {
         self.api = api
+        self.timeouts = timeouts
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         pool = NIOThreadPool(numberOfThreads: 2)
         pool.start()
     }
 
+    /// The connections open now, on the Unix socket and on the loopback port (for tests).
+    package var openConnections: (unix: Int, tcp: Int) {
+        (connections.count(.unix), connections.count(.tcp))
+    }
+
     /// Serves on `listeners` (their descriptors are the server's from now on).
     package func start(_ listeners: ControlListeners) throws {
         let expectedUID = geteuid()
-        try serve(descriptor: listeners.unixDescriptor, token: nil, peerUID: expectedUID)
+        try serve(descriptor: listeners.unixDescriptor, listener: .unix, token: nil, peerUID: expectedUID)
         if let tcp = listeners.tcp {
-            try serve(descriptor: tcp.descriptor, token: tcp.token, peerUID: nil)
+            try serve(descriptor: tcp.descriptor, listener: .tcp, token: tcp.token, peerUID: nil)
         }
     }
 
-    private func serve(descriptor: Int32, token: String?, peerUID: uid_t?) throws {
+    private func serve(descriptor: Int32, listener: ConnectionTable.Listener, token: String?, peerUID: uid_t?) throws {
         let api = api
         let pool = pool
         let connections = connections
+        let timeouts = timeouts
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { channel in
-                let admitted = connections.withLockedValue { open -> Bool in
-                    guard open.count < Self.maximumConnections else { return false }
-                    open[ObjectIdentifier(channel)] = channel
-                    return true
-                }
-                guard admitted else { return channel.close() }
-                channel.closeFuture.whenComplete { _ in
-                    connections.withLockedValue { _ = $0.removeValue(forKey: ObjectIdentifier(channel)) }
-                }
-                let addHandlers: @Sendable () -> EventLoopFuture<Void> = {
-                    channel.eventLoop.makeCompletedFuture {
+                let admit: @Sendable () -> EventLoopFuture<Void> = {
+                    switch connections.admit(channel, on: listener, authenticated: token == nil) {
+                    case .refused:
+                        return channel.close()
+                    case .admitted(let evicted):
+                        evicted?.close(promise: nil)
+                    }
+                    channel.closeFuture.whenComplete { _ in connections.remove(channel) }
+                    return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(ControlHandler(api: api, pool: pool, token: token))
+                        let handler = ControlHandler(api: api, pool: pool, token: token, idleTimeout: timeouts.idle) {
+                            connections.authenticated(channel)
+                        }
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        if token != nil {
+                            // Unauthenticated connections are short-lived: the token on a head, soon.
+                            let deadline = channel.eventLoop.scheduleTask(in: timeouts.authentication) {
+                                if !connections.isAuthenticated(channel) { channel.close(promise: nil) }
+                            }
+                            channel.closeFuture.whenComplete { _ in deadline.cancel() }
+                        }
                     }
                 }
-                guard let peerUID, let provider = channel as? SocketOptionProvider else { return addHandlers() }
+                guard let peerUID, let provider = channel as? SocketOptionProvider else { return admit() }
+                // The peer is checked before the connection takes a place.
                 let credentials: EventLoopFuture<roam_ucred> = provider.unsafeGetSocketOption(level: .init(rawValue: SOL_SOCKET),
                                                                                           name: .init(rawValue: SO_PEERCRED))
                 return credentials.flatMap { peer in
                     guard peer.uid == peerUID else { return channel.close() }
-                    return addHandlers()
+                    return admit()
                 }
             }
             .childChannelOption(.allowRemoteHalfClosure, value: false)
@@ -80,7 +114,7 @@ package final class ControlServer: Sendable {
             return channels
         }
         for channel in listening { try? channel.close().wait() }
-        let open = connections.withLockedValue { Array($0.values) }
+        let open = connections.all()
         for channel in open {
             channel.pipeline.handler(type: ControlHandler.self).whenComplete { result in
                 switch result {
@@ -111,15 +145,21 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
     private let api: ControlAPI
     private let pool: NIOThreadPool
     private let token: String?
+    private let idleTimeout: TimeAmount
+    /// Called once, on the first head that carries the token.
+    private let onAuthenticated: @Sendable () -> Void
 
     // Touched on the channel's event loop only.
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
+    /// The head did not carry the token: its body is dropped and the answer is 401.
+    private var refused = false
     private var busy = false
     private var draining = false
     private var context: ChannelHandlerContext?
     private var stream: EventStream?
+    private var idle: Scheduled<Void>?
 
     /// An event stream in progress.
     private final class EventStream {
@@ -133,28 +173,58 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
-    init(api: ControlAPI, pool: NIOThreadPool, token: String?) {
+    init(api: ControlAPI, pool: NIOThreadPool, token: String?, idleTimeout: TimeAmount, onAuthenticated: @escaping @Sendable () -> Void) {
         self.api = api
         self.pool = pool
         self.token = token
+        self.idleTimeout = idleTimeout
+        self.onAuthenticated = onAuthenticated
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        armIdleTimer(context: context)
+    }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         if let stream, let subscription = stream.subscription { stream.source.unsubscribe(subscription) }
         stream = nil
+        idle?.cancel()
+        idle = nil
         self.context = nil
+    }
+
+    /// Closes the connection if no request comes within the idle timeout (not while a request
+    /// is being read or answered, nor while an event stream runs).
+    private func armIdleTimer(context: ChannelHandlerContext) {
+        idle?.cancel()
+        let channel = context.channel
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idle = context.eventLoop.scheduleTask(in: idleTimeout) {
+            let handler = bound.value
+            guard handler.head == nil, !handler.busy, handler.stream == nil else { return }
+            channel.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let requestHead):
+            idle?.cancel()
+            idle = nil
             head = requestHead
             body = []
             tooLarge = false
+            refused = false
+            if let token {
+                if ControlListeners.authorizes(requestHead.headers.first(name: "authorization"), token: token) {
+                    onAuthenticated()
+                } else {
+                    refused = true
+                }
+            }
         case .body(var buffer):
-            guard !tooLarge else { return }
+            guard !tooLarge, !refused else { return }
             if body.count + buffer.readableBytes > ControlAPI.maximumBodySize {
                 tooLarge = true
                 body = []
@@ -168,7 +238,9 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
                 return
             }
             head = nil
-            if let token, !ControlListeners.authorizes(requestHead.headers.first(name: "authorization"), token: token) {
+            if refused {
+                // Answered and closed: a connection without the token gets no second try.
+                draining = true
                 write(.json(status: 401, body: .object([("error", "this port needs Authorization: Bearer TOKEN (the token roam run printed, also in its RUNID.token file)")])),
                       head: requestHead, context: context)
                 return
@@ -228,7 +300,11 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil)
             let done = context.writeAndFlushPromise()
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
-            if !keepAlive { done.futureResult.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) } }
+            if !keepAlive {
+                done.futureResult.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+            } else {
+                armIdleTimer(context: context)
+            }
         case .events(let source, let from):
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "text/event-stream")
@@ -301,4 +377,64 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
 
 extension ChannelHandlerContext {
     fileprivate func writeAndFlushPromise() -> EventLoopPromise<Void> { eventLoop.makePromise() }
+}
+
+/// The connections of both listeners, each listener with its own places.
+final class ConnectionTable: Sendable {
+    enum Listener: Sendable { case unix, tcp }
+
+    enum Admission {
+        case refused
+        /// Admitted; `evicted` is an unauthenticated connection that gave its place (to close).
+        case admitted(evicted: Channel?)
+    }
+
+    private struct Entry {
+        var channel: Channel
+        var listener: Listener
+        var authenticated: Bool
+        var order: Int
+    }
+
+    private struct State {
+        var entries: [ObjectIdentifier: Entry] = [:]
+        var next = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    func admit(_ channel: Channel, on listener: Listener, authenticated: Bool) -> Admission {
+        state.withLockedValue { state in
+            let open = state.entries.values.filter { $0.listener == listener }
+            var evicted: Channel?
+            if open.count >= ControlServer.maximumConnections {
+                guard let oldest = open.filter({ !$0.authenticated }).min(by: { $0.order < $1.order }) else { return .refused }
+                state.entries[ObjectIdentifier(oldest.channel)] = nil
+                evicted = oldest.channel
+            }
+            state.entries[ObjectIdentifier(channel)] = Entry(channel: channel, listener: listener, authenticated: authenticated, order: state.next)
+            state.next += 1
+            return .admitted(evicted: evicted)
+        }
+    }
+
+    func authenticated(_ channel: Channel) {
+        state.withLockedValue { $0.entries[ObjectIdentifier(channel)]?.authenticated = true }
+    }
+
+    func isAuthenticated(_ channel: Channel) -> Bool {
+        state.withLockedValue { $0.entries[ObjectIdentifier(channel)]?.authenticated ?? false }
+    }
+
+    func remove(_ channel: Channel) {
+        state.withLockedValue { _ = $0.entries.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
+    func count(_ listener: Listener) -> Int {
+        state.withLockedValue { $0.entries.values.reduce(0) { $0 + ($1.listener == listener ? 1 : 0) } }
+    }
+
+    func all() -> [Channel] {
+        state.withLockedValue { $0.entries.values.map(\.channel) }
+    }
 }

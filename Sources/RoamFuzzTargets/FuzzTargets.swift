@@ -2,9 +2,11 @@ import CRoamLinux
 import Glibc
 import PathMonitor
 import RoamReport
+import RoamControl
 import RoamCore
 import RoamSystem
 import ScenarioModel
+import Synchronization
 import SystemPackage
 import Yams
 import LinkEmulation
@@ -57,6 +59,18 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// segments, none longer than the packet, each IPv4 header's checksum complete; what the
     /// emulator would merge of them on the way out cuts back into the same packets.
     case segment
+    /// Movement and radio (`mobility:`), built from the bytes as the scenario reader would let
+    /// them be (coordinates within a thousand kilometres, speeds 0.01-350 m/s, areas as small
+    /// as floating point allows, obstacles and transmitters anywhere): a derivation whose counted
+    /// work is within ``MobilityDerivation/maximumWork`` ends, its walkers' loops within their
+    /// bound, every position in its area and every event within the run.
+    case mobility
+    /// A request to a run's control API (`roam run --control`): method, target (path and
+    /// query), `Last-Event-ID`, `Authorization` and body, split at NUL bytes, answered by the API
+    /// before the run starts and after it ends. Exactly one answer, at once, with a known status;
+    /// every number range-checked (a 400, never a trap); an answer's size bounded whatever the
+    /// request; the token compared whole.
+    case control
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -74,6 +88,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .probe: Self.probe(bytes)
         case .live: Self.live(bytes)
         case .segment: Self.segment(bytes)
+        case .mobility: Self.mobility(bytes)
+        case .control: Self.control(bytes)
         }
     }
 
@@ -325,5 +341,111 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 precondition(Checksum.finish(sum, udp: false) == 0, "every cut IPv4 header's checksum is complete")
             }
         }
+    }
+
+    /// Reads the fuzzer's bytes in order; zeros once they run out.
+    struct ByteReader {
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+        mutating func byte() -> UInt8 {
+            guard offset < bytes.count else { return 0 }
+            defer { offset += 1 }
+            return bytes[offset]
+        }
+        mutating func double() -> Double {
+            var bits: UInt64 = 0
+            for _ in 0..<8 { bits = bits << 8 | UInt64(byte()) }
+            return Double(bitPattern: bits)
+        }
+    }
+
+    static func mobility(_ bytes: UnsafeRawBufferPointer) {
+        var reader = ByteReader(bytes: bytes)
+        func coordinate() -> Double {
+            let value = reader.double()
+            return value.isFinite ? min(max(value, -1e6), 1e6) : 0
+        }
+        func position() -> Position { Position(coordinate(), coordinate()) }
+        func speed() -> Double {
+            let value = abs(reader.double())
+            return value.isFinite ? min(max(value, 0.01), 350) : 1
+        }
+        func pause() -> Duration {
+            // Whole tenths of a second, or a few attoseconds (what a file could never say, but
+            // what rounding can leave).
+            let byte = reader.byte()
+            return byte & 1 == 0 ? .milliseconds(Int64(byte) * 100) : Duration(secondsComponent: 0, attosecondsComponent: Int64(byte))
+        }
+        let kind = reader.byte() % 3
+        let step = Duration.milliseconds(100 * (1 + Int64(reader.byte() % 20)))
+        let duration = Duration.seconds(1 + Int64(reader.byte()) / 4)
+        let area = PhoneMovement.Area(from: position(), to: position())
+        let model: PhoneMovement.Model
+        var legCount = 0
+        switch kind {
+        case 0:
+            let low = speed(), high = speed()
+            let first = pause(), second = pause()
+            model = .randomWaypoint(area: area, speed: min(low, high)...max(low, high), pause: min(first, second)...max(first, second))
+        case 1:
+            model = .gaussMarkov(area: area, speed: speed(), alpha: Double(reader.byte()) / 255)
+        default:
+            legCount = Int(reader.byte() % 16)
+            let start = position()
+            model = .waypoints(start: start, legs: (0..<legCount).map { _ in reader.byte() & 1 == 0 ? .pause(pause()) : .move(to: position(), speed: speed()) })
+        }
+        let phones = 1 + Int(reader.byte() % 3)
+        let accessPoints = (0..<(1 + Int(reader.byte() % 4))).map { AccessPoint(name: "ap\($0)", network: "wifi", position: position()) }
+        let cells = (0..<Int(reader.byte() % 3)).map { CellSite(name: "cell\($0)", network: "lte", position: position()) }
+        let obstacles = (0..<Int(reader.byte() % 8)).map { Obstacle(name: "o\($0)", from: position(), to: position(), attenuation: Double(reader.byte())) }
+        let names = (0..<phones).map { "p\($0)" }
+        let mobility = Mobility(accessPoints: accessPoints, cellSites: cells, obstacles: obstacles,
+                                phones: names.map { PhoneMovement(node: $0, model: model) }, step: step)
+        let derivation = MobilityDerivation(mobility: mobility, duration: duration, seed: UInt64(reader.byte()),
+                                            networks: [.init(name: "wifi", isCellular: false, members: names),
+                                                       .init(name: "lte", isCellular: true, members: names)])
+        guard derivation.workUnits <= MobilityDerivation.maximumWork, derivation.sampleCount <= MobilityDerivation.maximumSamples else { return }
+        let result = derivation.derive()
+        let steps = Int(duration / step)
+        precondition(result.movementTurns <= phones * ((steps + 1) * MobilityDerivation.maximumTurnsPerStep + legCount),
+                     "the walkers took \(result.movementTurns) turns for \(phones) phones × \(steps + 1) steps")
+        precondition(result.samples.count == phones * (steps + 1) * (cells.isEmpty ? 1 : 2), "one sample a step, phone and network")
+        if kind != 2 {
+            precondition(result.samples.allSatisfy { $0.position.x >= area.from.x && $0.position.x <= area.to.x
+                    && $0.position.y >= area.from.y && $0.position.y <= area.to.y }, "a phone left its area")
+        }
+        precondition(result.samples.allSatisfy { $0.position.x.isFinite && $0.position.y.isFinite }, "a position is not a number")
+        precondition(result.events.allSatisfy { $0.at >= .zero && $0.at <= duration }, "an event outside the run")
+        precondition(zip(result.events, result.events.dropFirst()).allSatisfy { $0.at <= $1.at }, "events out of time order")
+    }
+
+    static let controlToken = String(repeating: "5a", count: 32)
+
+    static func control(_ bytes: UnsafeRawBufferPointer) {
+        let fields = parts(bytes, 5) + Array(repeating: "", count: 5)
+        let (method, target, lastEventID, authorization, body) = (fields[0], fields[1], fields[2], fields[3], Array(fields[4].utf8))
+        let ended = ControlAPI(finish: {})
+        ended.ended(.object([("reportDirectory", "roam-reports/fuzz"), ("passed", true)]))
+        for api in [ControlAPI(finish: {}), ended] {
+            let answers = Mutex<[ControlAPI.Answer]>([])
+            api.handle(method: method, target: target, body: body, lastEventID: lastEventID.isEmpty ? nil : lastEventID) { answer in
+                answers.withLock { $0.append(answer) }
+            }
+            let given = answers.withLock { $0 }
+            precondition(given.count == 1, "\(given.count) answers to one request")
+            guard case .json(let status, let value) = given[0] else { preconditionFailure("an event stream without a run") }
+            precondition([400, 404, 405, 410, 503].contains(status), "status \(status)")
+            // Whatever the request's size, its answer is bounded (names and values are cut short in messages).
+            precondition(value.serialized.utf8.count <= 2_048, "an answer of \(value.serialized.utf8.count) bytes")
+        }
+        let (_, query) = ControlAPI.split(target)
+        if case .start(let from, _) = ControlAPI.eventsStart(query: query, lastEventID: lastEventID.isEmpty ? nil : lastEventID) {
+            precondition(from >= 0 && from <= ControlAPI.maximumSequenceNumber + 1, "from \(from) out of range")
+        }
+        if let number = ControlAPI.sequenceNumber(lastEventID) {
+            precondition((0...ControlAPI.maximumSequenceNumber).contains(number) && Int(lastEventID) == number, "'\(lastEventID)' read as \(number)")
+        }
+        precondition(ControlListeners.authorizes(authorization, token: controlToken) == (authorization == "Bearer " + controlToken),
+                     "the token compared other than whole")
     }
 }

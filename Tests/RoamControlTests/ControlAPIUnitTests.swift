@@ -115,6 +115,84 @@ struct ControlAPIUnitTests {
         #expect(throws: ControlListeners.Failure.self) { try ControlListeners(directory: directory, runID: "../../x", port: nil) }
     }
 
+    @Test func numbersInARequestAreRangeChecked() {
+        #expect(ControlAPI.sequenceNumber("0") == 0)
+        #expect(ControlAPI.sequenceNumber("281474976710656") == ControlAPI.maximumSequenceNumber)
+        for text in ["", "-1", "+1", " 1", "1 ", "1e3", "0x10", "281474976710657", "9223372036854775807", "99999999999999999999", "١٢"] {
+            #expect(ControlAPI.sequenceNumber(text) == nil, "\(text)")
+        }
+        // A bad number is a 400 whatever the run's state, checked before it.
+        let api = ControlAPI(finish: {})
+        let box = Box()
+        api.handle(method: "GET", target: "/v1/events", body: [], lastEventID: "9223372036854775807") { box.set($0) }
+        guard case .json(let status, let body)? = box.value else { Issue.record("no answer"); return }
+        #expect(status == 400 && body.serialized.contains("Last-Event-ID"), "\(body.serialized)")
+        #expect(answer(api, "GET", "/v1/events?from=-3").status == 400)
+        #expect(answer(api, "GET", "/v1/events?follow=maybe").status == 400)
+        #expect(answer(api, "GET", "/v1/events?from=3").status == 503)
+    }
+
+    /// The loopback port's places are its own: 70 idle connections (more than its 64) take none
+    /// from the Unix socket, a client with the token still gets in (the oldest connection without
+    /// one gives its place), and every connection that shows no token in time is closed.
+    @Test func idleConnectionsOnThePortStarveNobodyAndAreClosed() throws {
+        var template = Array("/tmp/roam-control-XXXXXX".utf8CString)
+        let made = try #require(mkdtemp(&template).map { String(cString: $0) })
+        defer { try? FileManager.default.removeItem(atPath: made) }
+        let listeners = try ControlListeners(directory: try SecureDirectory.open(made), runID: "abc125", port: 0)
+        defer { listeners.removeFiles() }
+        let tcp = try #require(listeners.tcp)
+        let server = ControlServer(api: ControlAPI(finish: {}), timeouts: .init(authentication: .milliseconds(500), idle: .seconds(1)))
+        try server.start(listeners)
+        defer { server.shutdown() }
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<70 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(tcp.port).bigEndian)
+            address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
+            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            try #require(connected == 0)
+            held.append(fd)
+        }
+        // A slow-loris: half a head, never finished.
+        _ = "GET /v1/run HTTP/1.1\r\nHost: x\r\n".withCString { send(held[0], $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        #expect(try ControlClient.request(.unix(listeners.socketPath), method: "GET", path: "/v1/run").status == 503)
+        #expect(try ControlClient.request(.loopback(port: tcp.port, token: tcp.token), method: "GET", path: "/v1/run").status == 503)
+        #expect(try ControlClient.request(.loopback(port: tcp.port, token: String(repeating: "0", count: 64)), method: "GET", path: "/v1/run").status == 401)
+        // Every held connection reads its end (EOF or a reset) within 10 s: none is kept.
+        var open = Set(held)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !open.isEmpty, ContinuousClock.now < deadline {
+            var descriptors = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&descriptors, nfds_t(descriptors.count), 200)
+            for entry in descriptors where entry.revents != 0 {
+                var byte: UInt8 = 0
+                if recv(entry.fd, &byte, 1, Int32(MSG_DONTWAIT)) <= 0 { open.remove(entry.fd) }
+            }
+        }
+        #expect(open.isEmpty, "\(open.count) connections without the token still open")
+        // The server forgets each as its close completes on the event loop.
+        let forgotten = ContinuousClock.now + .seconds(5)
+        while server.openConnections.tcp > 0, ContinuousClock.now < forgotten {
+            var none: [pollfd] = []
+            _ = poll(&none, 0, 20)
+        }
+        #expect(server.openConnections.tcp == 0)
+        // An idle connection of the run's user is closed too, after the idle timeout.
+        let unix = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(unix) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: listeners.socketPath.utf8) }
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(unix, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        try #require(connected == 0)
+        var entry = [pollfd(fd: unix, events: Int16(POLLIN), revents: 0)]
+        #expect(poll(&entry, 1, 10_000) == 1, "the idle connection was closed")
+    }
+
     final class Box2: @unchecked Sendable {
         private let lock = NSLock()
         private var stored: [Int] = []

@@ -42,7 +42,14 @@ public struct MobilityDerivation: Sendable {
         public var moves: Int
         /// The derivation stopped early: it derived more than the events it was asked for at most.
         public var truncated = false
+        /// The turns the walkers' loops took, all phones together (what the fuzz target bounds:
+        /// at most ``maximumTurnsPerStep`` a step and phone, and one more per waypoint leg).
+        package var movementTurns = 0
     }
+
+    /// The most turns a walker's loop takes in one step: a random waypoint's 1,024 waypoints and
+    /// the pauses between them.
+    package static let maximumTurnsPerStep = 2 * Walker.maximumWaypointsPerStep + 2
 
     /// The most position samples (phones × steps) a derivation takes: 100 phones for a day
     /// at a second, 500 phones for an hour at half a second; a bound on time and memory.
@@ -127,6 +134,7 @@ public struct MobilityDerivation: Sendable {
         phones: for phone in mobility.phones {
             var walker = Walker(phone.model, step: mobility.step, random: SeededRandom(seed: seed, phone.node, "walk"))
             let positions = (0...steps).map { _ in walker.next() }
+            result.movementTurns += walker.turns
             // What the obstacles take from every signal at each position, worked out once for
             // all of the phone's networks.
             let attenuations = mobility.obstacles.isEmpty ? nil : positions.map { position in
@@ -335,7 +343,7 @@ private struct Shadow {
 }
 
 /// A phone's position step by step.
-private struct Walker {
+struct Walker {
     /// The most waypoints a random-waypoint phone reaches in one step.
     static let maximumWaypointsPerStep = 1_024
     let model: PhoneMovement.Model
@@ -353,6 +361,8 @@ private struct Walker {
     var pausedUntil = 0.0
     // Gauss-Markov: current speed and heading.
     var heading = 0.0
+    /// The turns the movement loops have taken so far.
+    var turns = 0
 
     init(_ model: PhoneMovement.Model, step: Duration, random: SeededRandom) {
         var random = random
@@ -389,6 +399,7 @@ private struct Walker {
             // at most one turn per leg, whatever rounding does to the times.
             var remaining = span
             while remaining > 0, leg < legs.count {
+                turns += 1
                 switch legs[leg] {
                 case .pause(let pause):
                     let left = pause.secondsValue - legElapsed
@@ -423,6 +434,7 @@ private struct Walker {
             var clock = time
             var reached = 0
             while remaining > 0 {
+                turns += 1
                 if clock < pausedUntil {
                     let left = pausedUntil - clock
                     if left >= remaining { break }
@@ -456,6 +468,7 @@ private struct Walker {
         case .gaussMarkov(let area, let mean, let alpha):
             // Liang and Haas: s' = α·s + (1-α)·s̄ + √(1-α²)·σs·N, the same for the heading, whose
             // mean turns towards the area's centre near an edge.
+            turns += 1
             let memory = min(max(alpha, 0), 1)
             let spread = (1 - memory * memory).squareRoot()
             speed = max(0, memory * speed + (1 - memory) * mean + spread * (mean / 3) * random.normal())
