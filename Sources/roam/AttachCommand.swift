@@ -8,7 +8,7 @@ import Simulator
 import Synchronization
 
 /// `roam attach FILE --netns NODE=PATH ...`: play a scenario's links on interfaces that exist.
-struct AttachCommand: ParsableCommand {
+struct AttachCommand: ParsableCommand, SignalHandlingCommand {
     static let configuration = CommandConfiguration(
         commandName: "attach",
         abstract: "Play a scenario's links (conditions and timeline) on existing interfaces of existing network namespaces.",
@@ -141,13 +141,6 @@ struct AttachCommand: ParsableCommand {
         options.hold = hold
         options.devices = try deviceNames()
 
-        // SIGINT and SIGTERM go to one thread that stops the attach; every other thread has them blocked.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        installSignalHandlers()
 
         let attacher: ScenarioAttacher
         do {
@@ -164,19 +157,7 @@ struct AttachCommand: ParsableCommand {
             printError("roam attach: error: \(error.message)")
             throw ExitCode.badInput
         }
-        let received = Atomic<Int32>(0)
-        let blocked = signals
-        let signalThread = try? PinnedThread(name: "roam-signals") {
-            var set = blocked
-            var signal: Int32 = 0
-            while sigwait(&set, &signal) == 0 {
-                if received.exchange(signal, ordering: .relaxed) == 0 {
-                    printError("\nroam attach: \(signal == SIGINT ? "interrupted" : "terminated"); restoring the interfaces")
-                }
-                attacher.cancel()
-            }
-        }
-        signalThread?.detach()
+        CommandSignals.watch("attach", "restoring the interfaces") { attacher.cancel() }
 
         let console = ProgressConsole(enabled: !quiet, rootless: false)
         let result: RunReport
@@ -194,16 +175,8 @@ struct AttachCommand: ParsableCommand {
         }
         console.clear()
         writeLine(RunTable.render(result))
-        let signal = received.load(ordering: .relaxed)
-        if signal != 0 { throw ExitCode(128 + signal) }
+        try CommandSignals.throwIfSignalled()
         if !result.failedChanges.isEmpty { throw ExitCode.badInput }
     }
 }
 
-/// A handler for SIGINT and SIGTERM that never runs (both are blocked in every thread and taken
-/// by `sigwait`), so that they are delivered at all when Roam is a PID namespace's first process,
-/// as in a container (a namespace's init gets only the signals it has a handler for).
-func installSignalHandlers() {
-    signal(SIGINT) { _ in }
-    signal(SIGTERM) { _ in }
-}

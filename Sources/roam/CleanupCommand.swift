@@ -12,7 +12,8 @@ struct CleanupCommand: ParsableCommand {
         discussion: """
             Only leftovers whose owning process is gone are removed: a run in progress is never touched. \
             Without root, only the notes of this user's rootless runs that ended are removed, from this user's own \
-            registry ($XDG_RUNTIME_DIR/roam/runs, else /tmp/roam-UID/runs, which must be this user's and private): a \
+            registry ($XDG_RUNTIME_DIR/roam/runs, else /tmp/roam-UID/runs, else ~/.local/state/roam/runs when another user \
+            made /tmp/roam-UID first; each must be this user's and private): a \
             rootless run's namespaces end with its process, so it leaves nothing else behind.
             """
     )

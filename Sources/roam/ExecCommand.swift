@@ -18,7 +18,7 @@ struct ExecCommand: ParsableCommand {
             RUN is the run's id (six hex digits, shown when the run starts and in its report directory's name), NODE a node \
             of its scenario. For a run started as root, this is `ip netns exec roam-RUN-NODE COMMAND` and needs root. For a \
             rootless run, the same user enters the run's user and mount namespaces through its process (noted in \
-            $XDG_RUNTIME_DIR/roam/runs, else /tmp/roam-UID/runs), then the node's network namespace: no privilege is needed. \
+            $XDG_RUNTIME_DIR/roam/runs, else /tmp/roam-UID/runs, else ~/.local/state/roam/runs), then the node's network namespace: no privilege is needed. \
             The command runs as root of the run's user namespace, in the node's network namespace, in the current directory. \
             For example, `roam exec 1a2b3c phone -- roam monitor` watches the phone's path.
             """

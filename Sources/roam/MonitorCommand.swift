@@ -6,7 +6,7 @@ import RoamCore
 import RoamSystem
 
 /// `roam monitor`: print a namespace's network path, then every change.
-struct MonitorCommand: ParsableCommand {
+struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
     static let configuration = CommandConfiguration(
         commandName: "monitor",
         abstract: "Print the network path now and on every change, until interrupted.",
@@ -115,14 +115,15 @@ struct MonitorCommand: ParsableCommand {
             }
         }
 
-        // SIGINT and SIGTERM end the monitor cleanly: block them before any thread starts (so
-        // every thread inherits the mask) and wait for them here.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        installSignalHandlers()
+        // SIGINT, SIGTERM, SIGHUP and a closed standard output end the monitor cleanly.
+        let stopped: EventSignal
+        do {
+            stopped = try EventSignal()
+        } catch {
+            printError("roam monitor: \(error)")
+            throw ExitCode.badInput
+        }
+        CommandSignals.watch("monitor", nil) { stopped.signal() }
 
         let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
         let json = self.json
@@ -137,8 +138,7 @@ struct MonitorCommand: ParsableCommand {
             throw ExitCode.badInput
         }
         // Wait for a signal; look once a second whether the monitor stopped by itself.
-        var timeout = timespec(tv_sec: 1, tv_nsec: 0)
-        while sigtimedwait(&signals, nil, &timeout) < 0 {
+        while stopped.wait(for: .seconds(1)) {
             if let failure = monitor.failure {
                 subscription.cancel()
                 printError("roam monitor: \(failure)")
@@ -147,5 +147,7 @@ struct MonitorCommand: ParsableCommand {
         }
         subscription.cancel()
         monitor.cancel()
+        // A signal is how a monitor is meant to end (exit 0); a closed output is not (141).
+        if CommandSignals.received.load(ordering: .relaxed) == SIGPIPE { throw ExitCode(128 + SIGPIPE) }
     }
 }

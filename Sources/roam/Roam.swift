@@ -27,6 +27,10 @@ struct Roam: ParsableCommand {
         bootstrapLogging()
         do {
             var command = try parseAsRoot()
+            // Before the command starts any thread, so that every thread inherits the mask: a
+            // command that stops on signals takes them on a thread of its own; any other gets
+            // them at their dispositions, whatever mask its parent left blocked.
+            if command is SignalHandlingCommand { CommandSignals.prepare() } else { CommandSignals.unblock() }
             // A rootless `roam run` enters its user namespace in `run()`, before anything starts
             // a thread (a user namespace admits only a one-thread process).
             try command.run()
@@ -87,5 +91,10 @@ func printError(_ message: String) {
 func writeLine(_ message: String, to descriptor: Int32 = STDOUT_FILENO) {
     var bytes = Array(message.utf8)
     if bytes.last != UInt8(ascii: "\n") { bytes.append(UInt8(ascii: "\n")) }
-    try? writeAll(bytes, to: FileDescriptor(rawValue: descriptor))
+    do {
+        try writeAll(bytes, to: FileDescriptor(rawValue: descriptor))
+    } catch {
+        // The reader of the command's output went away (`| head -1`): it stops, with its cleanup.
+        if descriptor == STDOUT_FILENO || descriptor == STDERR_FILENO, error == .brokenPipe { CommandSignals.outputClosed() }
+    }
 }

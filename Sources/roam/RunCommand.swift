@@ -14,7 +14,7 @@ extension EmulatorPriority: ExpressibleByArgument {}
 extension MultipathTransport: ExpressibleByArgument {}
 
 /// `roam run FILE`: play a scenario and check its expectations.
-struct RunCommand: ParsableCommand {
+struct RunCommand: ParsableCommand, SignalHandlingCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Run a mobility scenario: build its topology, play its timeline and workloads, check its expectations.",
@@ -154,27 +154,7 @@ struct RunCommand: ParsableCommand {
             server = started
         }
 
-        // SIGINT and SIGTERM go to one thread that stops the run; every other thread (and so
-        // every thread the run starts) has them blocked.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        installSignalHandlers()
-        let received = Atomic<Int32>(0)
-        let blocked = signals
-        let signalThread = try? PinnedThread(name: "roam-signals") {
-            var set = blocked
-            var signal: Int32 = 0
-            while sigwait(&set, &signal) == 0 {
-                if received.exchange(signal, ordering: .relaxed) == 0 {
-                    printError("\nroam run: \(signal == SIGINT ? "interrupted" : "terminated"); stopping and cleaning up")
-                }
-                runner.cancel()
-            }
-        }
-        signalThread?.detach()
+        CommandSignals.watch("run", "stopping and cleaning up") { runner.cancel() }
 
         let console = ProgressConsole(enabled: !quiet, rootless: Rootless.hasEntered)
         let result: RunReport
@@ -202,8 +182,7 @@ struct RunCommand: ParsableCommand {
         server?.shutdown()
         console.clear()
         writeLine(RunTable.render(result))
-        let signal = received.load(ordering: .relaxed)
-        if signal != 0 { throw ExitCode(128 + signal) }
+        try CommandSignals.throwIfSignalled()
         if !result.failedChanges.isEmpty { throw ExitCode.badInput }
         if !result.passed { throw ExitCode.expectationFailed }
     }

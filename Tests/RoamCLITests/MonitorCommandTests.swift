@@ -84,6 +84,24 @@ struct MonitorCommandKernelTests {
         }
     }
 
+    /// SIGHUP (a closed terminal) ends the monitor as Ctrl-C does, whatever mask its parent left
+    /// blocked; a closed output ends it at the next line it prints, 141 as a SIGPIPE would.
+    @Test func stopsOnSIGHUPAndWhenItsOutputIsClosed() async throws {
+        try await TestNamespace.with { test in
+            let (_, peer) = try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let command = try RunningCommand(roam, ["monitor", "--netns", test.name])
+            #expect(command.lines.wait { !$0.isEmpty } != nil)
+            #expect(command.stop(with: SIGHUP) == 0)
+            let script = "\"$0\" monitor --netns \"$1\" | head -1; echo \"exit ${PIPESTATUS[0]}\""
+            let piped = try RunningCommand("/bin/bash", ["-c", script, roam, test.name])
+            #expect(piped.lines.waitForLast(timeout: 30) { $0.contains("satisfied") } != nil)
+            // The next change makes it print again: the write fails, and it ends.
+            try test.socket.setLink(index: peer, up: false)
+            #expect(piped.lines.waitForLast(timeout: 30) { $0.hasPrefix("exit ") } == "exit 141", "\(piped.lines.values)")
+            #expect(piped.waitForExit(timeout: 30) == 0)
+        }
+    }
+
     @Test func appliesAnInterfacesFile() async throws {
         try await TestNamespace.with { test in
             try test.addUplink("wl0", subnet: 0, metric: 100, alias: nil)
