@@ -93,6 +93,15 @@ if [ "$vm" = 1 ] && ! command -v vng >/dev/null 2>&1; then
   fi
 fi
 
+# Rootless runs open /dev/net/tun as their user (the TUN device checks the user namespace's
+# capability, not the file's owner), as udev's default rule lets every user (Debian's
+# 50-udev-default.rules: KERNEL=="tun", MODE="0666"). A machine without udev (a container, a
+# microVM) keeps the kernel's 0600; give it udev's mode.
+if [ "$(id -u)" -eq 0 ] && [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+  echo "roam setup: /dev/net/tun is mode $(stat -c %a /dev/net/tun); making it 0666 as udev does, for rootless runs" >&2
+  chmod 0666 /dev/net/tun
+fi
+
 if ! command -v swift >/dev/null 2>&1; then
   echo "roam setup: no Swift toolchain on PATH; Roam needs Swift 6.0 or later (swift.org/install)" >&2
   exit 2

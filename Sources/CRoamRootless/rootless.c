@@ -194,7 +194,7 @@ int roam_rootless_enter(char *message, size_t size) {
         close(host);
         return fail(message, size, error, "mount a private /run");
     }
-    int listing = dup(host);
+    int listing = fcntl(host, F_DUPFD_CLOEXEC, 0);
     DIR *entries = listing >= 0 ? fdopendir(listing) : NULL;
     if (entries) {
         struct dirent *entry;

@@ -18,7 +18,7 @@ package final class BufferedFile: @unchecked Sendable {
     /// Creates `name` in `directory` (a new file, see ``SecureDirectory/createFile(named:mode:replacing:)``).
     package init(directory: SecureDirectory, name: String, budget: OutputBudget) throws(LinkEmulationError) {
         do {
-            descriptor = try directory.createFile(named: name)
+            descriptor = try directory.createFile(named: name, mode: RunReportFiles.mode)
         } catch {
             throw LinkEmulationError(error.message)
         }

@@ -93,7 +93,7 @@ public enum HTMLReport {
     public static func write(to directory: SecureDirectory) throws(ReportError) -> String {
         let model = try streamedModel(in: directory)
         do throws(SafePathError) {
-            try directory.replaceFile(named: "report.html", contents: render(model).utf8)
+            try directory.replaceFile(named: "report.html", contents: render(model).utf8, mode: RunReportFiles.mode)
         } catch {
             throw ReportError(error.message)
         }

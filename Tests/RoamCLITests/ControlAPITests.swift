@@ -30,6 +30,7 @@ final class ControlAPITests: @unchecked Sendable {
         let socket: String
         let url: String?
         let tokenFile: String?
+        let reportDirectory: String?
     }
 
     func start(_ extra: [String] = [], asUser: String? = nil) throws -> Started {
@@ -48,7 +49,8 @@ final class ControlAPITests: @unchecked Sendable {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         let control = try #require(object["control"] as? [String: Any])
         return Started(command: command, runID: try #require(control["runId"] as? String), socket: try #require(control["socket"] as? String),
-                       url: control["url"] as? String, tokenFile: control["tokenFile"] as? String)
+                       url: control["url"] as? String, tokenFile: control["tokenFile"] as? String,
+                       reportDirectory: control["reportDirectory"] as? String)
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -164,6 +166,148 @@ final class ControlAPITests: @unchecked Sendable {
         #expect(try ctl(run, ["stop"]).status == 0)
         #expect(run.command.waitForExit(timeout: 60) == 0)
         #expect(access(tokenFile, F_OK) != 0, "the token goes with the run")
+    }
+
+    /// Another user holds 70 idle connections to the loopback port (more than its 64 places),
+    /// one of them a slow-loris sending a header a byte a second: the run's user is still
+    /// answered at once on the Unix socket and with the token on the port, and every connection
+    /// that shows no token is closed within seconds. A header no number fits in is refused,
+    /// never a crash (`Last-Event-ID: 9223372036854775807` trapped the run, exit 132).
+    @Test func anotherUserHoldingThePortLocksNobodyOutAndNoHeaderEndsTheRun() throws {
+        let run = try start(["--control-port", "0"])
+        defer { _ = run.command.stop(with: SIGKILL) }
+        let url = try #require(run.url)
+        let port = try #require(url.split(separator: ":").last.flatMap { Int($0) })
+        let script = """
+            import select, socket, sys, time
+            held = []
+            for _ in range(70):
+                s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+                held.append(s)
+            held[0].send(b"GET /v1/run HTTP/1.1\\r\\n")
+            print("held", len(held), flush=True)
+            closed, deadline, drip = set(), time.monotonic() + 20, time.monotonic()
+            while len(closed) < len(held) and time.monotonic() < deadline:
+                if 0 not in closed and time.monotonic() >= drip:
+                    try:
+                        held[0].send(b"X")
+                    except OSError:
+                        closed.add(0)
+                    drip += 1
+                ready, _, _ = select.select([s for i, s in enumerate(held) if i not in closed], [], [], 0.2)
+                for s in ready:
+                    try:
+                        data = s.recv(4096)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        closed.add(held.index(s))
+            print("closed", len(closed), round(time.monotonic() - deadline + 20, 1), flush=True)
+            """
+        let holder = try RunningCommand("/usr/bin/setpriv", ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "/usr/bin/env", "python3", "-c", script, String(port)])
+        defer { _ = holder.stop(with: SIGKILL) }
+        try #require(holder.lines.waitForLast(timeout: 20) { $0.hasPrefix("held 70") } != nil, "\(holder.errors.values)")
+        // The owner, on the socket, and with the token, on the port.
+        let began = ContinuousClock.now
+        let answered = try curl(run, "GET", "/v1/run")
+        let took = ContinuousClock.now - began
+        #expect(answered.status == 200, "\(answered.body)")
+        print("control: the owner answered in \(took) while another user held the port")
+        #expect(try ctl(run, ["info"]).status == 0)
+        let token = NetemHost.text(try #require(run.tokenFile)).trimmingCharacters(in: .whitespacesAndNewlines)
+        let with = try RunningCommand.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-H", "Authorization: Bearer " + token, url + "/v1/run"])
+        #expect(with.output == "200")
+        // Every connection without the token is closed (the slow-loris too), within the 3 s allowed and the script's 20.
+        let closed = try #require(holder.lines.waitForLast(timeout: 30) { $0.hasPrefix("closed ") })
+        #expect(closed.hasPrefix("closed 70 "), "\(closed)")
+        // Numbers in a request are range-checked: a 400, and the run goes on.
+        for header in ["Last-Event-ID: 9223372036854775807", "Last-Event-ID: -1", "Last-Event-ID: 1e9", "Last-Event-ID: 99999999999999999999"] {
+            let result = try RunningCommand.run("/usr/bin/curl", ["-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10", "--unix-socket", run.socket,
+                                                                  "-H", header, "http://roam/v1/events?follow=false"])
+            #expect(result.output.hasSuffix("\n400") && result.output.contains("Last-Event-ID"), "\(header): \(result.output)")
+        }
+        let huge = try curl(run, "GET", "/v1/events?from=9223372036854775807")
+        #expect(huge.status == 400, "\(huge.body)")
+        #expect(try curl(run, "GET", "/v1/run").status == 200, "the run still answers")
+        #expect(try ctl(run, ["stop"]).status == 0)
+        #expect(run.command.waitForExit(timeout: 60) == 0)
+    }
+
+    /// Each signal ends a controlled, held run at once with its cleanup and its report: 130,
+    /// 143, 129. (SwiftNIO's threads started before the run blocked them, so a signal landed on a
+    /// thread whose handler did nothing and the run went on until SIGKILL.) `roam ctl RUN events
+    /// --follow` ends on each too.
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP])
+    func everySignalEndsAControlledRunWithItsCleanup(signal: Int32) throws {
+        let run = try start(["--control-port", "0"])
+        defer { _ = run.command.stop(with: SIGKILL) }
+        let follower = try RunningCommand(roam, ["ctl", run.runID, "events", "--follow"])
+        defer { _ = follower.stop(with: SIGKILL) }
+        try #require(follower.lines.waitForLast(timeout: 30) { $0.contains("\"type\"") } != nil, "the follower printed no event")
+        // Ended by the signal itself (it has nothing to clean up), not left following.
+        #expect(follower.stop(with: signal) == signal, "roam ctl events --follow: \(follower.errors.values.suffix(3))")
+        #expect(run.command.stop(with: signal) == 128 + signal, "\(run.command.errors.values.suffix(3))")
+        let report = try #require(run.reportDirectory)
+        #expect(FileManager.default.fileExists(atPath: report + "/summary.json"), "the report was written")
+        let left = ((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []).filter { $0.hasPrefix("roam-\(run.runID)-") }
+        #expect(left.isEmpty, "namespaces left: \(left)")
+        #expect(access(run.socket, F_OK) != 0, "the socket goes with the run")
+    }
+
+    /// Standard output closed under a run (`| head -1` after the announcement): the run plays to
+    /// its end, cleans up, and exits 141 as a SIGPIPE would, without dying mid-write.
+    @Test func aRunWhoseOutputIsClosedEndsWithItsCleanup() throws {
+        let report = "\(base)/report-pipe"
+        let script = "\"$0\" run \"$1\" --backend userspace --control --quiet --time-scale 0.25 --report \"$2\" 2>/dev/null | head -1; echo \"exit ${PIPESTATUS[0]}\""
+        let result = try RunningCommand.run("/bin/bash", ["-c", script, roam, NetemHost.root + "/scenarios/walk-out-of-home.yaml", report], timeout: 120)
+        let lines = result.output.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("{\"control\"") == true, "\(result.output)")
+        #expect(lines.last == "exit 141", "\(result.output)")
+        let summary = NetemHost.text(report + "/summary.json")
+        #expect(summary.contains("\"runId\""), "the report was written")
+        let runID = try #require(summary.firstMatch(of: /"runId":"([0-9a-f]{6})"/)?.1)
+        let left = ((try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []).filter { $0.hasPrefix("roam-\(runID)-") }
+        #expect(left.isEmpty, "namespaces left: \(left)")
+    }
+
+    /// Live changes share the timeline's bound: a flap that would make more link changes than a
+    /// run may take is refused whole (it was queued, re-sorted with an O(n) removal per change,
+    /// and written as 20 MB of timeline a request), and 300 flaps sent back to back, each
+    /// replacing the last, leave the timeline on time.
+    @Test func aFloodOfLiveChangesStaysWithinTheRunsBounds() throws {
+        let run = try start()
+        defer { _ = run.command.stop(with: SIGKILL) }
+        let refused = try curl(run, "POST", "/v1/links/wifi", body: #"{"flap": {"period": "1ms", "for": "50s"}}"#)
+        #expect(refused.status == 400 && refused.body.contains("at most 100000 link changes"), "\(refused.body)")
+        let script = """
+            import http.client, socket, sys
+            class Unix(http.client.HTTPConnection):
+                def connect(self):
+                    self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    self.sock.connect(sys.argv[1])
+            statuses = {}
+            connection = Unix("roam")
+            for _ in range(300):
+                connection.request("POST", "/v1/links/wifi", body='{"flap": {"period": "10ms", "for": "5s"}}', headers={"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                answer.read()
+                statuses[answer.status] = statuses.get(answer.status, 0) + 1
+            print(statuses)
+            """
+        let flood = try RunningCommand.run("/usr/bin/env", ["python3", "-c", script, run.socket], timeout: 120)
+        #expect(flood.output.trimmingCharacters(in: .whitespacesAndNewlines) == "{200: 300}", "\(flood.output) \(flood.error)")
+        let stop = try ctl(run, ["stop"])
+        #expect(stop.status == 0, "\(stop.error)")
+        #expect(run.command.waitForExit(timeout: 60) == 0)
+        let directory = try #require(json(stop.output)["reportDirectory"] as? String)
+        let lines = NetemHost.text(directory + "/timeline.jsonl").split(separator: "\n")
+        let late = lines.filter { $0.contains(#""live":true"#) }.compactMap { line in
+            line.firstMatch(of: /"lateMs":(-?[0-9.]+)/).flatMap { Double($0.1) }
+        }.sorted()
+        #expect(late.count > 300 && late.count <= 100_000, "\(late.count) live changes recorded")
+        let p99 = late[min(late.count - 1, late.count * 99 / 100)]
+        print("control flood: \(late.count) live changes, lateness p50 \(late[late.count / 2]) ms, p99 \(p99) ms, max \(late.last ?? 0) ms")
+        #expect(p99 < 500, "the timeline fell behind: p99 \(p99) ms")
     }
 
     @Test func concurrentControllersAreServedOneChangeAtATimeAndAnEventStreamEndsWithTheRun() throws {

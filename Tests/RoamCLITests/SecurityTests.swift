@@ -149,8 +149,59 @@ struct SecurityTests {
         }
         let result = try runAsRoot(in: shared, [roam, "run", walk, "--time-scale", "0.05", "--quiet", "--report", report])
         #expect(result.status == 2, "\(result.error)")
-        #expect(result.error.contains("timeline.jsonl is a symbolic link"), "\(result.error)")
+        // Refused before anything is opened in it: the directory is another user's.
+        #expect(result.error.contains("report belongs to uid 65534"), "\(result.error)")
         #expect(contents(secret.file) == original)
+    }
+
+    /// A user's link in the user's own project (a directory only they write): theirs to follow,
+    /// never root's. Root running in the project would have written its report into
+    /// `roam-reports -> DIR`, a directory the user chose (`/etc/cron.d`, say).
+    @Test func rootFollowsNoLinkAUserMadeInTheirOwnDirectory() throws {
+        let project = try home("roam-security-project", mode: 0o755, owner: Self.victim)
+        let secret = try rootSecret()
+        // The victim's own rootless run makes its /tmp/roam-UID: gone with the test.
+        defer { remove(project, secret.directory, "/tmp/roam-\(Self.victim)") }
+        #expect(try run(as: Self.victim, in: project, ["/bin/ln", "-s", secret.directory, project + "/roam-reports"]).status == 0)
+        let result = try runAsRoot(in: project, [roam, "run", walk, "--time-scale", "0.05", "--quiet"])
+        #expect(result.status == 2, "\(result.error)")
+        #expect(result.error.contains("roam-reports is a symbolic link of uid \(Self.victim)"), "\(result.error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: secret.directory) == ["secret"], "root wrote into the link's target")
+        // The user's own run follows the user's own link (into a directory of theirs).
+        let own = project + "/elsewhere"
+        #expect(try run(as: Self.victim, in: project, ["/bin/sh", "-c", "mkdir elsewhere && rm roam-reports && ln -s \(own) roam-reports"]).status == 0)
+        let theirs = try run(as: Self.victim, in: project, [roam, "run", walk, "--time-scale", "0.05", "--quiet"])
+        #expect(theirs.status == 0, "\(theirs.error)")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: own)) ?? []).count == 1, "the user's run reported through the user's link")
+    }
+
+    /// `--report DIR` must be the caller's and written by no one else: a directory another user
+    /// owns or can write could swap the timeline the page is drawn from, or read what root's run
+    /// captured. Every file of a report is 0640.
+    @Test func aReportGoesOnlyWhereNoOtherUserCanReachIt() throws {
+        let shared = try sharedDirectory()
+        defer { remove(shared) }
+        let theirs = shared + "/theirs"
+        #expect(try run(as: Self.attacker, ["/bin/mkdir", "-m", "0755", theirs]).status == 0)
+        let open = try home("roam-security-open", mode: 0o777)
+        defer { remove(open) }
+        for (directory, refusal) in [(theirs, "belongs to uid 65534"), (open, "has mode 777"), (shared, "has mode 1777")] {
+            let result = try runAsRoot(in: shared, [roam, "run", walk, "--time-scale", "0.05", "--quiet", "--report", directory])
+            #expect(result.status == 2, "\(directory): \(result.error)")
+            #expect(result.error.contains(refusal), "\(directory): \(result.error)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: theirs).isEmpty)
+        // Its own directory: every file 0640, none readable by another user.
+        let mine = open + "/mine"
+        let result = try runAsRoot(in: shared, [roam, "run", walk, "--time-scale", "0.05", "--quiet", "--report", mine])
+        #expect(result.status == 0, "\(result.error)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: mine)
+        #expect(files.contains("summary.json") && files.contains("timeline.jsonl") && files.contains("report.html"), "\(files)")
+        for file in files {
+            var status = stat()
+            #expect(lstat(mine + "/" + file, &status) == 0 && status.st_mode & 0o777 == 0o640, "\(file): \(String(status.st_mode & 0o777, radix: 8))")
+        }
+        #expect(try run(as: Self.attacker, ["/bin/cat", mine + "/timeline.jsonl"]).status != 0, "another user read root's timeline")
     }
 
     // MARK: - 3, 4. Another user's registry
@@ -161,15 +212,19 @@ struct SecurityTests {
         #expect(try run(as: Self.victim, in: home, ["/bin/sh", "-c", "mkdir runs && echo keep > runs/results-1.csv && echo 123 > runs/abcdef"]).status == 0)
         // nobody makes the victim's /tmp/roam-UID first, its runs/ a link into the victim's files.
         #expect(try run(as: Self.attacker, ["/bin/sh", "-c", "mkdir -m 0777 /tmp/roam-\(Self.victim) && ln -s \(home)/runs /tmp/roam-\(Self.victim)/runs"]).status == 0)
+        // The victim's registry moves to a name nobody else can take first, in its home
+        // (~/.local/state/roam/runs): cleanup looks there, and never through the planted link.
         let cleanup = try run(as: Self.victim, in: home, [roam, "cleanup"])
-        #expect(cleanup.status == 2, "\(cleanup.output) \(cleanup.error)")
-        #expect(cleanup.error.contains("left this user's registry of rootless runs alone: /tmp/roam-\(Self.victim) belongs to uid 65534"), "\(cleanup.error)")
+        #expect(cleanup.status == 0, "\(cleanup.output) \(cleanup.error)")
         #expect(contents(home + "/runs/results-1.csv") == "keep\n" && contents(home + "/runs/abcdef") == "123\n", "the victim's files were deleted")
-        // The victim's runs still run; only roam exec cannot find them, and they say so.
-        let victimRun = try run(as: Self.victim, in: home, [roam, "run", walk, "--time-scale", "0.05", "--quiet", "--report", home + "/report"])
+        // The victim's runs run, controlled runs included (they stopped at "cannot place the
+        // control socket" before), and roam ctl finds them.
+        let victimRun = try run(as: Self.victim, in: home, [roam, "run", walk, "--time-scale", "0.05", "--quiet", "--control", "--report", home + "/report"])
         #expect(victimRun.status == 0, "\(victimRun.error)")
-        #expect(victimRun.error.contains("roam exec will not find this run: /tmp/roam-\(Self.victim) belongs to uid 65534")
-                && victimRun.error.contains("XDG_RUNTIME_DIR"), "\(victimRun.error)")
+        #expect(!victimRun.error.contains("will not find"), "\(victimRun.error)")
+        #expect(victimRun.output.contains("\"socket\":\"\(home)/.local/state/roam/runs/"), "\(victimRun.output)")
+        var status = stat()
+        #expect(lstat(home + "/.local/state/roam/runs", &status) == 0 && status.st_uid == Self.victim && status.st_mode & 0o777 == 0o700)
         #expect(try FileManager.default.contentsOfDirectory(atPath: home + "/runs").sorted() == ["abcdef", "results-1.csv"])
         // Root's rootless run does not go near /tmp/roam-0 at all.
         #expect(try run(as: Self.attacker, ["/bin/sh", "-c", "mkdir -m 0777 /tmp/roam-0 && ln -s \(home)/runs /tmp/roam-0/runs"]).status == 0)

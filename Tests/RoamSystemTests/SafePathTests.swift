@@ -110,6 +110,19 @@ final class Scratch {
         #expect(scratch.read("victim") == "precious\n")
     }
 
+    /// Every directory's descriptor is close-on-exec, those opened inside another too (they
+    /// were `dup`ed without it, and a program a run started inherited them).
+    @Test func directoryDescriptorsAreCloseOnExec() throws {
+        let scratch = try Scratch()
+        let top = try SecureDirectory.open(scratch.path)
+        let inner = try top.directory(named: "inner", creating: 0o700)
+        let deeper = try inner.directory(named: "deeper", creating: 0o700)
+        for directory in [top, inner, deeper] {
+            let flags = fcntl(directory.rawDescriptor, F_GETFD)
+            #expect(flags >= 0 && flags & FD_CLOEXEC != 0, "\(directory.path)")
+        }
+    }
+
     @Test func missingDirectoriesAreMadeAndExistingOnesOpened() throws {
         let scratch = try Scratch()
         let made = try SecureDirectory.open(scratch.path + "/a/b/c", creating: 0o755)
@@ -145,22 +158,25 @@ final class Scratch {
         }
     }
 
-    @Test func linksAreTrustedByTheirOwnerAndTheirDirectory() {
+    @Test(arguments: [uid_t(0), uid_t(1000)])
+    func linksAreTrustedByTheirOwnerAndTheirDirectory(caller: uid_t) {
         var link = stat(), directory = stat()
         directory.st_uid = 4242
         directory.st_mode = S_IFDIR | 0o1777
         link.st_mode = S_IFLNK | 0o777
-        link.st_uid = geteuid()
-        #expect(SecureDirectory.trusts(link: link, in: directory), "the caller's own link")
+        link.st_uid = caller
+        #expect(SecureDirectory.trusts(link: link, in: directory, caller: caller), "the caller's own link")
         link.st_uid = 0
-        #expect(SecureDirectory.trusts(link: link, in: directory), "root's link")
-        link.st_uid = 4242 == geteuid() ? 4243 : 4242
+        #expect(SecureDirectory.trusts(link: link, in: directory, caller: caller), "root's link")
+        link.st_uid = 4242
         directory.st_uid = link.st_uid
-        #expect(!SecureDirectory.trusts(link: link, in: directory), "another user's link in a directory anyone can write (/tmp)")
+        #expect(!SecureDirectory.trusts(link: link, in: directory, caller: caller), "another user's link in a directory anyone can write (/tmp)")
         directory.st_mode = S_IFDIR | 0o755
-        #expect(SecureDirectory.trusts(link: link, in: directory), "the directory owner's link where only they write")
+        // A user's link in the user's own directory: the user may follow their own; root never.
+        #expect(SecureDirectory.trusts(link: link, in: directory, caller: caller) == (caller != 0),
+                "the directory owner's link where only they write, followed by uid \(caller)")
         directory.st_uid = 1
-        #expect(!SecureDirectory.trusts(link: link, in: directory), "another user's link in a third user's directory")
+        #expect(!SecureDirectory.trusts(link: link, in: directory, caller: caller), "another user's link in a third user's directory")
     }
 
     @Test func requirementsAreCheckedOnTheDescriptor() throws {

@@ -4,6 +4,7 @@ import PathMonitor
 import RoamSystem
 @testable import ScenarioModel
 @testable import Simulator
+import TestSupport
 import Testing
 
 /// A network's captive portal, root-free: its sessions on a manual clock, what its HTTP server
@@ -164,5 +165,87 @@ extension SystemRandomNumberGenerator {
             z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
             return z ^ (z >> 31)
         }
+    }
+}
+
+/// The connectivity check's server with every place taken: 70 clients that send nothing hold
+/// its 64 places and its backlog. It must wait for a place to free (a client's 2 s), not poll
+/// its listener in a loop (it spun at 100% of a core until then). Its connections are
+/// close-on-exec from the moment they are accepted (accept4).
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root (a network namespace)"), .serialized)
+struct ConnectivityResponderKernelTests {
+    @Test func aFullServerWaitsForAPlaceInsteadOfSpinning() throws {
+        let test = try TestNamespace()
+        let loopback = try #require(IPAddress("127.0.0.1"))
+        let responder = try ConnectivityResponder(addresses: [loopback], in: test.namespace)
+        defer { responder.stop() }
+        var clients: [Int32] = []
+        defer { for client in clients { close(client) } }
+        try test.namespace.perform {
+            for _ in 0..<70 {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                guard loopback.withSocketAddress(port: 80, { connect(fd, $0, $1) }) == 0 else { close(fd); continue }
+                clients.append(fd)
+            }
+        }
+        #expect(clients.count == 70)
+        // What the process spends while the server is full and nothing else runs: a second and a
+        // half of waiting (a measuring window, not a synchronisation).
+        func cpu() -> Double {
+            var usage = rusage()
+            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+        let before = cpu()
+        var none: [pollfd] = []
+        _ = poll(&none, 0, 1_500)
+        let spent = cpu() - before
+        #expect(spent < 0.5, "the full server used \(spent) s of CPU in 1.5 s")
+        // Each held client is answered or closed once its time is up, and a new one is answered.
+        try test.namespace.perform {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            defer { close(fd) }
+            #expect(loopback.withSocketAddress(port: 80, { connect(fd, $0, $1) }) == 0)
+            let request = Array("GET /generate_204 HTTP/1.1\r\nHost: connectivity.roam.test\r\n\r\n".utf8)
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var entry = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
+            #expect(poll(&entry, 1, 10_000) == 1)
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            #expect(count > 0 && String(decoding: buffer[..<max(count, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 204"))
+        }
+    }
+}
+
+/// Where a run looks for the network's programs (nft, unbound, tayga, conntrack): as the host's
+/// root, only where no other user could have put or replaced them.
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root (files of another user's)"))
+struct NetworkProgramSearchTests {
+    @Test func rootRunsOnlyProgramsNoOtherUserCouldReplace() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-network-path")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(chmod(directory, 0o755) == 0)
+        let planted = directory + "/nft"
+        try "#!/bin/sh\necho planted\n".write(toFile: planted, atomically: false, encoding: .utf8)
+        #expect(chmod(planted, 0o755) == 0)
+        // Root's own, in root's directory: taken.
+        #expect(NetworkServices.locate("nft", in: [directory], asHostRoot: true) == planted)
+        // The program another user's, or the directory writable by others, or another user's
+        // directory: not taken, as root; the next directory's is.
+        #expect(chown(planted, 65534, 65534) == 0)
+        #expect(NetworkServices.locate("nft", in: [directory], asHostRoot: true) == nil)
+        #expect(NetworkServices.locate("nft", in: [directory], asHostRoot: false) == planted, "a user's run takes its user's PATH")
+        #expect(chown(planted, 0, 0) == 0 && chmod(directory, 0o777) == 0)
+        #expect(NetworkServices.locate("nft", in: [directory], asHostRoot: true) == nil)
+        #expect(chmod(directory, 0o755) == 0 && chown(directory, 65534, 65534) == 0)
+        #expect(NetworkServices.locate("nft", in: [directory], asHostRoot: true) == nil)
+        if access("/usr/sbin/nft", X_OK) == 0 {
+            #expect(NetworkServices.locate("nft", in: [directory, "/usr/sbin"], asHostRoot: true) == "/usr/sbin/nft")
+        }
+        // A link to root's program, made by another user where only that user writes: not taken
+        // by root (as named, the chain is that user's).
+        let link = directory + "/conntrack"
+        #expect(symlink("/usr/sbin/conntrack", link) == 0 && lchown(link, 65534, 65534) == 0)
+        #expect(NetworkServices.locate("conntrack", in: [directory], asHostRoot: true) == nil)
     }
 }

@@ -61,11 +61,39 @@ public final class RunRegistry: Sendable {
     /// - else `$XDG_RUNTIME_DIR/roam/runs`, when `$XDG_RUNTIME_DIR` is a directory of the
     ///   caller's that nobody else can reach (mode 0700);
     /// - else `/tmp/roam-UID/runs`, UID being the caller's uid on the host (or in the parent
-    ///   user namespace, inside one).
+    ///   user namespace, inside one), unless `/tmp/roam-UID` is there and is not a private
+    ///   directory of the caller's (another user made it first);
+    /// - then `~/.local/state/roam/runs` in the caller's home, a name nobody else can take.
+    ///
+    /// Every command works the choice out the same way from the same state, so a run and the
+    /// commands that look for it (`roam exec`, `ctl`, `cleanup`) agree.
     public static var rootlessDirectory: String {
         if Rootless.isHostRoot { return "/run/roam/rootless" }
         if let runtime = privateRuntimeDirectory { return runtime + "/roam/runs" }
-        return "/tmp/roam-\(Rootless.outerUID)/runs"
+        if temporaryBaseIsUsable { return temporaryBase + "/runs" }
+        return (homeDirectory ?? "~") + "/" + homeRegistryPath
+    }
+
+    /// `/tmp/roam-UID`.
+    static var temporaryBase: String { "/tmp/roam-\(Rootless.outerUID)" }
+
+    /// The registry's place under the home directory (XDG's state directory).
+    static let homeRegistryPath = ".local/state/roam/runs"
+
+    /// Whether `/tmp/roam-UID` is missing (this user may make it) or a directory, not a link, of
+    /// the caller's that nobody else can reach.
+    static var temporaryBaseIsUsable: Bool {
+        var status = stat()
+        guard lstat(temporaryBase, &status) == 0 else { return errno == ENOENT }
+        return status.st_mode & S_IFMT == S_IFDIR && status.st_uid == geteuid() && status.st_mode & 0o077 == 0
+    }
+
+    /// The caller's home: `$HOME` when it is an absolute path, else the password database's.
+    static var homeDirectory: String? {
+        if let home = getenv("HOME").map({ String(cString: $0) }), home.hasPrefix("/"), home.count < 1024 { return home }
+        guard let entry = getpwuid(Rootless.outerUID), let directory = entry.pointee.pw_dir else { return nil }
+        let home = String(cString: directory)
+        return home.hasPrefix("/") ? home : nil
     }
 
     /// `$XDG_RUNTIME_DIR` when it is an absolute path to a directory (not a link) of the
@@ -91,10 +119,23 @@ public final class RunRegistry: Sendable {
             let base = try SecureDirectory.open(runtime, requirement: .privateToCaller)
             let roam = try base.directory(named: "roam", creating: mode, requirement: .privateToCaller)
             runs = try roam.directory(named: "runs", creating: mode, requirement: .privateToCaller)
-        } else {
+        } else if temporaryBaseIsUsable {
             let temporary = try SecureDirectory.open("/tmp")
             let base = try temporary.directory(named: "roam-\(Rootless.outerUID)", creating: mode, requirement: .privateToCaller)
             runs = try base.directory(named: "runs", creating: mode, requirement: .privateToCaller)
+        } else {
+            guard let home = homeDirectory else {
+                throw SafePathError(.foreignOwner, path: temporaryBase, message: "\(temporaryBase) belongs to another user, and this user has no "
+                    + "home directory to keep runs in; set XDG_RUNTIME_DIR to a directory of yours with mode 0700")
+            }
+            // The home and the XDG directories above the registry: the caller's, written by nobody else.
+            var directory = try SecureDirectory.open(home, requirement: .ownedByCaller)
+            let components = homeRegistryPath.split(separator: "/").map(String.init)
+            for (index, name) in components.enumerated() {
+                let last = index >= components.count - 2
+                directory = try directory.directory(named: name, creating: mode, requirement: last ? .privateToCaller : .ownedByCaller)
+            }
+            runs = directory
         }
         return RunRegistry(directory: runs, owner: geteuid())
     }

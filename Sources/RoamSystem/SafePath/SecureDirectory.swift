@@ -12,8 +12,9 @@ import SystemPackage
 ///
 /// - it is resolved one component at a time from `/` (or the working directory), each opened
 ///   with `O_NOFOLLOW`; a symbolic link on the way is followed only when it is the caller's or
-///   root's, or its directory's owner made it in a directory nobody else can write (so that
-///   a link planted in `/tmp` by another user is refused, whatever `fs.protected_symlinks` says);
+///   root's, or (for a caller other than root) its directory's owner made it in a directory
+///   nobody else can write (so that a link planted in `/tmp` by another user is refused,
+///   whatever `fs.protected_symlinks` says, and root follows no user's link at all);
 /// - missing directories are made with `mkdirat` relative to their parent's descriptor, and the
 ///   directory opened afterwards is checked to be the caller's;
 /// - owner and mode are checked on the opened descriptor, never on a path;
@@ -89,7 +90,7 @@ public final class SecureDirectory: Sendable {
     /// followed only as ``open(_:creating:requirement:)`` follows one.
     public func directory(named name: String, creating mode: mode_t? = nil, requirement: Requirement = .none) throws(SafePathError) -> SecureDirectory {
         try Self.checkName(name, in: path)
-        let base = dup(descriptor)
+        let base = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
         guard base >= 0 else { throw .system("open", path, .current) }
         return try Self.walk(from: base, basePath: path, components: name, display: child(name), creating: mode, requirement: requirement)
     }
@@ -231,12 +232,15 @@ public final class SecureDirectory: Sendable {
         return result
     }
 
-    /// Whether a symbolic link may be followed: the caller's or root's, or made by its
-    /// directory's owner in a directory no one else can write. (The kernel's
+    /// Whether a symbolic link may be followed by `caller`: the caller's or root's; for a caller
+    /// other than root, also one made by its directory's owner in a directory no one else can
+    /// write. Root follows no link another user made, wherever it is: a user's `roam-reports ->
+    /// /etc/cron.d` in the user's own project would steer root's writes. (The kernel's
     /// `fs.protected_symlinks` makes a similar rule for sticky directories only, and only when
     /// it is set.)
-    static func trusts(link: stat, in directory: stat) -> Bool {
-        if link.st_uid == geteuid() || link.st_uid == 0 { return true }
+    static func trusts(link: stat, in directory: stat, caller: uid_t = geteuid()) -> Bool {
+        if link.st_uid == caller || link.st_uid == 0 { return true }
+        guard caller != 0 else { return false }
         return link.st_uid == directory.st_uid && directory.st_mode & 0o022 == 0
     }
 

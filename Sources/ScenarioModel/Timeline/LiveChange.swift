@@ -25,6 +25,11 @@ public enum LiveChange {
         public var events: [TimelineEvent]?
         public var diagnostics: [ScenarioDiagnostic]
         public var errors: [ScenarioDiagnostic] { diagnostics.filter { $0.severity == .error } }
+
+        public init(events: [TimelineEvent]?, diagnostics: [ScenarioDiagnostic]) {
+            self.events = events
+            self.diagnostics = diagnostics
+        }
     }
 
     /// Reads `text` as a change to `target` of `scenario`'s network at `at` (time since time

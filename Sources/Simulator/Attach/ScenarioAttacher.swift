@@ -174,7 +174,7 @@ package final class ScenarioAttacher: Sendable {
         if let undrawable { result.notes.append(undrawable) }
         do throws(SafePathError) {
             try report.replaceFile(named: "summary.json",
-                                   contents: (result.summary(started: started, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8)
+                                   contents: (result.summary(started: started, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8, mode: RunReportFiles.mode)
         } catch {
             throw SimulatorError(error)
         }

@@ -536,7 +536,7 @@ final class RunSession {
         if let undrawable { report.notes.append(undrawable) }
         do throws(SafePathError) {
             try self.report.replaceFile(named: "summary.json",
-                                        contents: (report.summary(started: wallStart, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8)
+                                        contents: (report.summary(started: wallStart, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8, mode: RunReportFiles.mode)
         } catch {
             throw SimulatorError(error)
         }

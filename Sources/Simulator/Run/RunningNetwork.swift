@@ -55,7 +55,12 @@ public struct RunningNetwork: Sendable {
         let outcome = LiveChange.read(text, target: target, scenario: scenario, at: max(log.elapsed, .zero), open: isOpen)
         guard let events = outcome.events else { return (outcome, []) }
         // (The run's player takes live changes only in a run with a control API, RunOptions.holdsEvents.)
-        return (outcome, player.applyLive(events, scenario: scenario))
+        do throws(LiveChangeRefused) {
+            return (outcome, try player.applyLive(events, scenario: scenario))
+        } catch {
+            let refusal = ScenarioDiagnostic(.error, file: "request body", line: 0, column: 0, message: error.message)
+            return (LiveChange.Outcome(events: nil, diagnostics: outcome.diagnostics + [refusal]), [])
+        }
     }
 
     /// What each link is doing now: carrier and each direction's conditions.

@@ -387,7 +387,10 @@ public final class ScenarioRunner: Sendable {
         let directory: SecureDirectory
         do throws(SafePathError) {
             if let path {
-                directory = try SecureDirectory.open(path, creating: 0o755)
+                // The caller's, and written by no one else: what the run writes there and reads
+                // back (the timeline the page is drawn from) no other user can replace or read
+                // through a link of theirs.
+                directory = try SecureDirectory.open(path, creating: 0o755, requirement: .ownedByCaller)
             } else {
                 let reports = try SecureDirectory.open("roam-reports", creating: 0o755)
                 directory = try reports.directory(named: "\(pathComponent(scenario))-\(runID)", creating: 0o755, requirement: .ownedByCaller)

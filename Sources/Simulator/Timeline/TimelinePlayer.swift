@@ -33,8 +33,19 @@ package final class TimelinePlayer: Sendable {
     private nonisolated(unsafe) let tagger: LinkTagger?
     private nonisolated(unsafe) let membership: (any NetworkEventHandler)?
     /// Changes sent while the run plays (``applyLive(_:scenario:)``) that are still to come (a
-    /// live ramp's later steps, a live flap), in time order.
-    private let live = Mutex<[ScheduledChange]>([])
+    /// live ramp's later steps, a live flap), latest first: the next is taken from the end.
+    private let live: Mutex<LiveQueue>
+
+    /// Live changes still to come, and how many more a run may take.
+    private struct LiveQueue {
+        /// Latest first, by time then arrival: `popLast()` is the next due.
+        var pending: [(order: Int, change: ScheduledChange)] = []
+        var arrived = 0
+        /// The link changes the run may still take live: the timeline's bound
+        /// (``ScenarioLimits/maximumChanges``) less what the timeline and earlier live changes
+        /// took. A change that replaces live changes not yet played gets their share back.
+        var budget = 0
+    }
     /// Held while a change is applied: the player's thread and live controllers take turns.
     private let applying = Mutex<Void>(())
 
@@ -70,6 +81,9 @@ package final class TimelinePlayer: Sendable {
         self.log = log
         self.stop = stop
         self.states = Mutex(Self.initialStates(of: schedule))
+        var queue = LiveQueue()
+        queue.budget = max(ScenarioLimits.maximumChanges - schedule.changes.count, 0)
+        self.live = Mutex(queue)
     }
 
     /// What each link is doing at the start of `schedule`.
@@ -116,10 +130,13 @@ package final class TimelinePlayer: Sendable {
     /// ramp's later steps, a flap) played by the player's thread in time. A live change to a link
     /// replaces what is left of an earlier live change to it; the timeline's own later changes
     /// still play as written. Live changes and the timeline's take turns, one change at a time.
-    /// Returns what was applied now.
-    package func applyLive(_ events: [TimelineEvent], scenario: Scenario) -> [AppliedChange] {
+    /// Returns what was applied now. A run takes at most the timeline's bound of link changes
+    /// (``ScenarioLimits/maximumChanges``), its timeline's and its live changes' together, so
+    /// that what it plays and records stays bounded however many changes are sent: past it, a
+    /// change is refused whole (``LiveChangeRefused``) and nothing of it is applied.
+    package func applyLive(_ events: [TimelineEvent], scenario: Scenario) throws(LiveChangeRefused) -> [AppliedChange] {
         guard let first = events.map(\.at).min() else { return [] }
-        return applying.withLock { _ -> [AppliedChange] in
+        return try applying.withLock { _ throws(LiveChangeRefused) -> [AppliedChange] in
             let current = states.withLock { states in
                 states.mapValues { [TrafficDirection.up: $0.up, TrafficDirection.down: $0.down] }
             }
@@ -127,22 +144,36 @@ package final class TimelinePlayer: Sendable {
             let links = Set(changes.map(\.link))
             let now = changes.filter { $0.at <= first }
             let later = changes.filter { $0.at > first }
-            live.withLock { queue in
-                queue.removeAll { links.contains($0.link) }
-                queue.append(contentsOf: later)
-                queue.sort { $0.at < $1.at }
+            try live.withLock { queue throws(LiveChangeRefused) in
+                let replaced = queue.pending.reduce(0) { $0 + (links.contains($1.change.link) ? 1 : 0) }
+                guard changes.count <= queue.budget + replaced else {
+                    throw LiveChangeRefused(message: "this change makes \(changes.count) link changes, and the run may take only "
+                        + "\(queue.budget + replaced) more: a run plays at most \(ScenarioLimits.maximumChanges) link changes, its timeline's "
+                        + "and live ones together; send a slower flap or a shorter one")
+                }
+                queue.budget += replaced - changes.count
+                guard !later.isEmpty || replaced > 0 else { return }
+                queue.pending.removeAll { links.contains($0.change.link) }
+                for change in later {
+                    queue.pending.append((queue.arrived, change))
+                    queue.arrived += 1
+                }
+                queue.pending.sort { ($0.change.at, $0.order) > ($1.change.at, $1.order) }
             }
             if !later.isEmpty { running.withLock { $0.live }?.signal() }
             return now.map { perform($0) }
         }
     }
 
+    /// The link changes a run may still take live (``applyLive(_:scenario:)``).
+    package var liveBudget: Int { live.withLock { $0.budget } }
+
     private func play(waking liveSignal: EventSignal) {
         var next = 0
         let changes = schedule.changes
         while true {
             liveSignal.reset()
-            let dueLive = live.withLock { $0.first?.at }
+            let dueLive = live.withLock { $0.pending.last?.change.at }
             let dueStatic = next < changes.count ? changes[next].at : nil
             let due = [dueLive, dueStatic].compactMap { $0 }.min()
             // A player that takes no live changes ends after its last change, as it always did.
@@ -159,8 +190,8 @@ package final class TimelinePlayer: Sendable {
             } else {
                 applying.withLock { _ in
                     let change = live.withLock { queue -> ScheduledChange? in
-                        guard let first = queue.first, first.at <= due else { return nil }
-                        return queue.removeFirst()
+                        guard let next = queue.pending.last, next.change.at <= due else { return nil }
+                        return queue.pending.removeLast().change
                     }
                     if let change { _ = perform(change) }
                 }
@@ -219,4 +250,9 @@ package final class TimelinePlayer: Sendable {
         }
         return AppliedChange(change: change, actual: actual, failure: failure)
     }
+}
+
+/// A live change the run refused whole: what it would take passes the run's bound.
+package struct LiveChangeRefused: Error, Sendable {
+    package var message: String
 }

@@ -264,7 +264,10 @@ final class CaptivePortalServer: Sendable {
         var buffer = [UInt8](repeating: 0, count: 4096)
         defer { for client in clients { close(client.descriptor) } }
         while true {
-            var entries = [stopSignal.pollEntry, changed.pollEntry] + listeners.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            // Listeners are not polled while every place is taken: a connection waiting in the
+            // backlog would wake the loop at once, again and again, until a client's time is up.
+            let listening = Int16(clients.count < Self.maximumClients ? POLLIN : 0)
+            var entries = [stopSignal.pollEntry, changed.pollEntry] + listeners.map { pollfd(fd: $0, events: listening, revents: 0) }
                 + clients.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
             let expiry = sessions.withLock { $0.nextExpiry }
             let wake = ([expiry] + clients.map(\.deadline)).compactMap { $0 }.min() ?? MonotonicInstant.now + .seconds(3600)

@@ -49,12 +49,14 @@ final class ConnectivityResponder: Sendable {
     static func acceptClient(_ listener: Int32) -> (descriptor: Int32, peer: IPAddress?)? {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        // Close-on-exec from the start (accept4): a program another thread starts between an
+        // accept and an fcntl would inherit the connection.
         let descriptor = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(listener, $0, &length) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                accept4(listener, $0, &length, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+            }
         }
         guard descriptor >= 0 else { return nil }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         return (descriptor, IPAddress(socketAddress: storage))
     }
 
@@ -94,7 +96,10 @@ final class ConnectivityResponder: Sendable {
         var buffer = [UInt8](repeating: 0, count: 4096)
         defer { for client in clients { close(client.descriptor) } }
         while true {
-            var entries = [stop.pollEntry] + listeners.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            // Listeners are not polled while every place is taken: a connection waiting in the
+            // backlog would wake the loop at once, again and again, until a client's time is up.
+            let listening = Int16(clients.count < maximumClients ? POLLIN : 0)
+            var entries = [stop.pollEntry] + listeners.map { pollfd(fd: $0, events: listening, revents: 0) }
                 + clients.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
             let wake = clients.map(\.deadline).min() ?? MonotonicInstant.now + .seconds(3600)
             _ = try? waitForEvents(&entries, until: wake)

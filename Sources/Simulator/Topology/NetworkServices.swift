@@ -661,25 +661,57 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         return path.split(separator: ":").map(String.init) + ["/usr/local/sbin", "/usr/sbin", "/sbin"]
     }
 
-    /// The program `name` as a path, from ``searchPath``.
-    static func locate(_ name: String) -> String? {
-        for directory in searchPath where directory.hasPrefix("/") {
+    /// The program `name` as a path, from `directories` (``searchPath``). As the host's root
+    /// (`asHostRoot`), only a program that no one but root can replace is taken: the file and
+    /// every directory up to it, as named and as resolved, root's and written by no one else
+    /// (a `ROAM_NETWORK_PATH` or `PATH` entry another user can write would otherwise run that
+    /// user's `nft` as root); the resolved path is returned, so that no link is looked up again.
+    static func locate(_ name: String, in directories: [String] = searchPath, asHostRoot: Bool = Rootless.isHostRoot) -> String? {
+        for directory in directories where directory.hasPrefix("/") {
             let candidate = directory + "/" + name
-            if access(candidate, X_OK) == 0 { return candidate }
+            guard access(candidate, X_OK) == 0 else { continue }
+            guard asHostRoot else { return candidate }
+            if let trusted = rootOwned(candidate) { return trusted }
         }
         return nil
+    }
+
+    /// `path` resolved, when it and every directory up to it (as named and as resolved) are
+    /// root's and written by no one else, and it is a regular file; nil otherwise.
+    static func rootOwned(_ path: String) -> String? {
+        guard let resolvedPointer = realpath(path, nil) else { return nil }
+        let resolved = String(cString: resolvedPointer)
+        free(resolvedPointer)
+        func chainIsRoots(_ path: String) -> Bool {
+            var prefix = ""
+            for component in [""] + path.split(separator: "/").map(String.init) {
+                prefix = component.isEmpty ? "/" : (prefix == "/" ? "/" : prefix + "/") + component
+                var status = stat()
+                guard lstat(prefix, &status) == 0, status.st_uid == 0 else { return false }
+                // A link's own mode means nothing; a directory's or a file's must not let others
+                // write, but for a sticky directory (/tmp), where no one but its owner, root
+                // (checked next), can rename or remove the entry that follows.
+                let type = status.st_mode & S_IFMT
+                if type != S_IFLNK, status.st_mode & 0o022 != 0, !(type == S_IFDIR && status.st_mode & S_ISVTX != 0) { return false }
+            }
+            return true
+        }
+        var status = stat()
+        guard chainIsRoots(path), chainIsRoots(resolved), lstat(resolved, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        return resolved
     }
 
     private func spawn(_ arguments: [String], configuration: String, in node: String, what: String) throws(SimulatorError) -> pid_t {
         guard let namespace = topology.namespace(of: node) else { throw SimulatorError(.invalidScenario, "node '\(node)' was not built") }
         guard let program = Self.locate(arguments[0]) else {
             throw SimulatorError(.environment, "cannot run \(arguments[0]) in node '\(node)' for its network: not installed (scripts/setup.sh "
-                + "installs it: nftables, unbound, tayga, conntrack; looked in \(Self.searchPath.joined(separator: ":")))")
+                + "installs it: nftables, unbound, tayga, conntrack; looked in \(Self.searchPath.joined(separator: ":"))"
+                + (Rootless.isHostRoot ? "; as root, only a program that root owns in directories only root can write" : "") + ")")
         }
         let arguments = [program] + arguments.dropFirst()
         let output: FileDescriptor
         do throws(SafePathError) {
-            output = try report.createFile(named: "network-\(node)-\(what).log")
+            output = try report.createFile(named: "network-\(node)-\(what).log", mode: RunReportFiles.mode)
         } catch {
             throw SimulatorError(.environment, "cannot write the output of \(arguments[0]) in node '\(node)': \(error.message)")
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -166,3 +167,42 @@ def test_the_api_answers_as_its_openapi_document_says(roam_start, tmp_path):
     assert " passed" in result.stdout
     # The run is still the one it was: the API's refusals changed nothing they should not have.
     assert run.info()["runId"] == run.run_id
+
+
+def test_an_impostor_on_the_port_cannot_set_what_programs_in_nodes_get():
+    """A server that is not the run (another user's, on a loopback port a run freed) answers
+    /v1/run with LD_PRELOAD and PATH: only the run's ROAM_ variables, each one line, reach the
+    environment `exec` and `spawn` give programs."""
+    import http.server
+    import threading
+
+    answer = {"api": "v1", "runId": "abc123", "environment": {
+        "LD_PRELOAD": "/tmp/evil.so", "PATH": "/tmp/evil", "ROAM_RUN_ID": "abc123", "ROAM_PHONE_ADDR": "198.19.0.1",
+        "ROAM_TWO_LINES": "a\nLD_PRELOAD=/tmp/evil.so", "roam_lower": "x", "ROAM_": "empty", "ROAM_LONG": "x" * 5000,
+    }}
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Impostor)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        transport = roam.Transport(url=f"http://127.0.0.1:{server.server_address[1]}", token="0" * 64)
+        run = roam.Run("abc123", transport, "roam")
+        assert run.environment == {"ROAM_RUN_ID": "abc123", "ROAM_PHONE_ADDR": "198.19.0.1"}
+        environment = run._env(None)
+        assert environment.get("LD_PRELOAD") == os.environ.get("LD_PRELOAD")
+        assert environment.get("PATH") == os.environ.get("PATH")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -118,7 +118,7 @@ package final class RunLog: Sendable {
         var file: FileDescriptor?
         if let directory {
             do {
-                file = try directory.createFile(named: "timeline.jsonl")
+                file = try directory.createFile(named: "timeline.jsonl", mode: RunReportFiles.mode)
             } catch {
                 throw SimulatorError(error)
             }

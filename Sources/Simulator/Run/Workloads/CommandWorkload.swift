@@ -62,7 +62,7 @@ final class CommandWorkload: WorkloadDriver {
         }
         for suffix in ["stdout", "stderr"] {
             do throws(SafePathError) {
-                let file = try context.report.createFile(named: "\(name).\(suffix)")
+                let file = try context.report.createFile(named: "\(name).\(suffix)", mode: RunReportFiles.mode)
                 do {
                     let pipe = try makePipe()
                     streams.append(CommandOutput.Stream(pipe: pipe.readEnd, file: file, name: "\(name).\(suffix)"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -194,9 +195,15 @@ class Run:
     @property
     def environment(self) -> Dict[str, str]:
         """What a command workload gets: ROAM_RUN_ID, ROAM_NODES, each node's addresses
-        (ROAM_<NODE>_ADDR, ROAM_<NODE>_<LINK>_ADDR and their _ADDR6)."""
+        (ROAM_<NODE>_ADDR, ROAM_<NODE>_<LINK>_ADDR and their _ADDR6), ROAM_REPORT_DIR.
+
+        Only those names are taken from what the run answers: `ROAM_` and capitals, digits and
+        underscores, each value one line of at most 4,096 characters. Whatever else a server
+        says (an impostor on a freed loopback port could say `LD_PRELOAD` or `PATH`) never
+        reaches the environment of the programs `exec` and `spawn` start."""
         if self._environment is None:
-            self._environment = dict(self.info()["environment"])
+            answered = self.info().get("environment")
+            self._environment = _roam_variables(answered if isinstance(answered, dict) else {})
         return self._environment
 
     def _env(self, extra: Optional[Dict[str, str]]) -> Dict[str, str]:
@@ -351,6 +358,19 @@ def attach(run_id: str, binary: Optional[str] = None) -> Run:
     if found.returncode != 0:
         raise RoamError(found.stderr.strip() or f"no control API for run {run_id}")
     return Run(run_id, Transport(socket_path=found.stdout.strip()), executable)
+
+
+_VARIABLE = re.compile(r"ROAM_[A-Z0-9_]{1,128}")
+
+
+def _roam_variables(answered: Dict[Any, Any]) -> Dict[str, str]:
+    """The run's variables among `answered`: ROAM_ names with one-line values, nothing else."""
+    return {
+        key: value
+        for key, value in answered.items()
+        if isinstance(key, str) and _VARIABLE.fullmatch(key) and isinstance(value, str)
+        and len(value) <= 4096 and value.isprintable()
+    }
 
 
 def _segment(name: str) -> str:
