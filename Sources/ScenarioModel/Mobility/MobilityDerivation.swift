@@ -121,7 +121,7 @@ public struct MobilityDerivation: Sendable {
     }
 
     /// The derived events, and the sample of every `stride`-th step (and the last): what a map
-    /// of a long run needs, in bounded memory. The events are the same as ``derive(samples:)``'s.
+    /// of a long run needs, in bounded memory. The events are the same as ``derive(samples:maximumEvents:)``'s.
     public func derive(samplingEvery stride: Int) -> Result {
         derive(keepingSamples: max(1, stride), maximumEvents: .max)
     }
