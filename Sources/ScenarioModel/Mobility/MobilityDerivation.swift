@@ -113,15 +113,19 @@ public struct MobilityDerivation: Sendable {
 
     /// The derived events; with `samples`, every step's sample too (what the report draws:
     /// about 90 bytes each, so a reader that needs only the events does not keep them).
-    /// `maximumEvents`: the derivation stops once it has derived more than that many events
+    public func derive(samples keepsSamples: Bool = true) -> Result {
+        derive(keepingSamples: keepsSamples ? 1 : nil, maximumEvents: .max)
+    }
+
+    /// ``derive(samples:)``, stopping once more than `maximumEvents` events are derived
     /// (``Result/truncated``), so that a bound on the timeline is checked without holding an
     /// unbounded timeline first.
-    public func derive(samples keepsSamples: Bool = true, maximumEvents: Int = .max) -> Result {
+    public func derive(samples keepsSamples: Bool, maximumEvents: Int) -> Result {
         derive(keepingSamples: keepsSamples ? 1 : nil, maximumEvents: maximumEvents)
     }
 
     /// The derived events, and the sample of every `stride`-th step (and the last): what a map
-    /// of a long run needs, in bounded memory. The events are the same as ``derive(samples:maximumEvents:)``'s.
+    /// of a long run needs, in bounded memory. The events are the same as ``derive(samples:)``'s.
     public func derive(samplingEvery stride: Int) -> Result {
         derive(keepingSamples: max(1, stride), maximumEvents: .max)
     }
