@@ -62,7 +62,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// Movement and radio (`mobility:`), built from the bytes as the scenario reader would let
     /// them be (coordinates within a thousand kilometres, speeds 0.01-350 m/s, areas as small
     /// as floating point allows, obstacles and transmitters anywhere): a derivation whose counted
-    /// work is within ``MobilityDerivation/maximumWork`` ends, its walkers' loops within their
+    /// work is within `MobilityDerivation.maximumWork` ends, its walkers' loops within their
     /// bound, every position in its area and every event within the run.
     case mobility
     /// A request to a run's control API (`roam run --control`): method, target (path and
