@@ -114,17 +114,23 @@ package final class ControlListeners: Sendable {
             buffer.copyBytes(from: path.utf8)
             buffer[path.utf8.count] = 0
         }
-        // Made 0600: only its owner (and root) may connect. The umask is the process's, set only
-        // for the bind; no other thread makes files this early in a run.
-        let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        let bindError = Errno.current
-        umask(previous)
         guard bound == 0 else {
+            let error = Errno.current
             close(fd)
-            throw Failure(description: "cannot bind the control socket \(directory.child(name)): \(bindError)")
+            throw Failure(description: "cannot bind the control socket \(directory.child(name)): \(error)")
+        }
+        // Made 0600 through the directory's descriptor: only its owner (and root) may connect.
+        // (Not with the process's umask around the bind: other threads' files would share it.)
+        // Until then the umask's mode gives no one else write, which connecting needs, and the
+        // directory is the user's alone anyway.
+        guard fchmodat(directory.rawDescriptor, name, 0o600, 0) == 0 else {
+            let error = Errno.current
+            close(fd)
+            try? directory.removeFile(named: name)
+            throw Failure(description: "cannot make the control socket \(directory.child(name)) private: \(error)")
         }
         guard listen(fd, 64) == 0 else {
             let error = Errno.current

@@ -301,9 +301,6 @@ public final class ScenarioRunner: Sendable {
         return try session.finish(log: log, transport: transport, cancelled: cancelled, endedAt: endedAt)
     }
 
-    /// The topology in environment variables, for commands: `ROAM_RUN_ID`, `ROAM_NODES`,
-    /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
-    /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link).
     /// How many descriptors a run of `scenario` may hold at once: the process's own, each
     /// node's monitor, each link's devices and captures (a network's gateway and its links
     /// counted too), and each workload's listener, pipes and probes, and its client's race
@@ -355,6 +352,9 @@ public final class ScenarioRunner: Sendable {
         return safe.isEmpty ? "scenario" : safe
     }
 
+    /// The topology in environment variables, for commands: `ROAM_RUN_ID`, `ROAM_NODES`,
+    /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
+    /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link), `ROAM_REPORT_DIR`.
     static func environment(plan: TopologyPlan, runID: String, reportDirectory: String) -> [String: String] {
         func key(_ name: String) -> String { Scenario.environmentKey(name) }
         var values = ["ROAM_RUN_ID": runID, "ROAM_NODES": plan.nodes.map(\.name).joined(separator: " "), "ROAM_REPORT_DIR": reportDirectory]
