@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients python samples docs api-check api-baseline bench bench-quick soak fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients python samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -106,6 +106,13 @@ bench: setup
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/ScaleBenchmark/scale_benchmark.py
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/QueueBenchmark/queue_benchmark.py
 	ROAM_BINARY="$$($(SWIFT) build -c release --show-bin-path)/roam" python3 Benchmarks/CrowdBenchmark/crowd_benchmark.py
+
+# The flagship, walk-out-of-home, 20 runs per way of keeping the flow (docs/benchmarks.md#flagship);
+# BACKEND=netem on a kernel with sch_netem (else inside scripts/vm.sh). Not in `bench`: it takes
+# about 40 minutes.
+BACKEND ?= userspace
+bench-flagship: build
+	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py --backend $(BACKEND)
 
 # The same benchmarks on small counts, to check that they still run.
 bench-quick: setup

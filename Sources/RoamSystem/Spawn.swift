@@ -106,3 +106,16 @@ package func waitForExit(_ pid: pid_t) throws(Errno) -> TerminationStatus {
     try systemCall { waitpid(pid, &status, 0) }
     return TerminationStatus(waitStatus: status)
 }
+
+/// Whether the child `pid` has ended, without reaping it (`waitid` with `WNOWAIT`): whoever waits
+/// for it still gets its status. False while it runs, and when it is not this process's child.
+package func hasExited(_ pid: pid_t) -> Bool {
+    var info = siginfo_t()
+    while true {
+        if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 {
+            // WNOHANG with nothing to report leaves si_pid zero.
+            return info._sifields._kill.si_pid == pid
+        }
+        if errno != EINTR { return false }
+    }
+}

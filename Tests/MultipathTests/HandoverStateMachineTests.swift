@@ -55,7 +55,8 @@ import Testing
         #expect(actions == [.markStalled(interface: "wifi", holdDown: .seconds(1)),
                             .move(.stalled(interface: "wifi", threshold: ms(400)))])
         #expect(machine.connection == nil)
-        #expect(machine.racePath(at: ms(5500))?.availableInterfaces.map(\.name) == ["cell"])
+        #expect(machine.racePath(at: ms(5500))?.availableInterfaces.map(\.name) == ["cell", "wifi"], "raced last while held down")
+        #expect(machine.racePath(at: ms(5500))?.primaryInterface?.name == "cell")
         #expect(machine.racePath(at: ms(6000))?.availableInterfaces.map(\.name) == ["wifi", "cell"], "the hold-down passed")
     }
 
@@ -410,6 +411,31 @@ import Testing
             actions = machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil))
         }
         #expect(actions == [.move(.betterPath(interface: "wifi", probes: 3))])
+        // Back on Wi-Fi, the costly cellular it left for a better path is no path to probe and
+        // return to (the flow went back and forth every second in the VM before).
+        now += ms(100)
+        #expect(machine.handle(.connected(interface: "wifi", transport: .mptcp, family: .inet, at: now)) == [])
+        for _ in 0..<20 {
+            now += ms(250)
+            _ = machine.handle(.received(bytes: 100, at: now))
+            #expect(machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        }
+        // Nor is a demoted interface that comes after the active one in the path's order: once
+        // it answers, it is restored as a standby, not moved to.
+        _ = machine.handle(.pathUpdated(Self.path([cell6]), at: now))
+        _ = machine.handle(.connected(interface: "cell", transport: .mptcp, family: .inet6, at: now + ms(100)))
+        // Wi-Fi returns, ranked after cellular (a phone set to prefer its cellular network).
+        now += ms(2000)
+        actions = machine.handle(.pathUpdated(Self.path([cell6, Self.wifi]), at: now))
+        #expect(actions == [.startProbe(interface: "wifi")], "wifi, demoted when it was lost, is probed")
+        for probe in 0..<3 {
+            actions = machine.handle(.probeFinished(interface: "wifi", connected: true, at: now + ms(5)))
+            if probe == 2 { break }
+            now += ms(205)
+            _ = machine.handle(.received(bytes: 100, at: now))
+            actions = machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: nil))
+        }
+        #expect(actions == [.restore(interface: "wifi")], "after cellular in the path's order: a standby, not a move")
         // Had cellular an IPv4 address as well, the same loss would switch subflows.
         var dual = Machine(configuration: configuration)
         _ = dual.handle(.pathUpdated(Self.both, at: .zero))

@@ -10,7 +10,7 @@ import SystemPackage
 /// the permitted interfaces and follows ``HandoverStateMachine``'s rules, the same that Roam's
 /// simulator plays: when its interface leaves the path, or no data comes for the stall
 /// threshold while the app waits for some, a new connection is raced over the others (a stalled
-/// interface held down); while it runs over an expensive interface and a free one is back,
+/// interface held down: raced last); while it runs over an expensive interface and a free one is back,
 /// probes test the free one and, after three in a row connect, the flow moves back. The app's
 /// **resume hook** runs on every connection before any of its reads or writes (the first one
 /// included): that is where it tells the peer where to carry on, with whatever its protocol
@@ -354,7 +354,7 @@ public final class HandoverConnection {
     /// The interface of the connection just left (the session forgets it when it asks to leave).
     private var lastInterface: String?
 
-    /// Connects as the session plans: races over the path without the interfaces held down,
+    /// Connects as the session plans: races over the path, the interfaces held down last,
     /// waits for a path, or backs off after a failed race (and races at once if the path
     /// changes), until the session's retry policy gives up.
     private func connectIfNeeded() throws(MultipathError) {

@@ -18,8 +18,8 @@ import PathMonitor
 /// There is no other copy of these plans: the drivers differ only in how they do I/O.
 ///
 /// What it decides:
-/// - **Racing**: ``connectPlan(at:)`` says race now over which path (the monitor's, without the
-///   interfaces held down), wait for a path, wait before retrying, or give up. After a failed race
+/// - **Racing**: ``connectPlan(at:)`` says race now over which path (the monitor's, with the
+///   interfaces held down raced last), wait for a path, wait before retrying, or give up. After a failed race
 ///   it waits ``RetryPolicy/initialDelay`` (100 ms), doubling to ``RetryPolicy/maximumDelay``
 ///   (1 s), or until the path changes, whichever comes first; it gives up after
 ///   ``RetryPolicy/giveUpAfter`` of failing and waiting (never, by default).
@@ -193,7 +193,7 @@ public struct HandoverSession: Sendable {
 
     /// What to do about connecting now.
     public enum ConnectPlan: Sendable, Hashable {
-        /// Race over `path` (the monitor's, without interfaces held down), to the peer's addresses.
+        /// Race over `path` (the monitor's, interfaces held down last), to the peer's addresses.
         case race(over: NetworkPath)
         /// Wait for a path update, or until `until` (nil: only a path update).
         case wait(until: Duration?)

@@ -10,8 +10,8 @@ import RoamSystem
 /// The rules:
 /// - **Stall.** While the app waits for data, a connection that brings none for the stall
 ///   threshold (four smoothed round trips plus 200 ms, within the configured floor and
-///   ceiling) is given up. Its interface is held down: left out of races for one second,
-///   doubling with each stall up to thirty (``StalledPaths``).
+///   ceiling) is given up. Its interface is held down: raced last, after every other, for one
+///   second, doubling with each stall up to thirty (``StalledPaths``).
 /// - **Path lost.** A plain TCP connection whose interface leaves the path is given up at once
 ///   (over MPTCP the kernel moves the subflows).
 /// - **Too poor.** A stream's path that delivers less than the bitrate while the buffer runs low
@@ -121,6 +121,9 @@ public struct HandoverStateMachine: Sendable {
             case .failed(let code): "failed (errno \(code))"
             }
         }
+
+        /// Whether the flow leaves for a better path rather than for trouble.
+        var isBetterPath: Bool { if case .betterPath = self { true } else { false } }
     }
 
     public enum Event: Sendable {
@@ -232,8 +235,8 @@ public struct HandoverStateMachine: Sendable {
         StalledPaths.stallThreshold(smoothedRTT: smoothedRTT, minimum: configuration.minimumStall, maximum: configuration.maximumStall)
     }
 
-    /// The path to race over at `now`: the monitor's, without interfaces held down (unless that
-    /// leaves none); nil before the monitor published one.
+    /// The path to race over at `now`: the monitor's, with the interfaces held down moved last
+    /// (``StalledPaths/racePath(_:at:)``); nil before the monitor published one.
     public func racePath(at now: Duration) -> NetworkPath? {
         path.map { stalledPaths.racePath($0, at: now) }
     }
@@ -259,6 +262,13 @@ public struct HandoverStateMachine: Sendable {
     private func canCarrySubflow(_ interface: NetworkInterface) -> Bool {
         guard let family = connectionFamily else { return true }
         return interface.addresses.contains { $0.address.family == family && !$0.address.isLinkLocal }
+    }
+
+    /// Whether the path ranks `interface` before `other` (true when `other` is not in it).
+    private func precedes(_ interface: String, _ other: String?) -> Bool {
+        guard let names = path?.availableInterfaces.map(\.name), let mine = names.firstIndex(of: interface) else { return false }
+        guard let other, let theirs = names.firstIndex(of: other) else { return true }
+        return mine < theirs
     }
 
     /// The interface the data should take: the path's first that is neither demoted nor held
@@ -393,8 +403,9 @@ public struct HandoverStateMachine: Sendable {
         if holdDown, let interface = left { actions += markStalled(interface, at: now) }
         if let current = connection, current.transport == .mptcp, configuration.controlsSubflows {
             // The connection stays: the data goes over another interface's subflow, and the one
-            // left must answer probes before it carries data again.
-            if let left { demoted.insert(left) }
+            // left for trouble must answer probes before it carries data again (one left for a
+            // better path is not: probed, it would be returned to).
+            if let left, !reason.isBetterPath { demoted.insert(left) }
             if let next = subflowChoice(at: now), next != left {
                 activeSubflow = next
                 connection = (current.interface, current.transport, now, current.number)
@@ -540,7 +551,9 @@ public struct HandoverStateMachine: Sendable {
             demoted.remove(interface)
             if configuration.controlsSubflows, let target = path?.availableInterfaces.first(where: { $0.name == interface }),
                !canCarrySubflow(target) {
-                // Back to an interface of another address family: a new connection over it.
+                // Back to an interface of another address family: a new connection over it, if
+                // the path ranks it before the one the flow is on (else it is a standby again).
+                guard precedes(interface, currentInterface) else { return [.restore(interface: interface)] }
                 movingBackTo = interface
                 return move(.betterPath(interface: interface, probes: required), holdDown: false, at: now)
             }

@@ -3,8 +3,8 @@ import Glibc
 import SystemPackage
 import PathMonitor
 
-/// Interfaces whose connections stalled, each held down for a while: left out of races so that
-/// the next connection takes another path, and given back only once the hold-down has passed
+/// Interfaces whose connections stalled, each held down for a while: raced last so that the
+/// next connection takes another path, and given back only once the hold-down has passed
 /// (and, for moving a flow back, once probes say so). The hold-down starts at one second and
 /// doubles with each stall, up to thirty, so a Wi-Fi that keeps failing is tried less and less.
 /// Times are the caller's clock.
@@ -47,15 +47,20 @@ public struct StalledPaths: Sendable, Hashable {
         entries[interface].map { $0.since + $0.hold }
     }
 
-    /// `path` without the interfaces held down at `now` (unless that would leave none that can
-    /// reach a peer: loopback does not count): the path to race over.
+    /// `path` with the interfaces held down at `now` moved after all the others (each group in
+    /// the path's order), and its primary the first of the others: the path to race over. A
+    /// race tries a held-down interface only once every other candidate has had its attempt
+    /// delay (RFC 8305's staggering), so it is the last resort, never no resort: the interface
+    /// a flow just left may be the only one that still works (the new path of a handover
+    /// judged stalled while data sent over the old one holds it up), and a race over the rest
+    /// alone would wait out its whole timeout on a path that is gone.
     public func racePath(_ path: NetworkPath, at now: Duration) -> NetworkPath {
         let healthy = path.availableInterfaces.filter { !isHeldDown($0.name, at: now) }
         guard healthy.contains(where: { $0.type != .loopback }), healthy.count != path.availableInterfaces.count else { return path }
-        var filtered = path
-        filtered.availableInterfaces = healthy
-        filtered.primaryInterface = healthy.first { $0.type != .loopback }
-        return filtered
+        var ordered = path
+        ordered.availableInterfaces = healthy + path.availableInterfaces.filter { isHeldDown($0.name, at: now) }
+        ordered.primaryInterface = healthy.first { $0.type != .loopback }
+        return ordered
     }
 
     /// How long without progress, while data is expected, before a connection counts as

@@ -45,8 +45,10 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// Where runs keep their phones' resolv.conf files.
     static let stateDirectory = "/run/roam"
 
-    /// How long a program has to answer before the run gives up on it.
-    static let readinessTimeout = Duration.seconds(10)
+    /// How long a program has to answer before the run gives up on it, while it runs (one that
+    /// exits is reported at once). Generous: unbound's first start in a VM without KVM, reading
+    /// its libraries cold, has taken over 10 s.
+    static let readinessTimeout = Duration.seconds(60)
 
     /// The workloads whose traffic a captive portal counts: the index (its counter's name and,
     /// from it, its server's port) and the node its client runs in.
@@ -295,10 +297,10 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         for network in plan.networks where network.spec.portal != nil {
             try startPortal(network)
         }
-        var servers: [(address: IPAddress, node: String)] = []
+        var servers: [(address: IPAddress, node: String, pid: pid_t)] = []
         if let authoritative = Self.authoritativeConfiguration(plan), let internet {
-            try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: authoritative, in: internet.name, what: "unbound")
-            servers.append((internet.serviceIPv4, internet.name))
+            let pid = try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: authoritative, in: internet.name, what: "unbound")
+            servers.append((internet.serviceIPv4, internet.name, pid))
             if let namespace = topology.namespace(of: internet.name) {
                 let responder = try ConnectivityResponder(addresses: [internet.serviceIPv4, internet.serviceIPv6], in: namespace)
                 lock.withLock { _ in self.responder = responder }
@@ -309,11 +311,11 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                 let gateway = network.spec.gateway
                 let configuration = Self.resolverConfiguration(network, nameServer: nameServer, control: directory.child("\(gateway)-unbound.ctl"))
                 lock.withLock { _ in resolverConfigurations[gateway] = configuration }
-                try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: configuration, in: gateway, what: "unbound")
-                if let resolver = network.resolver { servers.append((resolver, gateway)) }
+                let pid = try run(["unbound", "-d", "-c", "/dev/fd/3"], configuration: configuration, in: gateway, what: "unbound")
+                if let resolver = network.resolver { servers.append((resolver, gateway, pid)) }
             }
         }
-        for (address, node) in servers { try waitForDNS(at: address, from: node) }
+        for (address, node, pid) in servers { try waitForDNS(at: address, from: node, served: pid) }
         let phones = plan.nodes.filter { $0.interfaces.contains(where: { $0.routing == .phone }) }
         for node in phones {
             let networks = Set(plan.networks.filter { $0.spec.joinedAtStart.contains(node.name) }.map(\.spec.name))
@@ -743,9 +745,11 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         }
     }
 
-    private func run(_ arguments: [String], configuration: String, in node: String, what: String) throws(SimulatorError) {
+    @discardableResult
+    private func run(_ arguments: [String], configuration: String, in node: String, what: String) throws(SimulatorError) -> pid_t {
         let pid = try spawn(arguments, configuration: configuration, in: node, what: what)
         lock.withLock { _ in processes.append((pid, "\(arguments[0]) in \(node)")) }
+        return pid
     }
 
     private func runToCompletion(_ arguments: [String], configuration: String, in node: String, what: String) throws(SimulatorError) {
@@ -772,18 +776,29 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         }
     }
 
-    /// Waits until the name server at `address` answers a query from `node`.
-    private func waitForDNS(at address: IPAddress, from node: String) throws(SimulatorError) {
+    /// Waits until the name server at `address` answers a query from `node`, while `pid` (its
+    /// unbound) runs: one that exits is reported at once, with its log.
+    private func waitForDNS(at address: IPAddress, from node: String, served pid: pid_t) throws(SimulatorError) {
         guard let namespace = topology.namespace(of: node) else { return }
         let deadline = MonotonicInstant.now + Self.readinessTimeout
-        let answered = (try? namespace.perform { () -> Bool in
+        enum Outcome { case answered, exited, timedOut }
+        let outcome = (try? namespace.perform { () -> Outcome in
             while MonotonicInstant.now < deadline {
-                if DNSProbe.answers(address, name: "ipv4only.arpa", timeout: .milliseconds(200)) { return true }
+                if DNSProbe.answers(address, name: "ipv4only.arpa", timeout: .milliseconds(200)) { return .answered }
+                if hasExited(pid) { return .exited }
                 usleep(5_000)
             }
-            return false
-        }) ?? false
-        guard answered else {
+            return .timedOut
+        }) ?? .timedOut
+        switch outcome {
+        case .answered:
+            return
+        case .exited:
+            let log = (try? report.readFile(named: "network-\(node)-unbound.log", maximumBytes: 2048)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            throw SimulatorError(.environment, "the name server for \(address) in node '\(node)' (unbound) exited before it answered"
+                + (log.isEmpty ? "" : ": \(escapedForMessage(log.trimmingCharacters(in: .whitespacesAndNewlines), maximumLength: 400))")
+                + "; see network-\(node)-unbound.log in the report")
+        case .timedOut:
             throw SimulatorError(.environment, "the name server at \(address) in node '\(node)' did not answer within "
                 + "\(Self.readinessTimeout.roamDescription); see network-\(node)-unbound.log in the report")
         }
