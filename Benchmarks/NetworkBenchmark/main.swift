@@ -217,7 +217,7 @@ say("median of rounds; the same plan built by Roam and by a shell script, in one
 say("")
 say("| what | rounds | Roam | shell script | script / Roam |")
 say("|---|---|---|---|---|")
-let rounds = quick ? 2 : 10
+let rounds = quick ? 1 : 10
 for services in [false, true] {
     var roam: [Duration] = [], shell: [Duration] = []
     for _ in 0..<rounds {
@@ -311,8 +311,8 @@ func transfer(_ address: IPAddress, megabytes: Int) -> Double {
     return Double(megabytes) * 8 * 1.048576 / seconds
 }
 
-let pings = quick ? 50 : 500
-let megabytes = quick ? 20 : 200
+let pings = quick ? 20 : 500
+let megabytes = quick ? 5 : 200
 say("")
 say("What each gateway adds, from the phone to the server over veth pairs (no impairment): median ping")
 say("round trip of \(pings), one TCP transfer of \(megabytes) MB; the reference is the same gateway routing IPv6")
@@ -388,7 +388,7 @@ do {
     return sizes.sorted()[sizes.count / 2]
 }
 
-let probeRounds = quick ? 3 : 15
+let probeRounds = quick ? 1 : 15
 let probeBytes = bytesPerProbe(portalAPI: nil, rounds: probeRounds)
 let probeAndAPIBytes = bytesPerProbe(portalAPI: "http://connectivity.roam.test/api", rounds: probeRounds)
 func perHour(_ probes: Double, _ bytes: Int64) -> String {
@@ -442,7 +442,7 @@ func time(_ what: String, _ action: () throws -> Void, until holds: @escaping (N
 
 func cafe(_ path: NetworkPath) -> NetworkInterface? { path.availableInterfaces.first { $0.name == "cafe" } }
 
-let changes = quick ? 3 : 20
+let changes = quick ? 1 : 20
 var leave: [Duration] = [], renumber: [Duration] = [], carrier: [Duration] = []
 let gatewaySocket = running.topology.socket(of: "cafe-gw")!
 let p0 = (try? gatewaySocket.link(named: "p0"))??.index ?? 0
