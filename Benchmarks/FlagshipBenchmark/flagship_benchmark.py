@@ -9,13 +9,14 @@ expectation held, then the tally: runs that passed, the worst stall, handovers (
 max). The reference is the scenario's own bound: no stall over 2 s, in every run.
 
     python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py [--runs 20] [--backend userspace]
-        [--modes auto,mptcp,application] [--roam PATH] [--quick]
+        [--modes auto,mptcp,application] [--roam PATH] [--keep DIR] [--quick]
 
 The netem backend needs a kernel with sch_netem; on one without, run it in the VM:
 
     scripts/vm.sh --rwdir /tmp -- python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py --backend netem
 
-Needs root. Writes its reports in a directory of its own under /tmp, removed at the end. Exit
+Needs root. Writes its reports in a directory of its own under /tmp, removed at the end, or in
+--keep DIR (a new directory it makes; the reports of runs that failed stay there). Exit
 status 0 when every run of every mode passed, 1 when one did not, 2 for bad arguments.
 """
 import argparse
@@ -58,6 +59,7 @@ def main():
     parser.add_argument("--backend", default="userspace", choices=("userspace", "netem"))
     parser.add_argument("--modes", default="auto,mptcp,application", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--roam", default=os.environ.get("ROAM_BINARY", os.path.join(ROOT, ".build", "debug", "roam")))
+    parser.add_argument("--keep", help="make this directory and keep the reports of failed runs there")
     parser.add_argument("--quick", action="store_true", help="2 runs of auto only, to check that it still runs")
     args = parser.parse_args()
     modes = ["auto"] if args.quick else [m for m in args.modes.split(",") if m]
@@ -70,7 +72,12 @@ def main():
     if not os.access(args.roam, os.X_OK):
         parser.error(f"no roam at {args.roam}: build it (swift build) or pass --roam")
     scenario = os.path.join(ROOT, "scenarios", "walk-out-of-home.yaml")
-    directory = tempfile.mkdtemp(prefix="roam-flagship-")
+    if args.keep:
+        try:
+            os.mkdir(args.keep, 0o700)
+        except OSError as error:
+            parser.error(f"--keep {args.keep}: {error.strerror} (give a directory that does not exist yet)")
+    directory = args.keep or tempfile.mkdtemp(prefix="roam-flagship-")
     everything_passed = True
     try:
         kernel = os.uname().release
@@ -81,6 +88,8 @@ def main():
             for run in range(1, runs + 1):
                 result = play(args.roam, scenario, os.path.join(directory, f"{mode}-{run}"), args.backend, mode)
                 results.append(result)
+                if args.keep and result.get("passed"):
+                    shutil.rmtree(os.path.join(directory, f"{mode}-{run}"), ignore_errors=True)
                 if "error" in result:
                     print(f"{mode:<16} {run:>4} {result['exit']:>4}  no report: {result['error']}")
                     continue
@@ -96,7 +105,8 @@ def main():
             else:
                 print(f"== {mode}: no run produced a report")
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
     return 0 if everything_passed else 1
 
 
