@@ -38,15 +38,13 @@ run() {
 # Held at the end of its timeline (--hold), the run's qdiscs are read back from the kernel into
 # NAME/qdiscs (what roam attach must set too, below); then it is stopped through its control API,
 # which ends it as its timeline's end would.
-held() { # REPORT-DIR: waits until the run or attach there holds its last conditions
-  for _ in $(seq 1 1200); do grep -q '"type":"mark".*timeline is over' "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.1; done
+in_timeline() { # REPORT-DIR PATTERN SECONDS: waits until a line of the run's timeline there matches
+  for _ in $(seq 1 $(($3 * 10))); do grep -q "$2" "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.1; done
   return 1
 }
+held() { in_timeline "$1" '"type":"mark".*timeline is over' 120; } # REPORT-DIR: the run or attach there holds its last conditions
 qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }
-connected() { # REPORT-DIR: waits until the run there made its first connection (at most 15 s)
-  for _ in $(seq 1 150); do grep -q '"type":"connect"' "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.1; done
-  return 0
-}
+connected() { in_timeline "$1" '"type":"connect"' 15 || true; } # REPORT-DIR: the run there made its first connection (or 15 s passed)
 run_held() {
   local name=$1 scenario=$2; shift 2
   mkdir -p "$out/$name"
