@@ -57,6 +57,21 @@ public enum Rootless {
         return uid == uid_t.max ? getuid() : uid
     }
 
+    /// In root's `--rootless` run (root of the host called ``enter()``), the host's uid and gid
+    /// that the run's unprivileged identity maps to: the first of root's range in `/etc/subuid`
+    /// and `/etc/subgid`, else 65534 (`nobody`). Command workloads run as that identity
+    /// (``containedID`` inside the run), so the host's files are as far from them as from a
+    /// user's run. Nil in every other process.
+    public static var containedIdentity: (uid: uid_t, gid: gid_t)? {
+        var uid: uid_t = 0, gid: gid_t = 0
+        guard roam_rootless_contained(&uid, &gid) != 0 else { return nil }
+        return (uid, gid)
+    }
+
+    /// The uid and gid, inside the run's user namespace, of root's `--rootless` run's command
+    /// workloads (``containedIdentity`` on the host).
+    public static var containedID: uid_t { uid_t(ROAM_CONTAINED_ID) }
+
     /// Whether this process entered a user namespace of its own through ``enter()``.
     public static var hasEntered: Bool { roam_rootless_host_uid() != uid_t.max }
 

@@ -1,4 +1,5 @@
 import CRoamLinux
+import CRoamRootless
 import Glibc
 import SystemPackage
 
@@ -14,13 +15,23 @@ import SystemPackage
 ///   group reaches the programs it starts too.
 /// - The program is looked up in the `PATH` of the calling process.
 ///
+/// - With `contained`, in root's `--rootless` run (``Rootless/containedIdentity``), the program
+///   runs as the run's unprivileged identity: no supplementary groups, only the network
+///   capabilities of the run's user namespace, no_new_privs (see `CRoamRootless.h`). Elsewhere
+///   `contained` changes nothing: a user's rootless run already runs as that user.
+///
 /// Descriptors that the caller wants only the child to have must be close-on-exec in the
 /// parent (``makePipe()`` makes them so), so that programs spawned at the same time from other
 /// threads do not inherit them. Throws the error `posix_spawnp` returned (`ENOENT`: no such
 /// program).
 package func spawnProcess(_ arguments: [String], environment: [String], standardOutput: FileDescriptor,
-                          standardError: FileDescriptor, newProcessGroup: Bool, inheriting: [(FileDescriptor, Int32)] = []) throws(Errno) -> pid_t {
+                          standardError: FileDescriptor, newProcessGroup: Bool, inheriting: [(FileDescriptor, Int32)] = [],
+                          contained: Bool = false) throws(Errno) -> pid_t {
     precondition(!arguments.isEmpty, "a program to run")
+    if contained && Rootless.containedIdentity != nil {
+        return try spawnContained(arguments, environment: environment, standardOutput: standardOutput, standardError: standardError,
+                                  newProcessGroup: newProcessGroup, inheriting: inheriting)
+    }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -54,6 +65,25 @@ package func spawnProcess(_ arguments: [String], environment: [String], standard
     }
     var pid: pid_t = 0
     let result = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, envp)
+    guard result == 0 else { throw Errno(rawValue: result) }
+    return pid
+}
+
+/// ``spawnProcess(_:environment:standardOutput:standardError:newProcessGroup:inheriting:contained:)``
+/// as the contained identity of root's `--rootless` run: fork and exec in C, since posix_spawn
+/// cannot change identities.
+private func spawnContained(_ arguments: [String], environment: [String], standardOutput: FileDescriptor, standardError: FileDescriptor,
+                            newProcessGroup: Bool, inheriting: [(FileDescriptor, Int32)]) throws(Errno) -> pid_t {
+    let argv = arguments.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    let from = inheriting.map { $0.0.rawValue }, to = inheriting.map(\.1)
+    var pid: pid_t = 0
+    let result = roam_rootless_spawn_contained(arguments[0], argv, envp, standardOutput.rawValue, standardError.rawValue,
+                                               newProcessGroup ? 1 : 0, from, to, Int32(inheriting.count), &pid)
     guard result == 0 else { throw Errno(rawValue: result) }
     return pid
 }

@@ -234,6 +234,74 @@ struct SecurityTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: home + "/runs").sorted() == ["abcdef", "results-1.csv"])
     }
 
+    // MARK: - Issue 56, case 3. Root's --rootless run is contained
+
+    @Test func rootsRootlessCommandsCannotReachTheHostsFiles() throws {
+        let home = try self.home("roam-security-contained", mode: 0o755)
+        let secret = try rootSecret()
+        let probe = "/etc/roam-probe-\(getpid())"
+        defer { remove(home, secret.directory, probe) }
+        // What a hostile scenario's command would try: root's files, /etc, a set-user-ID program,
+        // the run's own process. And what it keeps: the run's network (ping needs CAP_NET_RAW,
+        // `ip link set` CAP_NET_ADMIN, both of the run's user namespace alone).
+        let script = [
+            "id -u; id -g; id -G",
+            "cat /etc/shadow >/dev/null 2>&1 && echo READ-SHADOW",
+            "cat \(secret.file) >/dev/null 2>&1 && echo READ-SECRET",
+            "echo x >> \(probe) 2>/dev/null && echo WROTE-ETC",
+            "kill -0 $PPID 2>/dev/null && echo SIGNALS-ROAM",
+            "cat /proc/$PPID/environ >/dev/null 2>&1 && echo READS-ROAM",
+            "grep -q '^NoNewPrivs:.1' /proc/self/status && echo NO-NEW-PRIVS",
+            "ping -c 1 -W 5 $ROAM_SERVER_ADDR >/dev/null && echo PINGED",
+            "ip link set lo mtu 9000 && echo NET-ADMIN",
+        ].joined(separator: "; ")
+        let scenario = """
+            name: contained
+            duration: 2s
+            nodes: {phone: {}, server: {}}
+            links:
+              - {name: wifi, between: [phone, server]}
+            workloads:
+              - {name: probe, kind: command, from: phone, run: [sh, -c, "\(script); true"]}
+
+            """
+        try scenario.write(toFile: home + "/contained.yaml", atomically: false, encoding: .utf8)
+        let result = try runAsRoot(in: home, [roam, "run", home + "/contained.yaml", "--rootless", "--backend", "userspace", "--quiet",
+                                              "--report", home + "/r"])
+        #expect(result.status == 0, "\(result.error)")
+        let lines = (contents(home + "/r/probe.stdout") ?? "").split(separator: "\n").map(String.init)
+        // The run's unprivileged identity (65534 inside; on the host, root's subordinate id or nobody).
+        #expect(lines.prefix(3) == ["65534", "65534", "65534"], "\(lines)")
+        for forbidden in ["READ-SHADOW", "READ-SECRET", "WROTE-ETC", "SIGNALS-ROAM", "READS-ROAM"] {
+            #expect(!lines.contains(forbidden), "a command of root's --rootless run could do \(forbidden): \(lines)")
+        }
+        #expect(access(probe, F_OK) != 0, "\(probe) was written")
+        for kept in ["NO-NEW-PRIVS", "PINGED", "NET-ADMIN"] {
+            #expect(lines.contains(kept), "\(kept) missing: \(lines) \(contents(home + "/r/probe.stderr") ?? "")")
+        }
+        // A program the contained identity may not run is named, with what to do.
+        let privateProgram = secret.directory + "/tool"
+        try "#!/bin/sh\ntrue\n".write(toFile: privateProgram, atomically: false, encoding: .utf8)
+        chmod(privateProgram, 0o755)
+        let refused = """
+            name: private
+            duration: 1s
+            nodes: {phone: {}, server: {}}
+            links:
+              - {name: wifi, between: [phone, server]}
+            workloads:
+              - {name: tool, kind: command, from: phone, run: [\(privateProgram)]}
+
+            """
+        try refused.write(toFile: home + "/private.yaml", atomically: false, encoding: .utf8)
+        let denied = try runAsRoot(in: home, [roam, "run", home + "/private.yaml", "--rootless", "--backend", "userspace", "--quiet",
+                                              "--report", home + "/r2"])
+        // A scenario without expectations judges nothing: the run ends 0, and says why the tool did not run.
+        #expect(denied.status == 0, "\(denied.output) \(denied.error)")
+        #expect((denied.output + denied.error + (contents(home + "/r2/summary.json") ?? "")).contains("runs commands as uid"),
+                "\(denied.output) \(denied.error)")
+    }
+
     // MARK: - 5. Traces of another user's scenario
 
     @Test func aScenarioCannotMakeRootReadOrProbeFilesItsOwnerCannot() throws {

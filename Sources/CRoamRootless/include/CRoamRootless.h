@@ -29,6 +29,28 @@ int roam_rootless_preflight(char *message, size_t size);
 // kernel.apparmor_restrict_unprivileged_userns); 0 when nothing forbids it.
 int roam_rootless_check(char *message, size_t size);
 
+// Root's --rootless run (uid 0 of the initial user namespace entering): the namespace maps root
+// to root, as a user's run maps its user, and ROAM_CONTAINED_ID to an unprivileged id of the host
+// (the first of root's range in /etc/subuid and /etc/subgid, else 65534, nobody), the maps written
+// by a child left in the initial user namespace. Command workloads run as ROAM_CONTAINED_ID, so
+// that the host's files are as far from them as from a user's run.
+#define ROAM_CONTAINED_ID 65534
+
+// 1, with the host ids ROAM_CONTAINED_ID maps to, when this process entered as root's --rootless
+// run; 0 otherwise.
+int roam_rootless_contained(uid_t *host_uid, gid_t *host_gid);
+
+// Starts `file` (looked up in PATH) with `argv` and `envp` as ROAM_CONTAINED_ID (uid and gid, no
+// supplementary groups), keeping only CAP_NET_ADMIN, CAP_NET_RAW and CAP_NET_BIND_SERVICE of the
+// run's user namespace (ambient, so that the programs it runs keep them: they hold over the run's
+// network namespaces alone) with no_new_privs set: standard input /dev/null, `output` and
+// `errors` on 1 and 2, `from[i]` on `to[i]`, every signal unblocked and SIGINT, SIGTERM, SIGPIPE
+// and SIGHUP at their defaults, in a new process group when `new_group`. Returns 0 with `pid`
+// set once the program runs, or the errno that stopped it (ENOENT, EACCES, ...). EPERM when the
+// process did not enter as root's --rootless run.
+int roam_rootless_spawn_contained(const char *file, char *const argv[], char *const envp[], int output, int errors, int new_group,
+                                  const int *from, const int *to, int count, pid_t *pid);
+
 // The caller's uid on the host, once roam_rootless_enter succeeded; (uid_t)-1 before.
 uid_t roam_rootless_host_uid(void);
 

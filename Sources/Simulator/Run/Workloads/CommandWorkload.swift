@@ -87,7 +87,8 @@ final class CommandWorkload: WorkloadDriver {
                 Result { () throws(Errno) in
                     // The node's resolver, as `ip netns exec` gives a namespace's own resolv.conf.
                     if let resolvConf { try bindInThread(resolvConf, over: "/etc/resolv.conf") }
-                    return try spawnProcess(arguments, environment: environment, standardOutput: writeEnds[0], standardError: writeEnds[1], newProcessGroup: true)
+                    return try spawnProcess(arguments, environment: environment, standardOutput: writeEnds[0], standardError: writeEnds[1], newProcessGroup: true,
+                                            contained: true)
                 }
             }
         } catch {
@@ -112,7 +113,11 @@ final class CommandWorkload: WorkloadDriver {
             }
         case .failure(let error):
             closeAll()
-            let reason = error == .noSuchFileOrDirectory ? "no such program (looked in PATH)" : error.description
+            var reason = error == .noSuchFileOrDirectory ? "no such program (looked in PATH)" : error.description
+            if let identity = Rootless.containedIdentity, error == .permissionDenied {
+                reason += "; root's --rootless run runs commands as uid \(identity.uid) of the host (\(Rootless.containedID) in the run), "
+                    + "which may not read or run it: make it and its directories readable by others, or run without --rootless"
+            }
             spawnError.withLock { $0 = "cannot run \(arguments[0]): \(reason)" }
             return nil
         }
