@@ -233,6 +233,15 @@ settled attach-phone && qdiscs attach-phone > "$out/attach-sidecar/qdiscs"
 # To roam itself, its PID namespace's first process, as a container runtime signals it
 # (unshare, waiting for it, keeps SIGTERM to itself).
 pkill -TERM -f -- "--node phone --quiet --report $out/attach-sidecar"; wait "$pid"; echo $? > "$out/attach-sidecar/exit"
+# A sidecar of a pod on the node's network (`hostNetwork: true`): the host's namespace, a PID
+# namespace of its own. This kernel (6.1) does not number the initial network namespace and PID 1
+# is the container's: only its settings tell. Refused, exit 2, nothing changed.
+mkdir -p "$out/hostnet-sidecar"
+tc qdisc show > "$out/hostnet-sidecar/qdiscs-before"
+unshare --pid --fork --mount-proc setpriv --bounding-set=-all,+net_admin --inh-caps=-all -- \
+  "$roam" attach Tests/Fixtures/attach-check.yaml --node phone --quiet --report "$out/hostnet-sidecar" > "$out/hostnet-sidecar.console" 2>&1
+echo $? > "$out/hostnet-sidecar/exit"
+tc qdisc show > "$out/hostnet-sidecar/qdiscs-after"
 "$roam" attach scenarios/walk-out-of-home.yaml --netns phone=attach-phone --pid "server=$(ip netns exec attach-server sh -c 'sleep 120 > /dev/null 2>&1 & echo $!')" \
   --quiet --time-scale 0.1 --report "$out/attach-walk" > "$out/attach-walk.console" 2>&1
 echo $? > "$out/attach-walk/exit"

@@ -407,6 +407,14 @@ struct NetemBackendTests {
                 "\(NetemHost.text(directory + "/attach-sidecar.console"))")
         #expect(!sidecar.isEmpty && ran.hasPrefix(sidecar), "sidecar:\n\(sidecar)")
 
+        // A sidecar of a pod on the node's network, on a kernel that does not number the host's
+        // namespace, with PID 1 its container's: refused before anything changed (issue 56, case 10).
+        let hostNetwork = directory + "/hostnet-sidecar"
+        #expect(NetemHost.text(hostNetwork + "/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "2")
+        #expect(NetemHost.text(hostNetwork + ".console").contains("is the host's network namespace, which roam attach never changes"),
+                "\(NetemHost.text(hostNetwork + ".console"))")
+        #expect(NetemHost.text(hostNetwork + "/qdiscs-after") == NetemHost.text(hostNetwork + "/qdiscs-before"))
+
         // The Kubernetes export's sidecar command, run as its pod would run it: the phone's half,
         // stopped by SIGTERM to its shell (exit 0), roam's status noted (143), its report written.
         let k8s = directory + "/k8s-sidecar"

@@ -1,8 +1,10 @@
+import Foundation
 import Glibc
 import Netlink
 @testable import ScenarioModel
 @testable import Simulator
 import Testing
+import TestSupport
 
 /// `roam attach` plays a scenario's links with the netem backend `roam run` uses, on interfaces
 /// it did not make. Checked here against recordings, root-free: for the same scenario and seed,
@@ -168,5 +170,24 @@ import Testing
                      "proc/4242/ns/net", "/proc/99999999999/ns/net", "/proc/٤٢/ns/net"] {
             #expect(AttachedNamespace.processNamespacePid(path) == nil, "\(path)")
         }
+    }
+}
+
+/// Issue 56, case 10: the host's network namespace is told on any kernel, also from a container
+/// or pod given the host's network, where PID 1 is the container's and, before Linux 6.18, the
+/// namespace has no fixed number.
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to enter a network namespace"), .serialized)
+struct AttachedNamespaceKernelTests {
+    @Test func theHostsNamespaceIsToldByTheSettingsOnlyItHas() throws {
+        // This test runs in the host's network namespace.
+        #expect(AttachedNamespace.settingsOfTheInitialNamespace() == true)
+        let isolated = try RunningCommand("/usr/bin/unshare", ["-n", "/bin/sh", "-c", "echo ready; exec sleep 30"])
+        defer { _ = isolated.stop(with: SIGKILL) }
+        try #require(isolated.lines.wait(timeout: 10, until: { $0.contains("ready") }) != nil, "\(isolated.errors.values)")
+        let namespace = try AttachedNamespace.open(node: "phone", pid: isolated.process.processIdentifier)
+        #expect(namespace.hasInitialNamespaceSettings() == false, "a namespace of its own has none of the host's own settings")
+        // What a sidecar of a pod with `hostNetwork: true` would see of its own namespace: refused
+        // (on this kernel by its number too; on an older one by its settings alone).
+        #expect(throws: SimulatorError.self) { try AttachedNamespace.current(node: "phone") }
     }
 }

@@ -223,6 +223,9 @@ enum ExportLabels {
         #expect(phone["kind"] as? String == "Deployment")
         let pod = try #require((((phone["spec"] as? [String: Any])?["template"] as? [String: Any])?["spec"]) as? [String: Any])
         #expect(pod["containers"] == nil, "the app's containers are the workload's own")
+        // Roam owns `hostNetwork: false`: a workload on the node's network is refused by server-side
+        // apply as a conflict, rather than having its sidecar shape the node's interfaces.
+        #expect(pod["hostNetwork"] as? Bool == false)
         let sidecar = try #require((pod["initContainers"] as? [[String: Any]])?.first)
         #expect(sidecar["restartPolicy"] as? String == "Always")
         let security = try #require(sidecar["securityContext"] as? [String: Any])

@@ -128,39 +128,86 @@ package final class AttachedNamespace: @unchecked Sendable {
         guard fstat(descriptor.rawValue, &mine) == 0 else {
             throw SimulatorError(.environment, "\(flag): fstat: \(String(cString: strerror(errno)))")
         }
-        if try Self.isHost(mine, flag: flag) {
+        if try isHost(mine, flag: flag) {
             throw SimulatorError(.invalidScenario, "\(flag) is the host's network namespace, which roam attach never changes: "
-                + "give the namespace of a container, a pod or a VM's tap (its file, or --pid of a process in it)")
+                + "give the namespace of a container, a pod or a VM's tap (its file, or --pid of a process in it); a container or "
+                + "pod started with the host's network (`--network host`, `hostNetwork: true`) has no namespace of its own to play")
         }
     }
 
-    /// Whether the namespace file `file` is the host's (the initial) network namespace. From
-    /// Linux 6.18 it has a fixed inode (`PROC_NET_INIT_INO`); before, it is PID 1's when this
-    /// process is in the initial PID namespace (whose inode has been fixed since 3.8). In a
-    /// container's PID namespace on an older kernel, PID 1 is the container's, and only the
-    /// fixed inode tells.
-    static func isHost(_ file: stat, flag: String) throws(SimulatorError) -> Bool {
-        if file.st_ino == initialNetworkInode { return true }
+    /// Whether this namespace is the host's (the initial) network namespace, told three ways,
+    /// any of which is decisive:
+    /// - from Linux 6.18 it has a fixed inode (`PROC_NET_INIT_INO`);
+    /// - on every kernel, its `/proc/sys/net/core` holds the settings that exist only in the
+    ///   initial namespace (`devconf_inherit_init_net`, `fb_tunnels_only_for_init_net`, since
+    ///   5.1 and 5.2, read from inside it): this tells a container or pod started with the host's
+    ///   network (`--network host`, `hostNetwork: true`) on an older kernel, where the container's
+    ///   PID 1 is not the host's;
+    /// - in the initial PID namespace, it is PID 1's.
+    /// When none can be read (no `/proc/sys`, PID 1's namespace hidden, a kernel before 6.18), it
+    /// refuses rather than guess.
+    func isHost(_ file: stat, flag: String) throws(SimulatorError) -> Bool {
+        if file.st_ino == Self.initialNetworkInode { return true }
+        switch hasInitialNamespaceSettings() {
+        case .some(true): return true
+        case .some(false): return false
+        case .none: break
+        }
         var pid = stat()
-        guard stat("/proc/self/ns/pid", &pid) == 0, pid.st_ino == initialPIDInode else { return false }
+        guard stat("/proc/self/ns/pid", &pid) == 0, pid.st_ino == Self.initialPIDInode else {
+            if Self.kernelNumbersTheInitialNetworkNamespace { return false }
+            throw SimulatorError(.environment, "\(flag): cannot tell whether it is the host's network namespace: /proc/sys/net cannot be "
+                + "read in it, this process is not in the host's PID namespace and this kernel, older than 6.18, does not number it")
+        }
         var first = stat()
         if stat("/proc/1/ns/net", &first) == 0 { return first.st_ino == file.st_ino && first.st_dev == file.st_dev }
         // PID 1's namespace cannot be read (a sandbox's init): decisive only where the kernel
         // numbers the initial namespace.
         let reason = String(cString: strerror(errno))
-        if kernelNumbersTheInitialNetworkNamespace { return false }
+        if Self.kernelNumbersTheInitialNetworkNamespace { return false }
         throw SimulatorError(.environment, "\(flag): cannot tell whether it is the host's network namespace: PID 1's cannot be read "
             + "(\(reason)) and this kernel, older than 6.18, does not number it; roam attach needs root with CAP_SYS_PTRACE here")
     }
 
+    /// Whether the namespace's `/proc/sys/net/core` has the initial namespace's own settings, read
+    /// from inside it (this thread when it is the current one, else a thread that enters it); nil
+    /// when it cannot be read there (no `/proc/sys`, or a kernel before 5.1).
+    func hasInitialNamespaceSettings() -> Bool? {
+        if isCurrent { return Self.settingsOfTheInitialNamespace() }
+        let answer = UncheckedAnswer()
+        let descriptor = self.descriptor.rawValue
+        guard let thread = try? PinnedThread(name: "roam-attach", {
+            guard setns(descriptor, CLONE_NEWNET) == 0 else { return }
+            answer.value = Self.settingsOfTheInitialNamespace()
+        }) else { return nil }
+        thread.join()
+        return answer.value
+    }
+
+    /// ``hasInitialNamespaceSettings()`` in the calling thread's network namespace.
+    static func settingsOfTheInitialNamespace() -> Bool? {
+        // somaxconn is every namespace's: without it, /proc/sys/net is not there to read.
+        guard access("/proc/sys/net/core/somaxconn", F_OK) == 0 else { return nil }
+        if ["devconf_inherit_init_net", "fb_tunnels_only_for_init_net"].contains(where: { access("/proc/sys/net/core/\($0)", F_OK) == 0 }) {
+            return true
+        }
+        return kernelHasInitialOnlySettings ? false : nil
+    }
+
+    /// Linux 5.2 or later, where both settings of the initial namespace alone exist.
+    static var kernelHasInitialOnlySettings: Bool { kernelRelease >= (5, 2) }
+
     /// Linux 6.18 or later (`uname -r`).
-    static var kernelNumbersTheInitialNetworkNamespace: Bool {
+    static var kernelNumbersTheInitialNetworkNamespace: Bool { kernelRelease >= (6, 18) }
+
+    /// The kernel's major and minor version (`uname -r`); (0, 0) when it cannot be read.
+    static var kernelRelease: (Int, Int) {
         var name = utsname()
-        guard uname(&name) == 0 else { return false }
+        guard uname(&name) == 0 else { return (0, 0) }
         let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
-        guard parts.count == 2 else { return false }
-        return (parts[0], parts[1]) >= (6, 18)
+        guard parts.count == 2 else { return (0, 0) }
+        return (parts[0], parts[1])
     }
 
     /// `PROC_NET_INIT_INO` and `PROC_PID_INIT_INO` (include/linux/proc_ns.h).
@@ -169,6 +216,10 @@ package final class AttachedNamespace: @unchecked Sendable {
 
     /// `NSFS_MAGIC`, the namespace filesystem's.
     static let nsfsMagic = 0x6e73_6673
+}
+
+private final class UncheckedAnswer: @unchecked Sendable {
+    var value: Bool?
 }
 
 private final class UncheckedOpened: @unchecked Sendable {

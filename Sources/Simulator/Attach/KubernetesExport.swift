@@ -128,6 +128,11 @@ package enum KubernetesExport {
             ]
             if !remove {
                 object.append(("spec", .object([("template", .object([("spec", .object([
+                    // A pod on the node's network has no namespace of its own to play: Roam owns
+                    // `hostNetwork: false`, so server-side apply refuses a workload that sets it
+                    // true as a conflict on this field (and the sidecar refuses the node's
+                    // namespace at run time).
+                    ("hostNetwork", false),
                     ("initContainers", .array([sidecar(node: node, scenario: scenario, configMap: configMap, options: options)])),
                     ("volumes", .array([
                         .object([("name", "roam-scenario"), ("configMap", .object([("name", .string(configMap))]))]),
