@@ -17,7 +17,9 @@ public struct NodeHandle: Sendable {
     let network: RunningNetwork
 
     /// The node's service address (IPv4): reachable from every other node over whichever of
-    /// its links is up, as a server on the Internet is.
+    /// its links is up, as a server on the Internet is. A phone whose every link is a
+    /// network's has none configured (its addresses are its networks': ``address(on:)``),
+    /// as a real phone has no address but the ones its networks give.
     public var address: String { plan.serviceIPv4.description }
     /// The node's IPv6 service address.
     public var address6: String { plan.serviceIPv6.description }

@@ -153,6 +153,18 @@ struct NetworkScenarioTests {
         #expect(NetworkNamespaceList.roam() == namespacesBefore)
     }
 
+    /// Issue 57: a phone on an IPv6-only network alone looks IPv6-only to `getaddrinfo`, as a real
+    /// phone does: no IPv4 address of Roam's own left on it counts for `AI_ADDRCONFIG`.
+    @Test func aPhoneOnAnIPv6OnlyNetworkLooksUpOnlyAAAARecords() throws {
+        let directory = try play("ipv6-only-lookup", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let output = NetemHost.text(directory + "/lookup.stdout")
+        // On the cafe's IPv4 Wi-Fi, its resolver (primary, no DNS64) gives the A record.
+        #expect(output.contains("on both: AF_INET\n"), "\(output)\(NetemHost.text(directory + "/lookup.stderr"))")
+        #expect(output.contains("on lte: AF_INET6\n"), "\(output)\(NetemHost.text(directory + "/lookup.stderr"))")
+        #expect(output.contains("env: False"), "a phone in networks has no service address to name: \(output)")
+    }
+
     /// Plays a bundled scenario (or a fixture), checking it passed and left nothing; returns its
     /// report directory.
     func play(_ name: String, in folder: String = "scenarios", _ options: [String] = []) throws -> String {

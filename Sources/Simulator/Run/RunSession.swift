@@ -373,8 +373,10 @@ final class RunSession {
             context.serverAcceptsMPTCP = useMPTCP
             if let peer = workload.to, let peerNode = plan.node(peer) {
                 context.environment["ROAM_PEER"] = peer
-                context.environment["ROAM_PEER_ADDR"] = peerNode.serviceIPv4.description
-                context.environment["ROAM_PEER_ADDR6"] = peerNode.serviceIPv6.description
+                if peerNode.hasServiceAddresses {
+                    context.environment["ROAM_PEER_ADDR"] = peerNode.serviceIPv4.description
+                    context.environment["ROAM_PEER_ADDR6"] = peerNode.serviceIPv6.description
+                }
             }
             let driver = context.makeDriver()
             drivers.append((driver, workloadStop))

@@ -359,8 +359,11 @@ public final class ScenarioRunner: Sendable {
         func key(_ name: String) -> String { Scenario.environmentKey(name) }
         var values = ["ROAM_RUN_ID": runID, "ROAM_NODES": plan.nodes.map(\.name).joined(separator: " "), "ROAM_REPORT_DIR": reportDirectory]
         for node in plan.nodes {
-            values["ROAM_\(key(node.name))_ADDR"] = node.serviceIPv4.description
-            values["ROAM_\(key(node.name))_ADDR6"] = node.serviceIPv6.description
+            // A phone in networks has no service address: its addresses are its networks'.
+            if node.hasServiceAddresses {
+                values["ROAM_\(key(node.name))_ADDR"] = node.serviceIPv4.description
+                values["ROAM_\(key(node.name))_ADDR6"] = node.serviceIPv6.description
+            }
             for interface in node.interfaces {
                 values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR"] = interface.address(.ipv4)?.address.description
                 values["ROAM_\(key(node.name))_\(key(interface.link))_ADDR6"] = interface.address(.ipv6)?.address.description

@@ -94,8 +94,10 @@ package final class Topology {
                 sockets[node.name] = socket
                 if let lo = try socket.link(named: "lo") {
                     try socket.setLink(index: lo.index, up: true, alias: nil, mtu: nil, name: nil)
-                    try socket.addAddress(IPPrefix(node.serviceIPv4, length: 32), interfaceIndex: lo.index, skipDAD: true)
-                    try socket.addAddress(IPPrefix(node.serviceIPv6, length: 128), interfaceIndex: lo.index, skipDAD: true)
+                    if node.hasServiceAddresses {
+                        try socket.addAddress(IPPrefix(node.serviceIPv4, length: 32), interfaceIndex: lo.index, skipDAD: true)
+                        try socket.addAddress(IPPrefix(node.serviceIPv6, length: 128), interfaceIndex: lo.index, skipDAD: true)
+                    }
                 }
                 try control.setSysctls(Self.nodeSysctls, in: namespace)
             } catch {

@@ -23,7 +23,8 @@ import ScenarioModel
 /// - Each node also has a service address on its loopback, `198.19.255.N/32` and
 ///   `fd72:6f61:6d00:ffff::N/128` (N = 1 for the first node): the address a server has on the
 ///   Internet, reachable over whichever link is up. Workloads connect to it, so that a new
-///   connection after Wi-Fi goes down takes the cellular link, as on a phone.
+///   connection after Wi-Fi goes down takes the cellular link, as on a phone. A phone in
+///   networks has none (``Node/hasServiceAddresses``).
 /// - A link's own addresses live only on that link, as an access network's addresses do behind
 ///   its router: the link's policy table ends in an `unreachable` default, so that traffic from
 ///   a Wi-Fi address does not leak out of the cellular interface when the Wi-Fi has no carrier.
@@ -91,6 +92,16 @@ package struct TopologyPlan: Sendable, Hashable {
         /// The addresses on the node's loopback.
         package var serviceIPv4: IPAddress
         package var serviceIPv6: IPAddress
+
+        /// Whether the node has its service addresses: every node but a network's member whose
+        /// every interface is a network's access (a phone in networks). Such a phone's addresses
+        /// are the ones its networks give, as a real phone's are: another IPv4 address on its
+        /// loopback would make it look IPv4-capable on an IPv6-only network (`getaddrinfo`'s
+        /// `AI_ADDRCONFIG` counts every IPv4 address but 127.0.0.1), and nothing could reach it
+        /// behind its networks' gateways.
+        package var hasServiceAddresses: Bool {
+            interfaces.isEmpty || !interfaces.allSatisfy { $0.routing == .phone }
+        }
     }
 
     package struct Link: Sendable, Hashable {
