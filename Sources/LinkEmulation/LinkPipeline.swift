@@ -126,6 +126,15 @@ public struct LinkPipeline: Sendable {
         public var promotions = 0
         /// Packets the queue's AQM (CoDel, FQ-CoDel) dropped.
         public var aqmDropped = 0
+        /// How late each delivered packet left against its due time (from when the emulator
+        /// read it): what a starved emulator changes. While the queue is non-empty, each
+        /// departure is scheduled at the configured rate from the one before, so the rate is
+        /// held exactly but for this lateness.
+        public var lateness = LatenessHistogram()
+        /// The packets the configured loss would drop on average (the sum of each arriving
+        /// packet's mean loss probability, blackholed ones aside): what ``lost`` is drawn
+        /// against.
+        public var expectedLost: Double = 0
     }
 
     /// The queue limit when a scenario sets none: 1000 packets (netem's default), and with a
@@ -281,6 +290,7 @@ public struct LinkPipeline: Sendable {
         numbered += UInt64(wirePackets)
         statistics.arrived += wirePackets
         statistics.delivered += wirePackets
+        statistics.lateness.recordOnTime(wirePackets)
     }
 
     /// A packet sent into this direction at `now`.
@@ -302,6 +312,7 @@ public struct LinkPipeline: Sendable {
             record(number, data.count, .blackhole)
             return
         }
+        if let loss = conditions.impairment.loss { statistics.expectedLost += loss.meanLoss }
         if lost() {
             statistics.lost += 1
             record(number, data.count, .loss)
@@ -446,6 +457,7 @@ public struct LinkPipeline: Sendable {
             output.append(delayLine.pop()!.data)
             if recordsDeliveryTimes { deliveryTimes.append(first.deliverAt) }
             statistics.delivered += 1
+            statistics.lateness.record(now - first.deliverAt)
         }
     }
 

@@ -40,6 +40,11 @@ struct Page {
         ]
         if s.timeScale != 1 { facts.append(("time scale", format3(s.timeScale))) }
         body += "<dl>" + facts.map { "<dt>\(escape($0.0))</dt><dd>\(escape($0.1))</dd>" }.joined() + "</dl>\n"
+        if let fidelity = s.fidelity, !fidelity.faithful {
+            body += "<div class=\"note fail unfaithful\"><strong>Not faithful:</strong> this run did not play exactly what its scenario asked; "
+                + "its figures may not be the network's.<ul>"
+                + fidelity.problems.map { "<li>\(escape($0))</li>" }.joined() + "</ul></div>\n"
+        }
         for note in s.notes { body += "<p class=note>note: \(escape(note))</p>\n" }
         for failed in s.timeline.failed {
             body += "<p class=\"note fail\">change to \(escape(failed.link)) failed: \(escape(failed.error))</p>\n"

@@ -43,6 +43,9 @@ public struct RunSummary: Sendable, Hashable {
     public var links: [LinkCounters] = []
     /// Where the phones went, for a scenario with `mobility:`.
     public var map: MobilityMap?
+    /// Whether the run played what its scenario asked (``Fidelity``); nil in a summary written
+    /// before Roam measured it.
+    public var fidelity: Fidelity?
 
     public init(scenario: String, description: String? = nil, runID: String, started: String, seed: UInt64, backend: String,
                 backendReason: String, multipath: String, duration: Duration, endedAt: Duration, cancelled: Bool, passed: Bool) {
@@ -281,6 +284,13 @@ public struct RunSummary: Sendable, Hashable {
         public var heldForRadio: Int64 = 0
         /// Packets the queue's AQM (`queue: codel`, `fq-codel`) dropped.
         public var aqmDropped: Int64 = 0
+        /// How late delivered packets left against their due time (``Fidelity``).
+        public var latenessP50: Duration?
+        public var latenessP99: Duration?
+        public var latenessMax: Duration?
+        /// The packets the configured loss would have dropped on average, beside ``lost``
+        /// (what was drawn).
+        public var expectedLost: Double?
         public init(link: String, direction: String, arrived: Int64, delivered: Int64, lost: Int64, blackholed: Int64, overflowed: Int64,
                     corrupted: Int64, duplicated: Int64, reordered: Int64) {
             self.link = link
@@ -302,7 +312,7 @@ public struct RunSummary: Sendable, Hashable {
 extension RunSummary {
     /// The summary as `summary.json` holds it.
     public var json: JSONValue {
-        .object([
+        let base: [(String, JSONValue)] = [
             ("format", .int(Int64(format))),
             ("scenario", .string(scenario)),
             ("description", description.map { .string($0) } ?? .null),
@@ -329,7 +339,11 @@ extension RunSummary {
             ("events", .int(Int64(events))),
             ("notes", .array(notes.map { .string($0) })),
             ("links", .array(links.map(\.json))),
-        ] + (map.map { [("map", $0.json)] } ?? []))
+        ]
+        var members = base
+        if let map { members.append(("map", map.json)) }
+        if let fidelity { members.append(("fidelity", fidelity.json)) }
+        return .object(members)
     }
 }
 
@@ -421,7 +435,10 @@ extension RunSummary.LinkCounters {
                  ("lost", .int(lost)), ("blackholed", .int(blackholed)), ("overflowed", .int(overflowed)), ("corrupted", .int(corrupted)),
                  ("duplicated", .int(duplicated)), ("reordered", .int(reordered))]
                 + (promotions != 0 || heldForRadio != 0 ? [("promotions", .int(promotions)), ("heldForRadio", .int(heldForRadio))] : [])
-                + (aqmDropped != 0 ? [("aqmDropped", .int(aqmDropped))] : []))
+                + (aqmDropped != 0 ? [("aqmDropped", .int(aqmDropped))] : [])
+                + (latenessP99 != nil ? [("latenessMs", .object([("p50", .milliseconds(latenessP50)), ("p99", .milliseconds(latenessP99)),
+                                                                 ("max", .milliseconds(latenessMax))]))] : [])
+                + (expectedLost.map { [("expectedLost", JSONValue.double(($0 * 10).rounded() / 10))] } ?? []))
     }
 }
 
@@ -486,9 +503,17 @@ extension RunSummary {
             read.promotions = try counters.optionalInt("promotions") ?? 0
             read.heldForRadio = try counters.optionalInt("heldForRadio") ?? 0
             read.aqmDropped = try counters.optionalInt("aqmDropped") ?? 0
+            if let value = counters.value("latenessMs") {
+                let lateness = JSONFields(value, place: "summary.json 'links.latenessMs'")
+                read.latenessP50 = try lateness.optionalMilliseconds("p50")
+                read.latenessP99 = try lateness.optionalMilliseconds("p99")
+                read.latenessMax = try lateness.optionalMilliseconds("max")
+            }
+            read.expectedLost = try counters.optionalDouble("expectedLost")
             return read
         }
         if let map = fields.value("map") { self.map = try MobilityMap(json: map) }
+        if let fidelity = fields.value("fidelity") { self.fidelity = try Fidelity(json: fidelity) }
     }
 }
 

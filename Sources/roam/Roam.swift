@@ -79,6 +79,8 @@ extension ExitCode {
     static let expectationFailed = ExitCode(1)
     /// Bad input, missing privileges or an environment that cannot run the command.
     static let badInput = ExitCode(2)
+    /// `roam run --strict-fidelity`: the run did not play what its scenario asked.
+    static let unfaithful = ExitCode(3)
 }
 
 /// Writes a line to standard error.

@@ -3,6 +3,7 @@ import Glibc
 import Netlink
 import RoamControl
 import RoamCore
+import RoamReport
 import RoamSystem
 import ScenarioModel
 import Simulator
@@ -77,6 +78,15 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
     @Flag(help: "Keep the network up after the scenario's timeline and workloads end, until the run is stopped (roam ctl RUN stop, or Ctrl-C, which cancels it).")
     var hold = false
 
+    @Flag(help: "Exit 3 when the run was not faithful: packets or timeline changes later than the fidelity bounds, or packets the emulator lost by falling behind (summary.json's fidelity section says which).")
+    var strictFidelity = false
+
+    @Option(help: ArgumentHelp("The bound on the 99th percentile of packets' delivery lateness in the userspace emulator (default 1ms).", valueName: "duration"))
+    var fidelityDelivery: String?
+
+    @Option(help: ArgumentHelp("The bound on the 99th percentile of the timeline's lateness (default 2ms).", valueName: "duration"))
+    var fidelityTimeline: String?
+
     /// Whether this run builds its network in a user namespace of its own: asked for, or where
     /// the process cannot build named namespaces as root (an ordinary user, `unshare -Ur`).
     var isRootless: Bool { rootless || !Rootless.canRunAsRoot }
@@ -86,6 +96,7 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
             throw ValidationError("--time-scale \(timeScale) is not in (0, 1]: it scales the scenario's time, 0.5 plays it in half its duration")
         }
         _ = try outputLimits()
+        _ = try fidelityBounds()
         if let emulatorThreads, !(1...RunOptions.maximumEmulatorThreads).contains(emulatorThreads) {
             throw ValidationError("--emulator-threads \(emulatorThreads) is not in 1...\(RunOptions.maximumEmulatorThreads)")
         }
@@ -95,6 +106,21 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
     }
 
     var servesControl: Bool { control || controlPort != nil }
+
+    /// The fidelity bounds the flags ask for.
+    func fidelityBounds() throws -> Fidelity.Bounds {
+        var bounds = Fidelity.Bounds()
+        for (flag, text, keyPath) in [("--fidelity-delivery", fidelityDelivery, \Fidelity.Bounds.deliveryP99),
+                                      ("--fidelity-timeline", fidelityTimeline, \Fidelity.Bounds.timelineP99)] {
+            guard let text else { continue }
+            switch Units.duration(text) {
+            case .success(let duration) where duration > .zero && duration <= .seconds(3600): bounds[keyPath: keyPath] = duration
+            case .success: throw ValidationError("\(flag) \(escapedForMessage(text)): a bound is more than zero and at most 1h")
+            case .failure(let error): throw ValidationError("\(flag): \(error.message)")
+            }
+        }
+        return bounds
+    }
 
     /// The output limits the flags ask for.
     func outputLimits() throws -> OutputLimits {
@@ -125,6 +151,7 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
         options.emulatorPriority = emulatorPriority
         options.multipath = multipath
         options.outputLimits = try outputLimits()
+        options.fidelityBounds = try fidelityBounds()
         options.hold = hold
         options.holdsEvents = servesControl
         var listeners: ControlListeners?
@@ -185,6 +212,7 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
         try CommandSignals.throwIfSignalled()
         if !result.failedChanges.isEmpty { throw ExitCode.badInput }
         if !result.passed { throw ExitCode.expectationFailed }
+        if strictFidelity && !result.cancelled && !result.fidelity.faithful { throw ExitCode.unfaithful }
     }
 }
 
@@ -344,6 +372,8 @@ enum RunTable {
         }
         for note in Set(report.workloads.compactMap(\.note)).sorted() { lines.append("  * \(note)") }
         for note in report.notes { lines.append("  note: \(note)") }
+        let fidelity = report.fidelity
+        for problem in fidelity.problems { lines.append("  NOT FAITHFUL: \(problem)") }
         lines.append("  report: \(report.reportDirectory)" + (report.wroteHTML ? " (open report.html)" : ""))
         return lines.joined(separator: "\n")
     }

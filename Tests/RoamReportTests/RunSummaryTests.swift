@@ -89,3 +89,52 @@ import Testing
 }
 
 enum RunSummaryTestError: Error { case notAnObject }
+
+/// The fidelity section (issue 57): judged against its bounds, and read back as written.
+@Suite struct FidelityTests {
+    @Test func aRunWithinItsBoundsIsFaithfulAndEachExcessIsNamed() throws {
+        var fidelity = Fidelity()
+        fidelity.deliveryP99 = .microseconds(300)
+        fidelity.timelineP99 = .microseconds(800)
+        fidelity.judge()
+        #expect(fidelity.faithful && fidelity.problems.isEmpty)
+
+        fidelity.deliveryP99 = .milliseconds(12)
+        fidelity.deliveryMax = .milliseconds(40)
+        fidelity.refused = 17
+        fidelity.timelineP99 = .milliseconds(3)
+        fidelity.judge()
+        #expect(!fidelity.faithful)
+        #expect(fidelity.problems.count == 3)
+        #expect(fidelity.problems[0].contains("p99 12 ms") && fidelity.problems[0].contains("bound 1 ms") && fidelity.problems[0].contains("max 40 ms"),
+                "\(fidelity.problems[0])")
+        #expect(fidelity.problems[1].hasPrefix("17 packets were lost because the emulator fell behind"))
+        #expect(fidelity.problems[2].contains("p99 3 ms") && fidelity.problems[2].contains("bound 2 ms"), "\(fidelity.problems[2])")
+
+        // Looser bounds, as `roam run --fidelity-delivery 20ms --fidelity-timeline 5ms` give.
+        fidelity.bounds = Fidelity.Bounds(deliveryP99: .milliseconds(20), timelineP99: .milliseconds(5))
+        fidelity.refused = 0
+        fidelity.judge()
+        #expect(fidelity.faithful, "\(fidelity.problems)")
+    }
+
+    @Test func theSectionReadsBackAsWritten() throws {
+        var summary = RunSummary(scenario: "s", runID: "abcdef", started: "now", seed: 1, backend: "userspace", backendReason: "",
+                                 multipath: "auto", duration: .seconds(4), endedAt: .seconds(4), cancelled: false, passed: true)
+        var fidelity = Fidelity(bounds: Fidelity.Bounds(deliveryP99: .milliseconds(3), timelineP99: .milliseconds(4)))
+        // Whole milliseconds, which JSON carries exactly.
+        fidelity.deliveryP50 = .milliseconds(1)
+        fidelity.deliveryP99 = .milliseconds(7)
+        fidelity.deliveryMax = .milliseconds(9)
+        fidelity.packets = 1234
+        fidelity.timelineP99 = .milliseconds(2)
+        fidelity.judge()
+        summary.fidelity = fidelity
+        let read = try RunSummary(json: try JSONValue.parse(summary.json.serialized))
+        #expect(read.fidelity == fidelity)
+        #expect(read.fidelity?.faithful == false)
+        // A summary written before Roam measured it has none.
+        summary.fidelity = nil
+        #expect(try RunSummary(json: try JSONValue.parse(summary.json.serialized)).fidelity == nil)
+    }
+}

@@ -393,7 +393,7 @@ final class RunSession {
         guard let topology, let backend else { return (.zero, isCancelled()) }
         log.begin(in: ScenarioRunner.lead)
         let player = TimelinePlayer(schedule: schedule, backend: backend, tagger: try topology.makeTagger(), membership: services, log: log, stop: stop,
-                                    acceptsLiveChanges: options.holdsEvents)
+                                    acceptsLiveChanges: options.holdsEvents, realtime: options.emulatorPriority == .realtime)
         try player.start()
         self.player = player
         for (driver, workloadStop) in drivers {
@@ -524,6 +524,8 @@ final class RunSession {
             pathUpdates: pathUpdates, cancelled: cancelled, notes: notes, linkStatistics: linkStatistics, changes: changes, paths: paths,
             endedAt: endedAt)
         report.multipath = transport
+        report.refusedPackets = (backend as? UserspaceBackend)?.refusedPackets ?? 0
+        report.fidelityBounds = options.fidelityBounds
         log.record(.run(cancelled ? .cancelled(passed: report.passed) : .ended(passed: report.passed)))
         for file in outputBudget.filesCut {
             report.notes.append("\(file) was cut short: the run's files may hold \(byteCountDescription(Int(outputBudget.perFile))) each and "

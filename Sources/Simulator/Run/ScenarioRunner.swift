@@ -62,6 +62,8 @@ public struct RunOptions: Sendable {
     public static let maximumEmulatorThreads = 64
     /// The scheduling class of the userspace emulator's threads.
     public var emulatorPriority: EmulatorPriority = .realtime
+    /// The bounds the run's ``RunReport/fidelity`` is judged against.
+    public var fidelityBounds = Fidelity.Bounds()
     /// The largest `timeline.jsonl` that `report.html` is drawn from (smaller in tests).
     package var renderedTimelineLimit = HTMLReport.maximumTimelineSize
     /// Finds out whether the kernel has netem (replaced in tests).
@@ -176,10 +178,16 @@ public struct LinkStatistics: Sendable {
     public var counters: LinkPipeline.Statistics
 
     var summary: RunSummary.LinkCounters {
-        .init(link: link, direction: direction.rawValue, arrived: Int64(counters.arrived), delivered: Int64(counters.delivered),
+        var summary = RunSummary.LinkCounters(link: link, direction: direction.rawValue, arrived: Int64(counters.arrived), delivered: Int64(counters.delivered),
               lost: Int64(counters.lost), blackholed: Int64(counters.blackholed), overflowed: Int64(counters.overflowed),
               corrupted: Int64(counters.corrupted), duplicated: Int64(counters.duplicated), reordered: Int64(counters.reordered))
             .withRadio(promotions: Int64(counters.promotions), held: Int64(counters.heldForRadio), aqmDropped: Int64(counters.aqmDropped))
+        let lateness = counters.lateness
+        summary.latenessP50 = lateness.percentile(0.5).map { .nanoseconds($0) }
+        summary.latenessP99 = lateness.percentile(0.99).map { .nanoseconds($0) }
+        summary.latenessMax = lateness.count > 0 ? .nanoseconds(lateness.maximum) : nil
+        if counters.expectedLost > 0 { summary.expectedLost = counters.expectedLost }
+        return summary
     }
 }
 
@@ -227,6 +235,30 @@ public struct RunReport: Sendable {
     /// How far the run went: the scenario's duration, or less when it was ended early by
     /// ``ScenarioRunner/finish()`` or ``ScenarioRunner/cancel()``.
     public var endedAt: Duration = .zero
+
+    /// Packets a TUN interface refused because the userspace emulator fell behind.
+    public var refusedPackets = 0
+    /// The bounds ``fidelity`` is judged against (`roam run --fidelity-delivery`, `--fidelity-timeline`).
+    public var fidelityBounds = Fidelity.Bounds()
+
+    /// Whether the run played what its scenario asked: the timeline's lateness and, on the
+    /// userspace backend, every packet's delivery lateness and the packets the emulator lost
+    /// by falling behind, judged against ``fidelityBounds``.
+    public var fidelity: Fidelity {
+        var fidelity = Fidelity(bounds: fidelityBounds)
+        if backend.kind == .userspace {
+            var all = LatenessHistogram()
+            for statistics in linkStatistics { all.merge(statistics.counters.lateness) }
+            fidelity.packets = Int64(all.count)
+            fidelity.deliveryP50 = all.percentile(0.5).map { .nanoseconds($0) }
+            fidelity.deliveryP99 = all.percentile(0.99).map { .nanoseconds($0) }
+            fidelity.deliveryMax = all.count > 0 ? .nanoseconds(all.maximum) : nil
+            fidelity.refused = Int64(refusedPackets)
+        }
+        fidelity.timelineP99 = DurationDistribution(changes.map(\.scheduleLateness)).percentile(0.99)
+        fidelity.judge()
+        return fidelity
+    }
 
     /// Every expectation held, the run was not cut short, and every change was applied.
     public var passed: Bool { !cancelled && failedChanges.isEmpty && expectations.allSatisfy(\.passed) }
@@ -429,6 +461,7 @@ extension RunReport {
         summary.notes = notes
         summary.links = linkStatistics.map(\.summary)
         summary.map = scenario.mobilityMap(timeScale: timeScale)
+        summary.fidelity = fidelity
         return summary
     }
 }

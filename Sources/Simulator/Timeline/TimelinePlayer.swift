@@ -1,3 +1,4 @@
+import Glibc
 import Netlink
 import PathMonitor
 import RoamReport
@@ -48,6 +49,10 @@ package final class TimelinePlayer: Sendable {
     }
     /// Held while a change is applied: the player's thread and live controllers take turns.
     private let applying = Mutex<Void>(())
+    /// Whether the player's thread asks for the real-time class (`roam run --emulator-priority realtime`).
+    private let realtime: Bool
+    /// When the last change finished applying (``AppliedChange/scheduleLateness``).
+    private let lastFinished = Mutex<Duration>(.zero)
 
     /// What a link is doing now, for progress lines.
     package struct LinkState: Sendable {
@@ -72,8 +77,9 @@ package final class TimelinePlayer: Sendable {
     private let acceptsLiveChanges: Bool
 
     package init(schedule: TimelineSchedule, backend: any LinkBackend, tagger: LinkTagger? = nil, membership: (any NetworkEventHandler)? = nil,
-                 log: RunLog, stop: EventSignal, acceptsLiveChanges: Bool = false) {
+                 log: RunLog, stop: EventSignal, acceptsLiveChanges: Bool = false, realtime: Bool = false) {
         self.acceptsLiveChanges = acceptsLiveChanges
+        self.realtime = realtime
         self.schedule = schedule
         self.backend = backend
         self.tagger = tagger
@@ -108,7 +114,16 @@ package final class TimelinePlayer: Sendable {
             throw SimulatorError(.environment, "make the timeline's wake-up signal: eventfd: \(error)")
         }
         do throws(NetlinkError) {
-            let player = try PinnedThread(name: "roam-timeline") { [self] in play(waking: live) }
+            let player = try PinnedThread(name: "roam-timeline") { [self] in
+                // Beside the emulator's threads, in the real-time class's lowest priority where
+                // the process may use it: otherwise, with the cores busy (the emulator's own
+                // real-time threads among them), the player wakes for a change milliseconds late.
+                if realtime {
+                    var parameters = sched_param(sched_priority: 1)
+                    _ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters)
+                }
+                play(waking: live)
+            }
             running.withLock { $0 = (player, live) }
         } catch {
             throw SimulatorError("start the timeline thread", error)
@@ -202,6 +217,8 @@ package final class TimelinePlayer: Sendable {
     /// Applies one change through the backend (or the network's gateway), records it, and
     /// retags the link when its quality grade changed. Called with ``applying`` held.
     private func perform(_ change: ScheduledChange) -> AppliedChange {
+        let started = log.elapsed
+        let scheduleLateness = lastFinished.withLock { finished in max(.zero, started - max(change.at, finished)) }
         var failure: String?
         do throws(SimulatorError) {
             switch change.change {
@@ -238,7 +255,7 @@ package final class TimelinePlayer: Sendable {
                 return after == before ? nil : after
             }
         }
-        log.applied(change, actual: actual, failure: failure)
+        log.applied(change, actual: actual, failure: failure, scheduleLateness: scheduleLateness)
         if let regraded, let tagger {
             var failure: String?
             do throws(SimulatorError) {
@@ -248,7 +265,12 @@ package final class TimelinePlayer: Sendable {
             }
             log.record(.quality(link: change.link, quality: regraded.rawValue, error: failure))
         }
-        return AppliedChange(change: change, actual: actual, failure: failure)
+        // Retagging and recording are part of the change: the next one's wait starts after them.
+        let finished = log.elapsed
+        lastFinished.withLock { $0 = finished }
+        var applied = AppliedChange(change: change, actual: actual, failure: failure)
+        applied.scheduleLateness = scheduleLateness
+        return applied
     }
 }
 

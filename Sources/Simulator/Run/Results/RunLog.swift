@@ -14,6 +14,10 @@ public struct AppliedChange: Sendable, Hashable {
     public var actual: Duration
     /// Why it could not be applied, if it could not.
     public var failure: String?
+    /// How late the player began applying it, beyond its planned time and the time the change
+    /// before it took to apply: its thread's wake-up, what a starved machine stretches (the
+    /// timeline part of ``RunReport/fidelity``).
+    public var scheduleLateness: Duration = .zero
 }
 
 /// A path a node's monitor published, and when.
@@ -236,14 +240,14 @@ package final class RunLog: Sendable {
     }
 
     /// Records a link change that was applied (or failed) at `actual`.
-    package func applied(_ change: ScheduledChange, actual: Duration, failure: String?) {
+    package func applied(_ change: ScheduledChange, actual: Duration, failure: String?, scheduleLateness: Duration = .zero) {
         state.withLock { state in
             var prototype = change
             prototype.at = .zero
             prototype.step = nil
             if let failure { state.failures[state.changes.count] = failure }
             state.changes.append(CompactChange(planned: change.at, actual: actual, change: state.distinctChanges.index(of: prototype),
-                                               step: change.step.map { Int32(clamping: $0) } ?? -1))
+                                               step: change.step.map { Int32(clamping: $0) } ?? -1, scheduleLateness: scheduleLateness))
         }
         let kind: RunEvent.LinkChange.Kind = switch change.change {
         case .carrier(let up), .membership(let up): .carrier(up: up)
@@ -302,7 +306,9 @@ package final class RunLog: Sendable {
                 var change = state.distinctChanges.values[Int(compact.change)]
                 change.at = compact.planned
                 change.step = compact.step < 0 ? nil : Int(compact.step)
-                return AppliedChange(change: change, actual: compact.actual, failure: state.failures[index])
+                var applied = AppliedChange(change: change, actual: compact.actual, failure: state.failures[index])
+                applied.scheduleLateness = compact.scheduleLateness
+                return applied
             }
         }
     }
@@ -336,6 +342,7 @@ private struct CompactChange {
     var actual: Duration
     var change: Int32
     var step: Int32
+    var scheduleLateness: Duration
 }
 
 /// A published path as ``RunLog`` keeps it.
