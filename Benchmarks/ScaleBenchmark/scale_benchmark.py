@@ -13,7 +13,10 @@ each N the run is played for DURATION seconds and measured from outside and from
   - stalls: streams that stalled at all, and the longest stall;
   - requests: answered, failed, time to first byte p50 / p95 (the link's round trip is 16 ms);
   - the emulator's own loss: packets a TUN interface refused because the emulator could not
-    keep up (the run's note), which should stay 0.
+    keep up (the run's note), which should stay 0;
+  - fidelity, as the run judged itself (summary.json's `fidelity`): faithful or not, the
+    packets' delivery lateness p99 and the timeline's scheduling lateness p99; the table ends
+    with the first N at which the run was not faithful (where fidelity breaks on this machine).
 
     python3 Benchmarks/ScaleBenchmark/scale_benchmark.py [--counts 1,10,50] [--duration 20]
         [--roam .build/release/roam] [--threads N] [--backend userspace|netem] [--quick]
@@ -105,6 +108,7 @@ def measure(roam: str, directory: str, phones: int, duration: int, threads, back
     failed = sum((r.get("requests") or {}).get("failed", 0) for r in requests)
     ttfb50 = [((r.get("requests") or {}).get("timeToFirstByteMs") or {}).get("p50") for r in requests]
     ttfb95 = [((r.get("requests") or {}).get("timeToFirstByteMs") or {}).get("p95") for r in requests]
+    fidelity = summary.get("fidelity") or {}
     refused = 0
     for note in summary.get("notes", []):
         if "could not keep up" in note:
@@ -117,7 +121,14 @@ def measure(roam: str, directory: str, phones: int, duration: int, threads, back
         "ttfb50": statistics.median([v for v in ttfb50 if v is not None] or [0]),
         "ttfb95": max([v for v in ttfb95 if v is not None] or [0]),
         "refused": refused, "stderr": outcome["stderr"],
+        "faithful": fidelity.get("faithful"),
+        "delivery_p99": (fidelity.get("deliveryLatenessMs") or {}).get("p99"),
+        "timeline_p99": fidelity.get("timelineP99Ms"),
     }
+
+
+def milliseconds(value):
+    return "-" if value is None else f"{value:.3f} ms" if value < 1 else f"{value:.1f} ms"
 
 
 def main():
@@ -146,14 +157,20 @@ def main():
           f"a 2 Mbit/s stream and a 50 KB request a second; {duration} s each; {arguments.backend} backend")
     print()
     print("| phones | links | CPU per phone | memory | per phone above 1 | stream delivered / offered (min, median) "
-          "| streams that stalled | longest stall | requests answered / failed | TTFB p50 / p95 | refused by TUN |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| streams that stalled | longest stall | requests answered / failed | TTFB p50 / p95 | refused by TUN "
+          "| faithful | delivery lateness p99 | timeline p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for result in results:
         extra = (result["maxrss_mb"] - base["maxrss_mb"]) / max(1, result["phones"] - base["phones"]) if result is not base else 0
         print(f"| {result['phones']} | {2 * result['phones']} | {100 * result['cpu'] / result['phones'] / duration:.1f}% of a core "
               f"| {result['maxrss_mb']:.0f} MB | {extra:.2f} MB | {result['ratio_min']:.2f}, {result['ratio_median']:.2f} "
               f"| {result['stalled']} of {result['streams']} | {result['longest_stall_ms']:.0f} ms "
-              f"| {result['answered']} / {result['failed']} | {result['ttfb50']:.0f} / {result['ttfb95']:.0f} ms | {result['refused']} |")
+              f"| {result['answered']} / {result['failed']} | {result['ttfb50']:.0f} / {result['ttfb95']:.0f} ms | {result['refused']} "
+              f"| {'yes' if result['faithful'] else 'no' if result['faithful'] is not None else '?'} "
+              f"| {milliseconds(result['delivery_p99'])} | {milliseconds(result['timeline_p99'])} |")
+    broken = next((r["phones"] for r in results if r["faithful"] is False), None)
+    print()
+    print(f"fidelity breaks at {broken} phones" if broken else f"faithful at every count measured (up to {results[-1]['phones']} phones)")
     failures = [r for r in results if r["status"] not in (0, 1)]
     if failures:
         for failure in failures:
