@@ -16,7 +16,8 @@ import RoamCore
 ///   interface refused because the emulator fell behind (lost without the scenario asking).
 ///
 /// What is reported beside, not judged: each direction's loss drawn against the loss configured
-/// (``RunSummary/LinkCounters/expectedLost``); on netem, the qdiscs' own counters are not read.
+/// (``RunSummary/LinkCounters/expectedLost``); on netem, the qdiscs' own counters at the run's
+/// end (``qdiscs``).
 public struct Fidelity: Sendable, Hashable {
     /// The bounds a faithful run stays within.
     public struct Bounds: Sendable, Hashable {
@@ -44,6 +45,31 @@ public struct Fidelity: Sendable, Hashable {
     public var timelineP99: Duration?
     /// Each bound exceeded, said in words; empty for a faithful run.
     public var problems: [String] = []
+    /// On the netem backend: each link direction's qdiscs and what they counted, read from the
+    /// kernel at the run's end (`tc -s qdisc show`).
+    public var qdiscs: [QdiscCounters] = []
+
+    /// One qdisc of one link direction, as the kernel counted.
+    public struct QdiscCounters: Sendable, Hashable {
+        public var link: String
+        public var direction: String
+        /// `netem`, `tbf`, `codel`, `fq_codel`.
+        public var kind: String
+        public var packets: Int64
+        public var drops: Int64
+        public var overlimits: Int64
+        public var requeues: Int64
+
+        public init(link: String, direction: String, kind: String, packets: Int64, drops: Int64, overlimits: Int64, requeues: Int64) {
+            self.link = link
+            self.direction = direction
+            self.kind = kind
+            self.packets = packets
+            self.drops = drops
+            self.overlimits = overlimits
+            self.requeues = requeues
+        }
+    }
 
     /// Whether the run stayed within every bound.
     public var faithful: Bool { problems.isEmpty }
@@ -88,6 +114,11 @@ extension Fidelity {
             ("refused", .int(refused)),
             ("timelineP99Ms", .milliseconds(timelineP99)),
             ("problems", .array(problems.map { .string($0) })),
+            ("qdiscs", .array(qdiscs.map { counters in
+                .object([("link", .string(counters.link)), ("direction", .string(counters.direction)), ("kind", .string(counters.kind)),
+                         ("packets", .int(counters.packets)), ("drops", .int(counters.drops)), ("overlimits", .int(counters.overlimits)),
+                         ("requeues", .int(counters.requeues))])
+            })),
         ])
     }
 
@@ -111,5 +142,11 @@ extension Fidelity {
         refused = try fields.optionalInt("refused") ?? 0
         timelineP99 = try fields.optionalMilliseconds("timelineP99Ms")
         problems = Array((try fields.optionalStrings("problems") ?? []).prefix(RunSummary.maximumItems))
+        qdiscs = try fields.list("qdiscs", limit: RunSummary.maximumItems) { item throws(ReportError) in
+            let counters = JSONFields(item, place: "summary.json 'fidelity.qdiscs'")
+            return QdiscCounters(link: try counters.string("link"), direction: try counters.string("direction"), kind: try counters.string("kind"),
+                                 packets: try counters.optionalInt("packets") ?? 0, drops: try counters.optionalInt("drops") ?? 0,
+                                 overlimits: try counters.optionalInt("overlimits") ?? 0, requeues: try counters.optionalInt("requeues") ?? 0)
+        }
     }
 }

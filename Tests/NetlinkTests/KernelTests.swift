@@ -183,3 +183,27 @@ struct NamespaceSettingsTests {
         }
     }
 }
+
+/// A qdisc's counters as the kernel keeps them (issue 57: the netem backend's fidelity section
+/// reports them). tbf is on this machine; netem is read the same way in the VM's netem check.
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root to create network namespaces"), .serialized)
+struct QdiscStatisticsTests {
+    @Test func aQdiscCountsWhatPassesItAndWhatItHoldsBack() async throws {
+        try await TestNamespace.with { test in
+            let lo = try test.index(of: "lo")
+            // 100 kbit/s with a bucket of one packet: the pings that follow are held back (overlimits).
+            try test.socket.replaceTokenBucket(TokenBucketConfiguration(rate: 12_500, bucket: 1_600, limit: 100_000), interfaceIndex: lo,
+                                               handle: QdiscHandle(major: 2, minor: 0), parent: .root)
+            let before = try #require(try test.socket.qdiscs().first { $0.interfaceIndex == lo && $0.kind == .tokenBucket })
+            #expect(before.statistics.packets == 0)
+            let ping = try RunningCommand.run("/usr/sbin/ip", ["netns", "exec", test.name, "ping", "-n", "-q", "-c", "20", "-i", "0.002", "-s", "1000",
+                                                               "-W", "2", "127.0.0.1"], timeout: 30)
+            #expect(ping.status == 0 || ping.status == 1, "\(ping.error)")
+            let after = try #require(try test.socket.qdiscs().first { $0.interfaceIndex == lo && $0.kind == .tokenBucket })
+            // Each echo and its reply pass lo: 40 packets of about 1 KB.
+            #expect(after.statistics.packets >= 20, "\(after.statistics)")
+            #expect(after.statistics.bytes >= after.statistics.packets * 1_000, "\(after.statistics)")
+            #expect(after.statistics.overlimits > 0, "\(after.statistics)")
+        }
+    }
+}

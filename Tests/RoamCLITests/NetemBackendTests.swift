@@ -180,6 +180,11 @@ struct NetemBackendTests {
         // The exit status agrees with the expectations.
         #expect((exit == "0") == summary.expectations.allSatisfy(\.passed))
         #expect(NetemHost.timeline(directory).count == summary.events)
+        // The run judged its own fidelity and, on netem, read the kernel's qdisc counters: the
+        // netem qdiscs that carried the workloads counted their packets.
+        let fidelity = try #require(summary.fidelity, "summary.json has a fidelity section")
+        #expect(fidelity.deliveryP99 == nil, "delivery lateness is the userspace emulator's")
+        #expect(fidelity.qdiscs.contains { $0.kind == "netem" && $0.packets > 0 }, "\(fidelity.qdiscs)")
     }
 
     /// Handover over MPTCP on the kernel netem ran on (in the VM, Debian 12's 6.1): `auto`

@@ -259,5 +259,14 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
                 throw NetlinkError(.errno(ENOENT), operation: "delete a qdisc that does not exist")
             }
         }
+
+        /// The qdiscs the recording holds, with no counters (nothing passes a recording).
+        func qdiscs() throws(NetlinkError) -> [Qdisc] {
+            let state = try state("qdiscs")
+            return state.netem.keys.sorted().map { Qdisc(interfaceIndex: $0, handle: NetemBackend.netemHandle, parent: .root, kind: .netem) }
+                + state.tokenBuckets.keys.sorted().map {
+                    Qdisc(interfaceIndex: $0, handle: NetemBackend.tokenBucketHandle, parent: QdiscHandle(major: 1, minor: 1), kind: .tokenBucket)
+                }
+        }
     }
 }

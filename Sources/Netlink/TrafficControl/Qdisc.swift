@@ -39,12 +39,32 @@ public struct QdiscKind: RawRepresentable, Sendable, Hashable, CustomStringConve
     public var description: String { rawValue }
 }
 
+/// What a qdisc counted since it was made (`TCA_STATS2`), as `tc -s qdisc show` prints it.
+public struct QdiscStatistics: Sendable, Hashable {
+    /// Packets and bytes it sent on.
+    public var packets: UInt64 = 0
+    public var bytes: UInt64 = 0
+    /// Packets it dropped (netem's loss, a full queue, CoDel's drops).
+    public var drops: UInt64 = 0
+    /// Times it held back a packet over its limit (tbf's rate).
+    public var overlimits: UInt64 = 0
+    /// Packets handed back to it by the device.
+    public var requeues: UInt64 = 0
+    /// What it holds now: packets and bytes.
+    public var queueLength: UInt64 = 0
+    public var backlogBytes: UInt64 = 0
+
+    public init() {}
+}
+
 /// A queueing discipline, as in an `RTM_NEWQDISC` message.
 public struct Qdisc: Sendable, Hashable {
     public var interfaceIndex: Int32
     public var handle: QdiscHandle
     public var parent: QdiscHandle
     public var kind: QdiscKind
+    /// Its counters, when read from the kernel (zero in one made to be sent).
+    public var statistics = QdiscStatistics()
 
     public init(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle, kind: QdiscKind) {
         self.interfaceIndex = interfaceIndex
@@ -58,6 +78,13 @@ public struct Qdisc: Sendable, Hashable {
                   handle: QdiscHandle(rawValue: rtnl_tc_get_handle(qdisc)),
                   parent: QdiscHandle(rawValue: rtnl_tc_get_parent(qdisc)),
                   kind: QdiscKind(rawValue: libnlString(rtnl_tc_get_kind(qdisc)) ?? ""))
+        statistics.packets = rtnl_tc_get_stat(qdisc, RTNL_TC_PACKETS)
+        statistics.bytes = rtnl_tc_get_stat(qdisc, RTNL_TC_BYTES)
+        statistics.drops = rtnl_tc_get_stat(qdisc, RTNL_TC_DROPS)
+        statistics.overlimits = rtnl_tc_get_stat(qdisc, RTNL_TC_OVERLIMITS)
+        statistics.requeues = rtnl_tc_get_stat(qdisc, RTNL_TC_REQUEUES)
+        statistics.queueLength = rtnl_tc_get_stat(qdisc, RTNL_TC_QLEN)
+        statistics.backlogBytes = rtnl_tc_get_stat(qdisc, RTNL_TC_BACKLOG)
     }
 }
 

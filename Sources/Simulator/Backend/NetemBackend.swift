@@ -1,6 +1,7 @@
 import CRoamLinux
 import Glibc
 import Netlink
+import RoamReport
 import RoamSystem
 import ScenarioModel
 
@@ -145,7 +146,30 @@ package final class NetemBackend: LinkBackend {
         if up { try interfaces?.restore(link: name, node: link.second) } else { interfaces?.wentDown(link: name, node: link.second) }
     }
 
-    package func stop() {}
+    /// Once stopped: each link direction's qdiscs and their counters, read from the kernel
+    /// before the topology goes (``Fidelity/qdiscs``).
+    package private(set) var qdiscCounters: [Fidelity.QdiscCounters] = []
+
+    package func stop() {
+        var counters: [Fidelity.QdiscCounters] = []
+        for (name, entry) in links.sorted(by: { $0.value.index < $1.value.index }) {
+            for direction in [TrafficDirection.up, .down] {
+                let node = direction == .up ? entry.link.first : entry.link.second
+                // A side this backend does not shape (roam attach's other node) has none of Roam's.
+                guard let (socket, interface) = try? sendingInterface(link: name, node: node),
+                      let qdiscs = try? socket.qdiscs() else { continue }
+                for qdisc in qdiscs where qdisc.interfaceIndex == interface
+                    && [Self.netemHandle, Self.tokenBucketHandle, Self.managedQueueHandle].contains(qdisc.handle) {
+                    let statistics = qdisc.statistics
+                    counters.append(Fidelity.QdiscCounters(link: name, direction: direction.rawValue, kind: qdisc.kind.rawValue,
+                                                           packets: Int64(clamping: statistics.packets), drops: Int64(clamping: statistics.drops),
+                                                           overlimits: Int64(clamping: statistics.overlimits),
+                                                           requeues: Int64(clamping: statistics.requeues)))
+                }
+            }
+        }
+        qdiscCounters = counters
+    }
 
     private func sendingInterface(link: String, node: String) throws(SimulatorError) -> (any RouteSocket, Int32)? {
         guard let interfaces else { throw SimulatorError(.invalidScenario, "node '\(node)' is not running") }

@@ -525,6 +525,7 @@ final class RunSession {
             endedAt: endedAt)
         report.multipath = transport
         report.refusedPackets = (backend as? UserspaceBackend)?.refusedPackets ?? 0
+        report.qdiscCounters = (backend as? NetemBackend)?.qdiscCounters ?? []
         report.fidelityBounds = options.fidelityBounds
         log.record(.run(cancelled ? .cancelled(passed: report.passed) : .ended(passed: report.passed)))
         for file in outputBudget.filesCut {

@@ -240,6 +240,8 @@ public struct RunReport: Sendable {
     public var refusedPackets = 0
     /// The bounds ``fidelity`` is judged against (`roam run --fidelity-delivery`, `--fidelity-timeline`).
     public var fidelityBounds = Fidelity.Bounds()
+    /// On the netem backend: each link direction's qdiscs and their counters at the run's end.
+    public var qdiscCounters: [Fidelity.QdiscCounters] = []
 
     /// Whether the run played what its scenario asked: the timeline's lateness and, on the
     /// userspace backend, every packet's delivery lateness and the packets the emulator lost
@@ -256,6 +258,7 @@ public struct RunReport: Sendable {
             fidelity.refused = Int64(refusedPackets)
         }
         fidelity.timelineP99 = DurationDistribution(changes.map(\.scheduleLateness)).percentile(0.99)
+        fidelity.qdiscs = qdiscCounters
         fidelity.judge()
         return fidelity
     }

@@ -19,6 +19,8 @@ package protocol RouteSocket: AnyObject {
     func replaceCoDel(_ configuration: CoDelConfiguration, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     func replaceByteFIFO(limit: UInt32, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     func deleteQdisc(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
+    /// Every qdisc of the namespace, with its counters.
+    func qdiscs() throws(NetlinkError) -> [Qdisc]
 }
 
 extension NetlinkSocket: RouteSocket {}
