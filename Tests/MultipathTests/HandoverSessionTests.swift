@@ -232,8 +232,17 @@ import Testing
         #expect(!session.handle(.subflowsSampled([wifiSubflow], at: ms(100))).contains { if case .subflow = $0 { true } else { false } })
         let cellSubflow = MPTCP.Subflow(local: cellAddress, localPort: 40001, remote: Self.server4, remotePort: 9000, bytesAcked: 0, bytesReceived: 0,
                                         smoothedRTT: ms(40))
-        let sampled = session.handle(.subflowsSampled([wifiSubflow, cellSubflow], at: ms(300)))
+        var connecting = cellSubflow
+        connecting.isEstablished = false
+        let sampled = session.handle(.subflowsSampled([wifiSubflow, connecting], at: ms(300)))
         #expect(sampled.contains(.subflowOpened(key: cellSubflow.description, interface: "cell")))
+        // Once its handshake is done, the backup is told so (MP_PRIO): a 6.1 kernel's MP_JOIN
+        // does not carry the flag SUBFLOW_CREATE was given. Once.
+        let cellBackup = HandoverSession.Request.subflow(.setBackup(token: 7, local: cellAddress, backup: true, remote: Self.server4, port: 9000))
+        #expect(!sampled.contains(cellBackup), "not while its SYN is out")
+        #expect(!session.handle(.subflowsSampled([wifiSubflow, cellSubflow], at: ms(320))).contains(cellBackup), "nor as its handshake ends")
+        #expect(session.handle(.subflowsSampled([wifiSubflow, cellSubflow], at: ms(520))).contains(cellBackup))
+        #expect(!session.handle(.subflowsSampled([wifiSubflow, cellSubflow], at: ms(540))).contains(cellBackup))
         // A stall of the Wi-Fi: the data goes over the cellular subflow, the Wi-Fi's address is
         // withdrawn (its localID 0, the connection's first).
         _ = session.handle(.sent(bytes: 10, at: .seconds(1)))
@@ -243,5 +252,38 @@ import Testing
         #expect(stalled.contains(.subflow(.setBackup(token: 7, local: cellAddress, backup: false, remote: Self.server4, port: 9000))))
         #expect(!stalled.contains { if case .leave = $0 { true } else { false } }, "the connection stays")
         #expect(session.currentInterface == "cell")
+
+        // The Wi-Fi left for a stall gets no standby subflow (a new one would take data again on
+        // a kernel that ignores its backup flag) until three probes in a row restore it; then
+        // its subflow is opened to carry the data.
+        func opensWiFi(_ requests: [HandoverSession.Request]) -> HandoverSession.SubflowRequest? {
+            for case .subflow(let plan) in requests {
+                if case let .open(_, local, _, _, _, _, _, _) = plan, local == wifiAddress { return plan }
+            }
+            return nil
+        }
+        // The connection's first subflow, closed, stays listed: not a subflow to keep.
+        var closedFirst = wifiSubflow
+        closedFirst.isOpen = false
+        closedFirst.isEstablished = false
+        var time = Duration.seconds(2)
+        var opened: HandoverSession.SubflowRequest?
+        var probes = 0
+        while opened == nil, time < .seconds(8) {
+            time += ms(50)
+            // The stream flows over the cellular subflow meanwhile.
+            var requests = session.handle(.received(bytes: 1000, at: time))
+            requests += session.handle(.subflowsSampled([closedFirst, cellSubflow], at: time))
+            requests += session.handle(.tick(at: time, transport: .init(smoothedRTT: ms(40), unacknowledged: 0), awaitingDataSince: nil))
+            for case .probe(let interface, _, _) in requests where interface.name == "wifi" {
+                probes += 1
+                requests += session.handle(.probeFinished(interface: "wifi", connected: true, at: time + ms(10)))
+            }
+            opened = opensWiFi(requests)
+            if opened != nil { #expect(requests.contains(.restore(interface: "wifi")), "opened only once restored") }
+        }
+        #expect(probes == 3)
+        #expect(opened.map { if case .open(_, _, _, _, _, false, _, _) = $0 { true } else { false } } ?? false, "\(String(describing: opened))")
+        #expect(session.currentInterface == "wifi")
     }
 }

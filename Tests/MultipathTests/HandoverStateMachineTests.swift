@@ -365,6 +365,73 @@ import Testing
         #expect(alone.last == .move(.stalled(interface: "cell", threshold: ms(600))), "\(alone)")
     }
 
+    /// Head-of-line blocking after a switch: the cellular subflow brings data but the app gets
+    /// none (MPTCP waits for a gap the Wi-Fi left). Cellular is not judged stalled while its
+    /// subflow delivers; if the gap is not resent within the wait, a new connection is made and
+    /// nothing is held down. Then, with the Wi-Fi demoted and not yet restored, a race tries
+    /// it last. A subflow that brings nothing is judged at the threshold as before.
+    @Test func controllingSubflowsDataHeldBehindAGapIsNotAStallOfThePathThatBringsIt() {
+        var machine = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        let switched = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(switched.last == .switchSubflows(to: "cell", .stalled(interface: "wifi", threshold: ms(600))))
+        // Cellular's subflow delivers every 100 ms from 800 ms; the app gets nothing.
+        var now = ms(800)
+        while now < ms(2300) {
+            _ = machine.handle(.subflowsDelivered(["cell": 1400], at: now))
+            let actions = machine.handle(.tick(at: now, smoothedRTT: nil, awaitingDataSince: .zero))
+            if now == ms(1700) {
+                // Wi-Fi's hold-down is over: probed (and found wanting).
+                #expect(actions == [.startProbe(interface: "wifi")])
+                #expect(machine.handle(.probeFinished(interface: "wifi", connected: false, at: ms(1710))) == [])
+            } else {
+                #expect(actions == [], "at \(now)")
+                // Not due before the wait is over (1300 ms + 1 s) or the subflow's data stops (or a probe).
+                #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: .zero) == min(now + ms(600), ms(2300), now < ms(1700) ? ms(1700) : ms(2700)))
+            }
+            now += ms(100)
+        }
+        #expect(machine.currentInterface == "cell" && machine.demoted == ["wifi"])
+        // Still delivering, still blocked at 2300 ms: a new connection, cellular not held down.
+        let replaced = machine.handle(.tick(at: ms(2300), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(replaced == [.move(.stalled(interface: nil, threshold: ms(1600)))], "no app data for 1600 ms: \(replaced)")
+        #expect(machine.connection == nil && !machine.stalledPaths.isHeldDown("cell", at: ms(2300)))
+        // Wi-Fi's hold-down is over, but it is demoted until probes restore it: raced last.
+        #expect(!machine.stalledPaths.isHeldDown("wifi", at: ms(2300)))
+        #expect(machine.racePath(at: ms(2300))?.availableInterfaces.map(\.name) == ["cell", "wifi"])
+
+        // On the new connection over cellular, a subflow that brings nothing is a stall at the threshold.
+        _ = machine.handle(.connected(interface: "cell", transport: .mptcp, family: .inet, at: ms(2500)))
+        _ = machine.handle(.subflowsDelivered(["cell": 1400], at: ms(2600)))
+        let blocked = machine.handle(.tick(at: ms(3150), smoothedRTT: nil, awaitingDataSince: ms(2500)))
+        #expect(!blocked.contains { if case .markStalled = $0 { true } else if case .move = $0 { true } else { false } },
+                "delivered 550 ms ago: still blocked: \(blocked)")
+        let stalled = machine.handle(.tick(at: ms(3250), smoothedRTT: nil, awaitingDataSince: ms(2500)))
+        #expect(stalled.contains(.markStalled(interface: "cell", holdDown: .seconds(1))), "\(stalled)")
+    }
+
+    /// A Wi-Fi the monitor calls minimal (at the edge of its range) is not probed back to while
+    /// cellular's link is good, over MPTCP (restoring a demoted interface) and over TCP (moving
+    /// back to a free one); once it is moderate again, it is.
+    @Test func aLinkThatBarelyWorksIsNotMovedBackToWhileTheCurrentOneIsBetter() {
+        var weak = Self.wifi, good = Self.cell
+        weak.linkQuality = .minimal
+        good.linkQuality = .good
+        var better = weak
+        better.linkQuality = .moderate
+        // MPTCP: Wi-Fi demoted by a stall, its hold-down over at 1700 ms.
+        var machine = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        _ = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        _ = machine.handle(.pathUpdated(Self.path([weak, good]), at: ms(800)))
+        #expect(machine.handle(.tick(at: .seconds(3), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == nil, "nothing to probe")
+        #expect(machine.handle(.pathUpdated(Self.path([better, good]), at: ms(3100))) == [.startProbe(interface: "wifi")])
+        // TCP on cellular, Wi-Fi the free primary.
+        var tcp = connected(over: "cell")
+        _ = tcp.handle(.pathUpdated(Self.path([weak, good]), at: ms(100)))
+        #expect(tcp.handle(.tick(at: .seconds(2), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(tcp.handle(.pathUpdated(Self.path([better, good]), at: ms(2100))) == [.startProbe(interface: "wifi")])
+    }
+
     /// A switch to an interface whose standby subflow is still being opened: the new path is
     /// given the whole threshold from when its subflow is established, not from the switch (on
     /// a slow machine the subflow can come up most of a threshold later), and is then judged as

@@ -155,20 +155,7 @@ struct NetemBackendTests {
         }.prefix(40).joined(separator: "\n")
         let message = Comment(rawValue: "exit \(exit), expectations that failed: \(failed): \(NetemHost.text(directory + ".console"))\n\(trouble)")
         let summary = try #require(NetemHost.summary(directory))
-        if name == "walk-out-of-home", exit == "1", failed.count == 1, failed[0].subject == "video", failed[0].check == "maxStall" {
-            // Issue 57, open: on the kernel's MPTCP in the VM (Debian 12's 6.1, userspace path
-            // manager) the stream still stalls over the scenario's 2 s in about 1 run of 5
-            // (FlagshipBenchmark: 2.45 and 2.38 s in 10 runs, a reconnect after data held up on
-            // the Wi-Fi subflow left). Recorded as a known issue, not a pass; the stall must still
-            // stay under 4 s (before the race put held-down interfaces last: 3.2 to 5.7 s).
-            let longest = summary.workloads.first { $0.name == "video" }?.stream?.longestStall
-            #expect(longest.map { $0 < .seconds(4) } ?? false, "longest stall \(String(describing: longest))")
-            withKnownIssue("issue 57: walk-out-of-home's stream stalls over 2 s in about 1 run of 5 on MPTCP in the VM", isIntermittent: true) {
-                Issue.record(message)
-            }
-        } else {
-            #expect(exit == "0", message)
-        }
+        #expect(exit == "0", message)
         #expect(summary.backend == "netem")
         #expect(!summary.cancelled)
         #expect(summary.timeline.failed.isEmpty, "every link change was applied")

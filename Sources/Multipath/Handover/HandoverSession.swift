@@ -230,6 +230,12 @@ public struct HandoverSession: Sendable {
     private var subflowBytes: [SubflowKey: (interface: String, bytes: UInt64)] = [:]
     private var interfaceOfAddress: [IPAddress: String] = [:]
     private var backupOf: [IPAddress: Bool] = [:]
+    /// Subflows opened as backups and not yet told so once established: a kernel before 6.2
+    /// (Debian 12's 6.1) ignores the backup flag of `SUBFLOW_CREATE` (its MP_JOIN goes without
+    /// the B bit), and the peer would send over the new subflow as over any other.
+    private var backupUnconfirmed: Set<IPAddress> = []
+    /// When each local address's subflow was first sampled established.
+    private var establishedSince: [IPAddress: Duration] = [:]
     private var lastSubflowRequest: [String: Duration] = [:]
     private var localID: [IPAddress: UInt8] = [:]
     private var nextLocalID: UInt8 = 1
@@ -332,6 +338,8 @@ public struct HandoverSession: Sendable {
             subflowBytes = [:]
             // The connection's first subflow carries the data.
             backupOf = made.local.map { [$0: false] } ?? [:]
+            backupUnconfirmed = []
+            establishedSince = [:]
             lastSubflowRequest = [:]
             localID = made.local.map { [$0: 0] } ?? [:]
             nextLocalID = 1
@@ -492,7 +500,9 @@ public struct HandoverSession: Sendable {
 
     /// The connection's subflows as sampled: bytes each carried since the last sample go to its
     /// interface (and tell the machine where the data goes), new ones are established.
-    private mutating func sampled(_ subflows: [MPTCP.Subflow], at now: Duration) -> [Request] {
+    private mutating func sampled(_ listed: [MPTCP.Subflow], at now: Duration) -> [Request] {
+        // A closed first subflow stays listed: it is gone for every purpose here.
+        let subflows = listed.filter(\.isOpen)
         var requests: [Request] = []
         var seen = Set<SubflowKey>()
         var delivered: [String: Int] = [:]
@@ -516,12 +526,30 @@ public struct HandoverSession: Sendable {
             requests.append(.subflowClosed(key: key.description, interface: entry.interface))
             subflowBytes[key] = nil
         }
+        // A subflow that closed (its peer withdrew it, or the kernel gave up on it) is not live:
+        // forgotten, unless it was asked for a moment ago and is not listed yet.
+        // (An empty list is a failed read: a live connection has a subflow.)
+        for address in backupOf.keys where !subflows.isEmpty && !subflows.contains(where: { $0.local == address }) {
+            let asked = interfaceOfAddress[address].flatMap { lastSubflowRequest[$0] }
+            if asked.map({ now - $0 >= Self.subflowRetry }) ?? true {
+                backupOf[address] = nil
+                backupUnconfirmed.remove(address)
+            }
+        }
+        for subflow in subflows where subflow.isEstablished && establishedSince[subflow.local] == nil { establishedSince[subflow.local] = now }
+        for address in establishedSince.keys where !subflows.contains(where: { $0.local == address && $0.isEstablished }) {
+            establishedSince[address] = nil
+        }
         return requests + subflowPlan(live: subflows.map(\.local), at: now)
     }
 
     /// With subflow control: brings the connection's subflows in step with the machine: one
     /// from every interface of the path (asked for at most once per ``subflowRetry`` each), the
-    /// active one carrying the data and the others backups.
+    /// active one carrying the data and the others backups. An interface the flow left for
+    /// trouble (demoted: it stalled, was too poor, or was lost) gets no standby subflow until
+    /// its probes restore it: the one it had was withdrawn, so that the peer sends what it
+    /// held there over the others at once, and a new one over a lossy network would take
+    /// data again wherever the backup flag is not honoured.
     private mutating func subflowPlan(live: [IPAddress]? = nil, at now: Duration) -> [Request] {
         guard configuration.rules.controlsSubflows, let connection, connection.transport == .mptcp, let token = connection.token,
               let remote = connection.remote, let path = machine.path, let active = machine.currentInterface else { return [] }
@@ -535,10 +563,17 @@ public struct HandoverSession: Sendable {
             guard let local = interface.addresses.first(where: { $0.address.family == remote.family && !$0.address.isLinkLocal })?.address else { continue }
             let backup = interface.name != active
             if live.contains(local) {
-                if backupOf[local] ?? false != backup {
+                // Told once established for a moment (a 6.1 kernel refuses MP_PRIO on a subflow
+                // whose handshake just ended).
+                let confirming = backupUnconfirmed.contains(local) && establishedSince[local].map { now - $0 >= Self.subflowRetry } ?? false
+                if backupOf[local] ?? false != backup || (confirming && backup) {
+                    // Once established, a backup is told so over the subflow itself (MP_PRIO).
                     requests.append(.subflow(.setBackup(token: token, local: local, backup: backup, remote: remote, port: port)))
                     backupOf[local] = backup
                 }
+                if confirming { backupUnconfirmed.remove(local) }
+            } else if backup, machine.demoted.contains(interface.name) {
+                continue
             } else if now - (lastSubflowRequest[interface.name] ?? .seconds(-100)) >= Self.subflowRetry {
                 lastSubflowRequest[interface.name] = now
                 let id = localID[local] ?? nextLocalID
@@ -547,6 +582,7 @@ public struct HandoverSession: Sendable {
                     nextLocalID = nextLocalID == 255 ? 1 : nextLocalID + 1
                 }
                 backupOf[local] = backup
+                if backup { backupUnconfirmed.insert(local) } else { backupUnconfirmed.remove(local) }
                 requests.append(.subflow(.open(token: token, local: local, interface: interface.name, interfaceIndex: interface.index, id: id,
                                                 backup: backup, remote: remote, port: port)))
             }
@@ -561,6 +597,7 @@ public struct HandoverSession: Sendable {
               let (address, id) = localID.first(where: { interfaceOfAddress[$0.key] == interface }) else { return [] }
         localID[address] = nil
         backupOf[address] = nil
+        backupUnconfirmed.remove(address)
         return [.subflow(.withdraw(token: token, localID: id, interface: interface))]
     }
 

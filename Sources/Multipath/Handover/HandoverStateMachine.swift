@@ -29,7 +29,11 @@ import RoamSystem
 ///   cheaper one is held down again.
 /// - **MPTCP.** With a path manager, a stalled interface is demoted (its subflows become
 ///   backups); once its hold-down has passed and three probes in a row connect over it, it is
-///   restored.
+///   restored. Until then a race tries it last. An interface whose link the monitor calls
+///   minimal is neither moved back to nor restored while the current one's is better. A connection whose subflow on the current
+///   interface still brings data while the app gets none is head-of-line blocked behind a gap
+///   another subflow left, not stalled: it is given ``Configuration/headOfLineWait`` more for
+///   the kernel to resend the gap, then replaced by a new connection, nothing held down.
 /// - **Accounting.** Bytes per interface, and over expensive interfaces; handovers.
 public struct HandoverStateMachine: Sendable {
     public struct Configuration: Sendable, Hashable {
@@ -64,6 +68,10 @@ public struct HandoverStateMachine: Sendable {
         public var serviceType: MultipathServiceType = .handover
         /// For a stream: what it needs from a path (nil: no stream rule).
         public var stream: StreamRequirement?
+        /// Over MPTCP, how long past the stall threshold the flow waits while the subflow it is
+        /// on brings data the app cannot have yet (head-of-line blocked behind a gap another
+        /// subflow left) before it makes a new connection.
+        public var headOfLineWait: Duration = .seconds(1)
         /// Whether the flow leaves an interface whose connectivity turns `portal` or `limited`
         /// while another permitted interface is validated (the monitor validates connectivity):
         /// a Wi-Fi that loses its internet is left as Wi-Fi Assist leaves one that passes
@@ -210,6 +218,9 @@ public struct HandoverStateMachine: Sendable {
     public private(set) var expensiveBytes: Int64 = 0
     /// When data last arrived (on any connection).
     public private(set) var lastData: Duration?
+    /// Over MPTCP, when each interface's subflows last brought data (TCP's in-order bytes,
+    /// which the app may not see yet: MPTCP hands data over in its own order).
+    private var lastSubflowDelivery: [String: Duration] = [:]
     /// Interfaces demoted with the path manager, until restored.
     public private(set) var demoted: Set<String> = []
     /// The probe in flight.
@@ -235,10 +246,11 @@ public struct HandoverStateMachine: Sendable {
         StalledPaths.stallThreshold(smoothedRTT: smoothedRTT, minimum: configuration.minimumStall, maximum: configuration.maximumStall)
     }
 
-    /// The path to race over at `now`: the monitor's, with the interfaces held down moved last
-    /// (``StalledPaths/racePath(_:at:)``); nil before the monitor published one.
+    /// The path to race over at `now`: the monitor's, with the interfaces held down, and those
+    /// the path manager demoted and probes have not restored, moved last
+    /// (``StalledPaths/racePath(_:at:alsoLast:)``); nil before the monitor published one.
     public func racePath(at now: Duration) -> NetworkPath? {
-        path.map { stalledPaths.racePath($0, at: now) }
+        path.map { stalledPaths.racePath($0, at: now, alsoLast: demoted) }
     }
 
     /// The interface data goes over now: over MPTCP the one whose subflow this machine made
@@ -286,7 +298,15 @@ public struct HandoverStateMachine: Sendable {
         var deadline: Duration?
         func consider(_ time: Duration) { deadline = min(deadline ?? time, time) }
         if let connection, let since = awaitingDataSince {
-            consider(max(since, lastData ?? since, connection.since) + stallThreshold(smoothedRTT: smoothedRTT))
+            let stallAt = max(since, lastData ?? since, connection.since) + stallThreshold(smoothedRTT: smoothedRTT)
+            // Head-of-line blocked then (the subflow it is on still brings data): when that data
+            // would count as stopped, or the wait is over.
+            if connection.transport == .mptcp, let current = currentInterface, let delivered = lastSubflowDelivery[current],
+               delivered + stallThreshold(smoothedRTT: smoothedRTT) > stallAt {
+                consider(min(delivered + stallThreshold(smoothedRTT: smoothedRTT), stallAt + configuration.headOfLineWait))
+            } else {
+                consider(stallAt)
+            }
         }
         if let probe {
             consider(probe.started + configuration.probeInterval)
@@ -324,8 +344,11 @@ public struct HandoverStateMachine: Sendable {
         case let .received(bytes, now):
             received(bytes, at: now)
             return []
-        case let .subflowsDelivered(delivered, _):
-            for (interface, bytes) in delivered { account(bytes, over: interface) }
+        case let .subflowsDelivered(delivered, now):
+            for (interface, bytes) in delivered where bytes > 0 {
+                account(bytes, over: interface)
+                lastSubflowDelivery[interface] = now
+            }
             // Ties go to the interface first in name order, so that a sample decides the same way every time.
             guard connection?.transport == .mptcp,
                   let top = delivered.filter({ $0.value > 0 }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key else { return [] }
@@ -372,6 +395,7 @@ public struct HandoverStateMachine: Sendable {
         lastInterface = interface ?? lastInterface
         connection = (interface, transport, now, connections)
         carrier = interface
+        lastSubflowDelivery = [:]
         activeSubflow = transport == .mptcp && configuration.controlsSubflows ? interface : nil
         return actions
     }
@@ -432,8 +456,23 @@ public struct HandoverStateMachine: Sendable {
         guard let connection else { return probeActions(at: now) }
         if let since = awaitingDataSince {
             let threshold = stallThreshold(smoothedRTT: smoothedRTT)
-            if now - max(since, lastData ?? since, connection.since) >= threshold {
-                return abandonStaleProbe() + move(.stalled(interface: currentInterface, threshold: threshold), holdDown: true, at: now)
+            let quiet = now - max(since, lastData ?? since, connection.since)
+            if quiet >= threshold {
+                guard connection.transport == .mptcp, let current = currentInterface,
+                      let delivered = lastSubflowDelivery[current], now - delivered < threshold else {
+                    return abandonStaleProbe() + move(.stalled(interface: currentInterface, threshold: threshold), holdDown: true, at: now)
+                }
+                // Head-of-line blocking: the subflow the data goes over brings it, but the app gets
+                // none, so MPTCP waits for a gap another subflow left (data it held when the flow
+                // left it, or one sent over a standby the peer did not take for a backup). Not this
+                // path's fault; the kernel resends the gap. If it has not in ``headOfLineWait``, a
+                // new connection (which has no gap) is made, nothing held down.
+                if quiet >= threshold + configuration.headOfLineWait {
+                    self.left = (connection.interface, connection.transport, connection.number)
+                    self.connection = nil
+                    carrier = nil
+                    return abandonStaleProbe() + [.move(.stalled(interface: nil, threshold: quiet))]
+                }
             }
         }
         if connection.transport == .tcp, let interface = connection.interface, let path {
@@ -478,7 +517,7 @@ public struct HandoverStateMachine: Sendable {
                 // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
                 let unvalidated = Set(path.availableInterfaces.filter { $0.connectivity.state == .portal || $0.connectivity.state == .limited }.map(\.name))
                 target = demoted.sorted().first { name in
-                    guard available.contains(name) else { return false }
+                    guard available.contains(name), !barelyWorks(name, comparedTo: currentInterface) else { return false }
                     if configuration.leavesUnvalidated, unvalidated.contains(name) { return false }
                     guard let now else { return true }
                     return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
@@ -498,7 +537,7 @@ public struct HandoverStateMachine: Sendable {
     /// is neither held down nor condemned by the stream rule (`now` nil: ignoring both).
     private func freePrimary(over current: String?, at now: Duration?) -> NetworkInterface? {
         guard configuration.movesBack, let path, let current, let primary = path.availableInterfaces.first,
-              primary.name != current, !primary.isExpensive,
+              primary.name != current, !primary.isExpensive, !barelyWorks(primary.name, comparedTo: current),
               path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
         if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
         // Not back behind a portal, nor onto a network without internet: only once it validates.
@@ -507,6 +546,19 @@ public struct HandoverStateMachine: Sendable {
         if configuration.leavesUnvalidated, primary.connectivity.state == .unknown,
            path.availableInterfaces.first(where: { $0.name == current })?.connectivity.state == .validated { return nil }
         return primary
+    }
+
+    /// Whether the monitor calls `interface`'s link minimal (it barely works: a Wi-Fi at the
+    /// edge of its range) while the one the flow is on is better: the flow is not moved back
+    /// to it, nor its subflow restored, however many probes a lossy link lets through by luck
+    /// (three SYNs in a row get through 40% loss each way 5% of the time, so a flow probing
+    /// every second finds such a streak within a minute). It is still raced and switched to
+    /// when nothing else works.
+    private func barelyWorks(_ interface: String, comparedTo current: String?) -> Bool {
+        guard let interfaces = path?.availableInterfaces, let candidate = interfaces.first(where: { $0.name == interface }),
+              candidate.linkQuality == .minimal else { return false }
+        let quality = interfaces.first { $0.name == current }?.linkQuality
+        return quality == .moderate || quality == .good
     }
 
     private mutating func abandonStaleProbe() -> [Action] {

@@ -55,10 +55,17 @@ public struct StalledPaths: Sendable, Hashable {
     /// judged stalled while data sent over the old one holds it up), and a race over the rest
     /// alone would wait out its whole timeout on a path that is gone.
     public func racePath(_ path: NetworkPath, at now: Duration) -> NetworkPath {
-        let healthy = path.availableInterfaces.filter { !isHeldDown($0.name, at: now) }
+        racePath(path, at: now, alsoLast: [])
+    }
+
+    /// ``racePath(_:at:)``, with the interfaces in `alsoLast` (ones a path manager demoted,
+    /// which have not yet proved themselves) moved last as the held-down ones are.
+    public func racePath(_ path: NetworkPath, at now: Duration, alsoLast: Set<String>) -> NetworkPath {
+        func isLast(_ name: String) -> Bool { alsoLast.contains(name) || isHeldDown(name, at: now) }
+        let healthy = path.availableInterfaces.filter { !isLast($0.name) }
         guard healthy.contains(where: { $0.type != .loopback }), healthy.count != path.availableInterfaces.count else { return path }
         var ordered = path
-        ordered.availableInterfaces = healthy + path.availableInterfaces.filter { isHeldDown($0.name, at: now) }
+        ordered.availableInterfaces = healthy + path.availableInterfaces.filter { isLast($0.name) }
         ordered.primaryInterface = healthy.first { $0.type != .loopback }
         return ordered
     }

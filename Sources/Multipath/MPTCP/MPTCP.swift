@@ -111,6 +111,12 @@ public enum MPTCP {
         public var bytesReceived: UInt64
         /// The subflow's smoothed round-trip time, zero when unknown.
         public var smoothedRTT: Duration
+        /// Whether its handshake is done (TCP's state is established): a subflow being opened
+        /// is listed from its SYN on.
+        public var isEstablished = true
+        /// Whether it is being opened or is established, not closing or closed: a connection's
+        /// first subflow stays listed after it closed, as long as the connection lives.
+        public var isOpen = true
 
         public var description: String { "\(local):\(localPort) → \(remote):\(remotePort)" }
 
@@ -123,6 +129,14 @@ public enum MPTCP {
             self.bytesAcked = bytesAcked
             self.bytesReceived = bytesReceived
             self.smoothedRTT = smoothedRTT
+        }
+
+        public init(local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16, bytesAcked: UInt64, bytesReceived: UInt64,
+                    smoothedRTT: Duration, isEstablished: Bool, isOpen: Bool) {
+            self.init(local: local, localPort: localPort, remote: remote, remotePort: remotePort, bytesAcked: bytesAcked,
+                      bytesReceived: bytesReceived, smoothedRTT: smoothedRTT)
+            self.isEstablished = isEstablished
+            self.isOpen = isOpen
         }
     }
 
@@ -142,16 +156,20 @@ public enum MPTCP {
                 // A subflow that came or went between the two calls shifts the list: counters then
                 // stay zero for this sample rather than land on the wrong subflow.
                 let counters = infos.count == addresses.count
-                    ? infos.withElement(index) { info -> (UInt64, UInt64, UInt32) in
+                    ? infos.withElement(index) { info -> (UInt64, UInt64, UInt32, UInt8) in
                         func field<T: FixedWidthInteger>(_ offset: Int, _ type: T.Type) -> T {
                             guard info.count >= offset + MemoryLayout<T>.size else { return 0 }
                             return info.loadUnaligned(fromByteOffset: offset, as: T.self)
                         }
-                        return (field(TCPInfoOffset.bytesAcked, UInt64.self), field(TCPInfoOffset.bytesReceived, UInt64.self), field(TCPInfoOffset.rtt, UInt32.self))
+                        return (field(TCPInfoOffset.bytesAcked, UInt64.self), field(TCPInfoOffset.bytesReceived, UInt64.self), field(TCPInfoOffset.rtt, UInt32.self),
+                                field(TCPInfoOffset.state, UInt8.self))
                     }
-                    : (0, 0, 0)
+                    : (0, 0, 0, 0)
+                // Unknown (the list shifted): not established, so nothing is decided on it.
                 return Subflow(local: local.0, localPort: local.1, remote: remote.0, remotePort: remote.1,
-                               bytesAcked: counters.0, bytesReceived: counters.1, smoothedRTT: .microseconds(Int64(counters.2)))
+                               bytesAcked: counters.0, bytesReceived: counters.1, smoothedRTT: .microseconds(Int64(counters.2)),
+                               isEstablished: counters.3 == UInt8(TCP_ESTABLISHED),
+                               isOpen: [UInt8(TCP_ESTABLISHED), UInt8(TCP_SYN_SENT), UInt8(TCP_SYN_RECV)].contains(counters.3))
             }
             if let subflow { subflows.append(subflow) }
         }
@@ -163,6 +181,7 @@ public enum MPTCP {
     /// only ever grows at its end.
     static let kernelTCPInfoSize = 256
     enum TCPInfoOffset {
+        static let state = 0
         static let rtt = 68
         static let bytesAcked = 120
         static let bytesReceived = 128
