@@ -501,7 +501,8 @@ public struct HandoverSession: Sendable {
     /// The connection's subflows as sampled: bytes each carried since the last sample go to its
     /// interface (and tell the machine where the data goes), new ones are established.
     private mutating func sampled(_ listed: [MPTCP.Subflow], at now: Duration) -> [Request] {
-        // A closed first subflow stays listed: it is gone for every purpose here.
+        // A closed first subflow stays listed: it is gone for every purpose here. (One closing
+        // is not: opening another from its address at once would only add to the churn.)
         let subflows = listed.filter(\.isOpen)
         var requests: [Request] = []
         var seen = Set<SubflowKey>()

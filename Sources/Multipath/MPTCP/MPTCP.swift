@@ -114,8 +114,9 @@ public enum MPTCP {
         /// Whether its handshake is done (TCP's state is established): a subflow being opened
         /// is listed from its SYN on.
         public var isEstablished = true
-        /// Whether it is being opened or is established, not closing or closed: a connection's
-        /// first subflow stays listed after it closed, as long as the connection lives.
+        /// Whether it is not closed (TCP's state is not `CLOSE`): a connection's first subflow
+        /// stays listed after it closed, as long as the connection lives. One closing (its FIN
+        /// sent or received) still counts: it goes by itself.
         public var isOpen = true
 
         public var description: String { "\(local):\(localPort) → \(remote):\(remotePort)" }
@@ -169,7 +170,7 @@ public enum MPTCP {
                 return Subflow(local: local.0, localPort: local.1, remote: remote.0, remotePort: remote.1,
                                bytesAcked: counters.0, bytesReceived: counters.1, smoothedRTT: .microseconds(Int64(counters.2)),
                                isEstablished: counters.3 == UInt8(TCP_ESTABLISHED),
-                               isOpen: [UInt8(TCP_ESTABLISHED), UInt8(TCP_SYN_SENT), UInt8(TCP_SYN_RECV)].contains(counters.3))
+                               isOpen: counters.3 != UInt8(TCP_CLOSE))
             }
             if let subflow { subflows.append(subflow) }
         }
