@@ -30,10 +30,11 @@ import RoamSystem
 /// - **MPTCP.** With a path manager, a stalled interface is demoted (its subflows become
 ///   backups); once its hold-down has passed and three probes in a row connect over it, it is
 ///   restored. Until then a race tries it last. An interface whose link the monitor calls
-///   minimal is neither moved back to nor restored while the current one's is better. A connection whose subflow on the current
-///   interface still brings data while the app gets none is head-of-line blocked behind a gap
-///   another subflow left, not stalled: it is given ``Configuration/headOfLineWait`` more for
-///   the kernel to resend the gap, then replaced by a new connection, nothing held down.
+///   minimal is neither moved back to nor restored while the current one's is better. A
+///   connection whose subflow on the current interface still brings data while the app gets
+///   none is head-of-line blocked behind a gap another subflow left, not stalled: it is given
+///   ``Configuration/headOfLineWait`` more for the kernel to resend the gap, then replaced by
+///   a new connection, nothing held down.
 /// - **Accounting.** Bytes per interface, and over expensive interfaces; handovers.
 public struct HandoverStateMachine: Sendable {
     public struct Configuration: Sendable, Hashable {
