@@ -222,6 +222,12 @@ public struct HandoverStateMachine: Sendable {
     /// Over MPTCP, when each interface's subflows last brought data (TCP's in-order bytes,
     /// which the app may not see yet: MPTCP hands data over in its own order).
     private var lastSubflowDelivery: [String: Duration] = [:]
+
+    /// Over MPTCP, when the current interface's subflows last brought data.
+    private var currentSubflowDelivery: Duration? {
+        guard connection?.transport == .mptcp, let current = currentInterface else { return nil }
+        return lastSubflowDelivery[current]
+    }
     /// Interfaces demoted with the path manager, until restored.
     public private(set) var demoted: Set<String> = []
     /// The probe in flight.
@@ -302,8 +308,7 @@ public struct HandoverStateMachine: Sendable {
             let stallAt = max(since, lastData ?? since, connection.since) + stallThreshold(smoothedRTT: smoothedRTT)
             // Head-of-line blocked then (the subflow it is on still brings data): when that data
             // would count as stopped, or the wait is over.
-            if connection.transport == .mptcp, let current = currentInterface, let delivered = lastSubflowDelivery[current],
-               delivered + stallThreshold(smoothedRTT: smoothedRTT) > stallAt {
+            if let delivered = currentSubflowDelivery, delivered + stallThreshold(smoothedRTT: smoothedRTT) > stallAt {
                 consider(min(delivered + stallThreshold(smoothedRTT: smoothedRTT), stallAt + configuration.headOfLineWait))
             } else {
                 consider(stallAt)
@@ -459,8 +464,7 @@ public struct HandoverStateMachine: Sendable {
             let threshold = stallThreshold(smoothedRTT: smoothedRTT)
             let quiet = now - max(since, lastData ?? since, connection.since)
             if quiet >= threshold {
-                guard connection.transport == .mptcp, let current = currentInterface,
-                      let delivered = lastSubflowDelivery[current], now - delivered < threshold else {
+                guard let delivered = currentSubflowDelivery, now - delivered < threshold else {
                     return abandonStaleProbe() + move(.stalled(interface: currentInterface, threshold: threshold), holdDown: true, at: now)
                 }
                 // Head-of-line blocking: the subflow the data goes over brings it, but the app gets
