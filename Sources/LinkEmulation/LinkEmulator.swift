@@ -356,8 +356,7 @@ final class Shard: @unchecked Sendable {
             // Refused (EPERM) without the right to: the thread stays in the ordinary class. It
             // still polls after a packet (``LinkEmulator/spin``): without it the round trip of
             // a request and its answer doubled, as the core sleeps between them.
-            var parameters = sched_param(sched_priority: 1)
-            if pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters) == 0 {
+            if ThreadScheduling.enterRealtimeClass() {
                 counters.realtimeThreads.add(1, ordering: .relaxed)
                 isRealtime = true
             }
@@ -365,8 +364,7 @@ final class Shard: @unchecked Sendable {
         // Whether a real-time thread is in the ordinary class for now, polling with nothing queued.
         var ordinaryWhilePolling = false
         func pollInOrdinaryClass(_ ordinary: Bool) {
-            var parameters = sched_param(sched_priority: ordinary ? 0 : 1)
-            if pthread_setschedparam(pthread_self(), ordinary ? SCHED_OTHER : SCHED_FIFO, &parameters) == 0 { ordinaryWhilePolling = ordinary }
+            if ordinary ? ThreadScheduling.enterOrdinaryClass() : ThreadScheduling.enterRealtimeClass() { ordinaryWhilePolling = ordinary }
         }
         // What the last wait found ready: the stop, the wake-up, then each direction's source.
         var ready = [Bool](repeating: false, count: directions.count + 2)

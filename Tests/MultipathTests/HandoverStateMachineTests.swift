@@ -411,20 +411,44 @@ import Testing
 
     /// A Wi-Fi the monitor calls minimal (at the edge of its range) is not probed back to while
     /// cellular's link is good, over MPTCP (restoring a demoted interface) and over TCP (moving
-    /// back to a free one); once it is moderate again, it is.
+    /// back to a free one). Over MPTCP, a Wi-Fi the flow left for a stall is not probed either
+    /// while it grades moderate (still below cellular's good), only once it grades as well;
+    /// over TCP a moderate free primary is.
     @Test func aLinkThatBarelyWorksIsNotMovedBackToWhileTheCurrentOneIsBetter() {
         var weak = Self.wifi, good = Self.cell
         weak.linkQuality = .minimal
         good.linkQuality = .good
-        var better = weak
+        var better = weak, recovered = weak
         better.linkQuality = .moderate
+        recovered.linkQuality = .good
         // MPTCP: Wi-Fi demoted by a stall, its hold-down over at 1700 ms.
         var machine = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
         _ = machine.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(machine.demoted == ["wifi"])
         _ = machine.handle(.pathUpdated(Self.path([weak, good]), at: ms(800)))
         #expect(machine.handle(.tick(at: .seconds(3), smoothedRTT: nil, awaitingDataSince: nil)) == [])
         #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == nil, "nothing to probe")
-        #expect(machine.handle(.pathUpdated(Self.path([better, good]), at: ms(3100))) == [.startProbe(interface: "wifi")])
+        #expect(machine.handle(.pathUpdated(Self.path([better, good]), at: ms(3100))) == [], "moderate, below cellular's good")
+        #expect(machine.handle(.tick(at: .seconds(5), smoothedRTT: nil, awaitingDataSince: nil)) == [])
+        #expect(machine.nextDeadline(smoothedRTT: nil, awaitingDataSince: nil) == nil, "nothing to probe")
+        #expect(machine.handle(.pathUpdated(Self.path([recovered, good]), at: ms(5100))) == [.startProbe(interface: "wifi")])
+        // Left for a stall, then gone and back moderate: probed (the stall says nothing of it now).
+        var gone = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        _ = gone.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(gone.handle(.pathUpdated(Self.path([better, good]), at: .seconds(3))) == [], "still there, below cellular")
+        _ = gone.handle(.pathUpdated(Self.path([good]), at: ms(3100)))
+        #expect(gone.handle(.pathUpdated(Self.path([better, good]), at: ms(3200))) == [.startProbe(interface: "wifi")])
+        // Where cellular's grade is not known, a moderate Wi-Fi left for a stall is probed.
+        var unknown = good
+        unknown.linkQuality = .unknown
+        var ungraded = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        _ = ungraded.handle(.tick(at: ms(700), smoothedRTT: nil, awaitingDataSince: .zero))
+        #expect(ungraded.handle(.pathUpdated(Self.path([better, unknown]), at: .seconds(3))) == [.startProbe(interface: "wifi")])
+        // A Wi-Fi left because it went (not for a stall) is probed when it comes back moderate.
+        var lost = connected(transport: .mptcp) { $0.controlsSubflows = true; $0.usesPathManager = true }
+        _ = lost.handle(.pathUpdated(Self.path([good]), at: ms(100)))
+        #expect(lost.demoted == ["wifi"] && lost.currentInterface == "cell")
+        #expect(lost.handle(.pathUpdated(Self.path([better, good]), at: .seconds(3))) == [.startProbe(interface: "wifi")])
         // TCP on cellular, Wi-Fi the free primary.
         var tcp = connected(over: "cell")
         _ = tcp.handle(.pathUpdated(Self.path([weak, good]), at: ms(100)))

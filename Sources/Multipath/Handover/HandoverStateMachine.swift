@@ -230,6 +230,9 @@ public struct HandoverStateMachine: Sendable {
     }
     /// Interfaces demoted with the path manager, until restored.
     public private(set) var demoted: Set<String> = []
+    /// Of those, the ones demoted for a stall (not for a lost path or address) and in the path
+    /// ever since, until restored.
+    private var demotedForStalls: Set<String> = []
     /// The probe in flight.
     public private(set) var probe: (interface: String, started: Duration)?
     private var probeStreak = 0
@@ -370,6 +373,8 @@ public struct HandoverStateMachine: Sendable {
             return []
         case let .pathUpdated(path, now):
             self.path = path
+            // One that went since it stalled comes back as a network the stall says nothing of.
+            if !demotedForStalls.isEmpty { demotedForStalls.formIntersection(path.availableInterfaces.map(\.name)) }
             return evaluate(at: now, smoothedRTT: nil, awaitingDataSince: nil)
         case let .tick(now, rtt, since):
             return evaluate(at: now, smoothedRTT: rtt, awaitingDataSince: since)
@@ -422,7 +427,10 @@ public struct HandoverStateMachine: Sendable {
 
     private mutating func markStalled(_ interface: String, at now: Duration) -> [Action] {
         let hold = stalledPaths.markStalled(interface, at: now)
-        if configuration.usesPathManager { demoted.insert(interface) }
+        if configuration.usesPathManager {
+            demoted.insert(interface)
+            demotedForStalls.insert(interface)
+        }
         return [.markStalled(interface: interface, holdDown: hold)]
     }
 
@@ -522,7 +530,7 @@ public struct HandoverStateMachine: Sendable {
                 // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
                 let unvalidated = Set(path.availableInterfaces.filter { $0.connectivity.state == .portal || $0.connectivity.state == .limited }.map(\.name))
                 target = demoted.sorted().first { name in
-                    guard available.contains(name), !barelyWorks(name, comparedTo: currentInterface) else { return false }
+                    guard available.contains(name), !staysLeft(name, comparedTo: currentInterface) else { return false }
                     if configuration.leavesUnvalidated, unvalidated.contains(name) { return false }
                     guard let now else { return true }
                     return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
@@ -542,7 +550,7 @@ public struct HandoverStateMachine: Sendable {
     /// is neither held down nor condemned by the stream rule (`now` nil: ignoring both).
     private func freePrimary(over current: String?, at now: Duration?) -> NetworkInterface? {
         guard configuration.movesBack, let path, let current, let primary = path.availableInterfaces.first,
-              primary.name != current, !primary.isExpensive, !barelyWorks(primary.name, comparedTo: current),
+              primary.name != current, !primary.isExpensive, !staysLeft(primary.name, comparedTo: current),
               path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
         if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
         // Not back behind a portal, nor onto a network without internet: only once it validates.
@@ -564,6 +572,24 @@ public struct HandoverStateMachine: Sendable {
               candidate.linkQuality == .minimal else { return false }
         let quality = interfaces.first { $0.name == current }?.linkQuality
         return quality == .moderate || quality == .good
+    }
+
+    /// Whether the flow stays off `interface` for now: it barely works (``barelyWorks(_:comparedTo:)``),
+    /// or the flow left it for a stall and the monitor still grades it below the one the flow
+    /// is on. A Wi-Fi left at 5% loss (`moderate`) for a `good` cellular link is not probed and
+    /// returned to while it stays that way: three probes get through 5% loss most of the time,
+    /// and the flow went back into the trouble it had just left, then left again (a walk out of
+    /// Wi-Fi range counted three handovers instead of one). Once the monitor grades it as well as
+    /// the current one (the walk back into range), it is probed as before. An interface left
+    /// because it went (its grade says nothing of why), one that went after it stalled (it
+    /// comes back as a network the stall says nothing of), and a free primary the flow was never
+    /// on, are held only to ``barelyWorks(_:comparedTo:)``.
+    private func staysLeft(_ interface: String, comparedTo current: String?) -> Bool {
+        if barelyWorks(interface, comparedTo: current) { return true }
+        guard demotedForStalls.contains(interface), let interfaces = path?.availableInterfaces,
+              let candidate = interfaces.first(where: { $0.name == interface })?.linkQuality.rank,
+              let quality = interfaces.first(where: { $0.name == current })?.linkQuality.rank else { return false }
+        return candidate < quality
     }
 
     private mutating func abandonStaleProbe() -> [Action] {
@@ -606,6 +632,7 @@ public struct HandoverStateMachine: Sendable {
             return move(.betterPath(interface: interface, probes: required), holdDown: false, at: now)
         case .mptcp:
             demoted.remove(interface)
+            demotedForStalls.remove(interface)
             if configuration.controlsSubflows, let target = path?.availableInterfaces.first(where: { $0.name == interface }),
                !canCarrySubflow(target) {
                 // Back to an interface of another address family: a new connection over it, if
@@ -639,5 +666,17 @@ extension Duration {
     var roamMilliseconds: String {
         let milliseconds = Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
         return milliseconds.rounded() == milliseconds ? "\(Int64(milliseconds)) ms" : "\(milliseconds) ms"
+    }
+}
+
+extension LinkQuality {
+    /// The grade's place, worst first (nil: `unknown`, which ranks with nothing).
+    fileprivate var rank: Int? {
+        switch self {
+        case .unknown: nil
+        case .minimal: 0
+        case .moderate: 1
+        case .good: 2
+        }
     }
 }

@@ -118,10 +118,7 @@ package final class TimelinePlayer: Sendable {
                 // Beside the emulator's threads, in the real-time class's lowest priority where
                 // the process may use it: otherwise, with the cores busy (the emulator's own
                 // real-time threads among them), the player wakes for a change milliseconds late.
-                if realtime {
-                    var parameters = sched_param(sched_priority: 1)
-                    _ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters)
-                }
+                if realtime { ThreadScheduling.enterRealtimeClass() }
                 play(waking: live)
             }
             running.withLock { $0 = (player, live) }
