@@ -9,14 +9,15 @@ expectation held, then the tally: runs that passed, the worst stall, handovers (
 max). The reference is the scenario's own bound: no stall over 2 s, in every run.
 
     python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py [--runs 20] [--backend userspace]
-        [--modes auto,mptcp,application] [--roam PATH] [--keep DIR] [--quick]
+        [--modes auto,mptcp,application] [--roam PATH] [--keep DIR [--keep-all]] [--quick]
 
 The netem backend needs a kernel with sch_netem; on one without, run it in the VM:
 
     scripts/vm.sh --rwdir /tmp -- python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py --backend netem
 
 Needs root. Writes its reports in a directory of its own under /tmp, removed at the end, or in
---keep DIR (a new directory it makes; the reports of runs that failed stay there). Exit
+--keep DIR (a new directory it makes; the reports of runs that failed stay there, and with
+--keep-all every run's, to read why a run that passed took more handovers or connections). Exit
 status 0 when every run of every mode passed, 1 when one did not, 2 for bad arguments.
 """
 import argparse
@@ -60,6 +61,7 @@ def main():
     parser.add_argument("--modes", default="auto,mptcp,application", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--roam", default=os.environ.get("ROAM_BINARY", os.path.join(ROOT, ".build", "debug", "roam")))
     parser.add_argument("--keep", help="make this directory and keep the reports of failed runs there")
+    parser.add_argument("--keep-all", action="store_true", help="with --keep: keep every run's report, passed or not")
     parser.add_argument("--quick", action="store_true", help="2 runs of auto only, to check that it still runs")
     args = parser.parse_args()
     modes = ["auto"] if args.quick else [m for m in args.modes.split(",") if m]
@@ -69,6 +71,8 @@ def main():
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         parser.error(f"--modes: unknown {', '.join(unknown) or 'nothing given'}; the modes are {', '.join(MODES)}")
+    if args.keep_all and not args.keep:
+        parser.error("--keep-all needs --keep DIR (where the reports go)")
     if not os.access(args.roam, os.X_OK):
         parser.error(f"no roam at {args.roam}: build it (swift build) or pass --roam")
     scenario = os.path.join(ROOT, "scenarios", "walk-out-of-home.yaml")
@@ -88,7 +92,7 @@ def main():
             for run in range(1, runs + 1):
                 result = play(args.roam, scenario, os.path.join(directory, f"{mode}-{run}"), args.backend, mode)
                 results.append(result)
-                if args.keep and result.get("passed"):
+                if args.keep and not args.keep_all and result.get("passed"):
                     shutil.rmtree(os.path.join(directory, f"{mode}-{run}"), ignore_errors=True)
                 if "error" in result:
                     print(f"{mode:<16} {run:>4} {result['exit']:>4}  no report: {result['error']}")
