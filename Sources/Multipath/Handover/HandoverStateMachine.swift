@@ -561,35 +561,27 @@ public struct HandoverStateMachine: Sendable {
         return primary
     }
 
-    /// Whether the monitor calls `interface`'s link minimal (it barely works: a Wi-Fi at the
-    /// edge of its range) while the one the flow is on is better: the flow is not moved back
-    /// to it, nor its subflow restored, however many probes a lossy link lets through by luck
-    /// (three SYNs in a row get through 40% loss each way 5% of the time, so a flow probing
-    /// every second finds such a streak within a minute). It is still raced and switched to
-    /// when nothing else works.
-    private func barelyWorks(_ interface: String, comparedTo current: String?) -> Bool {
-        guard let interfaces = path?.availableInterfaces, let candidate = interfaces.first(where: { $0.name == interface }),
-              candidate.linkQuality == .minimal else { return false }
-        let quality = interfaces.first { $0.name == current }?.linkQuality
-        return quality == .moderate || quality == .good
-    }
-
-    /// Whether the flow stays off `interface` for now: it barely works (``barelyWorks(_:comparedTo:)``),
-    /// or the flow left it for a stall and the monitor still grades it below the one the flow
-    /// is on. A Wi-Fi left at 5% loss (`moderate`) for a `good` cellular link is not probed and
-    /// returned to while it stays that way: three probes get through 5% loss most of the time,
-    /// and the flow went back into the trouble it had just left, then left again (a walk out of
-    /// Wi-Fi range counted three handovers instead of one). Once the monitor grades it as well as
-    /// the current one (the walk back into range), it is probed as before. An interface left
-    /// because it went (its grade says nothing of why), one that went after it stalled (it
-    /// comes back as a network the stall says nothing of), and a free primary the flow was never
-    /// on, are held only to ``barelyWorks(_:comparedTo:)``.
+    /// Whether the flow stays off `interface` for now, because the monitor grades its link below
+    /// the one the flow is on (`unknown` ranks with nothing), and either
+    /// - it is minimal (it barely works: a Wi-Fi at the edge of its range): the flow is not moved
+    ///   back to it, nor its subflow restored, however many probes a lossy link lets through by
+    ///   luck (three SYNs in a row get through 40% loss each way 5% of the time, so a flow
+    ///   probing every second finds such a streak within a minute); or
+    /// - the flow left it for a stall: a Wi-Fi left at 5% loss (`moderate`) for a `good`
+    ///   cellular link is not probed and returned to while it stays that way (three probes get
+    ///   through 5% loss most of the time, and the flow went back into the trouble it had just
+    ///   left, then left again: a walk out of Wi-Fi range counted three handovers instead of
+    ///   one). Once the monitor grades it as well as the current one (the walk back into
+    ///   range), it is probed as before. One left because it went (its grade says nothing of
+    ///   why), one that went after it stalled (it comes back as a network the stall says
+    ///   nothing of), and a free primary the flow was never on are held only to the first rule.
+    ///
+    /// Such an interface is still raced and switched to when nothing else works.
     private func staysLeft(_ interface: String, comparedTo current: String?) -> Bool {
-        if barelyWorks(interface, comparedTo: current) { return true }
-        guard demotedForStalls.contains(interface), let interfaces = path?.availableInterfaces,
-              let candidate = interfaces.first(where: { $0.name == interface })?.linkQuality.rank,
-              let quality = interfaces.first(where: { $0.name == current })?.linkQuality.rank else { return false }
-        return candidate < quality
+        guard let interfaces = path?.availableInterfaces, let link = interfaces.first(where: { $0.name == interface })?.linkQuality,
+              let candidate = link.rank, let quality = interfaces.first(where: { $0.name == current })?.linkQuality.rank,
+              candidate < quality else { return false }
+        return link == .minimal || demotedForStalls.contains(interface)
     }
 
     private mutating func abandonStaleProbe() -> [Action] {
