@@ -253,6 +253,21 @@ import Testing
         #expect(!stalled.contains { if case .leave = $0 { true } else { false } }, "the connection stays")
         #expect(session.currentInterface == "cell")
 
+        // A 6.1 kernel refuses to withdraw the first subflow (REMOVE has no address 0 there): it
+        // stays listed and is told it is a backup (MP_PRIO). Told again while it still brings
+        // data, since the lossy link it was left for loses that ACK as any packet (one walk out
+        // in twenty: the server went on sending over the Wi-Fi and the cellular subflow, idle,
+        // was judged stalled); at most once per 200 ms, and not once it is quiet.
+        let wifiBackup = HandoverSession.Request.subflow(.setBackup(token: 7, local: wifiAddress, backup: true, remote: Self.server4, port: 9000))
+        var lingering = wifiSubflow
+        lingering.bytesReceived = 5000
+        #expect(session.handle(.subflowsSampled([lingering, cellSubflow], at: ms(2020))).filter { $0 == wifiBackup }.count == 1)
+        lingering.bytesReceived = 9000
+        #expect(!session.handle(.subflowsSampled([lingering, cellSubflow], at: ms(2100))).contains(wifiBackup))
+        lingering.bytesReceived = 12000
+        #expect(session.handle(.subflowsSampled([lingering, cellSubflow], at: ms(2230))).contains(wifiBackup))
+        #expect(!session.handle(.subflowsSampled([lingering, cellSubflow], at: ms(2500))).contains(wifiBackup), "quiet: not told again")
+
         // The Wi-Fi left for a stall gets no standby subflow (a new one would take data again on
         // a kernel that ignores its backup flag) until three probes in a row restore it; then
         // its subflow is opened to carry the data.

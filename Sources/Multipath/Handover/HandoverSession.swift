@@ -236,6 +236,8 @@ public struct HandoverSession: Sendable {
     private var backupUnconfirmed: Set<IPAddress> = []
     /// When each local address's subflow was first sampled established.
     private var establishedSince: [IPAddress: Duration] = [:]
+    /// When each local address's subflow was last told it is a backup (MP_PRIO).
+    private var toldBackup: [IPAddress: Duration] = [:]
     private var lastSubflowRequest: [String: Duration] = [:]
     private var localID: [IPAddress: UInt8] = [:]
     private var nextLocalID: UInt8 = 1
@@ -340,6 +342,7 @@ public struct HandoverSession: Sendable {
             backupOf = made.local.map { [$0: false] } ?? [:]
             backupUnconfirmed = []
             establishedSince = [:]
+            toldBackup = [:]
             lastSubflowRequest = [:]
             localID = made.local.map { [$0: 0] } ?? [:]
             nextLocalID = 1
@@ -520,6 +523,16 @@ public struct HandoverSession: Sendable {
             let delta = subflow.bytesReceived >= (before ?? 0) ? subflow.bytesReceived - (before ?? 0) : 0
             if delta > 0 { delivered[interface, default: 0] += Int(clamping: delta) }
             subflowBytes[key] = (interface, subflow.bytesReceived)
+            // A backup that still brings data a while after it was told so: MP_PRIO goes once,
+            // in an ACK of the subflow itself, and a lossy link (the reason it was left) loses
+            // it as any packet; the peer then goes on sending there as over any subflow. Told
+            // again, at most once per ``subflowRetry`` (data it sent before it heard is harmless).
+            if delta > 0, before != nil, backupOf[subflow.local] == true, interface != machine.currentInterface,
+               let told = toldBackup[subflow.local], now - told >= Self.subflowRetry,
+               let token = connection?.token, let remote = connection?.remote {
+                requests.append(.subflow(.setBackup(token: token, local: subflow.local, backup: true, remote: remote, port: port)))
+                toldBackup[subflow.local] = now
+            }
         }
         for interface in established { _ = machine.handle(.subflowEstablished(interface: interface, at: now)) }
         if !delivered.isEmpty { _ = machine.handle(.subflowsDelivered(delivered, at: now)) }
@@ -571,6 +584,7 @@ public struct HandoverSession: Sendable {
                     // Once established, a backup is told so over the subflow itself (MP_PRIO).
                     requests.append(.subflow(.setBackup(token: token, local: local, backup: backup, remote: remote, port: port)))
                     backupOf[local] = backup
+                    toldBackup[local] = backup ? now : nil
                 }
                 if confirming { backupUnconfirmed.remove(local) }
             } else if backup, machine.demoted.contains(interface.name) {
