@@ -111,6 +111,8 @@ python3 -c 'import http.server, urllib.request, socket, struct, threading' 2>/de
 for name in coffee-shop-to-lte carrier-nat-rebind; do
   run "network-$name" "scenarios/$name.yaml"
 done
+# Flows (match:): a prio root, a netem band per flow and u32 filters, as the phone reads them back.
+run network-flow-faults Tests/Fixtures/flow-faults.yaml
 # Movement: the timeline office-walk derives (rate steps, roams, the lift) played by netem. Its
 # workloads are Roam's own, so it may run at half speed, as NetworkScenarioTests plays it.
 run network-office-walk scenarios/office-walk.yaml --time-scale 0.5

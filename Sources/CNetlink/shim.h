@@ -23,6 +23,9 @@
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/netem.h>
 #include <netlink/route/qdisc/tbf.h>
+#include <netlink/route/qdisc/prio.h>
+#include <netlink/route/classifier.h>
+#include <netlink/route/cls/u32.h>
 #include <netlink/genl/genl.h>
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/family.h>

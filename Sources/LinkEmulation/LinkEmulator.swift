@@ -22,8 +22,15 @@ package final class LinkEmulator: @unchecked Sendable {
         package let destination: TunInterface
         package var decisions: BufferedFile?
         package var capture: PcapWriter?
-        /// Whether this is the direction the phone sends in, for a link with a cellular radio.
+        /// Whether this is the direction the phone sends in, for a link with a cellular radio,
+        /// and the one whose far end is the destination, for flows.
         package var isUplink = true
+        /// The flows with conditions of their own (`match:`), seeded from ``flowSeed``.
+        package var flows: FlowClasses
+        /// The seed the flows' generators are drawn from (the direction's own).
+        package var flowSeed: UInt64 = 0 {
+            didSet { flows = FlowClasses(seed: flowSeed, logsDecisions: pipeline.logsDecisions) }
+        }
 
         package init(link: Int, pipeline: LinkPipeline, source: TunInterface, destination: TunInterface, decisions: BufferedFile?, capture: PcapWriter?) {
             self.link = link
@@ -32,6 +39,23 @@ package final class LinkEmulator: @unchecked Sendable {
             self.destination = destination
             self.decisions = decisions
             self.capture = capture
+            self.flows = FlowClasses(seed: 0, logsDecisions: pipeline.logsDecisions)
+        }
+
+        /// Puts a packet in its flow's pipeline, or the link's own.
+        mutating func arrive(_ packet: [UInt8], at now: Int64, enteringAt entry: Int64?) {
+            if !flows.classes.isEmpty, let index = packet.withUnsafeBytes({ flows.classify($0, uplink: isUplink) }) {
+                flows.arrive(packet, class: index, at: now, enteringAt: entry)
+            } else {
+                pipeline.arrive(packet, at: now, enteringAt: entry)
+            }
+        }
+
+        /// The next time anything of this direction is due.
+        mutating func nextEvent() -> Int64? {
+            let own = pipeline.nextEvent()
+            guard !flows.isEmpty, let flow = flows.nextEvent() else { return own }
+            return min(own ?? flow, flow)
         }
     }
 
@@ -50,7 +74,8 @@ package final class LinkEmulator: @unchecked Sendable {
     }
 
     package enum Command: Sendable {
-        case conditions(direction: Int, LinkConditions, LinkCapacity, distribution: [Int16]?)
+        /// The link's own conditions for a direction, and its flows' (`match:`).
+        case conditions(direction: Int, LinkConditions, LinkCapacity, distribution: [Int16]?, flows: [FlowSetup] = [])
         case carrier(link: Int, up: Bool)
     }
 
@@ -138,6 +163,7 @@ package final class LinkEmulator: @unchecked Sendable {
         var placement: [(shard: Int, index: Int)] = []
         for var direction in directions {
             direction.pipeline.recordsDeliveryTimes = measuresLateness
+            direction.flows.recordsDeliveryTimes = measuresLateness
             let shard = linkShard[direction.link]
             placement.append((shard, grouped[shard].count))
             grouped[shard].append(direction)
@@ -164,10 +190,10 @@ package final class LinkEmulator: @unchecked Sendable {
     /// Hands a change to the thread of its link, which applies it at once.
     package func post(_ command: Command) {
         switch command {
-        case let .conditions(index, conditions, capacity, distribution):
+        case let .conditions(index, conditions, capacity, distribution, flows):
             guard index < placement.count else { return }
             let (shard, local) = placement[index]
-            shards[shard].post(.conditions(direction: local, conditions, capacity, distribution: distribution))
+            shards[shard].post(.conditions(direction: local, conditions, capacity, distribution: distribution, flows: flows))
         case let .carrier(link, _):
             guard link < linkShard.count else { return }
             shards[linkShard[link]].post(command)
@@ -182,8 +208,9 @@ package final class LinkEmulator: @unchecked Sendable {
         cpuTime = shards.reduce(.zero) { $0 + $1.cpuTime }
         let statistics = placement.map { place in
             let shard = shards[place.shard]
-            var counts = shard.directions[place.index].pipeline.statistics
             let direction = shard.directions[place.index]
+            var counts = direction.pipeline.statistics
+            counts.merge(direction.flows.statistics)
             if let radio = shard.radios[direction.link] {
                 counts.promotions = direction.isUplink ? radio.promotions.up : radio.promotions.down
             }
@@ -320,8 +347,9 @@ final class Shard: @unchecked Sendable {
         var lastTransmission = Int64.min
         for other in linkDirections[link] {
             directions[other].pipeline.advance(to: now)
-            busy = busy || directions[other].pipeline.queueLength > 0
-            lastTransmission = max(lastTransmission, directions[other].pipeline.lastTransmission)
+            directions[other].flows.advance(to: now)
+            busy = busy || directions[other].pipeline.queueLength > 0 || directions[other].flows.queueLength > 0
+            lastTransmission = max(lastTransmission, directions[other].pipeline.lastTransmission, directions[other].flows.lastTransmission)
         }
         let entry = radio.admit(at: now, uplink: directions[index].isUplink, busy: busy, lastTransmission: lastTransmission)
         radios[link] = radio
@@ -371,6 +399,8 @@ final class Shard: @unchecked Sendable {
         // The largest packet a TUN interface hands over (64 KB with offloads) and its header.
         var buffer = [UInt8](repeating: 0, count: 65536 + 2 * VirtioNetHeader.size)
         var output: [[UInt8]] = []
+        // Due times of what flows delivered, after the link's own (when lateness is measured).
+        var flowTimes: [Int64] = []
         var segments: [[UInt8]] = []
         // UDP datagrams a transparent direction passes on, held until the end of the batch
         // read, so that a burst of one flow's datagrams is one write (USO).
@@ -401,7 +431,7 @@ final class Shard: @unchecked Sendable {
         while true {
             var next: Int64?
             for index in directions.indices {
-                if let event = directions[index].pipeline.nextEvent() { next = min(next ?? event, event) }
+                if let event = directions[index].nextEvent() { next = min(next ?? event, event) }
             }
             let polled = MonotonicInstant.now
             let deadline: MonotonicInstant?
@@ -432,8 +462,9 @@ final class Shard: @unchecked Sendable {
                 wake.reset()
                 for command in commands.withLock({ commands -> [LinkEmulator.Command] in defer { commands = [] }; return commands }) {
                     switch command {
-                    case let .conditions(index, conditions, capacity, distribution):
-                        directions[index].pipeline.update(conditions, capacity: capacity, distribution: distribution)
+                    case let .conditions(index, conditions, capacity, distribution, flows):
+                        directions[index].pipeline.update(conditions.withoutFlows, capacity: capacity, distribution: distribution)
+                        if !flows.isEmpty || !directions[index].flows.classes.isEmpty { directions[index].flows.update(flows) }
                     case let .carrier(link, up):
                         carrierUp[link] = up
                         // Coverage again: the phone's radio connects anew.
@@ -461,8 +492,8 @@ final class Shard: @unchecked Sendable {
                         continue
                     }
                     let offload = header > 0 ? buffer.withUnsafeBytes { VirtioNetHeader($0) } : nil
-                    if directions[index].pipeline.isTransparent, directions[index].capture == nil, header == destination.headerLength,
-                       radios[directions[index].link] == nil {
+                    if directions[index].pipeline.isTransparent, directions[index].flows.classes.isEmpty, directions[index].capture == nil,
+                       header == destination.headerLength, radios[directions[index].link] == nil {
                         // Nothing to do to it: straight out, whole (a 64 KB segment with offloads),
                         // without a copy or a heap entry; counted as the wire packets it stands for.
                         let wire = offload.map { offload in buffer.withUnsafeBytes { Segmenter.wirePackets(offload, UnsafeRawBufferPointer(rebasing: $0[header..<count])) } } ?? 1
@@ -492,7 +523,7 @@ final class Shard: @unchecked Sendable {
                     guard let offload, offload.isOffloaded else {
                         let entry = Self.radioEntry(index, at: now, directions: &directions, radios: &radios, linkDirections: linkDirections)
                         let packet = buffer.withUnsafeBytes { buffers.take(copying: UnsafeRawBufferPointer(rebasing: $0[header..<count])) }
-                        directions[index].pipeline.arrive(packet, at: now, enteringAt: entry)
+                        directions[index].arrive(packet, at: now, enteringAt: entry)
                         continue
                     }
                     // Cut into the wire packets it stands for, each decided on alone.
@@ -511,7 +542,7 @@ final class Shard: @unchecked Sendable {
                     }
                     if segments.count > 1 { counters.offloaded.add(1, ordering: .relaxed) }
                     let entry = Self.radioEntry(index, at: now, directions: &directions, radios: &radios, linkDirections: linkDirections)
-                    for segment in segments { directions[index].pipeline.arrive(segment, at: now, enteringAt: entry) }
+                    for segment in segments { directions[index].arrive(segment, at: now, enteringAt: entry) }
                     // The pipeline holds them now: their buffers are reused once written only if nothing else does.
                     segments.removeAll(keepingCapacity: true)
                 }
@@ -522,8 +553,14 @@ final class Shard: @unchecked Sendable {
                 // The last direction's packets are written: their buffers serve the next ones.
                 while let packet = output.popLast() { buffers.recycle(packet) }
                 directions[index].pipeline.release(upTo: now, into: &output)
+                let hasFlows = !directions[index].flows.isEmpty
+                if hasFlows {
+                    if measuresLateness { flowTimes = directions[index].pipeline.deliveryTimes }
+                    directions[index].flows.release(upTo: now, into: &output, times: &flowTimes)
+                }
                 if directions[index].pipeline.logsDecisions, let log = directions[index].decisions {
                     for decision in directions[index].pipeline.takeDecisions() { log.append(decision.description + "\n") }
+                    if hasFlows { for line in directions[index].flows.takeDecisions() { log.append(line + "\n") } }
                 }
                 guard !output.isEmpty else { continue }
                 guard carrierUp[directions[index].link] else {
@@ -537,7 +574,8 @@ final class Shard: @unchecked Sendable {
                     for number in position..<end {
                         directions[index].capture?.record(output[number])
                         if measuresLateness, lateness.count < 10_000_000 {
-                            lateness.append(MonotonicInstant.now.nanoseconds - directions[index].pipeline.deliveryTimes[number])
+                            let due = hasFlows ? flowTimes[number] : directions[index].pipeline.deliveryTimes[number]
+                            lateness.append(MonotonicInstant.now.nanoseconds - due)
                         }
                     }
                     position = end

@@ -133,6 +133,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let changes = TimelineSchedule.liveChanges(events, scenario: liveScenario, from: state)
         precondition(changes.count <= 2 * ScenarioLimits.maximumChanges && changes.allSatisfy { $0.live && $0.link == link },
                      "live changes are marked and bounded")
+        precondition(changes.allSatisfy { change in
+            if case .conditions(_, let conditions) = change.change { conditions.flows.count <= ScenarioLimits.maximumFlows } else { true }
+        }, "a direction holds at most the bound of flows")
     }
 
     static func scenario(_ text: String) {
@@ -157,6 +160,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(scenario.problems.isEmpty, "the reader accepted what the runner refuses: \(scenario.problems)")
         let schedule = TimelineSchedule(scenario: scenario)
         precondition(schedule.changes.count <= 2 * ScenarioLimits.maximumChanges, "the timeline expanded past its bound")
+        precondition(schedule.changes.allSatisfy { change in
+            if case .conditions(_, let conditions) = change.change { conditions.flows.count <= ScenarioLimits.maximumFlows } else { true }
+        } && schedule.initial.allSatisfy { $0.conditions.flows.count <= ScenarioLimits.maximumFlows }, "a direction holds at most the bound of flows")
         // Every link is a device of its own by default, so the export refuses nothing read
         // (networks included: what it cannot play is in its notes).
         precondition((try? ChaosMeshExport.export(scenario)) != nil, "the export refused a scenario with default devices")

@@ -17,6 +17,7 @@ struct CtlCommand: ParsableCommand {
             changes use the timeline's own vocabulary and are checked as a scenario's are. Examples:
               roam ctl 1a2b3c link wifi blackhole
               roam ctl 1a2b3c link wifi set delay=300ms loss=5% --direction down
+              roam ctl 1a2b3c link wifi set delay=2s --match protocol=udp --match port=53
               roam ctl 1a2b3c link wifi ramp over=10s rate=1mbit
               roam ctl 1a2b3c link wifi flap period=2s for=20s
               roam ctl 1a2b3c network home portal login --node phone
@@ -112,19 +113,25 @@ struct CtlCommand: ParsableCommand {
             discussion: """
                 With no action, prints the link's carrier and conditions. Actions: set KEY=VALUE... (delay, jitter, rate, loss, \
                 duplicate, reorder, corrupt, limit, ...), ramp over=DURATION KEY=VALUE..., down, up, blackhole [on|off], \
-                flap period=DURATION [duty=PERCENT] [for=DURATION | until=TIME], profile NAME; or --json with a timeline event.
+                flap period=DURATION [duty=PERCENT] [for=DURATION | until=TIME], profile NAME, reset (with --match); or --json \
+                with a timeline event. --match KEY=VALUE (protocol, port, localPort, server, to, dns; repeated, all must hold) \
+                makes set, ramp, blackhole and reset act on those packets only.
                 """)
         @OptionGroup var target: RunOption
         @Argument(help: "The link.") var link: String
         @Argument(help: "The action and its settings.") var action: [String] = []
         @Option(help: "Only one direction: up or down (set, ramp, blackhole).") var direction: String?
+        @Option(help: ArgumentHelp("Only the packets this selects (set, ramp, blackhole, reset): protocol=udp, port=53, port=8000-8100, "
+                                   + "localPort=5000, server=NODE, to=PREFIX, dns=true; repeat for more, each must hold.", valueName: "key=value"))
+        var match: [String] = []
         @Option(help: ArgumentHelp("The change as a JSON object, in the timeline's vocabulary, e.g. '{\"set\": {\"delay\": \"80ms\"}}'.", valueName: "body"))
         var json: String?
 
         func run() throws {
             let path = "/v1/links/\(CtlCommand.segment(link))"
             guard json != nil || !action.isEmpty else { return try CtlCommand.send(target, "GET", path) }
-            let body = try json ?? CtlCommand.linkChange(action, direction: direction)
+            if json != nil, !match.isEmpty { throw ValidationError("--match goes in the --json body as \"match\"; give one or the other") }
+            let body = try json ?? CtlCommand.linkChange(action, direction: direction, match: match)
             try CtlCommand.send(target, "POST", path, body: body)
         }
     }
@@ -232,7 +239,7 @@ struct CtlCommand: ParsableCommand {
     }
 
     /// The JSON body of `roam ctl RUN link LINK ACTION ...`.
-    static func linkChange(_ words: [String], direction: String?) throws -> String {
+    static func linkChange(_ words: [String], direction: String?, match: [String] = []) throws -> String {
         let action = words[0]
         let rest = words.dropFirst()
         var body: [(String, JSONValue)]
@@ -256,10 +263,21 @@ struct CtlCommand: ParsableCommand {
         case "profile":
             guard rest.count == 1 else { throw ValidationError("profile takes one profile name, e.g. profile lte") }
             body = [("profile", .string(rest.first!))]
+        case "reset":
+            guard rest.isEmpty, !match.isEmpty else { throw ValidationError("reset takes nothing more, and --match for the flow it resets") }
+            body = [("reset", true)]
         default:
-            throw ValidationError("'\(escapedForMessage(action))' is not a link action: set, ramp, down, up, blackhole, flap, profile")
+            throw ValidationError("'\(escapedForMessage(action))' is not a link action: set, ramp, down, up, blackhole, flap, profile, reset")
         }
         if let direction { body.append(("direction", .string(direction))) }
+        if !match.isEmpty {
+            // A key given more than once is a list (port=80 --match port=443); the run checks the rest.
+            var keys: [(String, [JSONValue])] = []
+            for (key, value) in try settings(match[...], action: "--match") {
+                if let index = keys.firstIndex(where: { $0.0 == key }) { keys[index].1.append(value) } else { keys.append((key, [value])) }
+            }
+            body.append(("match", .object(keys.map { ($0.0, $0.1.count == 1 ? $0.1[0] : .array($0.1)) })))
+        }
         return JSONValue.object(body).serialized
     }
 

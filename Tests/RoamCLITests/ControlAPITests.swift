@@ -114,6 +114,17 @@ final class ControlAPITests: @unchecked Sendable {
         #expect(huge.status == 413, "\(huge.body)")
         #expect(try curl(run, "DELETE", "/v1/links/wifi").status == 405)
         #expect(try curl(run, "GET", "/v1/nothing").status == 404)
+        // A flow of its own (--match): in the link's state beside the link's own settings; reset, gone.
+        let flow = try ctl(run, ["link", "wifi", "set", "delay=700ms", "--match", "protocol=udp", "--match", "port=53", "--match", "port=5353"])
+        #expect(flow.status == 0, "\(flow.error)")
+        let flows = (json(try curl(run, "GET", "/v1/links/wifi").body)["up"] as? [String: Any])?["flows"] as? [[String: Any]]
+        #expect(flows?.count == 1 && flows?.first?["match"] as? String == "{protocol: udp, port: [53, 5353]}" && flows?.first?["delayMs"] as? Double == 700,
+                "\(String(describing: flows))")
+        let reset = try ctl(run, ["link", "wifi", "reset", "--match", "protocol=udp", "--match", "port=53", "--match", "port=5353"])
+        #expect(reset.status == 0, "\(reset.error)")
+        #expect((json(try curl(run, "GET", "/v1/links/wifi").body)["up"] as? [String: Any])?["flows"] == nil)
+        let badMatch = try ctl(run, ["link", "wifi", "set", "delay=1s", "--match", "port=http"])
+        #expect(badMatch.status == 2 && badMatch.error.contains("port must be a port (1 to 65535)"), "\(badMatch.error)")
         let ctlBad = try ctl(run, ["link", "wifi", "set", "delay=soon"])
         #expect(ctlBad.status == 2 && ctlBad.error.contains("'soon' is not a duration"), "\(ctlBad.error)")
         #expect(json(try curl(run, "GET", "/v1/links/wifi").body)["carrier"] as? String == "up")
@@ -128,7 +139,7 @@ final class ControlAPITests: @unchecked Sendable {
         // Every live change is in the event stream and in timeline.jsonl, marked live.
         let events = try ctl(run, ["events"])
         let live = events.output.split(separator: "\n").filter { $0.contains(#""live":true"#) }
-        #expect(live.count == 3, "the set (one direction), down and up: \(live)")
+        #expect(live.count == 7, "the set (one direction), down, up, and the flow's set and reset (both directions each): \(live)")
 
         let stop = try ctl(run, ["stop"])
         #expect(stop.status == 0, "\(stop.error)")

@@ -141,6 +141,16 @@ struct NetemBackendTests {
         #expect(!summary.expectations.isEmpty && summary.expectations.allSatisfy { $0.passed })
     }
 
+    /// Flows (`match:`) on netem: a prio root, a band per flow, u32 filters to them, and the
+    /// same effect on the phone's programs as on the userspace emulator.
+    @Test func flowsActOnlyOnThePacketsTheyMatch() throws {
+        let directory = try output() + "/network-flow-faults"
+        let exit = NetemHost.text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(exit == "0", "exit \(exit): \(NetemHost.text(directory + ".console"))")
+        let medians = FlowFaultsCheck.check(directory, netem: true)
+        print("flow-faults (netem) medians: \(medians.sorted { $0.key < $1.key })")
+    }
+
     /// Every expectation of every bundled scenario netem can play holds, at full length, three
     /// runs at a time in the VM: what the README promises of them is what netem and the kernel's
     /// MPTCP deliver too.

@@ -416,6 +416,15 @@ struct NetworkScenarioTests {
     /// glibc in the phone sees the resolver's faults: answers 1.5 s late while the delay is on
     /// (and one held as it ends comes at once), SERVFAIL at once while that is on, and answers as
     /// before after each.
+    /// Flows (`match:`) on the userspace emulator: DNS and UDP to a server late, HTTP to it not,
+    /// port 443 lost for a while and port 80 never.
+    @Test func flowsActOnlyOnThePacketsTheyMatch() throws {
+        let directory = try play("flow-faults", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let medians = FlowFaultsCheck.check(directory, netem: false)
+        print("flow-faults (userspace) medians: \(medians.sorted { $0.key < $1.key })")
+    }
+
     @Test func aResolverAnswersLateThenFailsAsTheTimelineSays() throws {
         let directory = try play("dns-faults", in: "Tests/Fixtures")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -19,6 +19,9 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
         var tokenBuckets: [Int32: TokenBucketConfiguration] = [:]
         /// What is in tbf's class: a CoDel or FQ-CoDel qdisc, or (nil) a byte FIFO.
         var managedQueues: [Int32: CoDelConfiguration?] = [:]
+        /// Interfaces with a prio root (flows), and their filters in order.
+        var prio: Set<Int32> = []
+        var filters: [Int32: [U32Filter]] = [:]
         var operations = 0
         /// Every qdisc and link-state call, in order, by interface name: what a kernel would be
         /// asked to do to shape the links (``RecordingNetwork/shaping(in:)``).
@@ -247,6 +250,13 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             state.shaping.append("\(state.name(interfaceIndex)) delete \(handle) \(parent)")
             if parent == .root {
                 // The root goes with everything under it.
+                state.filters[interfaceIndex] = nil
+                if state.prio.remove(interfaceIndex) != nil {
+                    state.netem[interfaceIndex] = nil
+                    state.tokenBuckets[interfaceIndex] = nil
+                    state.managedQueues[interfaceIndex] = nil
+                    return
+                }
                 guard state.netem.removeValue(forKey: interfaceIndex) != nil else {
                     throw NetlinkError(.errno(ENOENT), operation: "delete a root qdisc that does not exist")
                 }
@@ -258,6 +268,35 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
             guard state.tokenBuckets.removeValue(forKey: interfaceIndex) != nil else {
                 throw NetlinkError(.errno(ENOENT), operation: "delete a qdisc that does not exist")
             }
+        }
+
+        func replacePrio(bands: Int, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError) {
+            let state = try state("replacePrio")
+            _ = try linkPosition(interfaceIndex, in: state, "replacePrio")
+            guard state.netem[interfaceIndex] == nil else {
+                throw NetlinkError(.errno(EEXIST), operation: "prio at a root that holds a netem qdisc")
+            }
+            state.prio.insert(interfaceIndex)
+            state.shaping.append("\(state.name(interfaceIndex)) prio \(handle) \(parent) bands \(bands)")
+        }
+
+        func addU32Filter(_ filter: U32Filter, interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError) {
+            let state = try state("addU32Filter")
+            guard state.prio.contains(interfaceIndex) else {
+                throw NetlinkError(.errno(EINVAL), operation: "a filter under a prio qdisc that does not exist")
+            }
+            // The kernel keeps one protocol to a priority.
+            if state.filters[interfaceIndex, default: []].contains(where: { $0.priority == filter.priority && $0.protocolNumber != filter.protocolNumber }) {
+                throw NetlinkError(.errno(EINVAL), operation: "a filter of another protocol at priority \(filter.priority)")
+            }
+            state.filters[interfaceIndex, default: []].append(filter)
+            state.shaping.append("\(state.name(interfaceIndex)) filter \(parent) \(filter)")
+        }
+
+        func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError) {
+            let state = try state("deleteFilters")
+            state.filters[interfaceIndex] = nil
+            state.shaping.append("\(state.name(interfaceIndex)) delete filters \(parent)")
         }
 
         /// The qdiscs the recording holds, with no counters (nothing passes a recording).

@@ -122,8 +122,16 @@ public enum ChaosMeshExport {
             notes.add("network '\(network.name)': its links are exported as any link, with the pods of node '\(network.gateway)' as its gateway; "
                 + "what Roam's gateway does (\(roles.joined(separator: ", "))) and the phones' addresses are the cluster's to provide")
         }
+        for link in scenario.links where !link.flows.isEmpty {
+            notes.add("the flows of \(link.name) (flows:) are not exported: a NetworkChaos selects pods and addresses, not ports or protocols, "
+                + "so their packets get the link's own conditions")
+        }
         for event in scenario.timeline {
             let when = "at \(event.at.roamDescription)"
+            if let match = event.match {
+                notes.add("the change to \(match) on \(event.link) \(when) is not exported: a NetworkChaos cannot select packets by port or protocol")
+                continue
+            }
             switch event.action {
             case .membership(let joins):
                 notes.add("\(joins ? "join" : "leave") on \(event.link) \(when) is exported as the radio's carrier \(joins ? "returning" : "lost") "

@@ -3,14 +3,21 @@ public enum TrafficDirection: String, Sendable, Hashable, CaseIterable {
     case up, down
 }
 
-/// What one direction of a link does to packets at one moment: the impairment in force and
-/// whether the link is blackholed (up, but passing nothing).
+/// What one direction of a link does to packets at one moment: the impairment in force,
+/// whether the link is blackholed (up, but passing nothing), and the flows that get conditions
+/// of their own (`match:`), the first that matches a packet taking it.
 public struct LinkConditions: Sendable, Hashable {
     public var impairment: Impairment
     public var isBlackholed: Bool
+    /// At most ``ScenarioLimits/maximumFlows``, in the order they were set.
+    public var flows: [FlowConditions]
 
-    public init(impairment: Impairment = Impairment(), isBlackholed: Bool = false) {
+    public init(impairment: Impairment = Impairment(), isBlackholed: Bool = false, flows: [FlowConditions] = []) {
         self.impairment = impairment
         self.isBlackholed = isBlackholed
+        self.flows = flows
     }
+
+    /// The link's own conditions, without its flows.
+    public var withoutFlows: LinkConditions { LinkConditions(impairment: impairment, isBlackholed: isBlackholed) }
 }

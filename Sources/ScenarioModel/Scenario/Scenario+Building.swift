@@ -37,6 +37,13 @@ extension Scenario {
             }
             if link.endpoints.0 == link.endpoints.1 { problems.append("link '\(link.name)' needs two different nodes") }
             if Self.reservedLinkNames.contains(link.name) { problems.append("link name '\(link.name)' is Linux's own (lo, all, default); choose another") }
+            for direction in TrafficDirection.allCases where link.flows.filter({ $0.applies(to: direction) }).count > ScenarioLimits.maximumFlows {
+                problems.append("link '\(link.name)' has more than \(ScenarioLimits.maximumFlows) flows \(direction.rawValue)")
+            }
+        }
+        for match in links.flatMap({ $0.flows.map(\.match) }) + timeline.compactMap(\.match) {
+            if match.isEmpty { problems.append("a flow's match names no packets") }
+            for server in match.servers where !nodeNames.contains(server) { problems.append("a flow's match names unknown node '\(server)'") }
         }
         for (first, second, variable) in Self.environmentCollisions(nodes: nodes.map(\.name), links: links.map { ($0.name, $0.endpoints) }) {
             problems.append("\(second) and \(first) both give commands \(variable); rename one")
@@ -216,12 +223,15 @@ extension LinkSpec {
 }
 
 extension TimelineEvent {
-    public init(at: Duration, link: String, direction: LinkDirection = .both, _ action: Action) {
+    /// An event on `link`; with `match`, a `set`, `ramp`, `blackhole` or `reset` acts only on
+    /// the packets it selects.
+    public init(at: Duration, link: String, direction: LinkDirection = .both, _ action: Action, match: FlowMatch? = nil) {
         self.at = at
         self.link = link
         self.direction = direction
         self.action = action
         self.line = 0
+        self.match = match
     }
 }
 

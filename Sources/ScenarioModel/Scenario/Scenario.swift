@@ -189,6 +189,8 @@ public struct LinkSpec: Sendable, Hashable {
     /// The cellular radio's RRC states (`radio:`), played by the userspace emulator; the phone is
     /// the first node of ``endpoints``, so `up` is what it sends.
     public var radio: RadioStates?
+    /// Flows with conditions of their own from the start (`flows:`), each over the link's.
+    public var flows: [FlowSetting] = []
 
     /// The name of the link's interface in its first (`0`) or second (`1`) node.
     public func interfaceName(_ end: Int) -> String { interfaceNames?[end] ?? name }
@@ -197,7 +199,7 @@ public struct LinkSpec: Sendable, Hashable {
         lhs.name == rhs.name && lhs.endpoints == rhs.endpoints && lhs.type == rhs.type && lhs.isExpensive == rhs.isExpensive
             && lhs.role == rhs.role && lhs.interfaceNames == rhs.interfaceNames
             && lhs.isConstrained == rhs.isConstrained && lhs.isUltraConstrained == rhs.isUltraConstrained && lhs.profile == rhs.profile && lhs.up == rhs.up && lhs.down == rhs.down
-            && lhs.capture == rhs.capture && lhs.families == rhs.families && lhs.radio == rhs.radio
+            && lhs.capture == rhs.capture && lhs.families == rhs.families && lhs.radio == rhs.radio && lhs.flows == rhs.flows
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -242,6 +244,9 @@ public struct TimelineEvent: Sendable, Hashable {
         /// The link's phone logs into its network's captive portal (`true`), as a user who
         /// accepted the terms, or out of it (`false`).
         case portal(login: Bool)
+        /// The flow the event's ``TimelineEvent/match`` selects gets the link's own conditions
+        /// again (`reset: true`).
+        case reset
     }
 
     public var at: Duration
@@ -250,6 +255,8 @@ public struct TimelineEvent: Sendable, Hashable {
     public var action: Action
     /// Where the event stands in its file (for reports).
     public var line: Int
+    /// The packets a `set`, `ramp`, `blackhole` or `reset` acts on (`match:`); nil: all of them.
+    public var match: FlowMatch? = nil
 }
 
 /// How a network's resolver fails (`dns:` on the timeline).

@@ -27,6 +27,7 @@ extension ScenarioDecoder {
             case .dns(let fault): fault == nil ? "dns-ok" : "dns"
             case .dnsDelay: "dns"
             case .portal(let login): login ? "login" : "logout"
+            case .reset: "reset"
             }
             happening.insert(event.link + "\u{0}" + name)
         }

@@ -177,3 +177,131 @@ extension ScenarioDecoder {
         }
     }
 }
+
+// Flow-scoped impairments: `match:` and a link's or network's `flows:`.
+extension ScenarioDecoder {
+    static let matchKeys = ["protocol", "port", "localPort", "server", "to", "dns"]
+
+    /// `match: {protocol: udp, port: 53}`, `{port: [80, 443]}`, `{port: 8000-8100}`,
+    /// `{server: web}`, `{to: 198.18.5.0/24}`, `{dns: true}`: the packets a flow-scoped
+    /// impairment acts on. Each key takes one value or a list.
+    func flowMatch(_ node: Node) -> FlowMatch? {
+        guard var fields = fields(node, "match") else { return nil }
+        let limit = ScenarioLimits.maximumMatchItems
+        func items(_ key: String) -> [Node]? {
+            guard let value = fields.take(key) else { return nil }
+            let values: [Node]
+            if case .sequence = value {
+                guard let listed = list(value, key) else { return nil }
+                values = listed
+            } else {
+                values = [value]
+            }
+            if values.isEmpty {
+                error("\(key) in match lists nothing; name at least one, or remove it", at: value)
+                return nil
+            }
+            if values.count > limit {
+                error("\(key) in match lists \(values.count); a match takes at most \(limit)", at: value)
+                return nil
+            }
+            return values
+        }
+        var valid = true
+        let protocols = items("protocol")?.compactMap { self.choice($0, "protocol", FlowMatch.TransportProtocol.self) }
+        func ports(_ key: String) -> [PortRange]? {
+            items(key)?.compactMap { value -> PortRange? in
+                guard let text = self.string(value, key) else { return nil }
+                guard let range = PortRange(parsing: text) else {
+                    self.error("\(key) must be a port (1 to 65535) or a range of them (8000-8100), not '\(escapedForMessage(text))'", at: value)
+                    valid = false
+                    return nil
+                }
+                return range
+            }
+        }
+        let remotePorts = ports("port")
+        let localPorts = ports("localPort")
+        let known = knownNodes ?? Set(nodePlaces.keys)
+        let servers = items("server")?.compactMap { value -> String? in
+            guard let name = self.string(value, "server") else { return nil }
+            guard known.contains(name) else {
+                let guess = suggestion(for: name, among: known).map { " (did you mean '\($0)'?)" } ?? ""
+                self.error("server in match names a node, and no node is named '\(escapedForMessage(name))'\(guess)", at: value)
+                valid = false
+                return nil
+            }
+            return name
+        }
+        let prefixes = items("to")?.compactMap { value -> AddressPrefix? in
+            guard let text = self.string(value, "to") else { return nil }
+            guard let prefix = AddressPrefix(parsing: text) else {
+                self.error("to must be an address or a prefix (198.18.5.0/24, fd00::/8), not '\(escapedForMessage(text))'", at: value)
+                valid = false
+                return nil
+            }
+            return prefix
+        }
+        let dns = fields.take("dns").flatMap { self.bool($0, "dns") }
+        finish(fields, known: Self.matchKeys)
+        if dns == true, let key = ["protocol", "port", "server", "to"].first(where: { fields.has($0) }) {
+            error("dns: true is TCP and UDP to port 53 of the network's resolver already; remove \(key)", at: fields.keyNode(key)!)
+            return nil
+        }
+        if dns == false {
+            error("dns: false matches nothing more than no dns key; remove it, or write dns: true", at: fields.keyNode("dns")!)
+            return nil
+        }
+        if let protocols, protocols == [.icmp], let key = ["port", "localPort"].first(where: { fields.has($0) }) {
+            error("ICMP has no ports: remove \(key), or match tcp or udp", at: fields.keyNode(key)!)
+            return nil
+        }
+        let match = FlowMatch(protocols: protocols ?? [], ports: remotePorts ?? [], localPorts: localPorts ?? [], servers: servers ?? [],
+                              prefixes: prefixes ?? [], dns: dns ?? false)
+        if match.isEmpty {
+            // A key that was there but wrong is reported already.
+            if !Self.matchKeys.contains(where: fields.has) {
+                error("match names no packets; give at least one of \(Self.matchKeys.joined(separator: ", "))", at: node)
+            }
+            return nil
+        }
+        return valid ? match : nil
+    }
+
+    /// `flows:` of a link or a network: a list of `{match: {...}, direction: up|down|both,
+    /// blackhole: true, ...settings}`, each acting only on the packets it matches.
+    func flowSettings(_ node: Node, _ context: String) -> [FlowSetting] {
+        guard let items = list(node, "flows of \(context)") else { return [] }
+        var settings: [FlowSetting] = []
+        for item in items {
+            guard var fields = fields(item, "a flow of \(context)") else { continue }
+            let match = take(&fields, "match", required: true) { self.flowMatch($0) }
+            let direction = take(&fields, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
+            let blackhole = take(&fields, "blackhole") { value -> Bool? in
+                guard let flag = self.bool(value, "blackhole") else { return nil }
+                if !flag { self.error("a flow passes as its link does unless blackholed: remove blackhole: false", at: value) }
+                return flag
+            }
+            let impairment = self.impairment(from: &fields)
+            let misspelt = !fields.untaken.isEmpty
+            finish(fields, known: ["match", "direction", "blackhole"] + Self.impairmentKeys)
+            if impairment.isEmpty, blackhole == nil, match != nil, !misspelt {
+                error("this flow changes nothing: give it settings (\(Self.impairmentKeys.joined(separator: ", "))) or blackhole: true", at: item)
+                continue
+            }
+            checkConsistency(impairment, at: item, "a flow of \(context)")
+            guard let match else { continue }
+            if let earlier = settings.first(where: { $0.match == match && ($0.direction == .both || direction == .both || $0.direction == direction) }) {
+                error("\(context) has a flow with this match already (\(earlier.match)); put its settings together", at: item)
+                continue
+            }
+            settings.append(FlowSetting(match: match, direction: direction, impairment: impairment, isBlackholed: blackhole ?? false))
+        }
+        for direction in TrafficDirection.allCases where settings.filter({ $0.applies(to: direction) }).count > ScenarioLimits.maximumFlows {
+            error("\(context) has more than \(ScenarioLimits.maximumFlows) flows \(direction.rawValue); a link direction holds at most "
+                + "\(ScenarioLimits.maximumFlows)", at: node)
+            return []
+        }
+        return settings
+    }
+}

@@ -105,8 +105,9 @@ extension ScenarioDecoder {
             let context = network.context
             let up = take(&network, "up") { self.impairmentBlock($0, "the up direction of \(context)") } ?? Impairment()
             let down = take(&network, "down") { self.impairmentBlock($0, "the down direction of \(context)") } ?? Impairment()
+            let flows = take(&network, "flows") { self.flowSettings($0, context) }
             finish(network, known: ["name", "type", "expensive", "constrained", "ultraConstrained", "capture", "profile", "ipv4", "ipv6",
-                                    "nat64", "portal", "members", "radio", "up", "down"] + Self.impairmentKeys)
+                                    "nat64", "portal", "members", "radio", "up", "down", "flows"] + Self.impairmentKeys)
             guard let name, let members else { continue }
             let resolvedType = type ?? profile?.type ?? .wifi
             var spec = NetworkSpec(name: name, type: resolvedType, ipv4: ipv4 ?? (resolvedType == .cellular ? .cgnat : .nat44),
@@ -128,6 +129,7 @@ extension ScenarioDecoder {
                 down: (profile?.down ?? Impairment()).overridden(by: both).overridden(by: down),
                 capture: capture ?? false)
             radio.families = spec.families
+            radio.flows = flows ?? []
             radio.line = item.line
             if let radioStates {
                 radio.radio = radioStates

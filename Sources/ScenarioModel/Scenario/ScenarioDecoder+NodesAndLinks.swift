@@ -50,6 +50,7 @@ extension ScenarioDecoder {
             let context = link.context
             let up = take(&link, "up") { self.impairmentBlock($0, "the up direction of \(context)") } ?? Impairment()
             let down = take(&link, "down") { self.impairmentBlock($0, "the down direction of \(context)") } ?? Impairment()
+            let flows = take(&link, "flows") { self.flowSettings($0, context) }
             finishLink(link)
             guard let name else { continue }
             // A profile is the base; keys on the link override it, and direction blocks override those.
@@ -63,6 +64,7 @@ extension ScenarioDecoder {
                 down: (profile?.down ?? Impairment()).overridden(by: both).overridden(by: down),
                 capture: capture ?? false))
             if let families { links[links.count - 1].families = families }
+            if let flows { links[links.count - 1].flows = flows }
             links[links.count - 1].line = item.line
             if let radio {
                 links[links.count - 1].radio = radio
@@ -89,7 +91,8 @@ extension ScenarioDecoder {
     }
 
     private func finishLink(_ link: Fields) {
-        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "families", "radio", "profile", "up", "down"]
+        finish(link, known: ["name", "between", "type", "expensive", "constrained", "ultraConstrained", "capture", "families", "radio", "profile", "up", "down",
+                             "flows"]
             + Self.impairmentKeys)
     }
 

@@ -17,6 +17,7 @@ extension ScenarioDecoder {
         let sorted = events.enumerated().sorted { ($0.element.event.at, $0.offset) < ($1.element.event.at, $1.offset) }.map(\.element)
         checkCarrierAndBlackholes(sorted)
         checkExpansion(sorted)
+        checkFlowCount(sorted, links: links)
         return sorted.map(\.event)
     }
 
@@ -24,7 +25,7 @@ extension ScenarioDecoder {
     /// a change sent while a run plays (the control API), which happens then and names no `at`.
     func timelineEvents(_ item: Node, linkNames: Set<String>, networksByName: [String: NetworkSpec], duration: Duration?,
                         liveAt: Duration? = nil) -> [(event: TimelineEvent, node: Node)] {
-        let linkActions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile"]
+        let linkActions = ["set", "ramp", "down", "up", "blackhole", "flap", "profile", "reset"]
         var events: [(event: TimelineEvent, node: Node)] = []
         guard var event = fields(item, "a timeline event") else { return [] }
         let at: Duration?
@@ -70,7 +71,15 @@ extension ScenarioDecoder {
         let networkActions = ["join", "leave", "renumber", "rebind", "dns", "portal"]
         let actions = network == nil && !event.has("network") ? linkActions : linkActions + networkActions
         let direction = take(&event, "direction") { self.choice($0, "direction", LinkDirection.self) } ?? .both
+        let matchNode = event.keyNode("match")
+        let match = take(&event, "match") { self.flowMatch($0) }
         let present = (linkActions + networkActions).filter { event.has($0) }
+        var misplacedMatch = false
+        if let matchNode, let name = present.first, present.count == 1, !["set", "ramp", "blackhole", "reset"].contains(name) {
+            misplacedMatch = true
+            error("match acts on set, ramp, blackhole and reset; \(name) acts on the whole \(networkActions.contains(name) ? "network" : "link"): "
+                + "remove match", at: matchNode)
+        }
         var extra: [(at: Duration, action: TimelineEvent.Action)] = []
         var action: TimelineEvent.Action?
         if present.count != 1 {
@@ -88,6 +97,14 @@ extension ScenarioDecoder {
                 }
             case "ramp":
                 action = ramp(value)
+            case "reset":
+                guard let flag = bool(value, "reset") else { break }
+                guard flag else { error("write reset: true (it gives a flow the link's own conditions again)", at: value); break }
+                guard matchNode != nil else {
+                    error("reset gives the packets a match selects the link's own conditions again: add match", at: value)
+                    break
+                }
+                action = .reset
             case "down", "up":
                 if let flag = bool(value, name) {
                     if flag { action = name == "down" ? .down : .up } else { error("write \(name == "down" ? "up" : "down"): true instead of \(name): false", at: value) }
@@ -151,8 +168,9 @@ extension ScenarioDecoder {
             default: break
             }
         }
-        finish(event, known: ["at", "link", "network", "node", "direction"] + actions)
+        finish(event, known: ["at", "link", "network", "node", "direction", "match"] + actions)
         if present.count != 1 { action = nil }
+        if matchNode != nil, match == nil || misplacedMatch { action = nil }
         // A carrier has no direction: both ends lose it at once.
         if direction != .both, let name = present.first, ["down", "up", "flap"].contains(name), present.count == 1 {
             error("direction does not apply to '\(name)': a carrier goes \(name == "up" ? "up" : "down") both ways at once; "
@@ -173,7 +191,9 @@ extension ScenarioDecoder {
         }
         if let at, let targets, let action {
             for link in targets {
-                events.append((TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line), item))
+                var added = TimelineEvent(at: at, link: link, direction: direction, action: action, line: item.line)
+                added.match = match
+                events.append((added, item))
                 for (later, action) in extra {
                     if let duration, later > duration { continue }
                     events.append((TimelineEvent(at: later, link: link, direction: direction, action: action, line: item.line), item))
@@ -208,6 +228,8 @@ extension ScenarioDecoder {
         var dnsFailing: Set<String> = []
         for (event, node) in events {
             let link = event.link
+            // A flow's blackhole is its own.
+            let blackholeKey = event.match.map { "\(link) \($0)" } ?? link
             if let until = flapping[link], event.at >= until {
                 flapping[link] = nil
                 downSince[link] = nil
@@ -237,7 +259,7 @@ extension ScenarioDecoder {
                 }
                 flapping[link] = until
             case .blackhole(true):
-                blackholed[link, default: []].formUnion(directions)
+                blackholed[blackholeKey, default: []].formUnion(directions)
             case .dns(let fault):
                 if fault == nil, !dnsFailing.contains(link) {
                     error("the resolver of '\(link)' is not failing at \(event.at.roamDescription); dns: ok ends a dns: {fail: ...} or {delay: ...}",
@@ -254,14 +276,45 @@ extension ScenarioDecoder {
                 }
                 joined[link] = joins
             case .blackhole(false):
-                if blackholed[link, default: []].isDisjoint(with: directions) {
+                if blackholed[blackholeKey, default: []].isDisjoint(with: directions) {
                     let which = event.direction == .both ? "" : " (\(event.direction.rawValue))"
-                    error("no blackhole is on for link '\(link)'\(which) at \(event.at.roamDescription); blackhole: false lifts one that "
+                    let flow = event.match.map { " for \($0)" } ?? ""
+                    error("no blackhole is on\(flow) for link '\(link)'\(which) at \(event.at.roamDescription); blackhole: false lifts one that "
                         + "an earlier blackhole: true set", at: node)
                 }
-                blackholed[link, default: []].subtract(directions)
+                blackholed[blackholeKey, default: []].subtract(directions)
             default:
                 break
+            }
+        }
+    }
+
+    /// Refuses a timeline whose events give a link direction more flows with conditions of their
+    /// own than ``ScenarioLimits/maximumFlows``, counting the link's `flows:` (a `reset` frees
+    /// its flow's place).
+    private func checkFlowCount(_ events: [(event: TimelineEvent, node: Node)], links: [LinkSpec]) {
+        var flows: [String: [TrafficDirection: [FlowMatch]]] = [:]
+        for link in links where !link.flows.isEmpty {
+            for direction in TrafficDirection.allCases {
+                flows[link.name, default: [:]][direction] = link.flows.filter { $0.applies(to: direction) }.map(\.match)
+            }
+        }
+        for (event, node) in events {
+            guard let match = event.match else { continue }
+            let directions: [TrafficDirection] = event.direction == .both ? [.up, .down] : event.direction == .up ? [.up] : [.down]
+            for direction in directions {
+                var current = flows[event.link, default: [:]][direction, default: []]
+                if case .reset = event.action {
+                    current.removeAll { $0 == match }
+                } else if !current.contains(match) {
+                    current.append(match)
+                    if current.count > ScenarioLimits.maximumFlows {
+                        error("link '\(event.link)' (\(direction.rawValue)) would have more than \(ScenarioLimits.maximumFlows) flows with conditions "
+                            + "of their own by this event; reset one first (reset: true with its match)", at: node)
+                        return
+                    }
+                }
+                flows[event.link, default: [:]][direction] = current
             }
         }
     }

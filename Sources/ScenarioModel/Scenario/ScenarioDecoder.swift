@@ -107,6 +107,8 @@ final class ScenarioDecoder {
     /// Where each node and link is defined, for problems found once all are read.
     var nodePlaces: [String: Node] = [:]
     var linkPlaces: [String: Node] = [:]
+    /// The nodes a `match:` may name as a server, where they are not the ones read (a live change).
+    var knownNodes: Set<String>?
     /// Traces read so far, by the path the scenario gives.
     var traces: [String: Result<DeliveryTrace, TraceReadError>] = [:]
 

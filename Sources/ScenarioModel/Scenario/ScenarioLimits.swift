@@ -38,4 +38,10 @@ public enum ScenarioLimits {
     /// The most arguments and environment variables a command workload may have, and the
     /// longest of each.
     public static let maximumCommandLength = 1 << 20
+    /// The most flows with conditions of their own (`match:`) on one link, each direction
+    /// counted alone, whether set by the link, its network or the timeline: the netem backend
+    /// gives each a band of a `prio` qdisc (which has at most 16).
+    public static let maximumFlows = 8
+    /// The most items in one list of a `match:` (protocols, ports, servers, prefixes).
+    public static let maximumMatchItems = 16
 }

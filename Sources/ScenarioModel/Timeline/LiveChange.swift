@@ -85,6 +85,7 @@ public enum LiveChange {
         }
         let decoder = ScenarioDecoder(collector)
         decoder.definedProfiles = scenario.profiles
+        decoder.knownNodes = Set(scenario.nodes.map(\.name))
         decoder.definedProfileIndex = Dictionary(scenario.profiles.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let events = decoder.timelineEvents(.mapping(Node.Mapping(pairs)), linkNames: Set(scenario.links.map(\.name)),
                                             networksByName: Dictionary(scenario.networks.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first }),

@@ -87,6 +87,7 @@ public struct TimelineSchedule: Sendable, Hashable {
         indirect case network(TimelineEvent.Action)
         case blackhole(Bool)
         indirect case profile(LinkProfile)
+        case reset
     }
 
     private struct Pending {
@@ -97,13 +98,21 @@ public struct TimelineSchedule: Sendable, Hashable {
         var operation: Operation
         var action: String
         var line: Int
+        /// The flow a `set`, `ramp`, `blackhole` or `reset` acts on; nil: the link.
+        var match: FlowMatch?
     }
 
     public init(scenario: Scenario) {
         var state: [String: [TrafficDirection: LinkConditions]] = [:]
         var initial: [InitialConditions] = []
         for link in scenario.links {
-            state[link.name] = [.up: LinkConditions(impairment: link.up), .down: LinkConditions(impairment: link.down)]
+            func flows(_ direction: TrafficDirection) -> [FlowConditions] {
+                Array(link.flows.filter { $0.applies(to: direction) }
+                    .map { FlowConditions(match: $0.match, impairment: $0.impairment, isBlackholed: $0.isBlackholed) }
+                    .prefix(ScenarioLimits.maximumFlows))
+            }
+            state[link.name] = [.up: LinkConditions(impairment: link.up, flows: flows(.up)),
+                                .down: LinkConditions(impairment: link.down, flows: flows(.down))]
             for direction in TrafficDirection.allCases {
                 initial.append(InitialConditions(link: link.name, direction: direction, conditions: state[link.name]![direction]!))
             }
@@ -125,6 +134,14 @@ public struct TimelineSchedule: Sendable, Hashable {
         }
     }
 
+    /// Whether a change to `match`'s flow can be made on a direction now `conditions`: the link
+    /// itself, a flow it has, or room for one more (a live change past the bound is refused
+    /// before it comes here; a scenario's timeline is checked when read).
+    private static func admits(_ match: FlowMatch?, _ conditions: LinkConditions) -> Bool {
+        guard let match else { return true }
+        return conditions.flow(match) != nil || conditions.flows.count < ScenarioLimits.maximumFlows
+    }
+
     /// `events` expanded into changes, each resolved from `state`, which follows them.
     private static func expand(_ events: [TimelineEvent], scenario: Scenario,
                                state: inout [String: [TrafficDirection: LinkConditions]]) -> [ScheduledChange] {
@@ -139,7 +156,7 @@ public struct TimelineSchedule: Sendable, Hashable {
             }
             func add(_ at: Duration, _ operation: Operation, _ action: String) {
                 pending.append(Pending(at: at, order: pending.count, link: event.link, directions: directions, operation: operation,
-                                       action: action, line: event.line))
+                                       action: action, line: event.line, match: event.match))
             }
             switch event.action {
             case .set(let impairment):
@@ -178,6 +195,8 @@ public struct TimelineSchedule: Sendable, Hashable {
                 add(event.at, .network(event.action), "dns")
             case .portal(let login):
                 add(event.at, .network(event.action), login ? "login" : "logout")
+            case .reset:
+                if event.match != nil { add(event.at, .reset, "reset") }
             }
         }
         pending.sort { ($0.at, $0.order) < ($1.at, $1.order) }
@@ -199,21 +218,29 @@ public struct TimelineSchedule: Sendable, Hashable {
                 changes.append(ScheduledChange(at: item.at, link: item.link, change: .network(action), action: item.action, line: item.line))
                 continue
             case .set(let impairment):
-                for direction in item.directions { conditions[direction]!.impairment = conditions[direction]!.impairment.overridden(by: impairment) }
+                for direction in item.directions where Self.admits(item.match, conditions[direction]!) {
+                    conditions[direction]!.modify(item.match) { settings, _ in settings = settings.overridden(by: impairment) }
+                }
             case .blackhole(let on):
-                for direction in item.directions { conditions[direction]!.isBlackholed = on }
+                for direction in item.directions where Self.admits(item.match, conditions[direction]!) {
+                    conditions[direction]!.modify(item.match) { _, blackholed in blackholed = on }
+                }
+            case .reset:
+                for direction in item.directions { conditions[direction]!.flows.removeAll { $0.match == item.match } }
             case .profile(let profile):
                 for direction in item.directions { conditions[direction]!.impairment = direction == .up ? profile.up : profile.down }
             case let .rampStep(id, target, index, count):
                 step = (index, count)
                 if rampStarts[id] == nil {
-                    rampStarts[id] = Dictionary(uniqueKeysWithValues: item.directions.map { ($0, conditions[$0]!.impairment) })
+                    // A flow's ramp starts from what its packets get: the link's settings under its own.
+                    rampStarts[id] = Dictionary(uniqueKeysWithValues: item.directions.map { ($0, conditions[$0]!.effectiveImpairment(item.match)) })
                 }
-                for direction in item.directions {
+                for direction in item.directions where Self.admits(item.match, conditions[direction]!) {
                     let start = rampStarts[id]![direction]!
                     let fraction = Double(index) / Double(count)
-                    conditions[direction]!.impairment = conditions[direction]!.impairment
-                        .overridden(by: Impairment.interpolate(from: start, to: target, fraction: fraction))
+                    conditions[direction]!.modify(item.match) { settings, _ in
+                        settings = settings.overridden(by: Impairment.interpolate(from: start, to: target, fraction: fraction))
+                    }
                 }
             }
             state[item.link] = conditions

@@ -79,6 +79,13 @@ package final class ScenarioAttacher: Sendable {
         if let (link, why) = scenario.userspaceOnly {
             problems.append("link '\(link.name)' \(why), which only the userspace backend plays; roam attach uses the kernel's netem")
         }
+        // A server's addresses and a network's resolver are what roam run gives them; an
+        // attached namespace's are its own.
+        let resolved = scenario.links.flatMap { $0.flows.map(\.match) } + scenario.timeline.compactMap(\.match)
+        if let match = resolved.first(where: { $0.dns || !$0.servers.isEmpty }) {
+            problems.append("match \(match) names \(match.dns ? "a network's resolver (dns)" : "a server node") by what roam run gives it; "
+                + "on attached namespaces name its addresses instead (to: PREFIX)")
+        }
         for event in scenario.timeline {
             let what: String?
             switch event.action {
@@ -118,6 +125,7 @@ package final class ScenarioAttacher: Sendable {
         let backend = NetemBackend(plan: plan, seed: seed, interfaces: interfaces,
                                    elsewhere: " on the host (roam attach plays links with the kernel's netem: it has no userspace emulator for interfaces it did not make)")
         let schedule = TimelineSchedule(scenario: scenario)
+        backend.expectFlows(schedule)
         for initial in schedule.initial {
             try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
         }

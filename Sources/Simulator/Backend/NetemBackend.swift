@@ -39,6 +39,18 @@ package final class NetemBackend: LinkBackend {
     private var tokenBuckets: Set<String> = []
     private var managedQueues: Set<String> = []
     private var distributions: [DelayDistribution: [Int16]] = [:]
+    /// Resolves the flows' `server` and `dns` to addresses, as the userspace backend does.
+    private let flowResolution: FlowResolution
+    /// Directions (`link/direction`) with a `prio` root, once they had a flow: they keep it, so
+    /// that the link's own packets never lose their queue to a change of root.
+    private var prioRoots: Set<String> = []
+    /// Directions the timeline gives a flow at some point (``expectFlows(_:)``): they start
+    /// with the `prio` root.
+    private var prioAhead: Set<String> = []
+    /// Each such direction's flows by band (1...8), kept while the flow stays.
+    private var bands: [String: [FlowMatch: Int]] = [:]
+    /// The filters each such direction has, to skip rewriting them when only settings change.
+    private var filtered: [String: [U32Filter]] = [:]
 
     /// What to do instead where the kernel lacks a qdisc, after `modprobe`: for `roam run`, its
     /// userspace backend; `roam attach` has none (the interfaces are not its own).
@@ -50,6 +62,7 @@ package final class NetemBackend: LinkBackend {
         self.seed = seed
         self.links = Dictionary(uniqueKeysWithValues: plan.links.enumerated().map { ($0.element.name, ($0.offset, $0.element)) })
         self.interfaces = interfaces
+        self.flowResolution = FlowResolution(plan: plan)
     }
 
     package func createInterfaces(for link: TopologyPlan.Link, in topology: Topology) throws(SimulatorError) {
@@ -77,19 +90,104 @@ package final class NetemBackend: LinkBackend {
             lastApplied[key] = conditions
             if cutAtFirstEnd.contains(name) { conditions.isBlackholed = true }
         }
+        let what = "\(direction.rawValue) on link '\(name)' (sent by \(node))"
+        let directionSeed = Self.seed(self.seed, link: index, direction: direction)
+        guard !conditions.flows.isEmpty || prioRoots.contains(key) || prioAhead.contains(key) else {
+            try applyQdiscs(conditions, key: key, socket: socket, interface: interface, what: what, seed: directionSeed,
+                            handles: (netem: Self.netemHandle, netemParent: QdiscHandle.root, tokenBucket: Self.tokenBucketHandle,
+                                      tokenBucketParent: Self.tokenBucketParent, managedQueue: Self.managedQueueHandle,
+                                      managedQueueParent: Self.managedQueueParent))
+            return
+        }
+        try applyWithFlows(conditions, key: key, link: name, direction: direction, socket: socket, interface: interface, what: what,
+                           seed: directionSeed)
+    }
+
+    /// Notes the directions `schedule` gives a flow at any time, so that they start with the
+    /// `prio` root instead of changing roots (and dropping what the old one held) when the
+    /// first flow comes. A live change's first flow still changes the root then.
+    package func expectFlows(_ schedule: TimelineSchedule) {
+        for change in schedule.changes {
+            if case let .conditions(direction, conditions) = change.change, !conditions.flows.isEmpty {
+                prioAhead.insert("\(change.link)/\(direction.rawValue)")
+            }
+        }
+    }
+
+    /// A direction with flows: `prio` at the root, the link's own qdiscs in band 0, each flow's
+    /// in a band of its own, and `u32` filters to them, first match first.
+    private func applyWithFlows(_ conditions: LinkConditions, key: String, link: String, direction: TrafficDirection, socket: any RouteSocket,
+                                interface: Int32, what: String, seed: UInt64) throws(SimulatorError) {
+        // The selectors first: a match that needs too many filters changes nothing.
+        var assigned = bands[key] ?? [:]
+        assigned = assigned.filter { entry in conditions.flows.contains { $0.match == entry.key } }
+        var filters: [U32Filter] = []
+        for (position, flow) in conditions.flows.enumerated() {
+            let band = assigned[flow.match] ?? (1..<Self.prioBands).first { !assigned.values.contains($0) }
+            guard let band else {
+                throw SimulatorError(.invalidScenario, "apply \(what): more than \(ScenarioLimits.maximumFlows) flows with conditions of their own")
+            }
+            assigned[flow.match] = band
+            let selector = flowResolution.selector(flow.match, link: link)
+            filters += try selector.u32Filters(uplink: direction == .up, priority: UInt16(2 * position + 1),
+                                               classID: QdiscHandle(major: 1, minor: UInt16(band + 1)),
+                                               limit: Self.maximumFilters - filters.count)
+        }
+        if !prioRoots.contains(key) {
+            do throws(NetlinkError) {
+                // A direction takes its prio root once, at its first flow. Roam's own netem root
+                // has prio's handle, so it goes first (the kernel changes a qdisc in place only
+                // into one of its own kind); any other root (the device's default) is replaced.
+                if (try? socket.qdiscs())?.contains(where: {
+                    $0.interfaceIndex == interface && $0.parent == .root && $0.handle == Self.netemHandle && $0.kind == .netem
+                }) == true {
+                    try socket.deleteQdisc(interfaceIndex: interface, handle: Self.netemHandle, parent: .root)
+                }
+                try socket.replacePrio(bands: Self.prioBands, interfaceIndex: interface, handle: Self.prioHandle, parent: .root)
+            } catch {
+                throw SimulatorError("apply \(what): a prio qdisc for its flows", error)
+            }
+            prioRoots.insert(key)
+            tokenBuckets.remove(key)
+            managedQueues.remove(key)
+        }
+        try applyQdiscs(conditions.withoutFlows, key: "\(key)#0", socket: socket, interface: interface, what: what, seed: seed,
+                        handles: Self.bandHandles(0))
+        for flow in conditions.flows {
+            let band = assigned[flow.match]!
+            try applyQdiscs(flow.effective(on: conditions), key: "\(key)#\(band)", socket: socket, interface: interface,
+                            what: "\(what), flow \(flow.match)", seed: Self.seed(seed, band: band), handles: Self.bandHandles(band))
+        }
+        bands[key] = assigned
+        guard filtered[key] != filters else { return }
+        do throws(NetlinkError) {
+            try socket.deleteFilters(interfaceIndex: interface, parent: Self.prioHandle)
+            for filter in filters { try socket.addU32Filter(filter, interfaceIndex: interface, parent: Self.prioHandle) }
+        } catch {
+            if error.errno == ENOENT || error.errno == EOPNOTSUPP {
+                throw SimulatorError(.environment, "apply \(what): the kernel has no cls_u32 (\(error)); load it with `modprobe cls_u32`\(elsewhere)")
+            }
+            throw SimulatorError("apply \(what): the filters of its flows", error)
+        }
+        filtered[key] = filters
+    }
+
+    /// netem (and tbf, and CoDel) for one set of conditions at the handles given: the root's
+    /// without flows, or one band's under the `prio` root.
+    private func applyQdiscs(_ conditions: LinkConditions, key: String, socket: any RouteSocket, interface: Int32, what: String, seed: UInt64,
+                             handles: (netem: QdiscHandle, netemParent: QdiscHandle, tokenBucket: QdiscHandle, tokenBucketParent: QdiscHandle,
+                                       managedQueue: QdiscHandle, managedQueueParent: QdiscHandle)) throws(SimulatorError) {
         var distribution: [Int16]?
         if let kind = conditions.impairment.distribution { distribution = try table(for: kind) }
-        let (netem, bucket) = conditions.qdiscConfiguration(seed: Self.seed(seed, link: index, direction: direction),
-                                                 distribution: distribution)
-        let what = "\(direction.rawValue) on link '\(name)' (sent by \(node))"
+        let (netem, bucket) = conditions.qdiscConfiguration(seed: seed, distribution: distribution)
         do throws(NetlinkError) {
-            try socket.replaceNetem(netem, interfaceIndex: interface, handle: Self.netemHandle, parent: .root)
+            try socket.replaceNetem(netem, interfaceIndex: interface, handle: handles.netem, parent: handles.netemParent)
             if let bucket {
-                try socket.replaceTokenBucket(bucket, interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
+                try socket.replaceTokenBucket(bucket, interfaceIndex: interface, handle: handles.tokenBucket, parent: handles.tokenBucketParent)
                 tokenBuckets.insert(key)
             } else if tokenBuckets.contains(key) {
                 // The managed queue under it goes with it.
-                try socket.deleteQdisc(interfaceIndex: interface, handle: Self.tokenBucketHandle, parent: Self.tokenBucketParent)
+                try socket.deleteQdisc(interfaceIndex: interface, handle: handles.tokenBucket, parent: handles.tokenBucketParent)
                 tokenBuckets.remove(key)
                 managedQueues.remove(key)
             }
@@ -100,21 +198,21 @@ package final class NetemBackend: LinkBackend {
             }
             throw SimulatorError("apply \(what)", error)
         }
-        try applyManagedQueue(conditions, key: key, socket: socket, interface: interface, what: what)
+        try applyManagedQueue(conditions, key: key, socket: socket, interface: interface, what: what,
+                              handle: handles.managedQueue, parent: handles.managedQueueParent)
     }
 
     /// CoDel or FQ-CoDel in tbf's class, or back to tbf's byte FIFO (never no child: tbf
     /// without one would drop everything).
     private func applyManagedQueue(_ conditions: LinkConditions, key: String, socket: any RouteSocket, interface: Int32,
-                                   what: String) throws(SimulatorError) {
+                                   what: String, handle: QdiscHandle, parent: QdiscHandle) throws(SimulatorError) {
         let wanted = tokenBuckets.contains(key) ? conditions.coDelConfiguration : nil
         do throws(NetlinkError) {
             if let wanted {
-                try socket.replaceCoDel(wanted, interfaceIndex: interface, handle: Self.managedQueueHandle, parent: Self.managedQueueParent)
+                try socket.replaceCoDel(wanted, interfaceIndex: interface, handle: handle, parent: parent)
                 managedQueues.insert(key)
             } else if managedQueues.contains(key), let bucket = conditions.queuePlan.tokenBucket {
-                try socket.replaceByteFIFO(limit: bucket.limit, interfaceIndex: interface, handle: Self.managedQueueHandle,
-                                           parent: Self.managedQueueParent)
+                try socket.replaceByteFIFO(limit: bucket.limit, interfaceIndex: interface, handle: handle, parent: parent)
                 managedQueues.remove(key)
             }
         } catch {
@@ -158,8 +256,8 @@ package final class NetemBackend: LinkBackend {
                 // A side this backend does not shape (roam attach's other node) has none of Roam's.
                 guard let (socket, interface) = try? sendingInterface(link: name, node: node),
                       let qdiscs = try? socket.qdiscs() else { continue }
-                for qdisc in qdiscs where qdisc.interfaceIndex == interface
-                    && [Self.netemHandle, Self.tokenBucketHandle, Self.managedQueueHandle].contains(qdisc.handle) {
+                let own = Self.ownHandles
+                for qdisc in qdiscs where qdisc.interfaceIndex == interface && own.contains(qdisc.handle) {
                     let statistics = qdisc.statistics
                     counters.append(Fidelity.QdiscCounters(link: name, direction: direction.rawValue, kind: qdisc.kind.rawValue,
                                                            packets: Int64(clamping: statistics.packets), drops: Int64(clamping: statistics.drops),

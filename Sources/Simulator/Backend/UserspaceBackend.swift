@@ -30,6 +30,7 @@ package final class UserspaceBackend: LinkBackend {
     }
 
     private let plan: TopologyPlan
+    private let flowResolution: FlowResolution
     private let seed: UInt64
     private let recording: Recording?
     private var interfaces: [String: (first: TunInterface, second: TunInterface)] = [:]
@@ -68,6 +69,7 @@ package final class UserspaceBackend: LinkBackend {
 
     package init(plan: TopologyPlan, seed: UInt64, recording: Recording? = nil) {
         self.plan = plan
+        self.flowResolution = FlowResolution(plan: plan)
         self.seed = seed
         self.recording = recording
     }
@@ -122,6 +124,7 @@ package final class UserspaceBackend: LinkBackend {
                     destination: direction == .up ? pair.second : pair.first,
                     decisions: decisions, capture: capture)
                 emulated.isUplink = direction == .up
+                emulated.flowSeed = NetemBackend.seed(seed, link: index, direction: direction)
                 directions.append(emulated)
             }
         }
@@ -140,19 +143,33 @@ package final class UserspaceBackend: LinkBackend {
         guard let first = firstDirection[name], let emulator else {
             throw SimulatorError(.invalidScenario, "unknown link '\(name)'")
         }
+        let (capacity, distribution) = try pipelineSettings(conditions.impairment)
+        var flows: [FlowSetup] = []
+        for flow in conditions.flows {
+            let effective = flow.effective(on: conditions)
+            let (flowCapacity, flowDistribution) = try pipelineSettings(effective.impairment)
+            flows.append(FlowSetup(selector: flowResolution.selector(flow.match, link: name), conditions: effective, capacity: flowCapacity,
+                                   distribution: flowDistribution))
+        }
+        emulator.post(.conditions(direction: first + (direction == .up ? 0 : 1), conditions.withoutFlows, capacity, distribution: distribution,
+                                  flows: flows))
+    }
+
+    /// A pipeline's capacity and delay distribution for `impairment`.
+    private func pipelineSettings(_ impairment: Impairment) throws(SimulatorError) -> (LinkCapacity, [Int16]?) {
         var distribution: [Int16]?
-        if let kind = conditions.impairment.distribution, kind != .uniform {
+        if let kind = impairment.distribution, kind != .uniform {
             if distributions[kind] == nil { distributions[kind] = try DelayDistributionTable.load(kind) }
             distribution = distributions[kind]
         }
         let capacity: LinkCapacity
-        if let trace = conditions.impairment.trace {
+        if let trace = impairment.trace {
             // Every trace runs from the emulator's start, whenever the timeline switches to it.
             capacity = .trace(trace.trace, origin: origin)
         } else {
-            capacity = conditions.impairment.rate.map { .rate(bitsPerSecond: $0.bitsPerSecond) } ?? .unlimited
+            capacity = impairment.rate.map { .rate(bitsPerSecond: $0.bitsPerSecond) } ?? .unlimited
         }
-        emulator.post(.conditions(direction: first + (direction == .up ? 0 : 1), conditions, capacity, distribution: distribution))
+        return (capacity, distribution)
     }
 
     package func setCarrier(_ up: Bool, link name: String) throws(SimulatorError) {

@@ -157,7 +157,9 @@ final class RunSession {
         let backend: any LinkBackend
         switch selection.kind {
         case .netem:
-            backend = NetemBackend(plan: plan, seed: seed)
+            let netem = NetemBackend(plan: plan, seed: seed)
+            netem.expectFlows(schedule)
+            backend = netem
         case .userspace:
             let userspace = UserspaceBackend(plan: plan, seed: seed, recording: UserspaceBackend.Recording(
                 directory: report, decisionLogs: options.decisionLogs, capturedLinks: Set(scenario.links.filter(\.capture).map(\.name)),

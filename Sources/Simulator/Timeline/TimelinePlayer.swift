@@ -152,6 +152,15 @@ package final class TimelinePlayer: Sendable {
             let current = states.withLock { states in
                 states.mapValues { [TrafficDirection.up: $0.up, TrafficDirection.down: $0.down] }
             }
+            for event in events {
+                guard let match = event.match, event.action != .reset else { continue }
+                for direction in TrafficDirection.allCases where event.direction == .both || event.direction.rawValue == direction.rawValue {
+                    guard let conditions = current[event.link]?[direction], conditions.flow(match) == nil,
+                          conditions.flows.count >= ScenarioLimits.maximumFlows else { continue }
+                    throw LiveChangeRefused(message: "link '\(event.link)' (\(direction.rawValue)) has \(conditions.flows.count) flows with "
+                        + "conditions of their own, the most a link direction holds; reset one first ({\"match\": ..., \"reset\": true})")
+                }
+            }
             let changes = TimelineSchedule.liveChanges(events, scenario: scenario, from: current)
             let links = Set(changes.map(\.link))
             let now = changes.filter { $0.at <= first }

@@ -21,6 +21,9 @@ package protocol RouteSocket: AnyObject {
     func deleteQdisc(interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     /// Every qdisc of the namespace, with its counters.
     func qdiscs() throws(NetlinkError) -> [Qdisc]
+    func replacePrio(bands: Int, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
+    func addU32Filter(_ filter: U32Filter, interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError)
+    func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError)
 }
 
 extension NetlinkSocket: RouteSocket {}

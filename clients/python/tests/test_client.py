@@ -65,6 +65,17 @@ def test_conditions_are_set_and_ramped_from_where_the_link_is(run):
     assert run.link("wifi")["up"]["delayMs"] == 500.0
 
 
+def test_a_flow_gets_conditions_of_its_own_until_it_is_reset(run):
+    dns = {"protocol": "udp", "port": 53}
+    answer = run.set("wifi", delay="700ms", match=dns)
+    assert [change["action"] for change in answer["applied"]] == ["set", "set"]
+    state = run.link("wifi")
+    assert state["up"]["flows"] == [{"match": "{protocol: udp, port: 53}", "delayMs": 700.0}]
+    assert state["up"].get("delayMs") != 700.0, "the link's own delay is its own"
+    run.reset("wifi", match=dns)
+    assert "flows" not in run.link("wifi")["up"]
+
+
 def test_bad_changes_are_refused_as_the_scenario_reader_refuses_them(run):
     with pytest.raises(roam.ControlError) as refused:
         run.change_link("wifi", {"set": {"delay": "soon"}})

@@ -407,13 +407,23 @@ extension LinkConditions {
     package var json: JSONValue {
         var members = impairment.jsonMembers
         if isBlackholed { members.append(("blackhole", true)) }
+        if !flows.isEmpty {
+            // Each flow with what it sets (the rest is the link's).
+            members.append(("flows", .array(flows.map { flow in
+                var fields: [(String, JSONValue)] = [("match", .string(flow.match.description))]
+                fields += flow.impairment.jsonMembers
+                if flow.isBlackholed { fields.append(("blackhole", true)) }
+                return .object(fields)
+            })))
+        }
         return .object(members)
     }
 
-    /// `60ms ±2ms 1mbit loss 40%`, `blackhole`, or `clear`.
+    /// `60ms ±2ms 1mbit loss 40%`, `blackhole`, or `clear`; each flow after it
+    /// (`; {protocol: udp, port: 53} 2000ms`).
     package var summary: String {
-        if isBlackholed { return "blackhole" }
-        return impairment.summary
+        let own = isBlackholed ? "blackhole" : impairment.summary
+        return ([own] + flows.map { "\($0.match) " + ($0.isBlackholed ? "blackhole" : $0.impairment.summary) }).joined(separator: "; ")
     }
 }
 

@@ -113,12 +113,17 @@ class Run:
         """Applies a network event (join, leave, renumber, rebind, dns, portal) now."""
         return self.transport.request("POST", f"/v1/networks/{_segment(name)}", change)
 
-    def set(self, link: str, direction: Optional[str] = None, **settings: Any) -> dict:
-        """`set` (delay="80ms", loss="5%", rate="1mbit", ...), both directions unless `direction`."""
-        return self.change_link(link, _directed({"set": _settings(settings)}, direction))
+    def set(self, link: str, direction: Optional[str] = None, match: Optional[Dict[str, Any]] = None, **settings: Any) -> dict:
+        """`set` (delay="80ms", loss="5%", rate="1mbit", ...), both directions unless `direction`;
+        with `match` ({"protocol": "udp", "port": 53}), only the packets it selects."""
+        return self.change_link(link, _directed({"set": _settings(settings)}, direction, match))
 
-    def ramp(self, link: str, over: str, direction: Optional[str] = None, **settings: Any) -> dict:
-        return self.change_link(link, _directed({"ramp": {"to": _settings(settings), "over": over}}, direction))
+    def ramp(self, link: str, over: str, direction: Optional[str] = None, match: Optional[Dict[str, Any]] = None, **settings: Any) -> dict:
+        return self.change_link(link, _directed({"ramp": {"to": _settings(settings), "over": over}}, direction, match))
+
+    def reset(self, link: str, match: Dict[str, Any], direction: Optional[str] = None) -> dict:
+        """The flow `match` selects gets the link's own conditions again."""
+        return self.change_link(link, _directed({"reset": True}, direction, match))
 
     def down(self, link: str) -> dict:
         return self.change_link(link, {"down": True})
@@ -126,8 +131,8 @@ class Run:
     def up(self, link: str) -> dict:
         return self.change_link(link, {"up": True})
 
-    def blackhole(self, link: str, on: bool = True, direction: Optional[str] = None) -> dict:
-        return self.change_link(link, _directed({"blackhole": on}, direction))
+    def blackhole(self, link: str, on: bool = True, direction: Optional[str] = None, match: Optional[Dict[str, Any]] = None) -> dict:
+        return self.change_link(link, _directed({"blackhole": on}, direction, match))
 
     def flap(self, link: str, period: str, duty: Optional[str] = None, for_: Optional[str] = None, until: Optional[str] = None) -> dict:
         flap: Dict[str, Any] = {"period": period}
@@ -383,7 +388,9 @@ def _settings(settings: Dict[str, Any]) -> Dict[str, Any]:
     return {key: value if isinstance(value, (str, bool)) else str(value) for key, value in settings.items()}
 
 
-def _directed(change: Dict[str, Any], direction: Optional[str]) -> Dict[str, Any]:
+def _directed(change: Dict[str, Any], direction: Optional[str], match: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     if direction is not None:
         change["direction"] = direction
+    if match is not None:
+        change["match"] = {key: value if isinstance(value, (str, bool, list)) else str(value) for key, value in match.items()}
     return change

@@ -1,0 +1,69 @@
+import Foundation
+import RoamReport
+import Testing
+
+/// What `Tests/Fixtures/flow-faults.yaml` must show on either backend: each flow delayed or
+/// lost as its `match:` says and nothing else touched, the timeline's set and reset in force
+/// between their records, and on netem the kernel's qdiscs and filters as the docs describe
+/// them. Returns the medians it measured, for the notes.
+enum FlowFaultsCheck {
+    struct Probe {
+        var began: Double
+        var what: String
+        var took: Double
+        var result: String
+    }
+
+    @discardableResult
+    static func check(_ directory: String, netem: Bool, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Double] {
+        let output = NetemHost.text(directory + "/probe.stdout")
+        let probes = output.split(separator: "\n").compactMap { line -> Probe? in
+            let words = line.split(separator: " ", maxSplits: 3)
+            guard words.count == 4, let began = Double(words[0]), let took = Double(words[2]) else { return nil }
+            return Probe(began: began, what: String(words[1]), took: took, result: String(words[3]))
+        }
+        func of(_ what: String) -> [Probe] { probes.filter { $0.what == what } }
+        // The port-443 flow as the run applied it: set after it was due, in force once recorded.
+        let changes = NetemHost.timeline(directory, sourceLocation: sourceLocation).compactMap { record -> (action: String, due: Double, done: Double)? in
+            guard case .link(let change) = record.event, change.link == "wifi.phone", let planned = change.planned,
+                  ["set", "reset"].contains(change.action) else { return nil }
+            return (change.action, planned.seconds, record.time.seconds)
+        }
+        let set = changes.filter { $0.action == "set" }, reset = changes.filter { $0.action == "reset" }
+        #expect(!set.isEmpty && !reset.isEmpty, "the timeline has the flow's set and reset: \(changes)", sourceLocation: sourceLocation)
+        guard let setDone = set.map(\.done).max(), let setDue = set.map(\.due).min(),
+              let resetDue = reset.map(\.due).min(), let resetDone = reset.map(\.done).max() else { return [:] }
+
+        // DNS: 300 ms each way; HTTP to the server the lookup gave, untouched; UDP to it 200 ms each way.
+        let lookups = of("lookup"), plain = of("tcp80"), udp = of("udp")
+        #expect(lookups.count >= 5 && lookups.allSatisfy { $0.took >= 0.59 && $0.took < 1.5 && $0.result.hasPrefix("198.19.255.") },
+                "lookups: \(output)", sourceLocation: sourceLocation)
+        #expect(plain.count >= 5 && plain.allSatisfy { $0.took < 0.3 && $0.result == "ok" }, "port 80: \(output)", sourceLocation: sourceLocation)
+        #expect(udp.count >= 5 && udp.allSatisfy { $0.took >= 0.39 && $0.took < 1.0 && $0.result == "ping" }, "udp: \(output)",
+                sourceLocation: sourceLocation)
+        // Port 443: as port 80 outside the loss, nothing gets through inside it.
+        let secure = of("tcp443")
+        let before = secure.filter { $0.began + $0.took < setDue }, after = secure.filter { $0.began > resetDone }
+        let inside = secure.filter { $0.began > setDone && $0.began + $0.took < resetDue }
+        #expect(!before.isEmpty && !after.isEmpty && (before + after).allSatisfy { $0.took < 0.3 && $0.result == "ok" },
+                "port 443 outside the loss: \(output)", sourceLocation: sourceLocation)
+        #expect(!inside.isEmpty && inside.allSatisfy { $0.result.hasPrefix("error") }, "port 443 in the loss (\(setDone)...\(resetDue)): \(output)",
+                sourceLocation: sourceLocation)
+        // What the kernel held once the 443 flow was set: on netem the docs' layout, on the
+        // userspace backend none of Roam's qdiscs (its emulator classifies).
+        let kernel = output.components(separatedBy: "tc qdisc show dev wifi").last ?? ""
+        if netem {
+            for expected in ["qdisc prio 1: root", "qdisc netem 10: parent 1:1", "qdisc netem 11: parent 1:2", "qdisc netem 12: parent 1:3",
+                             "qdisc netem 13: parent 1:4", "flowid 1:2", "flowid 1:3", "flowid 1:4", "match 00000035/0000ffff at 20",
+                             "match 000001bb/0000ffff at 20"] {
+                #expect(kernel.contains(expected), "\(expected) in \(kernel)", sourceLocation: sourceLocation)
+            }
+        } else {
+            #expect(kernel.contains("tc filter show dev wifi") && !kernel.contains("qdisc prio") && !kernel.contains("qdisc netem") && !kernel.contains("u32"), "\(kernel)",
+                    sourceLocation: sourceLocation)
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        return ["lookup": median(lookups.map(\.took)), "tcp80": median(plain.map(\.took)), "udp": median(udp.map(\.took)),
+                "tcp443": median((before + after).map(\.took))]
+    }
+}
