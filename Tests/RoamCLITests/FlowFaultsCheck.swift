@@ -34,12 +34,13 @@ enum FlowFaultsCheck {
         guard let setDone = set.map(\.done).max(), let setDue = set.map(\.due).min(),
               let resetDue = reset.map(\.due).min(), let resetDone = reset.map(\.done).max() else { return [:] }
 
-        // DNS: 300 ms each way; HTTP to the server the lookup gave, untouched; UDP to it 200 ms each way.
+        // DNS: 300 ms each way; HTTP to the server the lookup gave, untouched; UDP to it 200 ms each
+        // way. At least three rounds (a VM's first Python start takes seconds of the run).
         let lookups = of("lookup"), plain = of("tcp80"), udp = of("udp")
-        #expect(lookups.count >= 5 && lookups.allSatisfy { $0.took >= 0.59 && $0.took < 1.5 && $0.result.hasPrefix("198.19.255.") },
+        #expect(lookups.count >= 3 && lookups.allSatisfy { $0.took >= 0.59 && $0.took < 1.5 && $0.result.hasPrefix("198.19.255.") },
                 "lookups: \(output)", sourceLocation: sourceLocation)
-        #expect(plain.count >= 5 && plain.allSatisfy { $0.took < 0.3 && $0.result == "ok" }, "port 80: \(output)", sourceLocation: sourceLocation)
-        #expect(udp.count >= 5 && udp.allSatisfy { $0.took >= 0.39 && $0.took < 1.0 && $0.result == "ping" }, "udp: \(output)",
+        #expect(plain.count >= 3 && plain.allSatisfy { $0.took < 0.3 && $0.result == "ok" }, "port 80: \(output)", sourceLocation: sourceLocation)
+        #expect(udp.count >= 3 && udp.allSatisfy { $0.took >= 0.39 && $0.took < 1.0 && $0.result == "ping" }, "udp: \(output)",
                 sourceLocation: sourceLocation)
         // Port 443: as port 80 outside the loss, nothing gets through inside it.
         let secure = of("tcp443")

@@ -150,7 +150,7 @@ import Testing
         let six = try #require(AddressPrefix(parsing: "fd00::/8"))
         #expect(six.contains([0xfd] + [UInt8](repeating: 1, count: 15)) && !six.contains([0xfe] + [UInt8](repeating: 0, count: 15)))
         #expect(AddressPrefix(parsing: "198.18.5.1")?.length == 32)
-        for bad in ["", "1.2.3", "1.2.3.4/", "1.2.3.4/-1", "::1/129", "x::/8", "1.2.3.4/8/8"] { #expect(AddressPrefix(parsing: bad) == nil, "\(bad)") }
+        for bad in ["", "1.2.3", "1.2.3.4/", "1.2.3.4/-1", "::1/129", "x::/8", "1.2.3.4/8/8", "1.2.3.4\u{0}/8", "1.2.3.4\u{0}junk", " 1.2.3.4"] { #expect(AddressPrefix(parsing: bad) == nil, "\(bad)") }
         #expect(PortRange(parsing: "8000-8100") == PortRange(8000, 8100))
         for bad in ["", "-", "0", "65536", "5-", "-5", "1-2-3", "+5", "99999999999999999999"] { #expect(PortRange(parsing: bad) == nil, "\(bad)") }
     }

@@ -93,6 +93,8 @@ public struct AddressPrefix: Sendable, Hashable, CustomStringConvertible {
     public var length: Int
 
     public init?(parsing text: String) {
+        // Printable ASCII only: a NUL would end the text inet_pton reads early.
+        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return nil }
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), parts[0].count <= 45 else { return nil }
         let address = String(parts[0])
