@@ -104,7 +104,7 @@ let bundledScenarios: [String] = {
     @Test(arguments: [
         ("timeline:\n  - at: 25s\n    link: wifi\n    down: true", "10:9: this event is at 25s, after the scenario ends (duration 20s)"),
         ("timeline:\n  - at: 5s\n    link: wlan0\n    down: true", "11:11: no link named 'wlan0' is defined in links"),
-        ("timeline:\n  - at: 5s\n    link: wifi", "10:5: a timeline event needs one action: set, ramp, down, up, blackhole, flap, profile"),
+        ("timeline:\n  - at: 5s\n    link: wifi", "10:5: a timeline event needs one action: set, ramp, down, up, blackhole, flap, profile, reset"),
         ("timeline:\n  - at: 5s\n    link: wifi\n    down: true\n    up: true", "10:5: a timeline event takes one action, not down and up"),
         ("timeline:\n  - at: 5s\n    link: wifi\n    ramp: { to: { loss: 5% } }", "12:11: ramp needs 'over'"),
         ("timeline:\n  - at: 5s\n    link: wifi\n    flap: { period: 2s, until: 4s }", "12:11: until (4s) must come after the event's at (5s)"),
