@@ -1,3 +1,4 @@
+import RoamCore
 import ScenarioModel
 
 /// A ``FlowMatch`` with its names resolved to addresses: what the emulator tests each packet
@@ -214,12 +215,11 @@ package struct FlowClasses: Sendable {
         classes = kept
     }
 
-    /// The seed of a flow's generator: the direction's, mixed with the flow's number.
-    static func seed(_ seed: UInt64, flow: Int) -> UInt64 {
-        var value = seed ^ (UInt64(flow) &* 0x9E37_79B9_7F4A_7C15)
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
+    /// The seed of a flow's generator: the direction's, mixed with the flow's number (the
+    /// netem backend seeds a flow's band the same way).
+    package static func seed(_ seed: UInt64, flow: Int) -> UInt64 {
+        var state = seed ^ UInt64(flow)
+        return splitMix64(&state)
     }
 
     package mutating func arrive(_ packet: [UInt8], class index: Int, at now: Int64, enteringAt entry: Int64?) {

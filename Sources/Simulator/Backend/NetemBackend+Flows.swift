@@ -32,9 +32,10 @@ extension NetemBackend {
         return handles
     }
 
-    /// The seed of band `band` of a direction whose own seed is `seed`.
+    /// The seed of band `band` of a direction whose own seed is `seed`: band 0 is the link's,
+    /// a flow's mixed as the emulator mixes a flow's.
     static func seed(_ seed: UInt64, band: Int) -> UInt64 {
-        band == 0 ? seed : seed ^ (UInt64(band) &* 0xD1B5_4A32_D192_ED03)
+        band == 0 ? seed : FlowClasses.seed(seed, flow: band)
     }
 }
 
