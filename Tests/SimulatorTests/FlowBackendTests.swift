@@ -31,20 +31,34 @@ import Testing
         #expect(throws: SimulatorError.self) { try wide.u32Filters(uplink: true, priority: 1, classID: QdiscHandle(major: 1, minor: 2), limit: 256) }
     }
 
-    @Test func theBackendPutsEachFlowInABandOfItsOwn() throws {
-        let scenario = try #require(ScenarioReader.parse("""
-            name: flows
-            duration: 10s
-            nodes: {phone: {}, web: {}}
-            links:
-              - {name: wifi, between: [phone, web], delay: 10ms, rate: 10mbit, flows: [{match: {protocol: udp, port: 53}, delay: 1s}]}
-            """, file: "s.yaml").scenario)
+    /// A phone and a server on `link` (and `timeline`), built on a recording with the netem backend.
+    struct Built {
+        let scenario: Scenario
         let network = RecordingNetwork()
-        let plan = try TopologyPlan(scenario: scenario, runID: "flows1")
-        let backend = NetemBackend(plan: plan, seed: scenario.seed)
-        let topology = try Topology.build(plan, backend: backend, control: network)
-        defer { topology.teardown() }
-        try backend.start(topology)
+        let plan: TopologyPlan
+        let backend: NetemBackend
+        let topology: Topology
+
+        init(link: String, timeline: String = "", runID: String) throws {
+            scenario = try #require(ScenarioReader.parse("""
+                name: flows
+                duration: 10s
+                nodes: {phone: {}, web: {}}
+                links:
+                  - {name: wifi, between: [phone, web], \(link)}
+                \(timeline)
+                """, file: "s.yaml").scenario)
+            plan = try TopologyPlan(scenario: scenario, runID: runID)
+            backend = NetemBackend(plan: plan, seed: scenario.seed)
+            topology = try Topology.build(plan, backend: backend, control: network)
+            try backend.start(topology)
+        }
+    }
+
+    @Test func theBackendPutsEachFlowInABandOfItsOwn() throws {
+        let built = try Built(link: "delay: 10ms, rate: 10mbit, flows: [{match: {protocol: udp, port: 53}, delay: 1s}]", runID: "flows1")
+        let (scenario, network, plan, backend) = (built.scenario, built.network, built.plan, built.backend)
+        defer { built.topology.teardown() }
         let phone = try #require(network.namespace(plan.nodes[0].namespaceName))
         let before = phone.shaping.count
         let schedule = TimelineSchedule(scenario: scenario)
@@ -76,21 +90,12 @@ import Testing
     /// A direction the timeline gives its first flow later starts with the prio root, so that
     /// the flow's coming does not replace the root under the link's queued packets.
     @Test func aDirectionWhoseFlowComesLaterStartsWithThePrioRoot() throws {
-        let scenario = try #require(ScenarioReader.parse("""
-            name: later
-            duration: 10s
-            nodes: {phone: {}, web: {}}
-            links:
-              - {name: wifi, between: [phone, web], delay: 10ms}
+        let built = try Built(link: "delay: 10ms", timeline: """
             timeline:
               - {at: 5s, link: wifi, direction: down, match: {port: 443}, set: {loss: 50%}}
-            """, file: "s.yaml").scenario)
-        let network = RecordingNetwork()
-        let plan = try TopologyPlan(scenario: scenario, runID: "flows2")
-        let backend = NetemBackend(plan: plan, seed: scenario.seed)
-        let topology = try Topology.build(plan, backend: backend, control: network)
-        defer { topology.teardown() }
-        try backend.start(topology)
+            """, runID: "flows2")
+        let (scenario, network, plan, backend) = (built.scenario, built.network, built.plan, built.backend)
+        defer { built.topology.teardown() }
         let schedule = TimelineSchedule(scenario: scenario)
         backend.expectFlows(schedule)
         for initial in schedule.initial { try backend.apply(initial.conditions, link: initial.link, direction: initial.direction) }
