@@ -402,7 +402,9 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
             try control(gateway, ["local_zone_remove", "."])
         case .dns(.servfail?), .dnsDelay:
             try runToCompletion(["nft", "delete", "table", "inet", "roam-dns-relay"], configuration: "", in: gateway, what: "nft-dns")
+            // The relay first: its last answers (what a delay held) go back through the entries.
             lock.withLock { _ in relays.removeValue(forKey: gateway) }?.stop()
+            try forgetQueries(in: gateway)
         default:
             break
         }
@@ -523,6 +525,18 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         let relay = try DNSFaultRelay(mode: mode, resolvers: resolvers, in: namespace)
         lock.withLock { _ in relays[gateway] = relay }
         try runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: DNSFaultRelay.ruleset(resolvers: resolvers), in: gateway, what: "nft-dns")
+        try forgetQueries(in: gateway)
+    }
+
+    /// Deletes the gateway's conntrack entries of UDP queries to port 53, once the relay's DNAT
+    /// rule goes in or out: NAT rules apply to a flow's first packet only, so a query from a
+    /// source port that asked in the last 30 s (a stub resolver that keeps its socket, as
+    /// systemd-resolved and dnsmasq do, or a random port that happened to repeat) would go on to
+    /// where its entry points: past the fault, or to a relay that is gone. (`conntrack -D` exits
+    /// 1 when there was none.)
+    private func forgetQueries(in gateway: String) throws(SimulatorError) {
+        try runToCompletion(["conntrack", "-D", "-p", "udp", "--orig-port-dst", "53"], configuration: "", in: gateway, what: "conntrack-dns",
+                            succeeding: [0, 1])
     }
 
     /// Runs unbound-control against the resolver of `gateway`.
@@ -752,11 +766,12 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
         return pid
     }
 
-    private func runToCompletion(_ arguments: [String], configuration: String, in node: String, what: String) throws(SimulatorError) {
+    private func runToCompletion(_ arguments: [String], configuration: String, in node: String, what: String,
+                                 succeeding: Set<Int32> = [0]) throws(SimulatorError) {
         let pid = try spawn(arguments, configuration: configuration, in: node, what: what)
         let status = try? waitForExit(pid)
         watchdog.forget(pid)
-        guard status?.code == 0 else {
+        guard let code = status?.code, succeeding.contains(code) else {
             let log = (try? report.readFile(named: "network-\(node)-\(what).log", maximumBytes: 2048)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             throw SimulatorError(.environment, "\(arguments.joined(separator: " ")) failed in node '\(node)'"
                 + (log.isEmpty ? "" : ": \(escapedForMessage(log.trimmingCharacters(in: .whitespacesAndNewlines), maximumLength: 400))"))
