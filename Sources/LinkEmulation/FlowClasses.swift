@@ -1,7 +1,7 @@
 import RoamCore
 import ScenarioModel
 
-/// A ``FlowMatch`` with its names resolved to addresses: what the emulator tests each packet
+/// A `FlowMatch` with its names resolved to addresses: what the emulator tests each packet
 /// against, and what the netem backend's rules say.
 public struct FlowSelector: Sendable, Hashable {
     /// IP protocol numbers (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6); empty: any.

@@ -12,7 +12,12 @@ public struct LinkConditions: Sendable, Hashable {
     /// At most ``ScenarioLimits/maximumFlows``, in the order they were set.
     public var flows: [FlowConditions]
 
-    public init(impairment: Impairment = Impairment(), isBlackholed: Bool = false, flows: [FlowConditions] = []) {
+    public init(impairment: Impairment = Impairment(), isBlackholed: Bool = false) {
+        self.init(impairment: impairment, isBlackholed: isBlackholed, flows: [])
+    }
+
+    /// Conditions with flows of their own (`match:`).
+    public init(impairment: Impairment = Impairment(), isBlackholed: Bool = false, flows: [FlowConditions]) {
         self.impairment = impairment
         self.isBlackholed = isBlackholed
         self.flows = flows

@@ -223,9 +223,13 @@ extension LinkSpec {
 }
 
 extension TimelineEvent {
+    public init(at: Duration, link: String, direction: LinkDirection = .both, _ action: Action) {
+        self.init(at: at, link: link, direction: direction, action, match: nil)
+    }
+
     /// An event on `link`; with `match`, a `set`, `ramp`, `blackhole` or `reset` acts only on
     /// the packets it selects.
-    public init(at: Duration, link: String, direction: LinkDirection = .both, _ action: Action, match: FlowMatch? = nil) {
+    public init(at: Duration, link: String, direction: LinkDirection = .both, _ action: Action, match: FlowMatch?) {
         self.at = at
         self.link = link
         self.direction = direction
