@@ -77,7 +77,8 @@ final class DNSFaultRelay: Sendable {
         }
     }
 
-    /// Stops relaying and waits for the thread (queries still held go unanswered).
+    /// Stops relaying and waits for the thread: what a delay still holds goes on at once, and
+    /// the resolver's answers to it are passed back for up to half a second (the loop's `drainTime`).
     func stop() {
         stopSignal.signal()
         thread.join()
