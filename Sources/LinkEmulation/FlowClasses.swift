@@ -106,16 +106,12 @@ public struct FlowSelector: Sendable, Hashable {
                 // where the walk stopped.
                 for _ in 0..<8 {
                     switch next {
-                    case 0, 43, 60:
+                    case 0, 43, 60, 51:
                         guard offset + 2 <= packet.count else { protocolNumber = next; transportOffset = nil; return }
                         let following = packet[offset]
-                        offset += (Int(packet[offset + 1]) + 1) * 8
-                        next = following
-                        continue
-                    case 51:
-                        guard offset + 2 <= packet.count else { protocolNumber = next; transportOffset = nil; return }
-                        let following = packet[offset]
-                        offset += (Int(packet[offset + 1]) + 2) * 4
+                        // Hop-by-hop, routing and destination options count 8-byte units past
+                        // the first; an authentication header, 4-byte units past the first two.
+                        offset += next == 51 ? (Int(packet[offset + 1]) + 2) * 4 : (Int(packet[offset + 1]) + 1) * 8
                         next = following
                         continue
                     case 44:
