@@ -32,6 +32,47 @@
 // After glibc's netinet/in.h, so that linux/libc-compat.h leaves its structs alone.
 #include <linux/mptcp.h>
 
+#include <errno.h>
+#include <string.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
+
+// The owner (uid) of the TCP socket of this network namespace whose own end is `local`:`localPort`
+// and whose peer is `remote`:`remotePort` (4 or 16 bytes each, by `family`), asked of the kernel
+// through sock_diag on `fd` (a NETLINK_SOCK_DIAG socket): 0 with *uid set, or -errno (-ENOENT
+// when there is no such socket). The uid is as the user namespace of whoever opened `fd` sees it.
+static inline int roam_tcp_socket_owner(int fd, int family, const unsigned char *local, unsigned short localPort,
+                                        const unsigned char *remote, unsigned short remotePort, unsigned int *uid) {
+    struct { struct nlmsghdr header; struct inet_diag_req_v2 request; } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = (unsigned char)family;
+    message.request.sdiag_protocol = IPPROTO_TCP;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_sport = htons(localPort);
+    message.request.id.idiag_dport = htons(remotePort);
+    memcpy(message.request.id.idiag_src, local, family == AF_INET ? 4 : 16);
+    memcpy(message.request.id.idiag_dst, remote, family == AF_INET ? 4 : 16);
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    if (send(fd, &message, sizeof message, 0) < 0) return -errno;
+    union { struct nlmsghdr header; char bytes[8192]; } reply;
+    ssize_t count = recv(fd, &reply, sizeof reply, 0);
+    if (count < 0) return -errno;
+    struct nlmsghdr *header = &reply.header;
+    if (!NLMSG_OK(header, (unsigned int)count)) return -EBADMSG;
+    if (header->nlmsg_type == NLMSG_ERROR) {
+        struct nlmsgerr *error = (struct nlmsgerr *)NLMSG_DATA(header);
+        return error->error ? error->error : -ENOENT;
+    }
+    if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY || header->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) return -EBADMSG;
+    *uid = ((struct inet_diag_msg *)NLMSG_DATA(header))->idiag_uid;
+    return 0;
+}
+
 // glibc declares these only under _GNU_SOURCE, which a Swift module cannot set for Glibc.
 extern int setns(int fd, int nstype);
 extern int unshare(int flags);

@@ -201,6 +201,13 @@ package final class ControlAPI: Sendable {
         }
     }
 
+    /// The run, while it runs.
+    var runningNetwork: RunningNetwork? {
+        state.withLock { if case .running(let network) = $0.phase { network } else { nil } }
+    }
+
+    var isEnded: Bool { hasEnded }
+
     private var hasEnded: Bool {
         state.withLock { if case .ended = $0.phase { true } else { false } }
     }

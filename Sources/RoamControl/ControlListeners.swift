@@ -21,6 +21,9 @@ package final class ControlListeners: Sendable {
     package let unixDescriptor: Int32
     /// The loopback port's listening descriptor, the port and the token.
     package let tcp: (descriptor: Int32, port: Int, token: String)?
+    /// Toxiproxy's API port on 127.0.0.1 (`--toxiproxy-port`): its descriptor and port, who may
+    /// connect (the run's user, as the host sees it, and root) and how that is checked.
+    package let toxiproxy: (descriptor: Int32, port: Int, user: uid_t, peers: LoopbackPeers)?
 
     package var socketPath: String { directory.child(Self.socketName(runID)) }
     package var tokenPath: String? { tcp == nil ? nil : directory.child(Self.tokenName(runID)) }
@@ -43,7 +46,7 @@ package final class ControlListeners: Sendable {
     }
 
     /// Binds and listens: the Unix socket, and TCP on 127.0.0.1:`port` when given (0: any free port).
-    package init(directory: SecureDirectory, runID: String, port: Int?) throws(Failure) {
+    package init(directory: SecureDirectory, runID: String, port: Int?, toxiproxyPort: Int? = nil) throws(Failure) {
         guard RunRegistry.isRunID(runID) else { throw Failure(description: "'\(escapedForMessage(runID))' is not a run id") }
         self.directory = directory
         self.runID = runID
@@ -56,6 +59,19 @@ package final class ControlListeners: Sendable {
             try? directory.removeFile(named: name)
         }
         unixDescriptor = try Self.bindUnix(in: directory, name: name)
+        if let toxiproxyPort {
+            do throws(Failure) {
+                let peers = try LoopbackPeers()
+                let (descriptor, bound) = try Self.bindLoopback(port: toxiproxyPort, what: "toxiproxy's API")
+                toxiproxy = (descriptor, bound, geteuid(), peers)
+            } catch {
+                close(unixDescriptor)
+                try? directory.removeFile(named: name)
+                throw error
+            }
+        } else {
+            toxiproxy = nil
+        }
         guard let port else {
             tcp = nil
             return
@@ -72,6 +88,7 @@ package final class ControlListeners: Sendable {
             tcp = (descriptor, bound, token)
         } catch {
             close(unixDescriptor)
+            if let toxiproxy { close(toxiproxy.descriptor) }
             try? directory.removeFile(named: name)
             throw error
         }
@@ -141,10 +158,10 @@ package final class ControlListeners: Sendable {
         return fd
     }
 
-    private static func bindLoopback(port: Int) throws(Failure) -> (Int32, Int) {
-        guard (0...65_535).contains(port) else { throw Failure(description: "--control-port \(port) is not a port (0-65535)") }
+    private static func bindLoopback(port: Int, what: String = "the control API") throws(Failure) -> (Int32, Int) {
+        guard (0...65_535).contains(port) else { throw Failure(description: "\(port) is not a port for \(what) (0-65535)") }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "cannot make the control API's TCP socket: \(Errno.current)") }
+        guard fd >= 0 else { throw Failure(description: "cannot make the TCP socket of \(what): \(Errno.current)") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
@@ -157,7 +174,7 @@ package final class ControlListeners: Sendable {
         guard bound == 0, listen(fd, 64) == 0 else {
             let error = Errno.current
             close(fd)
-            throw Failure(description: "cannot listen on 127.0.0.1:\(port) for the control API: \(error)")
+            throw Failure(description: "cannot listen on 127.0.0.1:\(port) for \(what): \(error)")
         }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)

@@ -59,9 +59,30 @@ package final class ControlServer: Sendable {
         if let tcp = listeners.tcp {
             try serve(descriptor: tcp.descriptor, listener: .tcp, token: tcp.token, peerUID: nil)
         }
+        if let toxiproxy = listeners.toxiproxy {
+            try serve(descriptor: toxiproxy.descriptor, listener: .toxiproxy, token: nil, peerUID: nil, loopback: (toxiproxy.peers, toxiproxy.user))
+        }
     }
 
-    private func serve(descriptor: Int32, listener: ConnectionTable.Listener, token: String?, peerUID: uid_t?) throws {
+    /// The two ends of a loopback connection, as addresses and ports.
+    private static func ends(_ channel: Channel) -> (local: ([UInt8], UInt16), remote: ([UInt8], UInt16))? {
+        func end(_ address: SocketAddress?) -> ([UInt8], UInt16)? {
+            switch address {
+            case .v4(let v4)?:
+                let raw = v4.address.sin_addr.s_addr
+                return (withUnsafeBytes(of: raw) { Array($0) }, UInt16(bigEndian: v4.address.sin_port))
+            case .v6(let v6)?:
+                return (withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }, UInt16(bigEndian: v6.address.sin6_port))
+            default:
+                return nil
+            }
+        }
+        guard let local = end(channel.localAddress), let remote = end(channel.remoteAddress) else { return nil }
+        return (local, remote)
+    }
+
+    private func serve(descriptor: Int32, listener: ConnectionTable.Listener, token: String?, peerUID: uid_t?,
+                       loopback: (peers: LoopbackPeers, user: uid_t)? = nil) throws {
         let api = api
         let pool = pool
         let connections = connections
@@ -79,7 +100,7 @@ package final class ControlServer: Sendable {
                     channel.closeFuture.whenComplete { _ in connections.remove(channel) }
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        let handler = ControlHandler(api: api, pool: pool, token: token, idleTimeout: timeouts.idle) {
+                        let handler = ControlHandler(api: api, pool: pool, token: token, idleTimeout: timeouts.idle, toxiproxy: listener == .toxiproxy) {
                             connections.authenticated(channel)
                         }
                         try channel.pipeline.syncOperations.addHandler(handler)
@@ -91,6 +112,12 @@ package final class ControlServer: Sendable {
                             channel.closeFuture.whenComplete { _ in deadline.cancel() }
                         }
                     }
+                }
+                if let loopback {
+                    // No token on this port: the peer's socket must be the run's user's, or root's.
+                    guard let ends = Self.ends(channel), let owner = loopback.peers.owner(local: ends.local, remote: ends.remote),
+                          owner == loopback.user || owner == 0 else { return channel.close() }
+                    return admit()
                 }
                 guard let peerUID, let provider = channel as? SocketOptionProvider else { return admit() }
                 // The peer is checked before the connection takes a place.
@@ -146,6 +173,8 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
     private let pool: NIOThreadPool
     private let token: String?
     private let idleTimeout: TimeAmount
+    /// Toxiproxy's API (its routes), not the control API.
+    private let toxiproxy: Bool
     /// Called once, on the first head that carries the token.
     private let onAuthenticated: @Sendable () -> Void
 
@@ -173,8 +202,10 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
-    init(api: ControlAPI, pool: NIOThreadPool, token: String?, idleTimeout: TimeAmount, onAuthenticated: @escaping @Sendable () -> Void) {
+    init(api: ControlAPI, pool: NIOThreadPool, token: String?, idleTimeout: TimeAmount, toxiproxy: Bool = false,
+         onAuthenticated: @escaping @Sendable () -> Void) {
         self.api = api
+        self.toxiproxy = toxiproxy
         self.pool = pool
         self.token = token
         self.idleTimeout = idleTimeout
@@ -258,14 +289,21 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             let lastEventID = requestHead.headers.first(name: "last-event-id")
             let method = requestHead.method.rawValue
             let target = requestHead.uri
+            let toxiproxy = toxiproxy
+            let userAgent = requestHead.headers.first(name: "user-agent")
             pool.submit { _ in
-                api.handle(method: method, target: target, body: requestBody, lastEventID: lastEventID) { answer in
+                let respond: @Sendable (ControlAPI.Answer) -> Void = { answer in
                     loop.execute {
                         let handler = bound.value
                         handler.busy = false
                         guard let context = handler.context else { return }
                         handler.write(answer, head: requestHead, context: context)
                     }
+                }
+                if toxiproxy {
+                    api.handleToxiproxy(method: method, target: target, body: requestBody, userAgent: userAgent, respond: respond)
+                } else {
+                    api.handle(method: method, target: target, body: requestBody, lastEventID: lastEventID, respond: respond)
                 }
             }
         }
@@ -285,19 +323,20 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
     private func write(_ answer: ControlAPI.Answer, head request: HTTPRequestHead, context: ChannelHandlerContext) {
         switch answer {
         case .json(let status, let value):
-            let bytes = Array((value.serialized + "\n").utf8)
+            // 204 has no body at all.
+            let bytes = status == 204 ? [] : Array((value.serialized + "\n").utf8)
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "application/json")
-            headers.add(name: "Content-Length", value: String(bytes.count))
+            if status != 204 { headers.add(name: "Content-Length", value: String(bytes.count)) }
             headers.add(name: "Cache-Control", value: "no-store")
-            if status == 405, let methods = ControlAPI.allowedMethods(for: request.uri) {
+            if status == 405, !toxiproxy, let methods = ControlAPI.allowedMethods(for: request.uri) {
                 headers.add(name: "Allow", value: methods.joined(separator: ", "))
             }
             let keepAlive = request.isKeepAlive && !draining
             headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: HTTPResponseStatus(statusCode: status), headers: headers))),
                           promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil)
+            if !bytes.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil) }
             let done = context.writeAndFlushPromise()
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
             if !keepAlive {
@@ -381,7 +420,7 @@ extension ChannelHandlerContext {
 
 /// The connections of both listeners, each listener with its own places.
 final class ConnectionTable: Sendable {
-    enum Listener: Sendable { case unix, tcp }
+    enum Listener: Sendable { case unix, tcp, toxiproxy }
 
     enum Admission {
         case refused

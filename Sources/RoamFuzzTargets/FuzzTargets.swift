@@ -71,6 +71,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// every number range-checked (a 400, never a trap); an answer's size bounded whatever the
     /// request; the token compared whole.
     case control
+    /// A body of a run's toxiproxy API (`roam run --toxiproxy-port`): the first byte chooses
+    /// what it is (a proxy, an update to one, a toxic, an update to one, a populate list), the
+    /// rest is the body. Read or refused with at most 100 diagnostics; what is read is within
+    /// its bounds (names, ports, toxicity, attributes, counts), and shown in toxiproxy's form it
+    /// reads back as the same value.
+    case proxy
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -90,6 +96,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .segment: Self.segment(bytes)
         case .mobility: Self.mobility(bytes)
         case .control: Self.control(bytes)
+        case .proxy: Self.proxy(bytes)
         }
     }
 
@@ -453,5 +460,49 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
         precondition(ControlListeners.authorizes(authorization, token: controlToken) == (authorization == "Bearer " + controlToken),
                      "the token compared other than whole")
+    }
+
+    static let proxyBase = ProxySpec(name: "base", listen: ProxyEndpoint(host: "web", port: 8080), upstream: ProxyEndpoint(host: "web", port: 80),
+                                     toxics: [Toxic(.latency(latency: .milliseconds(100), jitter: .milliseconds(10)))])
+
+    static func proxy(_ bytes: UnsafeRawBufferPointer) {
+        guard let first = bytes.first else { return }
+        let body = String(decoding: bytes.dropFirst(), as: UTF8.self)
+        let nodes: Set<String> = ["web", "phone"]
+        func valid(_ toxic: Toxic) -> Bool {
+            guard ProxySpec.isName(toxic.name), (0...1).contains(toxic.toxicity), let bounds = Toxic.Kind.attributeBounds(of: toxic.kind.typeName) else { return false }
+            return toxic.kind.attributes.allSatisfy { attribute in bounds.first { $0.name == attribute.0 }?.range.contains(attribute.1) == true }
+        }
+        func valid(_ proxy: ProxySpec) -> Bool {
+            ProxySpec.isName(proxy.name) && proxy.upstream.port != 0 && (proxy.listen.port != 0 || proxy.listen.isLoopback)
+                && (proxy.listen.isLoopback || nodes.contains(proxy.listen.host)) && (proxy.upstream.isLoopback || nodes.contains(proxy.upstream.host))
+                && proxy.toxics.count <= ProxySpec.maximumToxics && proxy.toxics.allSatisfy(valid) && Set(proxy.toxics.map(\.name)).count == proxy.toxics.count
+        }
+        func checkBounded(_ diagnostics: [ScenarioDiagnostic], read: Bool) {
+            precondition(diagnostics.count <= 101, "diagnostics are bounded")
+            precondition(read || diagnostics.contains { $0.severity == .error }, "a refused body says why")
+        }
+        switch first % 5 {
+        case 0, 1:
+            let outcome = ProxyRequest.proxy(body, nodes: nodes, base: first % 5 == 1 ? proxyBase : nil)
+            checkBounded(outcome.diagnostics, read: outcome.value != nil)
+            guard let proxy = outcome.value else { return }
+            precondition(valid(proxy), "a proxy out of its bounds: \(proxy)")
+            precondition(ProxyRequest.proxy(proxy.json.serialized, nodes: nodes).value == proxy, "\(proxy.json.serialized) reads back otherwise")
+        case 2, 3:
+            let outcome = ProxyRequest.toxic(body, base: first % 5 == 3 ? proxyBase.toxics[0] : nil)
+            checkBounded(outcome.diagnostics, read: outcome.value != nil)
+            guard let toxic = outcome.value else { return }
+            precondition(valid(toxic), "a toxic out of its bounds: \(toxic)")
+            let again = ProxyRequest.toxic(toxic.json.serialized).value
+            precondition(again?.kind == toxic.kind && again?.stream == toxic.stream && again?.name == toxic.name
+                         && again.map { abs($0.toxicity - toxic.toxicity) < 1e-9 } == true, "\(toxic.json.serialized) reads back otherwise")
+        default:
+            let outcome = ProxyRequest.populate(body, nodes: nodes)
+            checkBounded(outcome.diagnostics, read: outcome.value != nil)
+            guard let proxies = outcome.value else { return }
+            precondition(proxies.count <= ProxySpec.maximumProxies && proxies.allSatisfy(valid) && Set(proxies.map(\.name)).count == proxies.count,
+                         "populate out of its bounds")
+        }
     }
 }

@@ -75,6 +75,9 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
     @Option(help: ArgumentHelp("Also serve the control API on 127.0.0.1:PORT (0: a free port), for a bearer token printed once and written beside the socket (implies --control).", valueName: "port"))
     var controlPort: Int?
 
+    @Option(help: ArgumentHelp("Also serve toxiproxy's HTTP API on 127.0.0.1:PORT (0: a free port; toxiproxy's own is 8474), over the run's proxies, for toxiproxy's clients; only this user and root may connect (implies --control; see docs/from-toxiproxy.md).", valueName: "port"))
+    var toxiproxyPort: Int?
+
     @Flag(help: "Keep the network up after the scenario's timeline and workloads end, until the run is stopped (roam ctl RUN stop, or Ctrl-C, which cancels it).")
     var hold = false
 
@@ -103,9 +106,12 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
         if let controlPort, !(0...65_535).contains(controlPort) {
             throw ValidationError("--control-port \(controlPort) is not a port: 0 to 65535 (0 picks a free one)")
         }
+        if let toxiproxyPort, !(0...65_535).contains(toxiproxyPort) {
+            throw ValidationError("--toxiproxy-port \(toxiproxyPort) is not a port: 0 to 65535 (0 picks a free one; toxiproxy's own is 8474)")
+        }
     }
 
-    var servesControl: Bool { control || controlPort != nil }
+    var servesControl: Bool { control || controlPort != nil || toxiproxyPort != nil }
 
     /// The fidelity bounds the flags ask for.
     func fidelityBounds() throws -> Fidelity.Bounds {
@@ -226,7 +232,7 @@ extension RunCommand {
     func bindControl(runID: String, rootless: Bool) throws -> ControlListeners {
         do {
             let directory = try ControlListeners.directory(rootless: rootless, creating: true)
-            return try ControlListeners(directory: directory, runID: runID, port: controlPort)
+            return try ControlListeners(directory: directory, runID: runID, port: controlPort, toxiproxyPort: toxiproxyPort)
         } catch let error as SafePathError {
             printError("roam run: error: cannot place the control socket: \(error.message)")
         } catch {
@@ -436,10 +442,12 @@ final class ControlAnnouncement: Sendable {
             members.append(("url", .string("http://127.0.0.1:\(tcp.port)")))
             if let tokenPath = listeners.tokenPath { members.append(("tokenFile", .string(tokenPath))) }
         }
+        if let toxiproxy = listeners.toxiproxy { members.append(("toxiproxy", .string("127.0.0.1:\(toxiproxy.port)"))) }
         members.append(("reportDirectory", .string(reportDirectory)))
         writeLine(JSONValue.object([("control", .object(members))]).serialized)
         var text = "roam run: control API on \(listeners.socketPath) (roam ctl \(listeners.runID) ...)"
         if let tcp = listeners.tcp { text += " and http://127.0.0.1:\(tcp.port) with Authorization: Bearer \(tcp.token)" }
+        if let toxiproxy = listeners.toxiproxy { text += "; toxiproxy's API on 127.0.0.1:\(toxiproxy.port)" }
         printError(text)
     }
 }

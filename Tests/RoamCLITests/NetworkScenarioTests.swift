@@ -413,9 +413,6 @@ struct NetworkScenarioTests {
         #expect(summary.expectations.count == 1 && summary.expectations.allSatisfy(\.passed))
     }
 
-    /// glibc in the phone sees the resolver's faults: answers 1.5 s late while the delay is on
-    /// (and one held as it ends comes at once), SERVFAIL at once while that is on, and answers as
-    /// before after each.
     /// Flows (`match:`) on the userspace emulator: DNS and UDP to a server late, HTTP to it not,
     /// port 443 lost for a while and port 80 never.
     @Test func flowsActOnlyOnThePacketsTheyMatch() throws {
@@ -425,6 +422,20 @@ struct NetworkScenarioTests {
         print("flow-faults (userspace) medians: \(medians.sorted { $0.key < $1.key })")
     }
 
+    /// Proxies (`proxies:`) with each of toxiproxy's toxics, measured by a client in the phone.
+    @Test func eachToxicDoesWhatToxiproxyDocuments() throws {
+        let directory = try play("proxy-toxics", in: "Tests/Fixtures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let measured = ProxyToxicsCheck.check(directory)
+        print("proxy-toxics: \(measured.sorted { $0.key < $1.key })")
+        // Each proxy's start is in the run's timeline.
+        let marks = NetemHost.text(directory + "/timeline.jsonl").split(separator: "\n").filter { $0.contains("\"mark\"") && $0.contains("proxy ") }
+        #expect(marks.count == 12, "ten proxies started, the timeline's toxic added and removed: \(marks)")
+    }
+
+    /// glibc in the phone sees the resolver's faults: answers 1.5 s late while the delay is on
+    /// (and one held as it ends comes at once), SERVFAIL at once while that is on, and answers as
+    /// before after each.
     @Test func aResolverAnswersLateThenFailsAsTheTimelineSays() throws {
         let directory = try play("dns-faults", in: "Tests/Fixtures")
         defer { try? FileManager.default.removeItem(atPath: directory) }

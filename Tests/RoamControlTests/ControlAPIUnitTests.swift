@@ -200,3 +200,43 @@ struct ControlAPIUnitTests {
         var values: [Int] { lock.withLock { stored } }
     }
 }
+
+/// toxiproxy's API port (`--toxiproxy-port`): no token, so the kernel is asked whose the
+/// connecting socket is; another user's connection is closed unanswered, and browsers are refused.
+@Suite struct ToxiproxyPortTests {
+    func curl(_ arguments: [String], asNobody: Bool = false) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: asNobody ? "/usr/bin/setpriv" : "/usr/bin/curl")
+        process.arguments = (asNobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/curl"] : []) + ["-s", "-m", "5", "-w", "%{http_code}", "-o", "/dev/null"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
+    }
+
+    @Test(.enabled(if: geteuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0 && access("/usr/bin/curl", X_OK) == 0,
+                   "needs root, setpriv and curl to connect as another user"))
+    func onlyTheRunsUserAndRootAreAnswered() throws {
+        var template = Array("/tmp/roam-control-XXXXXX".utf8CString)
+        let made = try #require(mkdtemp(&template).map { String(cString: $0) })
+        defer { try? FileManager.default.removeItem(atPath: made) }
+        let listeners = try ControlListeners(directory: try SecureDirectory.open(made), runID: "abc126", port: nil, toxiproxyPort: 0)
+        defer { listeners.removeFiles() }
+        let port = try #require(listeners.toxiproxy?.port)
+        let server = ControlServer(api: ControlAPI(finish: {}))
+        try server.start(listeners)
+        defer { server.shutdown() }
+        let url = "http://127.0.0.1:\(port)"
+        #expect(try curl([url + "/version"]).output == "200")
+        #expect(try curl([url + "/proxies"]).output == "503", "the run has not started")
+        #expect(try curl([url + "/nothing"]).output == "404")
+        #expect(try curl(["-X", "PUT", url + "/proxies"]).output == "405")
+        #expect(try curl(["-A", "Mozilla/5.0", url + "/version"]).output == "403", "browsers are refused, as toxiproxy refuses them")
+        // Another user: the connection is closed before any answer (curl: empty reply, 52, or a
+        // reset, 56, when its request was still unread).
+        let nobody = try curl([url + "/version"], asNobody: true)
+        #expect([52, 56].contains(nobody.status) && nobody.output == "000", "curl exited \(nobody.status), status \(nobody.output)")
+    }
+}

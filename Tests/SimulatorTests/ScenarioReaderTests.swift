@@ -116,7 +116,7 @@ let bundledScenarios: [String] = {
         ("workloads:\n  - name: w\n    kind: bulk\n    from: server\n    to: phone\nexpect:\n  - workload: w\n    maxStall: 1s", "16:5: maxStall does not apply to workload 'w': stalls are measured for stream workloads"),
         ("expect:\n  - workload: nothing\n    completes: true", "10:15: no workload named 'nothing' is defined in workloads"),
         ("expect:\n  - node: phone\n    path: expensive\n    within: 1s\n    after: { link: wifi, event: vanish }", "13:33: event must be one of down, up, blackhole, set, ramp, flap, profile, join, leave, renumber, rebind, dns, dns-ok, login, logout"),
-        ("colour: blue", "9:1: unknown key 'colour' in the scenario; known keys: name, description, seed, duration, nodes, profiles, links, networks, mobility, timeline, workloads, expect"),
+        ("colour: blue", "9:1: unknown key 'colour' in the scenario; known keys: name, description, seed, duration, nodes, profiles, links, networks, mobility, timeline, proxies, workloads, expect"),
     ])
     func reportsOtherMistakes(_ extra: String, _ expected: String) {
         #expect(errors(extra) == [expected])

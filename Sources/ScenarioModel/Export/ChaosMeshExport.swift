@@ -122,6 +122,10 @@ public enum ChaosMeshExport {
             notes.add("network '\(network.name)': its links are exported as any link, with the pods of node '\(network.gateway)' as its gateway; "
                 + "what Roam's gateway does (\(roles.joined(separator: ", "))) and the phones' addresses are the cluster's to provide")
         }
+        for proxy in scenario.proxies {
+            notes.add("proxy '\(proxy.name)' and its toxics are not exported: Chaos Mesh has no TCP proxy; run toxiproxy in the cluster "
+                + "with the same proxies (Roam's proxies: are toxiproxy's fields, docs/from-toxiproxy.md)")
+        }
         for link in scenario.links where !link.flows.isEmpty {
             notes.add("the flows of \(link.name) (flows:) are not exported: a NetworkChaos selects pods and addresses, not ports or protocols, "
                 + "so their packets get the link's own conditions")

@@ -21,6 +21,11 @@ extension Scenario {
             }
             return event
         }
+        scaled.proxyEvents = proxyEvents.map { event in
+            var event = event
+            event.at = scale(event.at)
+            return event
+        }
         scaled.workloads = workloads.map { workload in
             var workload = workload
             workload.start = scale(workload.start)

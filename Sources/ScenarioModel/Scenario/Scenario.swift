@@ -23,6 +23,10 @@ public struct Scenario: Sendable, Hashable {
     /// Where the phones move among access points and cell sites (`mobility:`); the events it
     /// derives are in ``timeline`` already, on each phone's access links.
     public var mobility: Mobility?
+    /// The TCP proxies the run starts, with toxiproxy's toxics (`proxies:`).
+    public var proxies: [ProxySpec] = []
+    /// What the timeline does to the proxies (`proxy:` events), in time order.
+    public var proxyEvents: [ProxyEvent] = []
 
     public init(name: String, description: String? = nil, seed: UInt64 = 1, duration: Duration, nodes: [ScenarioNode] = [],
                 links: [LinkSpec] = [], timeline: [TimelineEvent] = [], workloads: [Workload] = [], expectations: [Expectation] = [],

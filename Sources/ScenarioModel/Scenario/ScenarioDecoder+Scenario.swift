@@ -40,6 +40,8 @@ extension ScenarioDecoder {
             }
             if let place { error("\(second) and \(first) both give commands \(variable), one address would be lost; rename one", at: place) }
         }
+        let proxies = take(&top, "proxies") { self.proxies($0, nodes: nodeNames) } ?? []
+        declaredProxies = Dictionary(proxies.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var timeline = take(&top, "timeline") { self.timeline($0, links: links, networks: networkTemplates.map(\.spec), duration: duration) } ?? []
         var networks = networkTemplates.map(\.spec)
         var mobility: Mobility?
@@ -64,14 +66,16 @@ extension ScenarioDecoder {
         let expectations = take(&top, "expect") {
             self.expectations($0, workloads: workloads, nodes: nodeNames, links: links, timeline: timeline, networks: networks)
         } ?? []
-        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "networks", "mobility", "timeline", "workloads",
-                            "expect"])
+        finish(top, known: ["name", "description", "seed", "duration", "nodes", "profiles", "links", "networks", "mobility", "timeline", "proxies",
+                            "workloads", "expect"])
         if nodes.isEmpty, top.has("nodes") { error("a scenario needs at least one node", at: top.keyNode("nodes")!) }
         guard let name, let duration else { return nil }
         var scenario = Scenario(name: name, description: description, seed: UInt64(seed ?? 1), duration: duration, nodes: nodes, links: links,
                                 timeline: timeline, workloads: workloads, expectations: expectations, profiles: definedProfiles)
         scenario.networks = networks
         scenario.mobility = mobility
+        scenario.proxies = proxies
+        scenario.proxyEvents = proxyEvents
         return scenario
     }
 

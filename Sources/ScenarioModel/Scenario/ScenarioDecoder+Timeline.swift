@@ -9,9 +9,16 @@ extension ScenarioDecoder {
         let linkNames = Set(links.map(\.name))
         let networksByName = Dictionary(networks.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var events: [(event: TimelineEvent, node: Node)] = []
+        var proxyItems: [(event: ProxyEvent, node: Node)] = []
         for item in items {
+            // A proxy's event is toxiproxy's vocabulary, not a link's.
+            if case .mapping(let mapping) = item, mapping.keys.contains(where: { $0.scalar?.string == "proxy" }) {
+                proxyItems += proxyEvents(item, duration: duration)
+                continue
+            }
             events += timelineEvents(item, linkNames: linkNames, networksByName: networksByName, duration: duration)
         }
+        checkProxyEvents(proxyItems)
         checkOrder(events)
         // Time order; events at the same time keep file order (the sort is made stable by index).
         let sorted = events.enumerated().sorted { ($0.element.event.at, $0.offset) < ($1.element.event.at, $1.offset) }.map(\.element)

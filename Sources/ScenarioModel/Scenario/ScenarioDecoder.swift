@@ -109,6 +109,9 @@ final class ScenarioDecoder {
     var linkPlaces: [String: Node] = [:]
     /// The nodes a `match:` may name as a server, where they are not the ones read (a live change).
     var knownNodes: Set<String>?
+    /// The scenario's proxies, for the timeline's `proxy:` events, and those events as read.
+    var declaredProxies: [String: ProxySpec] = [:]
+    var proxyEvents: [ProxyEvent] = []
     /// Traces read so far, by the path the scenario gives.
     var traces: [String: Result<DeliveryTrace, TraceReadError>] = [:]
 

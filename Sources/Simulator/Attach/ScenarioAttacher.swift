@@ -86,6 +86,10 @@ package final class ScenarioAttacher: Sendable {
             problems.append("match \(match) names \(match.dns ? "a network's resolver (dns)" : "a server node") by what roam run gives it; "
                 + "on attached namespaces name its addresses instead (to: PREFIX)")
         }
+        if !scenario.proxies.isEmpty {
+            problems.append("the scenario has proxies (\(scenario.proxies.map(\.name).joined(separator: ", "))), which roam attach does not start; "
+                + "run toxiproxy beside the attached namespaces with the same proxies (docs/from-toxiproxy.md), or use roam run")
+        }
         for event in scenario.timeline {
             let what: String?
             switch event.action {

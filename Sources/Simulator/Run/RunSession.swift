@@ -61,6 +61,8 @@ final class RunSession {
     private var drivers: [(driver: any WorkloadDriver, stop: EventSignal)] = []
     private var threads: [PinnedThread] = []
     private var player: TimelinePlayer?
+    /// The run's TCP proxies (`proxies:`, and the toxiproxy API's), when it has any or a control API.
+    private var proxies: ProxyHub?
     /// Where a rootless run noted its process for the host, until torn down.
     private var hostRegistration: RunRegistry?
 
@@ -127,6 +129,8 @@ final class RunSession {
         threads = []
         for (driver, _) in drivers { driver.finish() }
         drivers = []
+        proxies?.stop()
+        proxies = nil
         services?.stop()
         services = nil
         watchdog.stop()
@@ -398,6 +402,7 @@ final class RunSession {
                                     acceptsLiveChanges: options.holdsEvents, realtime: options.emulatorPriority == .realtime)
         try player.start()
         self.player = player
+        try startProxies(topology: topology, log: log)
         for (driver, workloadStop) in drivers {
             do throws(NetlinkError) {
                 threads.append(try PinnedThread(name: "roam-workload") {
@@ -410,9 +415,11 @@ final class RunSession {
             }
         }
         if let started {
-            started(RunningNetwork(runID: runID, seed: seed, backend: selection.kind, reportDirectory: directory, start: log.start, plan: plan,
-                                   namespaces: plan.nodes.reduce(into: [:]) { $0[$1.name] = topology.namespace(of: $1.name) },
-                                   monitors: monitorOf, log: log, scenario: scenario, player: player, isOpen: options.hold))
+            var network = RunningNetwork(runID: runID, seed: seed, backend: selection.kind, reportDirectory: directory, start: log.start, plan: plan,
+                                         namespaces: plan.nodes.reduce(into: [:]) { $0[$1.name] = topology.namespace(of: $1.name) },
+                                         monitors: monitorOf, log: log, scenario: scenario, player: player, isOpen: options.hold)
+            network.proxies = proxies
+            started(network)
         }
         sampleUntilTheEnd(log: log, player: player, progress: progress)
         let cancelled = isCancelled()
@@ -423,6 +430,31 @@ final class RunSession {
         threads = []
         player.join()
         return (endedAt, cancelled)
+    }
+
+    /// Starts the scenario's proxies (and the hub the toxiproxy API adds to, in a run with a
+    /// control API) before any workload, so that a workload's first connection finds them.
+    private func startProxies(topology: Topology, log: RunLog) throws(SimulatorError) {
+        guard !scenario.proxies.isEmpty || options.holdsEvents else { return }
+        var addresses: [String: IPAddress] = [:]
+        for node in plan.nodes {
+            if node.hasServiceAddresses {
+                addresses[node.name] = node.serviceIPv4
+            } else if let address = node.interfaces.lazy.compactMap({ $0.address(.ipv4)?.address ?? $0.address(.ipv6)?.address }).first {
+                addresses[node.name] = address
+            }
+        }
+        let places = ProxyHub.Places(namespaces: plan.nodes.reduce(into: [:]) { $0[$1.name] = topology.namespace(of: $1.name) }, addresses: addresses)
+        let hub = try ProxyHub(places: places, seed: seed) { text in log.record(.mark(text: text, node: nil)) }
+        proxies = hub
+        for spec in scenario.proxies {
+            do throws(ProxyHub.Refusal) {
+                try hub.create(spec)
+            } catch {
+                throw SimulatorError(.environment, "proxy '\(spec.name)': \(error.message)")
+            }
+        }
+        hub.schedule(scenario.proxyEvents, from: log.start)
     }
 
     /// How often a run gives back the memory its threads freed (``FreedMemory/release()``).

@@ -23,6 +23,8 @@ public struct RunningNetwork: Sendable {
     package let player: TimelinePlayer
     /// The run goes on past the scenario's duration until it is stopped (``RunOptions/hold``).
     package let isOpen: Bool
+    /// The run's TCP proxies (nil in a run without proxies or a control API).
+    package var proxies: ProxyHub?
 
     /// The namespace of `node`, nil when the scenario has no such node.
     public func namespace(of node: String) -> NetworkNamespace? { namespaces[node] }

@@ -198,6 +198,12 @@ class Run:
     # -- Programs in nodes ----------------------------------------------------------------
 
     @property
+    def toxiproxy(self) -> Optional[str]:
+        """Where the run serves toxiproxy's HTTP API (`HOST:PORT`, started with
+        `extra_args=["--toxiproxy-port", "0"]`), or None: point toxiproxy's clients at it."""
+        return self.announcement.get("toxiproxy")
+
+    @property
     def environment(self) -> Dict[str, str]:
         """What a command workload gets: ROAM_RUN_ID, ROAM_NODES, each node's addresses
         (ROAM_<NODE>_ADDR, ROAM_<NODE>_<LINK>_ADDR and their _ADDR6), ROAM_REPORT_DIR.
