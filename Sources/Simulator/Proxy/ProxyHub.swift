@@ -15,7 +15,8 @@ import SystemPackage
 /// each call returns when it is done, with what went wrong (a port taken, a name not found)
 /// for the caller to say. What it holds is bounded: ``ProxySpec/maximumProxies`` proxies,
 /// ``ProxySpec/maximumConnections`` connections a proxy, ``maximumQueued`` bytes queued a
-/// direction (past that it reads no more from that side until the queue drains).
+/// direction and ``maximumQueuedTotal`` over all (past either it reads no more from that side
+/// until the queue drains).
 package final class ProxyHub: Sendable {
     /// Where a proxy's names lead: the namespaces of the run's nodes, and the address that
     /// reaches each node.
@@ -41,6 +42,10 @@ package final class ProxyHub: Sendable {
     }
 
     package static let maximumQueued = 4 << 20
+    /// The most bytes queued over every connection, and the most pieces a direction holds (a
+    /// slicer of 1 byte makes a piece of each): past either, no more is read until they drain.
+    package static let maximumQueuedTotal = 64 << 20
+    package static let maximumPieces = 65_536
     static let readSize = 64 * 1024
 
     /// Changes waiting for the thread.
@@ -528,6 +533,7 @@ package struct ProxyLoop {
                 soonest(connection.up.nextDue)
                 soonest(connection.down.nextDue)
             }
+            let totalQueued = connections.values.reduce(0) { $0 + $1.up.queuedBytes + $1.down.queuedBytes }
             entries.removeAll(keepingCapacity: true)
             owners.removeAll(keepingCapacity: true)
             entries.append(signal.pollEntry)
@@ -543,9 +549,13 @@ package struct ProxyLoop {
                     continue
                 }
                 var clientEvents: Int32 = 0, upstreamEvents: Int32 = 0
-                if !connection.up.sourceEnded, connection.up.queuedBytes < ProxyHub.maximumQueued { clientEvents |= Int32(POLLIN) }
+                func reads(_ direction: Direction) -> Bool {
+                    !direction.sourceEnded && direction.queuedBytes < ProxyHub.maximumQueued && totalQueued < ProxyHub.maximumQueuedTotal
+                        && direction.queue.count - direction.head < ProxyHub.maximumPieces
+                }
+                if reads(connection.up) { clientEvents |= Int32(POLLIN) }
                 if connection.down.blocked { clientEvents |= Int32(POLLOUT) }
-                if !connection.down.sourceEnded, connection.down.queuedBytes < ProxyHub.maximumQueued { upstreamEvents |= Int32(POLLIN) }
+                if reads(connection.down) { upstreamEvents |= Int32(POLLIN) }
                 if connection.up.blocked { upstreamEvents |= Int32(POLLOUT) }
                 entries.append(pollfd(fd: clientEvents == 0 ? -1 : connection.client, events: Int16(clientEvents), revents: 0))
                 owners.append((1, id))
