@@ -57,10 +57,11 @@ real-clients: setup
 
 # clients/python: the Python client and its pytest plugin, installed from its path into a venv
 # (.build/python, with pytest from PyPI), tested against real runs of the built roam (rootless);
-# then Examples/PythonApp, a Python app's retry tested with the plugin.
+# then Examples/PythonApp, a Python app's retry tested with the plugin, and Examples/QUICApp,
+# QUIC's migration through a NAT rebinding that breaks TCP.
 python: build
 	@scripts/python-env.sh >/dev/null
-	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" .build/python/bin/python -m pytest -q -p no:cacheprovider clients/python/tests Examples/PythonApp/tests
+	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" .build/python/bin/python -m pytest -q -p no:cacheprovider clients/python/tests Examples/PythonApp/tests Examples/QUICApp/tests
 
 # The code samples of the README, docs/ and every DocC catalog and doc comment, type-checked
 # against the built modules with warnings as errors (RoamNIO's samples too: it is built first).

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-toxiproxy = pytest.importorskip("toxiproxy", reason="toxiproxy-python is installed by scripts/python-env.sh")
-from toxiproxy import Toxiproxy  # noqa: E402
-from toxiproxy.api import APIConsumer  # noqa: E402
-from toxiproxy.exceptions import NotFound, ProxyExists  # noqa: E402
-from toxiproxy.utils import can_connect_to  # noqa: E402
+# toxiproxy-python: installed by scripts/python-env.sh (make python); missing, the tests fail.
+from toxiproxy import Toxiproxy
+from toxiproxy.api import APIConsumer
+from toxiproxy.exceptions import NotFound, ProxyExists
+from toxiproxy.utils import can_connect_to
 
 
 @pytest.fixture
