@@ -81,7 +81,7 @@ let package = Package(
                                                     .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                     .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "RoamFuzzTargets", dependencies: ["CRoamLinux", "RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor", "LinkEmulation", "RoamControl",
+        .target(name: "RoamFuzzTargets", dependencies: ["CRoamLinux", "RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor", "LinkEmulation", "Simulator", "RoamControl",
                                                        .product(name: "Yams", package: "Yams"),
                                                        .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(

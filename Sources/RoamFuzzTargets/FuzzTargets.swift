@@ -6,6 +6,7 @@ import RoamControl
 import RoamCore
 import RoamSystem
 import ScenarioModel
+import Simulator
 import Synchronization
 import SystemPackage
 import Yams
@@ -72,8 +73,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// request; the token compared whole.
     case control
     /// A body of a run's toxiproxy API (`roam run --toxiproxy-port`): the first byte chooses
-    /// what it is (a proxy, an update to one, a toxic, an update to one, a populate list), the
-    /// rest is the body. Read or refused with at most 100 diagnostics; what is read is within
+    /// what it is (a proxy, an update to one, a toxic, an update to one, a populate list, or the
+    /// bytes of a connection through a proxy's HTTP toxics), the rest is the body. Read or refused with at most 100 diagnostics; what is read is within
     /// its bounds (names, ports, toxicity, attributes, counts), and shown in toxiproxy's form it
     /// reads back as the same value.
     case proxy
@@ -482,7 +483,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             precondition(diagnostics.count <= 101, "diagnostics are bounded")
             precondition(read || diagnostics.contains { $0.severity == .error }, "a refused body says why")
         }
-        switch first % 5 {
+        switch first % 7 {
+        case 5, 6:
+            proxyStream(Array(bytes.dropFirst()), requests: first % 7 == 5, seed: UInt64(first))
         case 0, 1:
             let outcome = ProxyRequest.proxy(body, nodes: nodes, base: first % 5 == 1 ? proxyBase : nil)
             checkBounded(outcome.diagnostics, read: outcome.value != nil)
@@ -503,6 +506,38 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             guard let proxies = outcome.value else { return }
             precondition(proxies.count <= ProxySpec.maximumProxies && proxies.allSatisfy(valid) && Set(proxies.map(\.name)).count == proxies.count,
                          "populate out of its bounds")
+        }
+    }
+
+    /// What a program in a node sends through a proxy's HTTP toxics, in pieces the input's
+    /// bytes choose: what passes is always a prefix of what came, in order; none chosen, it is
+    /// all of it but a head still incomplete at the end; at most one answer of the proxy's.
+    static func proxyStream(_ bytes: [UInt8], requests: Bool, seed: UInt64) {
+        let origin = MonotonicInstant(nanoseconds: 1_000_000_000)
+        for percent in [0, 100] {
+            let toxic = requests ? Toxic(.httpStatus(status: 503, percent: percent), stream: .upstream) : Toxic(.httpTruncate(bytes: 7, percent: percent))
+            var chain = ToxicChain(toxics: [toxic], stream: requests ? .upstream : .downstream, now: origin, seed: seed)
+            var passed: [UInt8] = []
+            var answers = 0
+            var offset = 0
+            var cut = 1 + Int(seed % 13)
+            while offset < bytes.count {
+                let piece = Array(bytes[offset..<min(bytes.count, offset + cut)])
+                offset += piece.count
+                cut = cut * 7 % 97 + 1
+                for item in chain.receive(piece, at: origin) {
+                    switch item.output {
+                    case .data(let data): passed += data
+                    case .answer: answers += 1
+                    case .end: preconditionFailure("an end without one")
+                    }
+                }
+            }
+            precondition(passed.count <= bytes.count && Array(bytes.prefix(passed.count)) == passed, "what passed is not what came, in order")
+            precondition(answers <= 1, "\(answers) answers")
+            if percent == 0 {
+                precondition(answers == 0 && bytes.count - passed.count <= 64 * 1024 + 1, "\(bytes.count - passed.count) bytes held with no toxic chosen")
+            }
         }
     }
 }

@@ -430,7 +430,7 @@ struct NetworkScenarioTests {
         print("proxy-toxics: \(measured.sorted { $0.key < $1.key })")
         // Each proxy's start is in the run's timeline.
         let marks = NetemHost.text(directory + "/timeline.jsonl").split(separator: "\n").filter { $0.contains("\"mark\"") && $0.contains("proxy ") }
-        #expect(marks.count == 12, "ten proxies started, the timeline's toxic added and removed: \(marks)")
+        #expect(marks.count == 16, "fourteen proxies started, the timeline's toxic added and removed: \(marks)")
     }
 
     /// glibc in the phone sees the resolver's faults: answers 1.5 s late while the delay is on

@@ -39,6 +39,17 @@ enum ProxyToxicsCheck {
         // slicer 100 bytes, 20 ms apart: 1000 bytes in ten reads over 180 ms.
         let slicer = numbers("slicer").first ?? []
         expect(slicer.count == 4 && slicer[0] == 1000 && slicer[1] == 10 && abs(slicer[3] - slicer[2] - 0.18) <= 0.03, "slicer")
+        // Roam's own: every request answered 503 by the proxy (the server never sees it), the
+        // same requests straight to the server answered whole; a body cut after 10 of its 1,000
+        // bytes; about half of 40 answered 502; the server's first bytes held 300 ms.
+        expect(lines["http_status"]?.first == ["503:0:http_status", "503:0:http_status"], "http_status")
+        expect(lines["http_plain"]?.first == ["200:1000:-", "200:1000:-", "200:1000:-"], "HTTP without a proxy")
+        expect(lines["http_truncate"]?.first == ["cut:10:1000"], "http_truncate")
+        let half = lines["http_half"]?.first ?? []
+        let failed = half.filter { $0 == "502:0:http_status" }.count
+        expect(half.count == 40 && half.allSatisfy { $0 == "502:0:http_status" || $0 == "200:1000:-" } && (10...30).contains(failed), "http_status at 50%")
+        let stall = numbers("tls_stall").first ?? []
+        expect(stall.count == 2 && stall.allSatisfy { abs($0 - 0.3) <= 0.03 }, "tls_stall")
         // The timeline's toxic: 300 ms on what began from 9 s to 12 s (its first byte), none before
         // or after (a margin of 100 ms each side for the fetch in flight).
         let timed = numbers("timed").filter { $0.count == 2 }

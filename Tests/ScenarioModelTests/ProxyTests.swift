@@ -62,6 +62,9 @@ import Testing
             ("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: latency, attributes: {latency: -1}}]}", "between 0 and 3600000"),
             ("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: slicer, attributes: {average_size: 4, size_variation: 8}}]}", "at most its average_size"),
             ("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: timeout}, {type: timeout}]}", "two toxics named 'timeout_downstream'"),
+            ("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: http_status, stream: downstream}]}", "http_status acts on the upstream stream"),
+            ("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: http_status, attributes: {status: 600}}]}", "between 100 and 599"),
+            ("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: tls_stall, attributes: {delay: 0}}]}", "between 1 and 3600000"),
             ("  - {name: a, listen: web:8080, upstream: web:80}\n  - {name: a, listen: web:8081, upstream: web:80}", "two proxies are named 'a'"),
             ("  - {name: a, listen: web:8080, upstream: web:80}\n  - {name: b, listen: web:8080, upstream: web:81}", "both listen on web:8080"),
         ]
@@ -71,6 +74,15 @@ import Testing
         }
         let many = (0...ProxySpec.maximumProxies).map { "  - {name: p\($0), listen: 'web:\(9000 + $0)', upstream: web:80}" }.joined(separator: "\n")
         #expect(read(many).errors.contains { $0.message.contains("at most \(ProxySpec.maximumProxies) proxies") })
+    }
+
+    @Test func roamsOwnToxicsHaveTheirStreamAndDefaults() throws {
+        let outcome = read("  - {name: a, listen: web:8080, upstream: web:80, toxics: [{type: http_status}, {type: http_truncate, attributes: {bytes: 10}}, {type: tls_stall}]}")
+        let toxics = try #require(outcome.scenario?.proxies.first?.toxics, "\(outcome.errors)")
+        #expect(toxics.map(\.name) == ["http_status_upstream", "http_truncate_downstream", "tls_stall_downstream"])
+        #expect(toxics[0].kind == .httpStatus(status: 503, percent: 100) && toxics[0].stream == .upstream)
+        #expect(toxics[1].kind == .httpTruncate(bytes: 10, percent: 100))
+        #expect(toxics[2].kind == .tlsStall(delay: .seconds(10)))
     }
 
     @Test func endpointsAreReadAsToxiproxyWritesThem() {

@@ -108,3 +108,85 @@ import Testing
         #expect(limit.receive(bytes(50), at: at(10)) == [.init(due: at(10), output: .data(bytes(10)))], "80 counted before the update")
     }
 }
+
+/// Roam's own toxics: HTTP/1.x requests answered by the proxy, responses cut short, a stall of
+/// the server's first bytes; and how messages are found in a stream (kept-alive, pipelined,
+/// chunked, heads too long).
+@Suite struct HTTPToxicTests {
+    let origin = MonotonicInstant(nanoseconds: 1_000_000_000_000)
+    func at(_ milliseconds: Int64) -> MonotonicInstant { origin + .milliseconds(milliseconds) }
+    func text(_ outputs: [ToxicChain.Scheduled]) -> [String] {
+        outputs.map {
+            switch $0.output {
+            case .data(let bytes): "data:" + String(decoding: bytes, as: UTF8.self)
+            case .answer(let bytes): "answer:" + String(decoding: bytes.prefix(12), as: UTF8.self)
+            case .end: "end"
+            }
+        }
+    }
+
+    @Test func aChosenRequestIsAnsweredByTheProxyAndNothingAfterItPasses() {
+        var chain = ToxicChain(toxics: [Toxic(.httpStatus(status: 503, percent: 100), stream: .upstream)], stream: .upstream, now: origin, seed: 1)
+        // Split anywhere: the head is held until whole.
+        #expect(chain.receive(Array("GET / HTTP/1.1\r\nHost: a\r".utf8), at: at(0)).isEmpty)
+        #expect(text(chain.receive(Array("\n\r\nGET /next HTTP/1.1\r\n\r\n".utf8), at: at(1))) == ["answer:HTTP/1.1 503"])
+        #expect(chain.receive(Array("more".utf8), at: at(2)).isEmpty)
+        // None chosen: requests and their bodies pass as they were, kept-alive and pipelined.
+        var none = ToxicChain(toxics: [Toxic(.httpStatus(status: 503, percent: 0), stream: .upstream)], stream: .upstream, now: origin, seed: 1)
+        let requests = "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\n\r\n"
+        #expect(text(none.receive(Array(requests.utf8), at: at(0))).joined() == "data:" + requests)
+    }
+
+    @Test func aShareOfRequestsIsAnsweredDrawnFromTheSeed() {
+        var answered = 0
+        for seed in 0..<200 {
+            var chain = ToxicChain(toxics: [Toxic(.httpStatus(status: 502, percent: 30), stream: .upstream)], stream: .upstream, now: origin, seed: UInt64(seed))
+            if text(chain.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), at: at(0))).first?.hasPrefix("answer") == true { answered += 1 }
+        }
+        #expect((35...85).contains(answered), "\(answered) of 200 at 30%")
+    }
+
+    @Test func aChosenResponseIsCutAndTheConnectionEnds() {
+        var chain = ToxicChain(toxics: [Toxic(.httpTruncate(bytes: 4, percent: 100))], stream: .downstream, now: origin, seed: 1)
+        let response = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"
+        #expect(text(chain.receive(Array(response.utf8), at: at(5))) == ["data:HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123"])
+        #expect(chain.nextEnding?.at == at(5) && chain.nextEnding?.ending == .close)
+        #expect(chain.receive(Array("x".utf8), at: at(6)).isEmpty && chain.finish(at: at(7)).isEmpty)
+        // A body shorter than the cut passes whole, and the connection ends after it.
+        var short = ToxicChain(toxics: [Toxic(.httpTruncate(bytes: 100, percent: 100))], stream: .downstream, now: origin, seed: 1)
+        #expect(text(short.receive(Array(response.utf8), at: at(0))).joined().hasSuffix("0123456789") && short.nextEnding != nil)
+        // No body to cut (204, 304, 1xx): untouched, and the next response is the one cut.
+        var skip = ToxicChain(toxics: [Toxic(.httpTruncate(bytes: 2, percent: 100))], stream: .downstream, now: origin, seed: 1)
+        let two = "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+        #expect(text(skip.receive(Array(two.utf8), at: at(0))).joined() == "data:HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe")
+    }
+
+    @Test func framingThatCannotBeKnownPassesUntouched() {
+        // Chunked: not cut, nor anything after it on the connection.
+        var chunked = ToxicChain(toxics: [Toxic(.httpTruncate(bytes: 1, percent: 0))], stream: .downstream, now: origin, seed: 1)
+        let body = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        #expect(text(chunked.receive(Array(body.utf8), at: at(0))).joined() == "data:" + body)
+        #expect(text(chunked.receive(Array("anything".utf8), at: at(1))) == ["data:anything"])
+        // Two lengths that disagree: untouched.
+        #expect(HTTPFraming.framing(Array("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n".utf8), response: true) == .unknown)
+        #expect(HTTPFraming.framing(Array("GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n".utf8), response: false) == .unknown)
+        #expect(HTTPFraming.framing(Array("GET / HTTP/1.1\r\n\r\n".utf8), response: false) == .none)
+        // A head longer than 64 KiB: given up on, every byte passes, in order.
+        var long = ToxicChain(toxics: [Toxic(.httpStatus(status: 503, percent: 100), stream: .upstream)], stream: .upstream, now: origin, seed: 1)
+        let huge = Array("GET / HTTP/1.1\r\nX: ".utf8) + [UInt8](repeating: 97, count: HTTPFraming.maximumHead + 10)
+        var passed: [UInt8] = []
+        for piece in stride(from: 0, to: huge.count, by: 4096) {
+            for item in long.receive(Array(huge[piece..<min(huge.count, piece + 4096)]), at: at(0)) {
+                if case .data(let bytes) = item.output { passed += bytes } else { Issue.record("\(item)") }
+            }
+        }
+        #expect(passed == huge)
+    }
+
+    @Test func aStallHoldsTheFirstBytesUntilItsDelay() {
+        var chain = ToxicChain(toxics: [Toxic(.tlsStall(delay: .milliseconds(300)))], stream: .downstream, now: origin, seed: 1)
+        #expect(chain.receive(Array("hello".utf8), at: at(10)).map(\.due) == [at(300)])
+        #expect(chain.receive(Array("more".utf8), at: at(20)).map(\.due) == [at(300)])
+        #expect(chain.receive(Array("later".utf8), at: at(400)).map(\.due) == [at(400)])
+    }
+}

@@ -120,6 +120,16 @@ public struct Toxic: Sendable, Hashable {
         case limitData(bytes: Int64)
         /// Chunks are cut into pieces of `averageSize` ± `sizeVariation` bytes, `delay` apart.
         case slicer(averageSize: Int, sizeVariation: Int, delay: Duration)
+        /// Roam's, for HTTP/1.x (toxiproxy has none): `percent` of the requests (upstream) are
+        /// answered by the proxy with `status` and an empty body, and the connection is closed;
+        /// the server never sees them.
+        case httpStatus(status: Int, percent: Int)
+        /// Roam's: `percent` of the responses (downstream) have their body cut after `bytes`,
+        /// and the connection is closed there.
+        case httpTruncate(bytes: Int64, percent: Int)
+        /// Roam's: the server's first bytes on each connection (a TLS handshake's first flight)
+        /// are held until `delay` after the connection began (or the toxic began on it).
+        case tlsStall(delay: Duration)
     }
 
     public var name: String
@@ -136,7 +146,11 @@ public struct Toxic: Sendable, Hashable {
     }
 
     /// Toxiproxy's type names, in its documentation's order.
-    public static let typeNames = ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "limit_data", "slicer"]
+    public static let typeNames = ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "limit_data", "slicer",
+                                   "http_status", "http_truncate", "tls_stall"]
+
+    /// The toxics of Roam's own, which toxiproxy does not have, and the stream each acts on.
+    public static let roamTypes: [String: Stream] = ["http_status": .upstream, "http_truncate": .downstream, "tls_stall": .downstream]
 
     /// The toxic as toxiproxy's API shows it: `name`, `type`, `stream`, `toxicity`, `attributes`.
     public var json: JSONValue {
@@ -157,6 +171,9 @@ extension Toxic.Kind {
         case .resetPeer: "reset_peer"
         case .limitData: "limit_data"
         case .slicer: "slicer"
+        case .httpStatus: "http_status"
+        case .httpTruncate: "http_truncate"
+        case .tlsStall: "tls_stall"
         }
     }
 
@@ -174,6 +191,9 @@ extension Toxic.Kind {
         case let .slicer(size, variation, delay):
             return [("average_size", Int64(size)), ("size_variation", Int64(variation)),
                     ("delay", delay.components.seconds * 1_000_000 + delay.components.attoseconds / 1_000_000_000_000)]
+        case let .httpStatus(status, percent): return [("status", Int64(status)), ("percent", Int64(percent))]
+        case let .httpTruncate(bytes, percent): return [("bytes", bytes), ("percent", Int64(percent))]
+        case .tlsStall(let delay): return [("delay", milliseconds(delay))]
         }
     }
 
@@ -187,6 +207,9 @@ extension Toxic.Kind {
         case "timeout", "reset_peer": return [("timeout", milliseconds)]
         case "limit_data": return [("bytes", 0...(1 << 40))]
         case "slicer": return [("average_size", 0...(1 << 20)), ("size_variation", 0...(1 << 20)), ("delay", 0...60_000_000)]
+        case "http_status": return [("status", 100...599), ("percent", 0...100)]
+        case "http_truncate": return [("bytes", 0...(1 << 40)), ("percent", 0...100)]
+        case "tls_stall": return [("delay", 1...3_600_000)]
         default: return nil
         }
     }
@@ -203,6 +226,10 @@ extension Toxic.Kind {
         case "limit_data": self = .limitData(bytes: value("bytes"))
         case "slicer":
             self = .slicer(averageSize: Int(value("average_size")), sizeVariation: Int(value("size_variation")), delay: .microseconds(value("delay")))
+        // Unset: every request answered 503, every response cut at its first body byte.
+        case "http_status": self = .httpStatus(status: Int(attributes["status"] ?? 503), percent: Int(attributes["percent"] ?? 100))
+        case "http_truncate": self = .httpTruncate(bytes: value("bytes"), percent: Int(attributes["percent"] ?? 100))
+        case "tls_stall": self = .tlsStall(delay: .milliseconds(attributes["delay"] ?? 10_000))
         default: return nil
         }
     }

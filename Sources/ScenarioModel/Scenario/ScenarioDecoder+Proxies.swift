@@ -124,7 +124,13 @@ extension ScenarioDecoder {
             error("\(context)'s size_variation (\(variation)) must be at most its average_size (\(size))", at: attributesNode ?? node)
             return nil
         }
-        let chosenStream = stream ?? base?.stream ?? .downstream
+        // Roam's own toxics act on one stream: the requests, or the responses.
+        if let only = Toxic.roamTypes[type], let stream, stream != only {
+            error("\(context): \(type) acts on the \(only.rawValue) stream (\(only == .upstream ? "the requests" : "the server's bytes")), not \(stream.rawValue)",
+                  at: fields.keyNode("stream") ?? node)
+            return nil
+        }
+        let chosenStream = stream ?? base?.stream ?? Toxic.roamTypes[type] ?? .downstream
         var toxic = Toxic(name: name ?? base?.name, kind, stream: chosenStream, toxicity: toxicity ?? base?.toxicity ?? 1)
         if name == nil, base == nil { toxic.name = "\(type)_\(chosenStream.rawValue)" }
         return toxic

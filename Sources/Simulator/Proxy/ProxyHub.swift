@@ -510,8 +510,8 @@ package struct ProxyLoop {
             soonest(nextTimelineEvent)
             for (id, connection) in connections {
                 if connection.connected {
-                    flush(connection.up, to: connection.upstream, now: now)
-                    flush(connection.down, to: connection.client, now: now)
+                    flush(connection.up, to: connection.upstream, reply: connection.down, now: now)
+                    flush(connection.down, to: connection.client, reply: connection.up, now: now)
                 }
                 // What was due before the end is written first (for a second at most: a peer
                 // that reads nothing does not hold it); a reset does not wait.
@@ -618,13 +618,25 @@ package struct ProxyLoop {
         }
     }
 
-    /// Writes what is due of `direction` to `destination`, in order, until it would block.
-    private func flush(_ direction: Direction, to destination: Int32, now: MonotonicInstant) {
+    /// Writes what is due of `direction` to `destination`, in order, until it would block. An
+    /// answer of the proxy's own goes back the other way (`reply`), and ends both.
+    private func flush(_ direction: Direction, to destination: Int32, reply: Direction, now: MonotonicInstant) {
         while !direction.blocked, direction.head < direction.queue.count, direction.queue[direction.head].due <= now {
             switch direction.queue[direction.head].output {
             case .end:
                 _ = Glibc.shutdown(destination, Int32(SHUT_WR))
                 direction.endSent = true
+            case .answer(let bytes):
+                // Nothing more goes to the server, nor comes from it: the client gets the
+                // proxy's answer after what the server already sent, then the close.
+                _ = Glibc.shutdown(destination, Int32(SHUT_WR))
+                direction.endSent = true
+                direction.sourceEnded = true
+                direction.head = direction.queue.count
+                direction.queuedBytes = 0
+                reply.sourceEnded = true
+                enqueue(reply, [.init(due: now, output: .data(bytes)), .init(due: now, output: .end)])
+                return
             case .data(let bytes):
                 let count = bytes.withUnsafeBytes { raw in
                     send(destination, raw.baseAddress! + direction.written, raw.count - direction.written, Int32(MSG_NOSIGNAL))

@@ -18,6 +18,9 @@ package struct ToxicChain {
     package enum Output: Equatable, Sendable {
         case data([UInt8])
         case end
+        /// The proxy answers the client itself with these bytes (`http_status`), then ends
+        /// the connection: nothing more goes to the server, nothing more of its comes back.
+        case answer([UInt8])
     }
 
     package struct Scheduled: Equatable, Sendable {
@@ -43,6 +46,8 @@ package struct ToxicChain {
         /// `limit_data`: bytes passed so far, and when the limit was reached.
         var passed: Int64 = 0
         var limitReached: MonotonicInstant?
+        /// `http_status`, `http_truncate`: where the HTTP messages are.
+        var http = HTTPFraming()
     }
 
     private let stream: Toxic.Stream
@@ -99,6 +104,8 @@ package struct ToxicChain {
             case .resetPeer(let timeout): consider(stage.started + timeout, .reset)
             case .limitData(let bytes):
                 if let reached = stage.limitReached { consider(reached, .close) } else if bytes == 0 { consider(stage.started, .close) }
+            case .httpTruncate:
+                if let reached = stage.limitReached { consider(reached, .close) }
             default: break
             }
         }
@@ -119,11 +126,16 @@ package struct ToxicChain {
     private mutating func apply(_ index: Int, _ item: Scheduled, into output: inout [Scheduled]) {
         let toxic = stages[index].toxic
         let start = max(item.due, stages[index].lastOut)
+        if case .answer = item.output {
+            output.append(item)
+            return
+        }
         guard case .data(let bytes) = item.output else {
             // The end passes after every piece before it; slow_close holds it longer.
             var due = start
             if case .slowClose(let delay) = toxic.kind { due = due + delay }
             if case .limitData = toxic.kind, stages[index].limitReached != nil { return }
+            if case .httpTruncate = toxic.kind, stages[index].limitReached != nil { return }
             stages[index].lastOut = due
             output.append(Scheduled(due: due, output: .end))
             return
@@ -173,6 +185,25 @@ package struct ToxicChain {
         case .timeout:
             // Nothing passes while it acts (toxiproxy drops it).
             return
+        case .tlsStall(let delay):
+            let due = max(item.due, stages[index].started + delay, stages[index].lastOut)
+            stages[index].lastOut = due
+            output.append(Scheduled(due: due, output: item.output))
+        case let .httpStatus(status, percent):
+            var http = stages[index].http
+            let (passing, answered) = http.requests(bytes) { _ in self.uniform() * 100 < Double(percent) }
+            stages[index].http = http
+            if !passing.isEmpty { output.append(Scheduled(due: start, output: .data(passing))) }
+            if answered { output.append(Scheduled(due: start, output: .answer(HTTPFraming.answer(status: status)))) }
+            stages[index].lastOut = start
+        case let .httpTruncate(limit, percent):
+            guard stages[index].limitReached == nil else { return }
+            var http = stages[index].http
+            let (passing, cut) = http.responses(bytes, cutAfter: limit) { _ in self.uniform() * 100 < Double(percent) }
+            stages[index].http = http
+            if !passing.isEmpty { output.append(Scheduled(due: start, output: .data(passing))) }
+            if cut { stages[index].limitReached = start }
+            stages[index].lastOut = start
         default:
             stages[index].lastOut = start
             output.append(Scheduled(due: start, output: item.output))
