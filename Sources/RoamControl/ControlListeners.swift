@@ -61,7 +61,12 @@ package final class ControlListeners: Sendable {
         unixDescriptor = try Self.bindUnix(in: directory, name: name)
         if let toxiproxyPort {
             do throws(Failure) {
-                let peers = try LoopbackPeers()
+                let peers: LoopbackPeers
+                do throws(Errno) {
+                    peers = try LoopbackPeers()
+                } catch {
+                    throw Failure(description: "cannot open a sock_diag socket to check who connects to toxiproxy's API: \(error)")
+                }
                 let (descriptor, bound) = try Self.bindLoopback(port: toxiproxyPort, what: "toxiproxy's API")
                 toxiproxy = (descriptor, bound, geteuid(), peers)
             } catch {

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import RoamCore
+import RoamSystem
 import Synchronization
 
 /// Serves a run's ``ControlAPI`` over HTTP/1.1 on its ``ControlListeners``, with SwiftNIO's HTTP

@@ -23,10 +23,16 @@ package final class ProxyHub: Sendable {
     package struct Places: Sendable {
         package var namespaces: [String: NetworkNamespace]
         package var addresses: [String: IPAddress]
+        /// Who connects to a proxy on the host's loopback, and who may: the run's user and root.
+        package var peers: LoopbackPeers?
+        package var user: uid_t
 
-        package init(namespaces: [String: NetworkNamespace], addresses: [String: IPAddress]) {
+        package init(namespaces: [String: NetworkNamespace], addresses: [String: IPAddress], peers: LoopbackPeers? = try? LoopbackPeers(),
+                     user: uid_t = geteuid()) {
             self.namespaces = namespaces
             self.addresses = addresses
+            self.peers = peers
+            self.user = user
         }
     }
 
@@ -444,6 +450,14 @@ package struct ProxyLoop {
         for _ in 0..<64 {
             let client = accept4(proxy.listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
             guard client >= 0 else { return }
+            // On the host's loopback any local user can connect: only the run's user and root
+            // are let through (without a way to ask, no one).
+            if proxy.spec.listen.isLoopback {
+                guard let owner = places.peers?.owner(ofPeerOf: client), owner == places.user || owner == 0 else {
+                    close(client)
+                    continue
+                }
+            }
             let open = connections.values.reduce(0) { $0 + ($1.proxy == proxy.spec.name ? 1 : 0) }
             guard open < ProxySpec.maximumConnections, let (namespace, address) = upstreamTarget(proxy.spec) else {
                 close(client)

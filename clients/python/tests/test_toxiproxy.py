@@ -4,8 +4,12 @@ down, reset, populate, destroy), with their effects measured by real connections
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
 import time
 
@@ -69,6 +73,16 @@ def test_toxiproxy_python_drives_a_run(run, echo):
     proxy = server.create(upstream=f"localhost:{echo}", name="echo")
     assert proxy.enabled is True and proxy.listen.startswith("127.0.0.1:") and not proxy.listen.endswith(":0")
     assert round_trip(proxy.listen) < 0.1
+    # Another local user reaches the port but gets nothing through: the proxy closes at once.
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        host, port = proxy.listen.rsplit(":", 1)
+        probe = ("import socket, sys\n"
+                 "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)\n"
+                 "s.sendall(b'hello')\n"
+                 "try:\n    print(len(s.recv(5)))\nexcept OSError:\n    print('reset')\n")
+        other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe, host, port],
+                               capture_output=True, text=True, timeout=30)
+        assert other.stdout.strip() in ("0", "reset"), other
     with pytest.raises(ProxyExists):
         server.create(upstream=f"localhost:{echo}", name="echo")
 
