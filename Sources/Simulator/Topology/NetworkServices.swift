@@ -483,6 +483,10 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
                 do throws(SimulatorError) {
                     try self.runToCompletion(["nft", "-f", "/dev/fd/3"], configuration: change.loggedIn ? element : "delete" + element.dropFirst(3),
                                              in: gateway, what: "nft-portal-session")
+                    // The hijack's DNAT acts on a flow's first packet only: a stub that keeps
+                    // its port would go on to the hijacker after the login (or past it after the
+                    // logout) until its entry expired. Forgotten, its next query is NATed anew.
+                    if portal.dns == .hijack { try self.forgetQueries(in: gateway) }
                 } catch {
                     self.lock.withLock { _ in self.portalFailures[change.link] = error }
                 }
