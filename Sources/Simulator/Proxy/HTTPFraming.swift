@@ -64,7 +64,7 @@ struct HTTPFraming {
                 offset += count
                 mode = remaining - Int64(count) == 0 ? .head : .body(remaining - Int64(count))
             case .head:
-                guard let end = takeHead(bytes, &offset) else { continue }
+                guard takeHead(bytes, &offset) != nil else { continue }
                 let whole = head
                 head = []
                 if choose(whole) {
@@ -77,7 +77,6 @@ struct HTTPFraming {
                 case .none: mode = .head
                 case .unknown: mode = .passthrough
                 }
-                _ = end
             }
         }
         return (passing, false)

@@ -157,9 +157,6 @@ package final class ProxyHub: Sendable {
         }
     }
 
-    /// Connections open now, over every proxy (for tests and the report).
-    package var openConnections: Int { (try? perform { loop in loop.connections.count }) ?? 0 }
-
     /// Closes every proxy and connection, and waits for the thread.
     package func stop() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
