@@ -33,10 +33,11 @@ monitor-demo: build
 # Unit tests run anywhere; kernel tests (namespaces, veth, netlink) run as root and skip otherwise.
 # The netem backend's tests run on this kernel where it has sch_netem, in a VM otherwise.
 # Tests run one at a time: kernel tests share one kernel, and leak checks count process-wide.
+# A VM's checks go on beside the suites that wait on scenario clocks (scripts/test-suites.sh).
 test:
 	@scripts/setup.sh --vm-if-needed --browser
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	@scripts/test.sh $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	@scripts/test-suites.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 	@scripts/rootless-check.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roamPackageTests.xctest"
 
 # Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client

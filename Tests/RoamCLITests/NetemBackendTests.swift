@@ -36,51 +36,62 @@ enum NetemHost {
 
     /// What one boot of the VM checked: netem-check.sh's output directory, and wifi-check.sh's
     /// outcome when it ran in the same boot (nil: it did not), which saves ``WiFiTests`` a boot
-    /// of its own (about 30 s).
+    /// of its own (about 30 s). Read from the boot scripts/test-suites.sh ran before this process
+    /// where it ran one (``prebooted``), else made here on first use.
     static let checks: (netem: String?, wifi: Result<String, WiFiCheckFailure>?) = {
+        if let prebooted { return prebooted }
         guard let roam = TestEnvironment.roamExecutable else { return (nil, nil) }
         // Both checks write under a directory this process made (`mkdtemp`; removed when the
         // tests exit): the scripts empty and remake the paths they are given, so those must not
         // be names another user could make first.
         guard let scratch = try? TestEnvironment.processScratchDirectory("roam-netem-check") else { return (nil, nil) }
         let directory = scratch + "/netem"
-        let check = [root + "/scripts/netem-check.sh", roam, directory]
         if hostHasNetem {
+            let check = [root + "/scripts/netem-check.sh", roam, directory]
             guard let result = try? RunningCommand.run(check[0], Array(check.dropFirst()), timeout: 1500) else { return (nil, nil) }
             print(result.output)
             if result.status != 0 { print(result.error) }
             return (result.status == 0 ? directory : nil, nil)
         }
-        let wifi = WiFiHost.canRun && WiFiHost.claim(.netemBoot) ? scratch + "/wifi" : nil
-        // In the guest: netem's check, then Wi-Fi's, each one's status kept; the netem check's
-        // is the VM's.
-        var script = check.map(shellQuoted).joined(separator: " ") + "; status=$?"
-        if let wifi {
-            script += "; " + [root + "/scripts/wifi-check.sh", roam, wifi].map(shellQuoted).joined(separator: " ")
-                + "; echo $? > " + shellQuoted(wifi + "/exit")
-        }
-        script += "; exit $status"
-        let command = [root + "/scripts/vm.sh", "--rwdir", "/tmp", "--", "bash", "-c", script]
+        let wifi = WiFiHost.canRun && WiFiHost.claim(.netemBoot)
+        let command = [root + "/scripts/vm-checks.sh", roam, scratch] + (wifi ? ["--wifi"] : [])
         let result = try? RunningCommand.run(command[0], Array(command.dropFirst()), timeout: 1800)
         if let result {
             print(result.output)
             if result.status != 0 { print(result.error) }
         }
-        let wifiOutcome = wifi.map { wifi -> Result<String, WiFiCheckFailure> in
-            // In the directory the check made (not a name beside it in /tmp another user could take first).
-            let status = text(wifi + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
-            guard status == "0" else {
-                return .failure(WiFiCheckFailure(message: "scripts/wifi-check.sh in the netem check's VM "
-                    + (status.isEmpty ? "did not finish: " : "exited \(status): ") + text(wifi + "/failure")
-                    + (result.map { $0.output.suffix(2000) + $0.error.suffix(2000) } ?? "the VM did not finish in 1800 s")))
-            }
-            return .success(wifi)
-        }
-        return (result?.status == 0 ? directory : nil, wifiOutcome)
+        let log = result.map { String($0.output.suffix(2000) + $0.error.suffix(2000)) } ?? "the VM did not finish in 1800 s"
+        return (result?.status == 0 ? directory : nil, wifi ? wifiOutcome(scratch + "/wifi", log: log) : nil)
     }()
 
-    /// `value` as one word for `bash -c`.
-    static func shellQuoted(_ value: String) -> String { "'" + value.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+    /// The checks of the VM that scripts/test-suites.sh booted before this process, in the
+    /// directory ROAM_VM_CHECKS names (nil when it names none): `vm-status` (the boot's exit
+    /// status), `vm.log` (what it printed), `netem/` and, when Wi-Fi was checked in that boot,
+    /// `wifi/`. The directory must be one this user made for it and no one else may write in.
+    static let prebooted: (netem: String?, wifi: Result<String, WiFiCheckFailure>?)? = {
+        guard let directory = ProcessInfo.processInfo.environment["ROAM_VM_CHECKS"], !directory.isEmpty else { return nil }
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        var info = stat()
+        defer { if descriptor >= 0 { close(descriptor) } }
+        guard descriptor >= 0, fstat(descriptor, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
+            print("ROAM_VM_CHECKS=\(directory) is not a directory of this user's that no one else may write in: the VM's checks are not read from it")
+            return (nil, nil)
+        }
+        let status = text(directory + "/vm-status").trimmingCharacters(in: .whitespacesAndNewlines)
+        let log = "scripts/vm-checks.sh exited \(status.isEmpty ? "(no status)" : status): " + text(directory + "/vm.log").suffix(4000)
+        let wifi = FileManager.default.fileExists(atPath: directory + "/wifi") ? wifiOutcome(directory + "/wifi", log: log) : nil
+        return (status == "0" ? directory + "/netem" : nil, wifi)
+    }()
+
+    /// wifi-check.sh's outcome in `directory`, the directory it was given: its `exit` says.
+    static func wifiOutcome(_ directory: String, log: String) -> Result<String, WiFiCheckFailure> {
+        let status = text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard status == "0" else {
+            return .failure(WiFiCheckFailure(message: "scripts/wifi-check.sh in the netem check's VM "
+                + (status.isEmpty ? "did not finish: " : "exited \(status): ") + text(directory + "/failure") + log))
+        }
+        return .success(directory)
+    }
 
     /// A run's `summary.json`, typed: nil when it is missing or damaged. Read as any file, not
     /// through `RecordedRun.load`, which refuses a report another user owns (a rootless run's,

@@ -47,6 +47,7 @@ enum WiFiHost {
     /// Runs scripts/wifi-check.sh once in the VM and returns its output directory: in the boot
     /// that checks netem (``NetemHost/checks``) where that one runs in the VM too.
     static let output: Result<String, WiFiCheckFailure> = {
+        if let outcome = NetemHost.prebooted?.wifi { return outcome }
         if !claim(.ownBoot), let outcome = NetemHost.checks.wifi { return outcome }
         guard canRun, let roam = TestEnvironment.roamExecutable else {
             return .failure(WiFiCheckFailure(message: "cannot run here: needs root, the built roam, scripts/vm.sh's VM with a kernel that has "

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs Roam's test suites (`make test`): one test command, through scripts/test.sh (which lists
+# and, under ROAM_STRICT_SKIPS, fails on skips). Where the netem backend's checks need a VM (run
+# as root on a kernel without sch_netem, with scripts/vm.sh's VM installed), its one boot
+# (scripts/vm-checks.sh: netem-check.sh and wifi-check.sh, about 8 minutes) goes on in the
+# background from the start, and beside it run the suites that wait on scenario clocks with the
+# CPU mostly idle (CLOCK_BOUND below, measured at 1-25% of this machine's two cores; the VM takes
+# 50-90%); then every other suite, which reads the VM's results from ROAM_VM_CHECKS. Every test
+# runs once: the second command skips exactly what the first ran. Elsewhere it is the one command.
+#
+#   scripts/test-suites.sh ROAM TEST-COMMAND...     e.g. .build/debug/roam swift test --skip-build --no-parallel
+set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: scripts/test-suites.sh ROAM TEST-COMMAND..." >&2; exit 2; }
+roam=$1; shift
+cd "$(dirname "$0")/.."
+
+# Suites (and tests) that spend their time waiting on a scenario's clock (Swift Testing's
+# regular expressions over test identifiers). Not the crowd of thirty phones: it keeps both
+# cores busy for half a minute.
+CLOCK_BOUND='NetworkScenarioTests/(?!thirtyWandering)|UserspaceBackendTests/bundledScenarioRuns|IPv6ScenarioTests|HandoverTests|BlackholedWiFiTests|CommandMultipathTests|PathEventTests|SoakTests'
+
+needs_vm() {
+  [ "$(id -u)" = 0 ] || return 1
+  # This kernel's netem, tried in a network namespace of a throwaway process.
+  unshare --net tc qdisc add dev lo root netem delay 1ms 2>/dev/null && return 1
+  find /boot -maxdepth 1 -name 'vmlinuz-*' 2>/dev/null | grep -q . || return 1
+  command -v vng >/dev/null || [ -x "${ROAM_VNG_VENV:-$HOME/.cache/roam/vng}/bin/vng" ]
+}
+has_wifi_tools() {
+  local tool
+  for tool in /usr/sbin/hostapd /usr/sbin/wpa_supplicant /usr/sbin/iw; do [ -x "$tool" ] || return 1; done
+  find /lib/modules/*/kernel/drivers/net/wireless -name 'mac80211_hwsim.ko*' 2>/dev/null | grep -q .
+}
+
+if ! needs_vm; then
+  exec scripts/test.sh "$@"
+fi
+
+checks=$(mktemp -d /tmp/roam-vm-checks-XXXXXX)
+vm=
+cleanup() {
+  [ -z "$vm" ] || kill -- "-$vm" 2>/dev/null || true
+  rm -rf "$checks"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+wifi=(); has_wifi_tools && wifi=(--wifi)
+echo "== the VM's checks (scripts/vm-checks.sh) in the background; beside them, the suites that wait on scenario clocks"
+# Its own process group (set -m), so that an interrupted `make test` stops QEMU too.
+set -m
+( timeout --kill-after=30 1800 scripts/vm-checks.sh "$roam" "$checks" "${wifi[@]}" > "$checks/vm.log" 2>&1
+  echo $? > "$checks/vm-status" ) &
+vm=$!
+set +m
+scripts/test.sh "$@" --filter "$CLOCK_BOUND"
+first=$?
+wait "$vm"
+vm=
+echo "== the VM's checks exited $(cat "$checks/vm-status" 2>/dev/null || echo '(no status)'); what the guest printed:"
+cat "$checks/vm.log"
+echo "== every other suite"
+ROAM_VM_CHECKS=$checks scripts/test.sh "$@" --skip "$CLOCK_BOUND"
+second=$?
+[ "$first" = 0 ] && [ "$second" = 0 ]
