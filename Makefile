@@ -78,13 +78,15 @@ docs: setup
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
 
-# The public API of every library against the release it must stay compatible with
-# (API_BASELINE): a removed or changed public declaration fails. The release's API is kept in
-# api/RELEASE (swift-api-digester's dumps), so neither the old tree nor git history is needed;
-# a deliberate break is a new release: tag it and `make api-baseline API_BASELINE=NEW`.
+# The public API of every library against the last release (API_BASELINE): an addition, removal
+# or change that CHANGELOG.md's Unreleased section does not name fails (the checker's own tests
+# first). The release's API is kept in api/RELEASE (swift-api-digester's dumps), so neither the
+# old tree nor git history is needed; a release renames Unreleased, is tagged, and
+# `make api-baseline API_BASELINE=NEW` dumps its API.
 API_BASELINE ?= 0.3.0
 API_MODULES = RoamCore RoamSystem Netlink PathMonitor Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
 api-check: build
+	@python3 scripts/test_api_check.py
 	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) $(API_MODULES)
 
 api-baseline: build

@@ -129,9 +129,7 @@ struct AttachCommand: ParsableCommand, SignalHandlingCommand {
     }
 
     func run() throws {
-        let outcome = ScenarioReader.read(contentsOf: file)
-        for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
-        guard let scenario = outcome.scenario else { throw ExitCode.badInput }
+        let scenario = try ScenarioCommand.read(file)
 
         var options = AttachOptions()
         options.seed = seed
@@ -165,18 +163,10 @@ struct AttachCommand: ParsableCommand, SignalHandlingCommand {
             result = try attacher.run(progress: { console.show($0) })
         } catch {
             console.clear()
-            if error.code == .invalidScenario, error.line != nil {
-                let place = escapedForMessage(file, maximumLength: 256).replacingOccurrences(of: ":", with: "\\:") + (error.line.map { ":\($0)" } ?? "")
-                printError("\(place): error: \(error.message)")
-            } else {
-                printError("roam attach: error: \(error.message)")
-            }
-            throw ExitCode.badInput
+            throw ScenarioCommand.failure(error, command: "attach", file: file)
         }
         console.clear()
-        writeLine(RunTable.render(result))
-        try CommandSignals.throwIfSignalled()
-        if !result.failedChanges.isEmpty { throw ExitCode.badInput }
+        try ScenarioCommand.finish(result)
     }
 }
 

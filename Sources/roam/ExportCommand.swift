@@ -104,9 +104,7 @@ struct ExportCommand: ParsableCommand {
         for (flag, given) in [("--image", image != nil), ("--workload", !workloads.isEmpty), ("--start-at", startAt != nil), ("--start-in", startIn != nil), ("--remove", remove)] where given {
             throw ValidationError("\(flag) is for --format kubernetes")
         }
-        let outcome = ScenarioReader.read(contentsOf: file)
-        for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
-        guard let scenario = outcome.scenario else { throw ExitCode.badInput }
+        let scenario = try ScenarioCommand.read(file)
         var options = ChaosMeshExport.Options()
         let scalars = Array(namespace.unicodeScalars)
         func labelCharacter(_ scalar: Unicode.Scalar) -> Bool { ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar) }

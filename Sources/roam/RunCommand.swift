@@ -143,9 +143,7 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
     }
 
     func run() throws {
-        let outcome = ScenarioReader.read(contentsOf: file)
-        for diagnostic in outcome.diagnostics { printError(diagnostic.description) }
-        guard let scenario = outcome.scenario else { throw ExitCode.badInput }
+        let scenario = try ScenarioCommand.read(file)
 
         var options = RunOptions()
         options.backend = backend
@@ -201,24 +199,13 @@ struct RunCommand: ParsableCommand, SignalHandlingCommand {
             api.ended(.object([("error", .string(error.message))]))
             server?.shutdown()
             console.clear()
-            // A refusal of the scenario itself is placed in the file, as the reader's are.
-            if error.code == .invalidScenario {
-                let place = escapedForMessage(file, maximumLength: 256).replacingOccurrences(of: ":", with: "\\:") + (error.line.map { ":\($0)" } ?? "")
-                printError("\(place): error: \(error.message)")
-            } else {
-                printError("roam run: error: \(error.message)")
-            }
-            throw ExitCode.badInput
+            throw ScenarioCommand.failure(error, command: "run", file: file)
         }
         api.ended(.object([("reportDirectory", .string(result.reportDirectory)), ("summary", .string(result.reportDirectory + "/summary.json")),
                            ("passed", .bool(result.passed)), ("cancelled", .bool(result.cancelled))]))
         server?.shutdown()
         console.clear()
-        writeLine(RunTable.render(result))
-        try CommandSignals.throwIfSignalled()
-        if !result.failedChanges.isEmpty { throw ExitCode.badInput }
-        if !result.passed { throw ExitCode.expectationFailed }
-        if strictFidelity && !result.cancelled && !result.fidelity.faithful { throw ExitCode.unfaithful }
+        try ScenarioCommand.finish(result, strictFidelity: strictFidelity)
     }
 }
 

@@ -167,29 +167,29 @@ extension ScenarioDecoder {
 /// The bodies of the run's toxiproxy API (`roam run --toxiproxy-port`), read by the scenario
 /// reader's own code: a proxy, an update to one, a toxic, an update to one, a populate list.
 /// Each read gives the value, or nil and the diagnostics that say why (placed in the body).
-public enum ProxyRequest {
+package enum ProxyRequest {
     /// The most a body may hold.
-    public static let maximumSize = 256 * 1024
+    package static let maximumSize = 256 * 1024
 
-    public struct Outcome<Value: Sendable>: Sendable {
-        public var value: Value?
-        public var diagnostics: [ScenarioDiagnostic]
+    package struct Outcome<Value: Sendable>: Sendable {
+        package var value: Value?
+        package var diagnostics: [ScenarioDiagnostic]
         /// The diagnostics as one message, for an answer's `error`.
-        public var message: String { diagnostics.filter { $0.severity == .error }.map(\.description).joined(separator: "\n") }
+        package var message: String { diagnostics.filter { $0.severity == .error }.map(\.description).joined(separator: "\n") }
     }
 
     /// A new proxy (`POST /proxies`), or with `base`, an update to one (`POST /proxies/NAME`).
-    public static func proxy(_ text: String, nodes: Set<String>, base: ProxySpec? = nil) -> Outcome<ProxySpec> {
+    package static func proxy(_ text: String, nodes: Set<String>, base: ProxySpec? = nil) -> Outcome<ProxySpec> {
         read(text) { decoder, root in decoder.proxy(root, context: "the proxy", nodes: nodes, base: base) }
     }
 
     /// A new toxic (`POST /proxies/NAME/toxics`), or with `base`, an update to one.
-    public static func toxic(_ text: String, base: Toxic? = nil) -> Outcome<Toxic> {
+    package static func toxic(_ text: String, base: Toxic? = nil) -> Outcome<Toxic> {
         read(text) { decoder, root in decoder.toxic(root, context: "the toxic", base: base) }
     }
 
     /// `POST /populate`: a list of proxies, or toxiproxy's `{"proxies": [...]}`.
-    public static func populate(_ text: String, nodes: Set<String>) -> Outcome<[ProxySpec]> {
+    package static func populate(_ text: String, nodes: Set<String>) -> Outcome<[ProxySpec]> {
         read(text) { decoder, root in
             var list = root
             if case .mapping(let mapping) = root, mapping.count == 1, let value = mapping["proxies"] { list = value }

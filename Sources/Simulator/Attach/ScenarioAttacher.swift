@@ -26,6 +26,8 @@ package struct AttachOptions: Sendable {
     /// Keeps the links' last conditions after the timeline, until ``ScenarioAttacher/cancel()``
     /// (as `roam run --hold` keeps its network).
     package var hold = false
+    /// The largest `timeline.jsonl` that `report.html` is drawn from (as ``RunOptions``'s).
+    package var renderedTimelineLimit = HTMLReport.maximumTimelineSize
 
     package init() {}
 
@@ -151,21 +153,13 @@ package final class ScenarioAttacher: Sendable {
         }
         let player = TimelinePlayer(schedule: schedule, backend: backend, log: log, stop: stop)
         try player.start()
-        let end = log.start + scenario.duration
-        var next = log.start + options.sampleInterval
-        while stop.wait(until: min(next, end)) {
-            let now = MonotonicInstant.now
-            if let progress, now >= log.start {
-                let states = player.linkStates
-                progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
-                                     links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: [], runID: runID))
-            }
-            if now >= end { break }
-            while next <= now { next = next + options.sampleInterval }
-        }
-        if options.hold, !cancelled.load(ordering: .relaxed) {
-            log.record(.mark(text: "the scenario's timeline is over; the links keep their last conditions until roam attach is stopped", node: nil))
-            while stop.wait(until: MonotonicInstant.now + .seconds(3600)) {}
+        let clock = PlayClock(log: log, duration: scenario.duration, sampleInterval: options.sampleInterval, hold: options.hold,
+                              heldMark: "the scenario's timeline is over; the links keep their last conditions until roam attach is stopped", stop: stop)
+        clock.run(nextMoment: { nil }) { now, sampleDue in
+            guard sampleDue, let progress else { return }
+            let states = player.linkStates
+            progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
+                                 links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: [], runID: runID))
         }
         let wasCancelled = cancelled.load(ordering: .relaxed)
         let endedAt = max(.zero, min(log.elapsed, scenario.duration))
@@ -179,22 +173,8 @@ package final class ScenarioAttacher: Sendable {
             scenario: scenario, runID: runID, seed: seed, backend: selection, reportDirectory: directory, expectations: [], workloads: [],
             failedChanges: changes.filter { $0.failure != nil }, lateness: changes.map { $0.actual - $0.change.at }, pathUpdates: [:],
             cancelled: wasCancelled, notes: notes, changes: changes, paths: [], endedAt: endedAt)
-        log.record(.run(wasCancelled ? .cancelled(passed: result.passed) : .ended(passed: result.passed)))
-        // A sidecar held for days may outgrow what the page is drawn from (see RunSession).
-        let undrawable = log.undrawable()
-        result.wroteHTML = undrawable == nil
-        if let undrawable { result.notes.append(undrawable) }
-        do throws(SafePathError) {
-            try report.replaceFile(named: "summary.json",
-                                   contents: (result.summary(started: started, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8, mode: RunReportFiles.mode)
-        } catch {
-            throw SimulatorError(error)
-        }
-        do {
-            if undrawable == nil { try HTMLReport.write(to: report) }
-        } catch {
-            throw SimulatorError(.environment, "cannot write the report: \(error.message)")
-        }
+        try ReportWriter.write(&result, log: log, to: report, started: started, timeScale: options.timeScale,
+                               renderedTimelineLimit: options.renderedTimelineLimit)
         return result
     }
 

@@ -192,14 +192,19 @@ final class RunSession {
         for initial in schedule.initial {
             try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
         }
+        // The watchdog, once, before the first program the run spawns (a network's daemons
+        // here, or a command workload later), so that each is watched as soon as it is spawned.
+        let spawnsPrograms = !plan.networks.isEmpty || scenario.workloads.contains { if case .command = $0.kind { true } else { false } }
+        if spawnsPrograms, !watchdog.start() {
+            throw SimulatorError(.environment, "cannot start the watchdog (roam-watchdog) that stops the run's programs if the run is killed: "
+                + "no pipe or no process could be made (see ulimit -n and ulimit -u)")
+        }
         if !plan.networks.isEmpty {
             // A captive portal counts what each workload's client sends it (by the server's port).
             let counted = scenario.workloads.enumerated().compactMap { index, workload -> (index: Int, client: String, port: UInt16)? in
                 if case .command = workload.kind { return nil }
                 return workload.to.map { (index, $0, WorkloadContext.port(index: index)) }
             }
-            // Started before the first program, so that each is watched as soon as it is spawned.
-            watchdog.start()
             let services = NetworkServices(plan: plan, topology: topology, report: report, watchdog: watchdog, countedWorkloads: counted)
             self.services = services
             try services.start()
@@ -350,8 +355,6 @@ final class RunSession {
     func prepareWorkloads(transport: MultipathTransport, log: RunLog) throws(SimulatorError) {
         guard let topology else { return }
         let environment = ScenarioRunner.environment(plan: plan, runID: runID, reportDirectory: directory)
-        // Started before the first command, so that each is watched as soon as it is spawned.
-        if scenario.workloads.contains(where: { if case .command = $0.kind { true } else { false } }) { watchdog.start() }
         for (index, workload) in scenario.workloads.enumerated() {
             guard let server = plan.node(workload.from), let serverNamespace = topology.namespace(of: workload.from) else { continue }
             let workloadStop: EventSignal
@@ -460,68 +463,56 @@ final class RunSession {
     /// How often a run gives back the memory its threads freed (``FreedMemory/release()``).
     static let freedMemoryInterval = Duration.seconds(60)
 
-    /// The run's own loop: sample every interval, stop workloads at their time, end on time.
+    /// The run's own loop (``PlayClock``, as `roam attach`'s): sample every interval, stop
+    /// workloads at their time, end on time.
     private func sampleUntilTheEnd(log: RunLog, player: TimelinePlayer, progress: (@Sendable (RunProgress) -> Void)?) {
-        let scenarioEnd = log.start + scenario.duration
-        // Held open: the network stays until the run is stopped (checked once a day of waiting).
-        let end = options.hold ? MonotonicInstant.now + .seconds(100 * 365 * 86_400) : scenarioEnd
-        var heldSince: MonotonicInstant?
-        var nextSample = log.start + options.sampleInterval
         var previous: [Int64] = drivers.map { _ in 0 }
         var lastSampleAt = log.start
         var stopped = Set<Int>()
         // A long run gives back, once a minute, the memory its threads freed and the allocator
         // kept (``FreedMemory``): its resident memory stays what it holds.
         var nextRelease = log.start + Self.freedMemoryInterval
-        while true {
-            let pendingStops = drivers.indices.filter { !stopped.contains($0) }.map { ($0, drivers[$0].driver.context.stopAt) }
-            let nextStop = pendingStops.map(\.1).min() ?? end
-            guard stop.wait(until: min(nextSample, nextStop, end)) else { break }
-            let now = MonotonicInstant.now
-            if options.hold, heldSince == nil, now >= scenarioEnd {
-                heldSince = now
-                log.record(.mark(text: "the scenario's timeline is over; the network is held until the run is stopped", node: nil))
-            }
-            for (index, at) in pendingStops where at <= now {
+        let clock = PlayClock(log: log, duration: scenario.duration, sampleInterval: options.sampleInterval, hold: options.hold,
+                              heldMark: "the scenario's timeline is over; the network is held until the run is stopped", stop: stop)
+        let pendingStops = { [drivers] in drivers.indices.filter { !stopped.contains($0) }.map { ($0, drivers[$0].driver.context.stopAt) } }
+        clock.run(nextMoment: { pendingStops().map(\.1).min() }) { now, sampleDue in
+            for (index, at) in pendingStops() where at <= now {
                 drivers[index].stop.signal()
                 stopped.insert(index)
                 log.record(.workload(name: drivers[index].driver.context.workload.name, started: false))
             }
-            if now >= nextSample || now >= end {
-                let interval = Double((now - lastSampleAt).nanoseconds) / 1e9
-                var rows: [(name: String, throughput: Rate?, detail: String?)] = []
-                for (index, (driver, _)) in drivers.enumerated() where driver.context.startAt <= now {
-                    let sample = driver.sample()
-                    let delta = sample.bytesReceived - previous[index]
-                    previous[index] = sample.bytesReceived
-                    let throughput = interval > 0 ? Rate(bitsPerSecond: Double(delta) * 8 / interval) : nil
-                    if case .command = driver.context.workload.kind {
-                        rows.append((driver.context.workload.name, nil, stopped.contains(index) ? "ended" : "running"))
-                        continue
-                    }
-                    var detail: String?
-                    if let buffered = sample.buffered {
-                        detail = (sample.isStalled ?? false) ? "STALLED" : "buffer \(buffered.roamDescription)"
-                    }
-                    log.record(.sample(RunEvent.Sample(workload: driver.context.workload.name, bytes: sample.bytesReceived,
-                                                       throughputBitsPerSecond: Int64((throughput?.bitsPerSecond ?? 0).rounded()), rtt: sample.rtt,
-                                                       buffered: sample.buffered, stalled: sample.buffered.map { _ in sample.isStalled ?? false })))
-                    rows.append((driver.context.workload.name, throughput, detail))
+            guard sampleDue else { return }
+            let interval = Double((now - lastSampleAt).nanoseconds) / 1e9
+            var rows: [(name: String, throughput: Rate?, detail: String?)] = []
+            for (index, (driver, _)) in drivers.enumerated() where driver.context.startAt <= now {
+                let sample = driver.sample()
+                let delta = sample.bytesReceived - previous[index]
+                previous[index] = sample.bytesReceived
+                let throughput = interval > 0 ? Rate(bitsPerSecond: Double(delta) * 8 / interval) : nil
+                if case .command = driver.context.workload.kind {
+                    rows.append((driver.context.workload.name, nil, stopped.contains(index) ? "ended" : "running"))
+                    continue
                 }
-                lastSampleAt = now
-                while nextSample <= now { nextSample = nextSample + options.sampleInterval }
-                if now >= nextRelease {
-                    FreedMemory.release()
-                    nextRelease = now + Self.freedMemoryInterval
+                var detail: String?
+                if let buffered = sample.buffered {
+                    detail = (sample.isStalled ?? false) ? "STALLED" : "buffer \(buffered.roamDescription)"
                 }
-                if let progress {
-                    let states = player.linkStates
-                    progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
-                                         links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: rows,
-                                         runID: runID))
-                }
+                log.record(.sample(RunEvent.Sample(workload: driver.context.workload.name, bytes: sample.bytesReceived,
+                                                   throughputBitsPerSecond: Int64((throughput?.bitsPerSecond ?? 0).rounded()), rtt: sample.rtt,
+                                                   buffered: sample.buffered, stalled: sample.buffered.map { _ in sample.isStalled ?? false })))
+                rows.append((driver.context.workload.name, throughput, detail))
             }
-            if now >= end { break }
+            lastSampleAt = now
+            if now >= nextRelease {
+                FreedMemory.release()
+                nextRelease = now + Self.freedMemoryInterval
+            }
+            if let progress {
+                let states = player.linkStates
+                progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
+                                     links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: rows,
+                                     runID: runID))
+            }
         }
     }
 
@@ -561,29 +552,12 @@ final class RunSession {
         report.refusedPackets = (backend as? UserspaceBackend)?.refusedPackets ?? 0
         report.qdiscCounters = (backend as? NetemBackend)?.qdiscCounters ?? []
         report.fidelityBounds = options.fidelityBounds
-        log.record(.run(cancelled ? .cancelled(passed: report.passed) : .ended(passed: report.passed)))
         for file in outputBudget.filesCut {
             report.notes.append("\(file) was cut short: the run's files may hold \(byteCountDescription(Int(outputBudget.perFile))) each and "
                 + "\(byteCountDescription(Int(outputBudget.total))) together (roam run --max-file-size, --max-output-size)")
         }
-        // report.html is drawn from the timeline read back a piece at a time, at most
-        // ``HTMLReport/maximumTimelineSize`` of it: a longer run (days of busy workloads) keeps
-        // its verdicts and every event, and says why it has no report.html rather than failing
-        // at its end.
-        let undrawable = log.undrawable(limit: options.renderedTimelineLimit)
-        report.wroteHTML = undrawable == nil
-        if let undrawable { report.notes.append(undrawable) }
-        do throws(SafePathError) {
-            try self.report.replaceFile(named: "summary.json",
-                                        contents: (report.summary(started: wallStart, timeScale: options.timeScale, events: log.eventCount).json.serialized + "\n").utf8, mode: RunReportFiles.mode)
-        } catch {
-            throw SimulatorError(error)
-        }
-        do {
-            if undrawable == nil { try HTMLReport.write(to: self.report) }
-        } catch {
-            throw SimulatorError(.environment, "cannot write the run's HTML report: \(error.message)")
-        }
+        try ReportWriter.write(&report, log: log, to: self.report, started: wallStart, timeScale: options.timeScale,
+                               renderedTimelineLimit: options.renderedTimelineLimit)
         return report
     }
 }
