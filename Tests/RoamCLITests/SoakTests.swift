@@ -65,16 +65,27 @@ struct SoakTests {
         #expect(arenas == 0, "\(arenas) arenas besides the main one")
     }
 
-    /// glibc's arenas besides the main one in process `pid`: the heaps it maps for them, each
-    /// aligned to its largest size (64 MiB on 64-bit machines), anonymous and writable.
+    /// glibc's arenas besides the main one in process `pid`: the heaps it maps for them. A heap
+    /// is a reservation of exactly 64 MiB (HEAP_MAX_SIZE on 64-bit machines) at an address
+    /// aligned to that size, anonymous, its used part writable and the rest inaccessible: an
+    /// anonymous mapping that merely starts at such an address (a large allocation's) is not one.
     static func arenaHeaps(pid: pid_t) -> Int {
         guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return 0 }
-        return maps.split(separator: "\n").filter { line in
+        let heapSize: UInt64 = 64 << 20
+        // Anonymous mappings: start, end, permissions.
+        let anonymous = maps.split(separator: "\n").compactMap { line -> (start: UInt64, end: UInt64, permissions: Substring)? in
             let fields = line.split(separator: " ")
-            guard fields.count == 5, fields[1] == "rw-p", let start = fields[0].split(separator: "-").first.flatMap({ UInt64($0, radix: 16) }) else {
-                return false
-            }
-            return start % (64 << 20) == 0
+            let range = fields.first?.split(separator: "-") ?? []
+            guard fields.count == 5, range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16) else { return nil }
+            return (start, end, fields[1])
+        }
+        return anonymous.indices.filter { index in
+            let first = anonymous[index]
+            guard first.permissions == "rw-p", first.start % heapSize == 0 else { return false }
+            if first.end - first.start == heapSize { return true }
+            guard index + 1 < anonymous.count else { return false }
+            let rest = anonymous[index + 1]
+            return rest.permissions == "---p" && rest.start == first.end && rest.end == first.start + heapSize
         }.count
     }
 }

@@ -38,6 +38,30 @@ struct RecordSpillTests {
         #expect(spill2.all().last == Record(at: .zero, value: -1) && spill2.all().count == records.count + 1)
     }
 
+    /// A run's spills share one file: fifty spills, their chunks interleaved, take one
+    /// descriptor, and each gives back its own records, in order.
+    @Test func spillsShareOneFileAndOneDescriptor() throws {
+        let path = try TestEnvironment.scratchDirectory("roam-spill-shared")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try SecureDirectory.open(path)
+        let file = SpillFile(directory: directory)
+        let descriptors = { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count }
+        let before = descriptors()
+        let spills = (0..<50).map { _ in RecordSpill<Record>(file: file) }
+        let perSpill = 3 * RecordSpill<Record>.chunkBytes / MemoryLayout<Record>.stride
+        for index in 0..<perSpill {
+            for (number, spill) in spills.enumerated() { spill.append(Record(at: .milliseconds(index), value: Int32(number))) }
+        }
+        #expect(file.exists && spills.allSatisfy(\.hasFile))
+        #expect(descriptors() - before == 1, "one descriptor for every spill")
+        for (number, spill) in spills.enumerated() {
+            let records = spill.all()
+            #expect(records.count == perSpill && spill.spilled > 0)
+            #expect(records == (0..<perSpill).map { Record(at: .milliseconds($0), value: Int32(number)) })
+        }
+        #expect(try directory.entries().isEmpty, "the file has no name")
+    }
+
     @Test func withoutAFileRecordsStayInMemory() {
         let spill = RecordSpill<Record>(directory: nil)
         let records = (0..<1_000).map { Record(at: .seconds($0), value: Int32($0)) }

@@ -91,6 +91,8 @@ package final class RunLog: Sendable {
     private let state: Mutex<State>
     /// Where the timeline is written (nil: in memory only), and the run's records spilled.
     private let directory: SecureDirectory?
+    /// The one file every record spill of the run shares (``SpillFile``).
+    private let spillFile: SpillFile?
 
     /// The most recent events held in memory for live readers, by count and by bytes.
     package static let heldEvents = 65_536
@@ -102,7 +104,9 @@ package final class RunLog: Sendable {
         startNanoseconds = Atomic(start.nanoseconds)
         hasBegun = Atomic(true)
         self.directory = directory
-        state = Mutex(try Self.initialState(directory: directory, holdingEvents: holdingEvents))
+        let spillFile = directory.map { SpillFile(directory: $0) }
+        self.spillFile = spillFile
+        state = Mutex(try Self.initialState(directory: directory, spillFile: spillFile, holdingEvents: holdingEvents))
     }
 
     /// Logs to `timeline.jsonl` in `directory` (a new file) with time zero fixed later, by
@@ -113,12 +117,14 @@ package final class RunLog: Sendable {
         startNanoseconds = Atomic(MonotonicInstant.now.nanoseconds)
         hasBegun = Atomic(false)
         self.directory = directory
-        var initial = try Self.initialState(directory: directory, holdingEvents: holdingEvents)
+        let spillFile = directory.map { SpillFile(directory: $0) }
+        self.spillFile = spillFile
+        var initial = try Self.initialState(directory: directory, spillFile: spillFile, holdingEvents: holdingEvents)
         initial.pending = []
         state = Mutex(initial)
     }
 
-    private static func initialState(directory: SecureDirectory?, holdingEvents: Bool) throws(SimulatorError) -> State {
+    private static func initialState(directory: SecureDirectory?, spillFile: SpillFile?, holdingEvents: Bool) throws(SimulatorError) -> State {
         var file: FileDescriptor?
         if let directory {
             do {
@@ -127,7 +133,7 @@ package final class RunLog: Sendable {
                 throw SimulatorError(error)
             }
         }
-        var initial = State(file: file, changes: RecordSpill(directory: directory), paths: RecordSpill(directory: directory))
+        var initial = State(file: file, changes: RecordSpill(file: spillFile), paths: RecordSpill(file: spillFile))
         initial.holding = holdingEvents
         return initial
     }
@@ -286,7 +292,7 @@ package final class RunLog: Sendable {
     /// Records of a run that grow with it (gaps, addresses, stalls), spilled beside the log's
     /// own (in memory when the log is).
     func spill<Element: BitwiseCopyable>(of type: Element.Type) -> RecordSpill<Element> {
-        RecordSpill(directory: directory)
+        RecordSpill(file: spillFile)
     }
 
     /// How many records the log has written out of memory (applied changes, paths).
