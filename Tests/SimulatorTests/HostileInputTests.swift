@@ -228,9 +228,10 @@ import Testing
         #expect(flapping.problems == ["the timeline makes 720000 link changes; at most 100000"])
     }
 
-    /// The descriptors a run reserves grow with the scenario, not with its square: 100 phones
-    /// with two links and two workloads each stay within a default hard limit of 20,000 (the
-    /// old estimate wanted 86,000), while each phone still gets room for its own races.
+    /// The descriptors a run reserves grow with the scenario, not with its square: 500 phones
+    /// with two links and two workloads each stay within a hard limit of 20,000 (an estimate
+    /// before wanted 39,000 for them), while each phone still gets room for its own races: more
+    /// than the 21 a phone a run of them was measured to take (``DescriptorCosts``).
     @Test func theDescriptorsARunNeedsGrowLinearlyWithItsPhones() throws {
         func phones(_ count: Int) throws -> Int {
             var yaml = "name: many\nduration: 5s\nnodes:\n  server: {}\n"
@@ -240,11 +241,13 @@ import Testing
             let scenario = try #require(ScenarioReader.parse(yaml, file: "many.yaml").scenario)
             return ScenarioRunner.descriptorsNeeded(for: scenario)
         }
-        let one = try phones(1), ten = try phones(10), hundred = try phones(100)
-        #expect(hundred < 20_000, "\(hundred)")
+        let one = try phones(1), ten = try phones(10), hundred = try phones(100), crowd = try phones(500)
+        #expect(crowd < 18_000, "\(crowd): room under 20,000")
         #expect(hundred - ten == 10 * (ten - one), "linear: \(one), \(ten), \(hundred)")
-        // Each workload: its pipes and probes, and 2 interfaces' races with both ends of each.
-        #expect(one >= 64 + 2 * (16 + 4 * 2))
+        // A phone (a node, two links, two workloads): above the 21 measured, with room.
+        #expect(ten - one >= 9 * 30, "\(ten - one) for 9 phones")
+        // Each workload: its signal and listeners, and 2 interfaces' connections with both ends of each.
+        #expect(one >= DescriptorCosts.process + 2 * DescriptorCosts.node + 2 * (4 + 3 * 2))
     }
 
     // MARK: - Names and paths

@@ -336,29 +336,37 @@ public final class ScenarioRunner: Sendable {
         return try session.finish(log: log, transport: transport, cancelled: cancelled, endedAt: endedAt)
     }
 
-    /// How many descriptors a run of `scenario` may hold at once: the process's own, each
-    /// node's monitor, each link's devices and captures (a network's gateway and its links
-    /// counted too), and each workload's listener, pipes and probes, and its client's race
-    /// attempts and connections over each of the client's interfaces with the server's side of
-    /// each, with room to spare. Linear in the scenario: a client races over its own
-    /// interfaces, not every link of the run.
+    /// How many descriptors a run of `scenario` may hold at once, each part counted at what a
+    /// run was measured to take (``DescriptorCosts``) with room to spare: the process's own, each
+    /// node's (its namespace and its monitor), each link's (a TUN device at each end, a captured
+    /// link's files), each network's (its gateway, links and programs), each proxy's (its
+    /// listener and every connection it may hold), and each workload's (its stop signal and
+    /// listeners, and a connection with a standby and a probe over each of its client's
+    /// interfaces, with the server's side of each; a command's pipes). The run's record spills
+    /// share one file. Linear in the scenario: a client races over its own interfaces, not every
+    /// link of the run.
     static func descriptorsNeeded(for scenario: Scenario) -> Int {
+        typealias Costs = DescriptorCosts
         var interfaces: [String: Int] = [:]
         for link in scenario.links {
             interfaces[link.endpoints.0, default: 0] += 1
             interfaces[link.endpoints.1, default: 0] += 1
         }
-        var networkLinks = 0
+        var total = Costs.process + Costs.node * scenario.nodes.count
+        total += scenario.links.reduce(0) { $0 + Costs.link + ($1.capture ? Costs.capture : 0) }
         for network in scenario.networks {
             for member in network.members { interfaces[member, default: 0] += 1 }
-            networkLinks += network.members.count + 1
+            total += Costs.node + Costs.networkPrograms + Costs.link * (network.members.count + 1)
         }
-        // Each workload's records spilled out of memory in a long run take up to 3 more (RecordSpill),
-        // the log's 2.
-        let workloads = scenario.workloads.reduce(0) { total, workload in
-            total + 16 + 3 + 4 * (workload.to.flatMap { interfaces[$0] } ?? 0)
+        total += Costs.proxy * scenario.proxies.count
+        for workload in scenario.workloads {
+            if case .command = workload.kind {
+                total += Costs.command
+            } else {
+                total += Costs.workload + Costs.interfaceOfAWorkload * (workload.to.flatMap { interfaces[$0] } ?? 0)
+            }
         }
-        return 64 + 2 + 8 * (scenario.nodes.count + scenario.networks.count) + 8 * (scenario.links.count + networkLinks) + workloads
+        return total
     }
 
     /// Raises the soft `RLIMIT_NOFILE` to what the scenario may need (up to the hard limit), or
@@ -477,4 +485,34 @@ func findProgram(_ name: String) -> String? {
         if access(candidate, X_OK) == 0 { return candidate }
     }
     return nil
+}
+
+/// What each part of a run takes in descriptors, for ``ScenarioRunner/descriptorsNeeded(for:)``.
+/// Measured on the userspace backend with `ls /proc/PID/fd` at a run's peak (the scale
+/// benchmark's phones, a Wi-Fi and a cellular link each; 10 to 40 phones): 7 a node, 2 a link,
+/// 5 a plain stream or request workload over two interfaces and 9 a handover stream, 19 for the
+/// process and the server; 21 a phone in all. Each is counted here with room above it.
+enum DescriptorCosts {
+    /// The process's own: standard streams, the log and report, the spill file, the control
+    /// API's sockets, the emulator's and monitors' event loops (measured: 12).
+    static let process = 64
+    /// A node: its namespace, its monitor's netlink sockets, wake-ups and watch (measured: 7).
+    static let node = 8
+    /// A link: a TUN device at each end with the userspace backend (measured: 2).
+    static let link = 3
+    /// A captured link's two pcap files.
+    static let capture = 2
+    /// A network's programs (resolver, NAT64, DNS relay, portal): pipes and process handles.
+    static let networkPrograms = 16
+    /// A proxy: its listeners, and both ends of each connection it may hold
+    /// (``ScenarioModel/ProxySpec/maximumConnections``).
+    static let proxy = 4 + 2 * ProxySpec.maximumConnections
+    /// A workload that is not a command: its stop signal, listeners and spare (measured with the
+    /// next: 5 for a plain stream over two interfaces, 9 for a handover stream).
+    static let workload = 4
+    /// For each of the workload's client's interfaces: a connection, a standby or a probe, and
+    /// the server's side.
+    static let interfaceOfAWorkload = 3
+    /// A command: its output pipes, its process handle and what it inherits while spawned.
+    static let command = 16
 }
