@@ -72,9 +72,12 @@ samples: setup
 	@scripts/check-samples.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
 # Every library's DocC documentation, with warnings as errors (a broken symbol link fails), in
-# .build/plugins/Swift-DocC/outputs.
+# .build/plugins/Swift-DocC/outputs; first, that every import is a declared dependency and that
+# docs/architecture.md's module graph is Package.swift's (scripts/module-graph.py).
 DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor ScenarioModel Simulator RoamReport LinkEmulation Multipath RoamTesting RoamFuzzTargets
 docs: setup
+	@scripts/module-graph.py --check-imports
+	@scripts/module-graph.py --check-doc docs/architecture.md
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
 

@@ -56,8 +56,8 @@ let package = Package(
         .target(name: "RoamCore"),
         .target(name: "RoamSystem", dependencies: ["RoamCore", "CRoamLinux", "CRoamRootless", "CRoamProcess", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "PathMonitor", dependencies: ["RoamCore", "Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "Multipath", dependencies: ["PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "PathMonitor", dependencies: [.product(name: "SystemPackage", package: "swift-system"), "RoamCore", "Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Multipath", dependencies: ["CRoamLinux", "Netlink", "PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
         // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root, and
         // never links libnl (nor does RoamReport, nor the fuzz targets).
@@ -69,9 +69,9 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log")]),
         // A run's record read back: the typed timeline events, `RecordedRun`, the HTML report.
         // Pure: never needs root.
-        .target(name: "RoamReport", dependencies: ["RoamCore", "ScenarioModel", "RoamSystem"]),
+        .target(name: "RoamReport", dependencies: [.product(name: "SystemPackage", package: "swift-system"), "RoamCore", "ScenarioModel", "RoamSystem"]),
         // Plays scenarios on real Linux networking: topology, link backends, workloads, runner.
-        .target(name: "Simulator", dependencies: ["RoamCore", "ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
+        .target(name: "Simulator", dependencies: ["CRoamLinux", "Netlink", "RoamCore", "ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
         // A run's control API (`roam run --control`, `roam ctl`): its routes, its listeners, its
         // HTTP server and client on SwiftNIO.
         .target(name: "RoamControl", dependencies: ["RoamCore", "RoamSystem", "CRoamLinux", "ScenarioModel", "RoamReport", "Simulator", "PathMonitor",
@@ -80,13 +80,13 @@ let package = Package(
                                                     .product(name: "NIOHTTP1", package: "swift-nio"),
                                                     .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                     .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "RoamTesting", dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "RoamTesting", dependencies: ["Netlink", "PathMonitor", "ScenarioModel", "Simulator", "RoamSystem", "CRoamRootless", "CRoamTestingRootless", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "RoamFuzzTargets", dependencies: ["CRoamLinux", "RoamCore", "ScenarioModel", "RoamReport", "RoamSystem", "PathMonitor", "LinkEmulation", "Simulator", "RoamControl",
                                                        .product(name: "Yams", package: "Yams"),
                                                        .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "roam",
-            dependencies: [
+            dependencies: ["CRoamLinux", 
                 "RoamCore",
                 "Netlink",
                 "PathMonitor",
@@ -103,12 +103,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "PathMonitorBenchmark",
-            dependencies: ["PathMonitor", "TestSupport"],
+            dependencies: ["Netlink", "PathMonitor", "TestSupport"],
             path: "Benchmarks/PathMonitorBenchmark"
         ),
         .executableTarget(
             name: "SimulatorBenchmark",
-            dependencies: ["ScenarioModel", "Simulator", .product(name: "Yams", package: "Yams"), "RoamSystem"],
+            dependencies: ["Netlink", "PathMonitor", "ScenarioModel", "Simulator", .product(name: "Yams", package: "Yams"), "RoamSystem"],
             path: "Benchmarks/SimulatorBenchmark"
         ),
         .executableTarget(
@@ -119,7 +119,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "EmulatorBenchmark",
-            dependencies: ["ScenarioModel", "Simulator", "RoamSystem", "LinkEmulation"],
+            dependencies: ["Netlink", "ScenarioModel", "Simulator", "RoamSystem", "LinkEmulation"],
             path: "Benchmarks/EmulatorBenchmark"
         ),
         .executableTarget(
@@ -136,21 +136,21 @@ let package = Package(
         // Root-free: the OS layer, on real descriptors and child processes.
         .testTarget(name: "RoamSystemTests", dependencies: ["RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "TestSupport"]),
-        .testTarget(name: "PathMonitorTests", dependencies: ["PathMonitor", "TestSupport", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "PathMonitorTests", dependencies: ["Netlink", "RoamCore", "PathMonitor", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         // Runs the built `roam` executable; `swift build` must have built it (make test does).
-        .testTarget(name: "RoamCLITests", dependencies: ["PathMonitor", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamCLITests", dependencies: ["Netlink", "RoamCore", "PathMonitor", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         // Root-free: the scenario model, reader, units, timeline expansion, export and import.
-        .testTarget(name: "ScenarioModelTests", dependencies: ["ScenarioModel", "PathMonitor", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "ScenarioModelTests", dependencies: ["RoamCore", "ScenarioModel", "PathMonitor", .product(name: "Yams", package: "Yams")]),
         // Root-free: the emulator's pipeline on a manual clock.
         .testTarget(name: "LinkEmulationTests", dependencies: ["LinkEmulation", "ScenarioModel"]),
         // Root-free: the timeline's events, recorded runs and the HTML report.
-        .testTarget(name: "RoamReportTests", dependencies: ["RoamReport", "PathMonitor"]),
-        .testTarget(name: "SimulatorTests", dependencies: ["RoamSystem", "ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "MultipathTests", dependencies: ["RoamSystem", "Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
+        .testTarget(name: "RoamReportTests", dependencies: ["RoamCore", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), "RoamReport", "PathMonitor"]),
+        .testTarget(name: "SimulatorTests", dependencies: ["LinkEmulation", "Multipath", "Netlink", "PathMonitor", "RoamCore", "RoamSystem", "ScenarioModel", "RoamReport", "Simulator", "TestSupport", "RoamFuzzTargets", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "MultipathTests", dependencies: ["Netlink", "PathMonitor", "RoamSystem", "Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         // Root-free: the control API's routes against its OpenAPI document, its answers before and
         // after a run, its HTTP server and client over a Unix socket.
         .testTarget(name: "RoamControlTests", dependencies: ["RoamControl", "RoamSystem", .product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "RoamTestingTests", dependencies: ["RoamTesting", "ScenarioModel", "RoamReport", "LinkEmulation", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .testTarget(name: "RoamTestingTests", dependencies: ["Netlink", "PathMonitor", "RoamCore", "RoamTesting", "ScenarioModel", "RoamReport", "LinkEmulation", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
     ],
     swiftLanguageModes: [.v6]
 )
