@@ -308,14 +308,18 @@ struct MonitorKernelTests {
         }
     }
 
-    @Test func followsTheNamespacesResolverFile() async throws {
+    /// Watched with inotify, or, where no inotify instance can be had (128 a user by default: a
+    /// run of more nodes meets the limit), read again every second.
+    @Test(arguments: [true, false]) func followsTheNamespacesResolverFile(watched: Bool) async throws {
         try await TestNamespace.with { test in
             try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
             let directory = "/etc/netns/\(test.name)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
             try "nameserver 198.18.0.53\n".write(toFile: directory + "/resolv.conf", atomically: false, encoding: .utf8)
-            let monitor = NetworkPathMonitor(namespace: test.namespace)
+            var configuration = NetworkPathMonitor.Configuration()
+            configuration.watchesResolverFile = watched
+            let monitor = NetworkPathMonitor(namespace: test.namespace, configuration: configuration)
             let recorder = Recorder<NetworkPath>()
             let subscription = monitor.onUpdate { recorder.append($0) }
             defer { monitor.cancel(); subscription.cancel() }

@@ -43,6 +43,12 @@ final class MonitorLoop {
     private var wireless: NetlinkSocket?
     private var wirelessUnavailable = false
     private var nextWirelessPoll = ContinuousClock.now
+    /// Without an inotify instance (a user has 128 by default: a run of more nodes than that
+    /// meets the limit), the resolver file is looked at every ``resolverPollInterval`` instead:
+    /// when it is next due, and what it was (nil: the watcher tells).
+    private var nextResolverPoll: ContinuousClock.Instant?
+    private var resolverStamp: [Int] = []
+    static let resolverPollInterval = Duration.seconds(1)
 
     // Work found while reading notifications, done before the next path is derived.
     private var needsFullDump = false
@@ -87,7 +93,13 @@ final class MonitorLoop {
             try events.subscribe(to: [.link, .ipv4Address, .ipv6Address, .ipv4Route, .ipv6Route])
             try events.setNonBlocking()
             try? events.setReceiveBufferSize(configuration.receiveBufferSize)
-            watcher = try? DirectoryWatcher(directories: resolverDirectories())
+            watcher = configuration.watchesResolverFile ? try? DirectoryWatcher(directories: resolverDirectories()) : nil
+            if watcher == nil {
+                logger.notice("no inotify instance for the resolver's file (fs.inotify.max_user_instances); it is read again every second instead",
+                              metadata: ["namespace": "\(namespace.name ?? "host")"])
+                resolverStamp = currentResolverStamp()
+                nextResolverPoll = ContinuousClock.now.advanced(by: Self.resolverPollInterval)
+            }
             reloadResolvers()
             try fullDump(requests)
         } catch {
@@ -161,6 +173,14 @@ final class MonitorLoop {
             if ready.count > 2, probesReady != 2, ready[2], let watcher {
                 // An overflowed inotify queue may have lost the resolver file's event: read it again.
                 if let changed = watcher.changedNames(), changed.isDisjoint(with: resolverNames) {} else { reloadResolvers() }
+            }
+            if let due = nextResolverPoll, ContinuousClock.now >= due {
+                nextResolverPoll = ContinuousClock.now.advanced(by: Self.resolverPollInterval)
+                let stamp = currentResolverStamp()
+                if stamp != resolverStamp {
+                    resolverStamp = stamp
+                    reloadResolvers()
+                }
             }
             guard isDirty || needsFullDump || needsRouteDump else { continue }
             if configuration.coalescingDelay > .zero {
@@ -339,8 +359,21 @@ final class MonitorLoop {
 
     /// How long the loop may sleep: until Wi-Fi quality is due to be read, or a probe is due.
     private func nextTimeout() -> Duration? {
-        let times = [wirelessPollTimeout(), validator?.timeUntilNextProbe].compactMap { $0 }
+        let resolverPoll = nextResolverPoll.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
+        let times = [wirelessPollTimeout(), validator?.timeUntilNextProbe, resolverPoll].compactMap { $0 }
         return times.min()
+    }
+
+    /// What identifies the resolver file's contents without reading them: its inode, size and
+    /// change time, and those of the file a link points to (empty when there is none).
+    private func currentResolverStamp() -> [Int] {
+        var stamp: [Int] = []
+        for path in [resolverPath] + (realPath(resolverPath).map { [$0] } ?? []) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { stamp += [-1]; continue }
+            stamp += [Int(info.st_ino), Int(info.st_size), Int(info.st_ctim.tv_sec), Int(info.st_ctim.tv_nsec)]
+        }
+        return stamp
     }
 
     /// How long the loop may sleep before the next reading of Wi-Fi quality (-1: no Wi-Fi, or

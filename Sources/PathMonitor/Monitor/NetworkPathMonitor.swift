@@ -60,6 +60,9 @@ public final class NetworkPathMonitor: Sendable {
         /// default): each interface's ``NetworkInterface/connectivity`` and the path's follow
         /// its probes, and ``PathPolicy/requiresValidated`` keeps paths to validated interfaces.
         public var validation: ConnectivityValidation?
+        /// Whether the resolver file is watched with inotify (false: it is read again every
+        /// second, as it is when no inotify instance can be had; for tests).
+        package var watchesResolverFile = true
 
         public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
                     resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
