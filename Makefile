@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients python samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
+.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -63,6 +63,13 @@ real-clients: setup
 python: build
 	@scripts/python-env.sh >/dev/null
 	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" .build/python/bin/python -m pytest -q -p no:cacheprovider clients/python/tests Examples/PythonApp/tests Examples/QUICApp/tests
+
+# clients/go: toxiproxy's own Go client (vendored unchanged, its README's calls) against a run's
+# toxiproxy API (`roam run --toxiproxy-port`). Go from Debian; offline: the client is its only
+# dependency, and Go's caches stay in .build.
+toxiproxy-go: build
+	@scripts/setup.sh --go
+	cd clients/go && GOPROXY=off GOFLAGS=-mod=mod GOPATH=$(CURDIR)/.build/go GOCACHE=$(CURDIR)/.build/go-cache ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" go test -count=1 -v ./...
 
 # The code samples of the README, docs/ and every DocC catalog and doc comment, type-checked
 # against the built modules with warnings as errors (RoamNIO's samples too: it is built first).

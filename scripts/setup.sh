@@ -9,6 +9,7 @@
 #                             --vm when the running kernel has no sch_netem (make test, make demo)
 #   scripts/setup.sh --browser
 #                             also headless Chromium, which the tests load report.html in (make test)
+#   scripts/setup.sh --go     also Go, which builds toxiproxy's own Go client (make toxiproxy-go)
 set -euo pipefail
 
 # Whether the running kernel has netem: loaded, built in, or a module it can load.
@@ -20,12 +21,14 @@ kernel_has_netem() {
 
 vm=0
 browser=0
+go=0
 for option in "$@"; do
   case "$option" in
     --vm) vm=1 ;;
     --vm-if-needed) kernel_has_netem || vm=1 ;;
     --browser) browser=1 ;;
-    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser]" >&2; exit 2 ;;
+    --go) go=1 ;;
+    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser] [--go]" >&2; exit 2 ;;
   esac
 done
 
@@ -55,6 +58,10 @@ fi
 
 if [ "$browser" = 1 ]; then
   packages+=(chromium)                            # renders report.html in the tests
+fi
+
+if [ "$go" = 1 ]; then
+  packages+=(golang-go)                           # toxiproxy's Go client against a run
 fi
 
 missing=()

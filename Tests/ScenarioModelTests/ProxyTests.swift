@@ -107,6 +107,10 @@ import Testing
         let updated = try #require(ProxyRequest.toxic(#"{"attributes": {"jitter": 100}, "toxicity": 0.25}"#, base: toxic).value)
         #expect(updated.kind == .latency(latency: .seconds(1), jitter: .milliseconds(100)) && updated.toxicity == 0.25 && updated.name == toxic.name)
         #expect(ProxyRequest.toxic(#"{"type": "bandwidth"}"#, base: toxic).value == nil, "a toxic's type cannot change")
+        // An empty name is none, as toxiproxy's Go client sends it: TYPE_STREAM; on an update, the name kept.
+        #expect(ProxyRequest.toxic(#"{"name": "", "type": "slicer", "stream": "upstream", "attributes": {"average_size": 10}}"#).value?.name == "slicer_upstream")
+        #expect(ProxyRequest.toxic(#"{"name": "", "attributes": {"jitter": 5}}"#, base: toxic).value?.name == toxic.name)
+        #expect(ProxyRequest.toxic(#"{"name": ".x", "type": "latency"}"#).value == nil, "a name that is not empty is still checked")
 
         let populated = try #require(ProxyRequest.populate(#"[{"name": "a", "listen": "web:1", "upstream": "web:2"}]"#, nodes: ["web"]).value)
         #expect(populated.map(\.name) == ["a"])

@@ -93,7 +93,12 @@ extension ScenarioDecoder {
             }
             return text
         }
-        let name = take(&fields, "name") { self.proxyName($0, "\(context)'s name") }
+        // An empty name is none, as toxiproxy takes it (TYPE_STREAM): toxiproxy's Go client
+        // sends `"name": ""` for a toxic its caller did not name.
+        let name = take(&fields, "name") { node -> String? in
+            guard let text = self.string(node, "\(context)'s name") else { return nil }
+            return text.isEmpty ? nil : self.proxyName(node, "\(context)'s name")
+        }
         let stream = take(&fields, "stream") { node -> Toxic.Stream? in
             guard let text = self.string(node, "\(context)'s stream") else { return nil }
             guard let stream = Toxic.Stream(rawValue: text) else {
