@@ -44,6 +44,7 @@ packages=(
   tayga                                           # networks: NAT64 on a TUN interface
   conntrack                                       # networks: rebind (a NAT forgets its mappings)
   curl                                            # the bundled network scenarios' clients
+  bind9-dnsutils                                  # dig: the flow and DNS fixtures' lookups
 )
 if [ "$vm" = 1 ]; then
   packages+=(

@@ -16,7 +16,7 @@ enum FlowFaultsCheck {
 
     @discardableResult
     static func check(_ directory: String, netem: Bool, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Double] {
-        let output = NetemHost.text(directory + "/probe.stdout")
+        let output = ["probe", "web", "dig"].map { NetemHost.text(directory + "/\($0).stdout") }.joined()
         let probes = output.split(separator: "\n").compactMap { line -> Probe? in
             let words = line.split(separator: " ", maxSplits: 3)
             guard words.count == 4, let began = Double(words[0]), let took = Double(words[2]) else { return nil }
@@ -34,11 +34,26 @@ enum FlowFaultsCheck {
         guard let setDone = set.map(\.done).max(), let setDue = set.map(\.due).min(),
               let resetDue = reset.map(\.due).min(), let resetDone = reset.map(\.done).max() else { return [:] }
 
-        // DNS: 300 ms each way; HTTP to the server the lookup gave, untouched; UDP to it 200 ms each
-        // way. At least three rounds (a VM's first Python start takes seconds of the run).
+        // DNS: 300 ms each way, to glibc and to dig over UDP and TCP (dig's own query time); HTTP
+        // (curl) to the server the lookup gave, untouched; UDP to it 200 ms each way. At least
+        // three rounds (a VM's first Python start takes seconds of the run).
         let lookups = of("lookup"), plain = of("tcp80"), udp = of("udp")
         #expect(lookups.count >= 3 && lookups.allSatisfy { $0.took >= 0.59 && $0.took < 1.5 && $0.result.hasPrefix("198.19.255.") },
                 "lookups: \(output)", sourceLocation: sourceLocation)
+        // dig's query time is 600 ms over both; over TCP its connection waits one round trip
+        // more before it (dig does not count it; the probe's own clock does: 1.2 s).
+        var digs: [String: Double] = [:]
+        for (transport, least) in [("dignotcp", 0.59), ("digtcp", 1.19)] {
+            let queries = of(transport).compactMap { probe -> Double? in
+                let words = probe.result.split(separator: " ")
+                guard words.count == 2, words[0].hasPrefix("198.19.255."), let milliseconds = Double(words[1]),
+                      probe.took >= least, probe.took < least + 2 else { return nil }
+                return milliseconds
+            }
+            #expect(queries.count >= 3 && queries.count == of(transport).count && queries.allSatisfy { $0 >= 590 && $0 < 1490 },
+                    "\(transport): \(output)", sourceLocation: sourceLocation)
+            digs[transport] = queries.isEmpty ? nil : queries.sorted()[queries.count / 2] / 1000
+        }
         #expect(plain.count >= 3 && plain.allSatisfy { $0.took < 0.3 && $0.result == "ok" }, "port 80: \(output)", sourceLocation: sourceLocation)
         #expect(udp.count >= 3 && udp.allSatisfy { $0.took >= 0.39 && $0.took < 1.0 && $0.result == "ping" }, "udp: \(output)",
                 sourceLocation: sourceLocation)
@@ -65,6 +80,6 @@ enum FlowFaultsCheck {
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         return ["lookup": median(lookups.map(\.took)), "tcp80": median(plain.map(\.took)), "udp": median(udp.map(\.took)),
-                "tcp443": median((before + after).map(\.took))]
+                "tcp443": median((before + after).map(\.took))].merging(digs) { first, _ in first }
     }
 }
