@@ -79,11 +79,14 @@ samples: setup
 	@scripts/check-samples.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
 # Every library's DocC documentation, with warnings as errors (a broken symbol link fails), in
-# .build/plugins/Swift-DocC/outputs; first, that every import is a declared dependency and that
-# docs/architecture.md's module graph is Package.swift's (scripts/module-graph.py).
-DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor ScenarioModel Simulator RoamReport LinkEmulation Multipath RoamTesting RoamFuzzTargets
+# .build/plugins/Swift-DocC/outputs; first, that every import is a declared dependency, that
+# docs/architecture.md's module graph is Package.swift's (scripts/module-graph.py), and that
+# RoamDecisions is pure and builds alone (scripts/decisions-alone.sh).
+DOC_TARGETS = RoamCore RoamSystem Netlink PathMonitor RoamDecisions ScenarioModel Simulator RoamReport LinkEmulation Multipath RoamTesting RoamFuzzTargets
 docs: setup
 	@scripts/module-graph.py --check-imports
+	@scripts/module-graph.py --check-pure RoamDecisions
+	@scripts/decisions-alone.sh
 	@scripts/module-graph.py --check-doc docs/architecture.md
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
@@ -94,7 +97,7 @@ docs: setup
 # old tree nor git history is needed; a release renames Unreleased, is tagged, and
 # `make api-baseline API_BASELINE=NEW` dumps its API.
 API_BASELINE ?= 0.3.0
-API_MODULES = RoamCore RoamSystem Netlink PathMonitor Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
+API_MODULES = RoamCore RoamSystem Netlink PathMonitor RoamDecisions Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
 api-check: build
 	@python3 scripts/test_api_check.py
 	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) $(API_MODULES)

@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Simulator", targets: ["Simulator"]),
         .library(name: "RoamReport", targets: ["RoamReport"]),
         .library(name: "LinkEmulation", targets: ["LinkEmulation"]),
+        .library(name: "RoamDecisions", targets: ["RoamDecisions"]),
         .library(name: "Multipath", targets: ["Multipath"]),
         // For other packages' tests: scenarios around code under test (not linked by `roam`).
         .library(name: "RoamTesting", targets: ["RoamTesting"]),
@@ -55,9 +56,12 @@ let package = Package(
         .target(name: "CRoamTestingRootless", dependencies: ["CRoamRootless"]),
         .target(name: "RoamCore"),
         .target(name: "RoamSystem", dependencies: ["RoamCore", "CRoamLinux", "CRoamRootless", "CRoamProcess", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "Netlink", dependencies: ["CNetlink", "CRoamLinux", "RoamCore", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "PathMonitor", dependencies: [.product(name: "SystemPackage", package: "swift-system"), "RoamCore", "Netlink", "RoamSystem", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "Multipath", dependencies: ["CRoamLinux", "Netlink", "PathMonitor", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
+        // The decisions of racing, handover and subflows: pure (RoamCore's value types only; no
+        // libnl, no system calls), driven by Multipath's sockets, the simulator and RoamNIO.
+        .target(name: "RoamDecisions", dependencies: ["RoamCore"]),
+        .target(name: "Multipath", dependencies: ["CRoamLinux", "Netlink", "PathMonitor", "RoamCore", "RoamDecisions", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
         // Scenarios as data: the model, the YAML reader and its validation, units, the timeline's
         // expansion, the Chaos Mesh export and the mahimahi import. Pure: never needs root, and
         // never links libnl (nor does RoamReport, nor the fuzz targets).

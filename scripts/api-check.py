@@ -7,7 +7,7 @@ on any of them that CHANGELOG.md's `## Unreleased` section does not name.
   scripts/api-check.py --build DIR --baseline api/0.4.0 --dump MODULE...                write the baseline
 
 A change is recorded when the Unreleased section names, in backticks, the declaration or one
-that holds it, with its module: `Multipath.HandoverSession` records the type and everything
+that holds it, with its module (a module new since the release is named alone, `RoamDecisions`): `Multipath.HandoverSession` records the type and everything
 added to it; `PathMonitor.NetworkPath.isUltraConstrained` one property. So the API changes only
 on purpose: an addition that nothing outside the package needs is made `package` instead.
 
@@ -15,7 +15,7 @@ The baseline is the release's API, dumped once when the release is tagged (make 
 and kept in the repository, so the check needs neither the old tree nor the git history.
 Exit 1 on an unrecorded change; 2 on bad use or a module that cannot be read.
 """
-import json, os, subprocess, sys, tempfile
+import json, os, re, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from swiftflags import module_flags
@@ -62,12 +62,39 @@ def public_declarations(path):
         hidden = hidden or node.get("isInternal", False)
         name = node.get("printedName", "")
         path = parents + [name] if node.get("kind") not in ("Root", None) and name else parents
-        if node.get("usr") and not hidden and node.get("kind") not in ("TypeNominal", "TypeNameAlias", "TypeFunc"):
+        # An extension of another module's type (`extension Duration`) declares only its members.
+        if node.get("usr") and not hidden and node.get("kind") not in ("TypeNominal", "TypeNameAlias", "TypeFunc") and not node.get("isExternal"):
             found[node["usr"]] = ".".join(path)
         for child in node.get("children", []):
             walk(child, path, hidden)
     with open(path) as file:
         walk(json.load(file).get("ABIRoot", {}), [], False)
+    return found
+
+
+def signatures(path, modules):
+    """USR -> the declaration's types as its source spells them, without the module of any of
+    `modules` (`RoamCore.NetworkPath` -> `NetworkPath`): equal for a declaration whose USR
+    changed only because a type it names moved between Roam's modules, which re-export each
+    other, so that callers' code reads and compiles as before."""
+    qualifier = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(modules))) + r")\.") if modules else None
+    found = {}
+    def types(node):
+        spelled = []
+        for child in node.get("children", []):
+            if isinstance(child, dict) and child.get("kind") in ("TypeNominal", "TypeNameAlias", "TypeFunc"):
+                spelled.append(child.get("printedName", ""))
+        text = ", ".join(spelled)
+        return qualifier.sub("", text) if qualifier else text
+    def walk(node):
+        if not isinstance(node, dict):
+            return
+        if node.get("usr") and node.get("kind") not in ("TypeNominal", "TypeNameAlias", "TypeFunc"):
+            found[node["usr"]] = types(node)
+        for child in node.get("children", []):
+            walk(child)
+    with open(path) as file:
+        walk(json.load(file).get("ABIRoot", {}))
     return found
 
 
@@ -96,13 +123,25 @@ def is_recorded(name, names):
     return False
 
 
-def changes(module, before, now, breaks):
+def changes(module, before, now, breaks, spelled_before=None, spelled_now=None):
     """What changed in `module`'s API: (kind, name, line) for each addition (a declaration a user
     can reach now and could not in the release), each break the digester reported, and each
-    declaration no longer public. `before`, `now`: public_declarations of the two dumps."""
-    found = [("added", f"{module}.{name}", f"{name} is new") for usr, name in sorted(now.items(), key=lambda item: item[1]) if usr not in before]
-    found += [("changed", f"{module}.{subject(line)}", line.strip()) for line in breaks]
-    found += [("removed", f"{module}.{name}", f"{name} is no longer public") for usr, name in sorted(before.items(), key=lambda item: item[1]) if usr not in now]
+    declaration no longer public. `before`, `now`: public_declarations of the two dumps;
+    `spelled_before`, `spelled_now`: their signatures. A declaration removed and added again
+    with the same name and the same types as spelled (only a type it names moved to another of
+    Roam's modules) did not change for its callers, and is not listed."""
+    spelled_before, spelled_now = spelled_before or {}, spelled_now or {}
+    added = {usr: name for usr, name in now.items() if usr not in before}
+    removed = {usr: name for usr, name in before.items() if usr not in now}
+    respelled = {(name, spelled_now.get(usr)) for usr, name in added.items() if usr in spelled_now}
+    moved = {(name, spelled_before[usr]) for usr, name in removed.items() if usr in spelled_before} & respelled
+    moved_names = {name for name, _ in moved}
+    found = [("added", f"{module}.{name}", f"{name} is new") for usr, name in sorted(added.items(), key=lambda item: item[1])
+             if (name, spelled_now.get(usr)) not in moved]
+    found += [("changed", f"{module}.{subject(line)}", line.strip()) for line in breaks
+              if not (subject(line) in moved_names and "has been removed" in line)]
+    found += [("removed", f"{module}.{name}", f"{name} is no longer public") for usr, name in sorted(removed.items(), key=lambda item: item[1])
+              if (name, spelled_before.get(usr)) not in moved]
     return found
 
 
@@ -152,8 +191,20 @@ def main(argv):
             print(f"api-check: {module}'s API written to {path}")
             continue
         if not os.path.exists(path):
-            print(f"api-check: no baseline for {module} in {baseline} (make api-baseline)", file=sys.stderr)
-            sys.exit(2)
+            # A module new since the release has no baseline: everything in it is an addition,
+            # which the Unreleased section records by naming the module.
+            if module not in recorded:
+                print(f"api-check: no baseline for {module} in {baseline}: name `{module}` in {os.path.basename(changelog)}'s Unreleased "
+                      "section if it is a module new since the release, else dump the release's API (make api-baseline)", file=sys.stderr)
+                sys.exit(2)
+            with tempfile.NamedTemporaryFile("r", suffix=".json") as current:
+                result = subprocess.run(["swift-api-digester", "-dump-sdk", "-module", module, "-o", current.name, *flags], capture_output=True, text=True)
+                if result.returncode != 0:
+                    print(f"api-check: cannot read {module}: {result.stderr.strip()[-2000:]}", file=sys.stderr)
+                    sys.exit(2)
+                now = public_declarations(current.name)
+            print(f"api-check: {module}: new since {os.path.basename(baseline)}, {len(now)} public declaration(s), recorded in {os.path.basename(changelog)}")
+            continue
         with tempfile.NamedTemporaryFile("r", suffix=".txt") as report:
             result = subprocess.run(["swift-api-digester", "-diagnose-sdk", "-module", module, "-baseline-path", path, "-o", report.name, *flags],
                                     capture_output=True, text=True)
@@ -170,9 +221,10 @@ def main(argv):
                 print(f"api-check: cannot read {module}: {result.stderr.strip()[-2000:]}", file=sys.stderr)
                 sys.exit(2)
             before, now = public_declarations(path), public_declarations(current.name)
+            spelled_before, spelled_now = signatures(path, modules), signatures(current.name, modules)
             hidden = hidden_names(path) | hidden_names(current.name)
         breaks = [line for line in breaks if subject(line) not in hidden]
-        found = changes(module, before, now, breaks)
+        found = changes(module, before, now, breaks, spelled_before, spelled_now)
         unrecorded = [change for change in found if not is_recorded(change[1], recorded)]
         release = os.path.basename(baseline)
         print(f"api-check: {module}: {sum(k == 'added' for k, _, _ in found)} addition(s), "

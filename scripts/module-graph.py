@@ -8,6 +8,9 @@ must match it.
                                                dependency that target declares (exit 1 otherwise)
   scripts/module-graph.py --check-doc FILE     the graph between FILE's markers is the one printed
                                                (exit 1 otherwise, with the block to put there)
+  scripts/module-graph.py --check-pure TARGET  TARGET and everything it depends on are Swift
+                                               targets of this package, and its sources import none
+                                               of the modules that reach the system (exit 1 otherwise)
 
 A target that uses a module only because another dependency brings it along builds today and
 breaks the day that dependency stops: every module a target imports is named in Package.swift.
@@ -102,8 +105,46 @@ def undeclared_imports(manifest):
     return found
 
 
+# What a pure target's own sources may not import: the C library, the system's APIs, Foundation.
+SYSTEM_MODULES = {"Glibc", "Musl", "Darwin", "Foundation", "FoundationEssentials", "FoundationNetworking", "Dispatch",
+                  "SystemPackage", "System"}
+
+
+def impurities(manifest, name):
+    targets = {t["name"]: t for t in manifest["targets"]}
+    if name not in targets:
+        return [f"{name} is not a target of Package.swift"]
+    found, seen, pending = [], set(), [name]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        target = targets.get(current)
+        if target is None:
+            found.append(f"{name} depends on {current}, a product of another package")
+            continue
+        if target["type"] == "system" or next(target_sources(target), None) is None:
+            found.append(f"{name} depends on {current}, a C module")
+        pending.extend(dependencies(target))
+    for path in target_sources(targets[name]):
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+        for match in IMPORT.finditer(text):
+            if match.group(1) in SYSTEM_MODULES:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(f"{os.path.relpath(path, ROOT)}:{line}: {name} imports {match.group(1)}")
+    return found
+
+
 def main(argv):
     manifest = package()
+    if len(argv) == 2 and argv[0] == "--check-pure":
+        found = impurities(manifest, argv[1])
+        for line in found:
+            print(line)
+        print(f"module-graph: {argv[1]} is not pure" if found else f"module-graph: {argv[1]} depends on Swift targets of this package only and imports nothing of the system")
+        return 1 if found else 0
     if argv == ["--check-imports"]:
         found = undeclared_imports(manifest)
         for line in found:

@@ -54,6 +54,19 @@ class APICheckTests(unittest.TestCase):
         self.assertEqual(self.unrecorded([PATH], [PATH_GROWN], "# Changelog\n\n## Unreleased\n\nNothing yet.\n"),
                          [("added", "PathMonitor.NetworkPath.isUltraConstrained")])
 
+    def test_a_module_named_alone_records_everything_in_it(self):
+        names = api_check.unreleased_names("## Unreleased\n- `RoamDecisions`, a module of its own.\n## 0.3.0\n")
+        self.assertTrue(api_check.is_recorded("RoamDecisions.HandoverSession.handle(_:)", names))
+        self.assertFalse(api_check.is_recorded("RoamDecisionsExtra.Thing", names))
+        self.assertFalse(api_check.is_recorded("Multipath.HandoverSession", names))
+
+    def test_a_declaration_that_only_names_a_moved_type_did_not_change(self):
+        before, now = {"s:old": "RunningNetwork.currentPath(of:)"}, {"s:new": "RunningNetwork.currentPath(of:)"}
+        self.assertEqual(api_check.changes("Simulator", before, now, [], {"s:old": "NetworkPath?, String"}, {"s:new": "NetworkPath?, String"}), [])
+        # The same name with other types is a removal and an addition.
+        found = api_check.changes("Simulator", before, now, [], {"s:old": "NetworkPath?, String"}, {"s:new": "NetworkPath?, Int"})
+        self.assertEqual(sorted(kind for kind, _, _ in found), ["added", "removed"])
+
     def test_an_addition_named_in_the_unreleased_section_passes(self):
         changelog = "## Unreleased\n- `PathMonitor.NetworkPath.isUltraConstrained`: satellite links.\n## 0.3.0\n"
         self.assertEqual(self.unrecorded([PATH], [PATH_GROWN], changelog), [])

@@ -1,4 +1,5 @@
 import Netlink
+import RoamDecisions
 
 /// The one error Multipath throws: the racer, ``HandoverConnection`` and
 /// ``AsyncHandoverConnection``, and ``MPTCPPathManager`` all throw it. Its ``code`` says what

@@ -2,12 +2,13 @@ import CRoamLinux
 import Glibc
 import Netlink
 import PathMonitor
+import RoamDecisions
 import RoamSystem
 import SystemPackage
 
 /// Application-level handover for an app's own protocol over plain TCP, where MPTCP is not
 /// there (the kernel has none, or the server does not speak it): the connection is raced over
-/// the permitted interfaces and follows ``HandoverStateMachine``'s rules, the same that Roam's
+/// the permitted interfaces and follows `HandoverStateMachine`'s rules, the same that Roam's
 /// simulator plays: when its interface leaves the path, or no data comes for the stall
 /// threshold while the app waits for some, a new connection is raced over the others (a stalled
 /// interface held down: raced last); while it runs over an expensive interface and a free one is back,
@@ -39,7 +40,7 @@ import SystemPackage
 /// One thread at a time, like a socket.
 public final class HandoverConnection {
     public struct Configuration: Sendable {
-        /// The stall threshold's floor and ceiling (see ``StalledPaths/stallThreshold(smoothedRTT:minimum:maximum:)``).
+        /// The stall threshold's floor and ceiling (see `StalledPaths.stallThreshold(smoothedRTT:minimum:maximum:)`).
         public var minimumStall: Duration = .milliseconds(300)
         public var maximumStall: Duration = .seconds(10)
         /// How long one race may take, and how long to wait for a path at all.

@@ -1,12 +1,13 @@
 import Glibc
 import Netlink
 import PathMonitor
+import RoamDecisions
 import Synchronization
 import SystemPackage
 
 /// A probe of one interface: a TCP connection attempt over it to the flow's server, nothing
-/// sent, reset as soon as it is decided. What ``HandoverStateMachine``'s
-/// ``HandoverStateMachine/Action/startProbe(interface:)`` asks its driver to run.
+/// sent, reset as soon as it is decided. What `HandoverStateMachine`'s
+/// `HandoverStateMachine.Action.startProbe(interface:)` asks its driver to run.
 ///
 /// Safe to use from any thread.
 public final class PathProbe: Sendable {

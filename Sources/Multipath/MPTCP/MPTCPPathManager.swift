@@ -1,6 +1,7 @@
 import Glibc
 import Netlink
 import PathMonitor
+import RoamDecisions
 import Synchronization
 
 /// Keeps a namespace's MPTCP endpoints in step with its network path, through the kernel's

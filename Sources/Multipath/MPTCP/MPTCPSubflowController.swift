@@ -1,7 +1,8 @@
 import Netlink
+import RoamDecisions
 import Synchronization
 
-/// Carries out a ``HandoverSession``'s subflow plans for an app that owns an MPTCP connection
+/// Carries out a `HandoverSession`'s subflow plans for an app that owns an MPTCP connection
 /// on a node whose path manager is the kernel's userspace one (`net.mptcp.pm_type = 1`): opens
 /// a subflow from each interface, makes one carry the data and the others backups, and
 /// withdraws an interface's address when the session leaves it. Through the generic-netlink

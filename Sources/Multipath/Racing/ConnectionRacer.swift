@@ -2,6 +2,7 @@ import CRoamLinux
 import Glibc
 import Netlink
 import PathMonitor
+import RoamDecisions
 import RoamSystem
 import Synchronization
 import SystemPackage
@@ -33,13 +34,13 @@ public struct ConnectionMetrics: Sendable {
     /// When each address family's resolution ended, from the start of the race.
     public var resolved: [AddressFamily: Duration]
     /// What the connection turned out to be: multipath (MPTCP on both ends), an MPTCP socket
-    /// fallen back to TCP, or plain TCP. Its subflows: ``MPTCP/subflows(of:)``.
+    /// fallen back to TCP, or plain TCP. Its subflows: `MPTCP.subflows(of:)`.
     public var mode: MPTCP.Mode = .tcp
     public var isMultipath: Bool { mode == .multipath }
 }
 
 /// Why a connection could not be made.
-/// Runs a ``ConnectionRace`` with real sockets: each attempt is a non-blocking TCP socket made in
+/// Runs a `ConnectionRace` with real sockets: each attempt is a non-blocking TCP socket made in
 /// the namespace, bound to its interface (`SO_BINDTODEVICE`) and source address, so that the
 /// attempt leaves by that interface whatever the routes say; one `poll` loop waits for the
 /// attempts, the resolvers and the race's timer.

@@ -8,7 +8,7 @@ import Synchronization
 /// Linux counterpart of Network.framework's `NWPathMonitor`.
 ///
 /// The monitor follows rtnetlink on a thread of its own, pinned to the namespace. It keeps a
-/// snapshot of links, addresses and the routes that matter, derives a ``NetworkPath`` after
+/// snapshot of links, addresses and the routes that matter, derives a `NetworkPath` after
 /// every burst of notifications, and publishes it only when it differs from the last one. When
 /// the kernel drops notifications (the socket's receive buffer overflowed), it dumps everything
 /// again, so the last path published always matches the kernel once the burst is over.
@@ -32,7 +32,7 @@ public final class NetworkPathMonitor: Sendable {
         public var policy: PathPolicy
         /// Interfaces-file rules that override classification.
         public var interfaceRules: InterfaceRules
-        /// The resolver file for ``NetworkPath/supportsDNS``; nil picks the namespace's
+        /// The resolver file for `NetworkPath.supportsDNS`; nil picks the namespace's
         /// (`/etc/netns/NAME/resolv.conf` if present, else `/etc/resolv.conf`).
         public var resolverConfigurationPath: String?
         /// How long to wait after a notification for more before publishing. Zero publishes as
@@ -57,8 +57,8 @@ public final class NetworkPathMonitor: Sendable {
         /// wherever the app bootstrapped `LoggingSystem`.
         public var logger: Logger
         /// Whether and how the monitor checks that each interface reaches the internet (off by
-        /// default): each interface's ``NetworkInterface/connectivity`` and the path's follow
-        /// its probes, and ``PathPolicy/requiresValidated`` keeps paths to validated interfaces.
+        /// default): each interface's `NetworkInterface.connectivity` and the path's follow
+        /// its probes, and `PathPolicy.requiresValidated` keeps paths to validated interfaces.
         public var validation: ConnectivityValidation?
         /// Whether the resolver file is watched with inotify (false: it is read again every
         /// second, as it is when no inotify instance can be had; for tests).

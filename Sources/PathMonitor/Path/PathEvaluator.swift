@@ -1,6 +1,6 @@
 import Netlink
 
-/// Derives a ``NetworkPath`` from kernel state under a policy. Pure: the same inputs give the
+/// Derives a `NetworkPath` from kernel state under a policy. Pure: the same inputs give the
 /// same path, so every rule here is tested from fixtures without root.
 public struct PathEvaluator: Sendable {
     public var policy: PathPolicy
@@ -44,7 +44,7 @@ public struct PathEvaluator: Sendable {
     /// - Parameters:
     ///   - snapshot: the namespace's interfaces, addresses and routes.
     ///   - facts: sysfs facts per interface index; missing entries count as none.
-    ///   - resolvers: the namespace's resolvers, for ``NetworkPath/supportsDNS``.
+    ///   - resolvers: the namespace's resolvers, for `NetworkPath.supportsDNS`.
     public func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts] = [:], resolvers: ResolverConfiguration = .init()) -> NetworkPath {
         path(for: snapshot, facts: facts, resolvers: resolvers) { classifier.classify($0, facts: $1) }
     }

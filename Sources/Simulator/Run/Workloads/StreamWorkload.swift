@@ -1,4 +1,5 @@
 import Glibc
+import Multipath
 import PathMonitor
 import RoamReport
 import RoamSystem

@@ -1,10 +1,8 @@
-import Netlink
-import PathMonitor
-import RoamSystem
+import RoamCore
 
 /// Roam's handover policy, as a state machine: events in, actions out, time passed in with
 /// every event (the caller's clock, as a duration), so that every rule is tested with a manual
-/// clock. ``HandoverConnection`` drives it with real sockets, and so do the simulator's
+/// clock. `HandoverConnection` drives it with real sockets, and so do the simulator's
 /// workloads: there is no other copy of these rules.
 ///
 /// The rules:

@@ -1,5 +1,4 @@
-import Netlink
-import PathMonitor
+import RoamCore
 
 /// How a connection may use multiple paths, as URLSession's `multipathServiceType`.
 public enum MultipathServiceType: String, Sendable, Hashable, CaseIterable {
@@ -109,6 +108,11 @@ public struct PathRefusal: Error, Sendable, Hashable, CustomStringConvertible {
     public var reasons: Set<Reason>
     /// The interfaces refused, with their reason.
     public var refused: [String]
+
+    package init(reasons: Set<Reason>, refused: [String]) {
+        self.reasons = reasons
+        self.refused = refused
+    }
 
     /// No interface is up with an address and a route.
     public var isNoPath: Bool { reasons.isEmpty }

@@ -1,4 +1,3 @@
-import Netlink
 
 /// One interface as a path presents it: what kind of network it is, what it costs, and its state.
 public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
@@ -23,7 +22,7 @@ public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
     /// The addresses, with prefix lengths, IPv4 first.
     public var addresses: [IPPrefix]
     /// Whether the interface reaches the internet, when the monitor validates connectivity
-    /// (``NetworkPathMonitor/Configuration/validation``); `unknown` otherwise.
+    /// (`NetworkPathMonitor.Configuration.validation`); `unknown` otherwise.
     public var connectivity = InterfaceConnectivity()
 
     public init(name: String, index: Int32, type: InterfaceType, isExpensive: Bool = false, isConstrained: Bool = false,

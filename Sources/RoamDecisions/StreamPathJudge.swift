@@ -1,4 +1,5 @@
-import RoamSystem
+import RoamCore
+
 /// Whether a stream's path still serves it: judged by what the path delivers, not by the buffer
 /// level a connection inherited.
 ///

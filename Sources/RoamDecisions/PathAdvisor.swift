@@ -1,10 +1,9 @@
-import Netlink
-import PathMonitor
+import RoamCore
 
 /// Advice about a connection the app keeps and decides about itself, in the vocabulary of
 /// Network.framework (and of `NIOTSNetworkEvents`): whether the connection is still *viable*,
 /// whether a *better path* is available, and the path's changes. It moves nothing: where
-/// ``HandoverConnection`` leaves a connection, the advisor tells the app that it could, and why.
+/// `HandoverConnection` leaves a connection, the advisor tells the app that it could, and why.
 ///
 /// The rules are ``HandoverStateMachine``'s (there is no other copy of them):
 /// - **Not viable** when the connection's interface leaves the path (over MPTCP: when no
@@ -25,7 +24,7 @@ import PathMonitor
 /// Events in, actions out, the caller's clock passed with every event, so every rule is tested
 /// with a manual clock; RoamNIO's channel handler drives it. It is a view of a
 /// ``HandoverSession`` in its advising role: the plans (probes, hold-downs, stall evidence) are
-/// the session's, as for ``HandoverConnection``.
+/// the session's, as for `HandoverConnection`.
 public struct PathAdvisor: Sendable {
     /// What the app is told.
     public enum Advice: Sendable, Hashable {
@@ -75,7 +74,7 @@ public struct PathAdvisor: Sendable {
 
     public let policy: ConnectionPolicy
     /// The session behind the advice, in its advising role: the same plans a
-    /// ``HandoverConnection`` carries out, with its moves turned into advice.
+    /// `HandoverConnection` carries out, with its moves turned into advice.
     public private(set) var session: HandoverSession
 
     /// Advice for a connection to `peer` (its addresses) on `port`: probes go there (or to

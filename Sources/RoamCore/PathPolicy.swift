@@ -17,7 +17,7 @@ public struct PathPolicy: Sendable, Hashable {
     /// Only interfaces whose connectivity is validated may be used, as Android's default network
     /// requires `NET_CAPABILITY_VALIDATED`: a Wi-Fi behind a captive portal, or one that reaches
     /// nothing, is left out, and with no validated interface the path is unsatisfied (`portal`
-    /// or `noInternet`). Needs the monitor's ``NetworkPathMonitor/Configuration/validation``;
+    /// or `noInternet`). Needs the monitor's `NetworkPathMonitor.Configuration.validation`;
     /// without it no interface is ever validated.
     public var requiresValidated = false
 

@@ -1,7 +1,4 @@
-import CRoamLinux
-import Glibc
-import SystemPackage
-import PathMonitor
+import RoamCore
 
 /// Interfaces whose connections stalled, each held down for a while: raced last so that the
 /// next connection takes another path, and given back only once the hold-down has passed
@@ -76,16 +73,5 @@ public struct StalledPaths: Sendable, Hashable {
     public static func stallThreshold(smoothedRTT: Duration?, minimum: Duration = .milliseconds(300), maximum: Duration) -> Duration {
         let rtt = smoothedRTT ?? .milliseconds(100)
         return min(maximum, max(minimum, rtt * 4 + .milliseconds(200)))
-    }
-
-    /// The kernel's smoothed round-trip time of the TCP connection on `descriptor`
-    /// (`TCP_INFO`), if known.
-    public static func smoothedRTT(of socket: FileDescriptor) -> Duration? { smoothedRTT(of: socket.rawValue) }
-
-    package static func smoothedRTT(of descriptor: Int32) -> Duration? {
-        var info = tcp_info()
-        var length = socklen_t(MemoryLayout<tcp_info>.size)
-        guard descriptor >= 0, getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, info.tcpi_rtt > 0 else { return nil }
-        return .microseconds(Int64(info.tcpi_rtt))
     }
 }

@@ -1,8 +1,4 @@
-import CRoamLinux
-import Glibc
-import SystemPackage
-import Netlink
-import PathMonitor
+import RoamCore
 
 /// One flow that follows the phone from path to path, as a plan: every rule and every decision
 /// (when to race and how long to keep trying, when to leave a connection, what to probe and
@@ -10,7 +6,7 @@ import PathMonitor
 /// owns a ``HandoverStateMachine`` (the rules) and turns its actions into requests a driver
 /// performs with its own I/O, feeding back what happened as events, with the driver's clock:
 ///
-/// - ``HandoverConnection`` (blocking sockets) and ``AsyncHandoverConnection`` on top of it;
+/// - `HandoverConnection` (blocking sockets) and `AsyncHandoverConnection` on top of it;
 /// - the simulator's workloads;
 /// - RoamNIO's channel handler, through ``PathAdvisor`` (the session in its advising role:
 ///   a move becomes advice, and the app decides).
@@ -35,7 +31,7 @@ import PathMonitor
 ///   one from every interface of the path that has an address of the connection's family (at
 ///   most one request per interface per 200 ms), the active one carrying the data and the others
 ///   backups, and the address of an interface left for a stall or a loss withdrawn from the
-///   connection at once (``SubflowRequest``; ``MPTCPSubflowController`` carries them out).
+///   connection at once (``SubflowRequest``; `MPTCPSubflowController` carries them out).
 public struct HandoverSession: Sendable {
     public struct Configuration: Sendable {
         /// The rules: stall threshold, hold-downs, probes, moving back, MPTCP.
@@ -91,16 +87,6 @@ public struct HandoverSession: Sendable {
         public init(smoothedRTT: Duration?, unacknowledged: Int) {
             self.smoothedRTT = smoothedRTT
             self.unacknowledged = unacknowledged
-        }
-
-        /// The sample of the TCP (or MPTCP subflow) connection on `descriptor`, if the kernel says.
-        public static func of(_ socket: FileDescriptor) -> TransportSample? { of(socket.rawValue) }
-
-        package static func of(_ descriptor: Int32) -> TransportSample? {
-            var info = tcp_info()
-            var length = socklen_t(MemoryLayout<tcp_info>.size)
-            guard descriptor >= 0, getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
-            return TransportSample(smoothedRTT: info.tcpi_rtt > 0 ? .microseconds(Int64(info.tcpi_rtt)) : nil, unacknowledged: Int(info.tcpi_unacked))
         }
     }
 
@@ -170,7 +156,7 @@ public struct HandoverSession: Sendable {
         /// The data now goes over `interface`'s subflow (the ``SubflowRequest``s that follow
         /// carry it out); for the driver's log.
         case switchedSubflows(to: String, HandoverStateMachine.Reason)
-        /// An MPTCP subflow request (``MPTCPSubflowController`` performs it).
+        /// An MPTCP subflow request (`MPTCPSubflowController` performs it).
         case subflow(SubflowRequest)
         /// A subflow of the connection appeared or went (for the driver's log).
         case subflowOpened(key: String, interface: String)

@@ -1,9 +1,8 @@
-import Netlink
-import PathMonitor
+import RoamCore
 
 /// Happy Eyeballs (RFC 8305) across interfaces and address families, as a state machine: events
 /// in, actions out, time passed in with every event (durations since the race began), so that
-/// every timer and ordering rule is tested with a manual clock. ``ConnectionRacer`` drives it
+/// every timer and ordering rule is tested with a manual clock. `ConnectionRacer` drives it
 /// with real sockets.
 ///
 /// - Resolution: AAAA and A are asked for at once; attempts start when AAAA answers, or when A
