@@ -91,7 +91,8 @@ docs: setup
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 	cd RoamNIO && $(SWIFT) package $(SHARED_BUILD) --disable-sandbox generate-documentation --target RoamNIO --warnings-as-errors
 
-# The public API of every library against the last release (API_BASELINE): an addition, removal
+# The public API of every library (RoamNIO's too: built in Roam's .build) against the last
+# release (API_BASELINE): an addition, removal
 # or change that CHANGELOG.md's Unreleased section does not name fails (the checker's own tests
 # first). The release's API is kept in api/RELEASE (swift-api-digester's dumps), so neither the
 # old tree nor git history is needed; a release renames Unreleased, is tagged, and
@@ -100,10 +101,12 @@ API_BASELINE ?= 0.3.0
 API_MODULES = RoamCore RoamSystem Netlink PathMonitor RoamDecisions Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
 api-check: build
 	@python3 scripts/test_api_check.py
-	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) $(API_MODULES)
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --target RoamNIO
+	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) $(API_MODULES) RoamNIO
 
 api-baseline: build
-	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) --dump $(API_MODULES)
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --target RoamNIO
+	@scripts/api-check.py --build "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --baseline api/$(API_BASELINE) --dump $(API_MODULES) RoamNIO
 
 # Benchmarks print tables of figures measured side by side with a reference (see README).
 bench: setup

@@ -191,11 +191,11 @@ def main(argv):
             print(f"api-check: {module}'s API written to {path}")
             continue
         if not os.path.exists(path):
-            # A module new since the release has no baseline: everything in it is an addition,
-            # which the Unreleased section records by naming the module.
+            # A module the release's baseline does not hold (new since, or checked since): all of
+            # it is an addition, which the Unreleased section records by naming the module.
             if module not in recorded:
                 print(f"api-check: no baseline for {module} in {baseline}: name `{module}` in {os.path.basename(changelog)}'s Unreleased "
-                      "section if it is a module new since the release, else dump the release's API (make api-baseline)", file=sys.stderr)
+                      "section if the release's baseline does not hold it (new, or checked from now on), else dump the release's API (make api-baseline)", file=sys.stderr)
                 sys.exit(2)
             with tempfile.NamedTemporaryFile("r", suffix=".json") as current:
                 result = subprocess.run(["swift-api-digester", "-dump-sdk", "-module", module, "-o", current.name, *flags], capture_output=True, text=True)
@@ -203,7 +203,7 @@ def main(argv):
                     print(f"api-check: cannot read {module}: {result.stderr.strip()[-2000:]}", file=sys.stderr)
                     sys.exit(2)
                 now = public_declarations(current.name)
-            print(f"api-check: {module}: new since {os.path.basename(baseline)}, {len(now)} public declaration(s), recorded in {os.path.basename(changelog)}")
+            print(f"api-check: {module}: not in {os.path.basename(baseline)}'s baseline, {len(now)} public declaration(s), recorded in {os.path.basename(changelog)}")
             continue
         with tempfile.NamedTemporaryFile("r", suffix=".txt") as report:
             result = subprocess.run(["swift-api-digester", "-diagnose-sdk", "-module", module, "-baseline-path", path, "-o", report.name, *flags],
