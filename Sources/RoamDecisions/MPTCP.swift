@@ -1,8 +1,9 @@
 import RoamCore
 
-/// Multipath TCP (RFC 8684) as Linux offers it: sockets made with `IPPROTO_MPTCP`, which speak
-/// plain TCP to a peer that does not speak MPTCP (fallback), and what the kernel tells about a
-/// connection's subflows.
+/// Multipath TCP (RFC 8684): here, a subflow as the decisions see it (``Subflow``). Multipath
+/// extends this namespace with what the kernel offers: sockets made with `IPPROTO_MPTCP` (which
+/// speak plain TCP to a peer that does not speak MPTCP), whether one fell back, and a
+/// connection's subflows read from the kernel.
 public enum MPTCP {
     /// One subflow of a connection: its addresses and what TCP counted on it.
     public struct Subflow: Sendable, Hashable, CustomStringConvertible {
