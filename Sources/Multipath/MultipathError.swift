@@ -62,6 +62,9 @@ public struct MultipathError: Error, CustomStringConvertible {
     private init(_ code: Code) { self.code = code }
 
     /// The policy permits none of the path's interfaces.
+    ///
+    /// - Parameter refusal: Why each available interface was refused (none: there was no path).
+    /// - Returns: An error with ``Code/noPermittedPath`` and ``refusal``.
     public static func noPermittedPath(_ refusal: PathRefusal) -> MultipathError {
         var error = MultipathError(.noPermittedPath)
         error.refusal = refusal
@@ -69,6 +72,11 @@ public struct MultipathError: Error, CustomStringConvertible {
     }
 
     /// A race made no connection.
+    ///
+    /// - Parameters:
+    ///   - failure: Why the race failed.
+    ///   - metrics: How each attempt went.
+    /// - Returns: An error with ``Code/connectFailed``, ``raceFailure`` and ``metrics``.
     public static func connectFailed(_ failure: RaceFailure, _ metrics: ConnectionMetrics) -> MultipathError {
         var error = MultipathError(.connectFailed)
         error.raceFailure = failure
@@ -77,6 +85,9 @@ public struct MultipathError: Error, CustomStringConvertible {
     }
 
     /// The app's resume hook threw `underlying`.
+    ///
+    /// - Parameter underlying: What the hook threw.
+    /// - Returns: An error with ``Code/resume`` and ``underlying``.
     public static func resume(_ underlying: any Error) -> MultipathError {
         var error = MultipathError(.resume)
         error.underlying = underlying
@@ -87,6 +98,11 @@ public struct MultipathError: Error, CustomStringConvertible {
     public static var interrupted: MultipathError { MultipathError(.interrupted) }
 
     /// The system refused `operation`.
+    ///
+    /// - Parameters:
+    ///   - operation: What Multipath was doing, in a few words.
+    ///   - netlinkError: The kernel's answer, when there was one.
+    /// - Returns: An error with ``Code/system``, ``operation`` and ``netlinkError``.
     public static func system(operation: String, _ netlinkError: NetlinkError?) -> MultipathError {
         var error = MultipathError(.system)
         error.operation = operation

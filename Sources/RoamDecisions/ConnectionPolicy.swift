@@ -38,6 +38,16 @@ public struct ConnectionPolicy: Sendable, Hashable {
     /// and this changes nothing. True by default.
     public var prefersValidated = true
 
+    /// A policy that permits what it is not told to refuse.
+    ///
+    /// - Parameters:
+    ///   - allowsExpensive: Whether expensive interfaces may be used.
+    ///   - allowsConstrained: Whether interfaces in Low Data Mode may be used.
+    ///   - allowsUltraConstrained: Whether a satellite network may be used.
+    ///   - allowsCellular: Whether cellular interfaces may be used.
+    ///   - requiredInterfaceType: The only type of interface that may be used, if any.
+    ///   - prohibitedInterfaceTypes: Types of interface that may not be used.
+    ///   - serviceType: How MPTCP uses the paths.
     public init(allowsExpensive: Bool = true, allowsConstrained: Bool = true, allowsUltraConstrained: Bool = true, allowsCellular: Bool = true,
                 requiredInterfaceType: InterfaceType? = nil, prohibitedInterfaceTypes: Set<InterfaceType> = [],
                 serviceType: MultipathServiceType = .none) {
@@ -51,6 +61,10 @@ public struct ConnectionPolicy: Sendable, Hashable {
     }
 
     /// Why an interface is not permitted, if it is not.
+    ///
+    /// - Parameter interface: An interface of a path.
+    /// - Returns: The first rule it breaks (type rules first, then cost), or nil when it is
+    ///   permitted.
     public func refusal(of interface: NetworkInterface) -> PathRefusal.Reason? {
         if let required = requiredInterfaceType, interface.type != required { return .notRequiredType(required) }
         if prohibitedInterfaceTypes.contains(interface.type) { return .prohibitedType(interface.type) }
@@ -63,6 +77,10 @@ public struct ConnectionPolicy: Sendable, Hashable {
 
     /// The interfaces of `path` this policy permits, in the path's order of preference (the
     /// primary first, then free before costly), or why there are none.
+    ///
+    /// - Parameter path: The path as the monitor gives it.
+    /// - Returns: The permitted interfaces that are up with an address (validated ones first,
+    ///   with ``prefersValidated``), or a ``PathRefusal`` that says why none is.
     public func permittedInterfaces(of path: NetworkPath) -> Result<[NetworkInterface], PathRefusal> {
         let candidates = path.availableInterfaces.filter { $0.type != .loopback && !$0.addresses.isEmpty }
         guard !candidates.isEmpty else { return .failure(PathRefusal(reasons: [], refused: [])) }

@@ -22,6 +22,13 @@ public struct ConnectionRace: Sendable {
         public var attemptDelay: Duration
         public var resolutionDelay: Duration
 
+        /// A race's timing, as RFC 8305 names it.
+        ///
+        /// - Parameters:
+        ///   - attemptDelay: How long an attempt has before the next starts beside it (kept
+        ///     within 10 ms and 2 s).
+        ///   - resolutionDelay: How long IPv4 answers wait for IPv6's before the race starts
+        ///     without them.
         public init(attemptDelay: Duration = .milliseconds(250), resolutionDelay: Duration = .milliseconds(50)) {
             self.attemptDelay = min(.seconds(2), max(.milliseconds(10), attemptDelay))
             self.resolutionDelay = resolutionDelay
@@ -37,6 +44,15 @@ public struct ConnectionRace: Sendable {
         public var ipv4: IPAddress?
         public var ipv6: IPAddress?
 
+        /// A route out of one interface.
+        ///
+        /// - Parameters:
+        ///   - interface: The interface's name.
+        ///   - index: Its index, which an attempt binds to.
+        ///   - type: What kind of network it is.
+        ///   - isExpensive: Whether it costs money.
+        ///   - ipv4: Its IPv4 source address, if it has one.
+        ///   - ipv6: Its IPv6 source address (not link-local), if it has one.
         public init(interface: String, index: Int32, type: InterfaceType, isExpensive: Bool = false, ipv4: IPAddress? = nil, ipv6: IPAddress? = nil) {
             self.interface = interface
             self.index = index
@@ -47,6 +63,10 @@ public struct ConnectionRace: Sendable {
         }
 
         /// The routes of the interfaces a policy permits on a path, in its order.
+        ///
+        /// - Parameter interfaces: The permitted interfaces (``ConnectionPolicy/permittedInterfaces(of:)``).
+        /// - Returns: A route for each, with its first IPv4 address and its first IPv6 address
+        ///   that is not link-local.
         public static func routes(of interfaces: [NetworkInterface]) -> [Route] {
             interfaces.map { interface in
                 Route(interface: interface.name, index: interface.index, type: interface.type, isExpensive: interface.isExpensive,
@@ -65,6 +85,12 @@ public struct ConnectionRace: Sendable {
         public var destination: IPAddress
         public var description: String { "\(destination) via \(route.interface) from \(source)" }
 
+        /// One way to connect.
+        ///
+        /// - Parameters:
+        ///   - route: The interface to go out of.
+        ///   - source: The source address, of the destination's family.
+        ///   - destination: The address to connect to.
         public init(route: Route, source: IPAddress, destination: IPAddress) {
             self.route = route
             self.source = source
@@ -116,6 +142,12 @@ public struct ConnectionRace: Sendable {
     private var nextAttemptAt: Duration?
     public private(set) var attempts: [Attempt] = []
 
+    /// A race that has not started: it waits for the destination's addresses
+    /// (``Event/resolved(_:_:)``).
+    ///
+    /// - Parameters:
+    ///   - routes: The interfaces to race over, in the order of preference.
+    ///   - configuration: The race's timing.
     public init(routes: [Route], configuration: Configuration = Configuration()) {
         self.routes = routes
         self.configuration = configuration
@@ -127,6 +159,12 @@ public struct ConnectionRace: Sendable {
     /// Candidates in the order to try them: each route in turn with the first address of each
     /// family it has a source for (IPv6 first), then the remaining addresses, families
     /// interleaved, each over every route in turn.
+    ///
+    /// - Parameters:
+    ///   - routes: The interfaces, in the order of preference.
+    ///   - ipv6: The destination's IPv6 addresses, in the resolver's order.
+    ///   - ipv4: Its IPv4 addresses, in the resolver's order.
+    /// - Returns: Every candidate a source address allows, in the order to try them.
     public static func order(routes: [Route], ipv6: [IPAddress], ipv4: [IPAddress]) -> [Candidate] {
         var interleaved: [IPAddress] = []
         for index in 0..<max(ipv6.count, ipv4.count) {
@@ -148,6 +186,13 @@ public struct ConnectionRace: Sendable {
 
     private var inFlight: [Int] { attempts.filter { $0.outcome == .pending }.map(\.id) }
 
+    /// Takes in what happened and says what to do next.
+    ///
+    /// - Parameters:
+    ///   - event: An answer of the resolver, the timer, or an attempt's outcome.
+    ///   - now: The time, on the caller's clock.
+    /// - Returns: The actions to carry out, in order: attempts to start or cancel, the next
+    ///   timer, the race won or failed. After the race ended, a late winner is cancelled.
     public mutating func handle(_ event: Event, at now: Duration) -> [Action] {
         guard phase != .done else {
             // A late winner after the race ended is closed.

@@ -44,6 +44,8 @@ public struct HandoverSession: Sendable {
         public var retry = RetryPolicy()
         /// What counts as a stall.
         public var stallEvidence: StallEvidence = .silence
+        /// The defaults: the state machine's rules, a policy that permits every path, probes to
+        /// the flow's port, retries from 100 ms to 1 s, and silence as a stall.
         public init() {}
     }
 
@@ -54,13 +56,23 @@ public struct HandoverSession: Sendable {
         /// How long the flow keeps failing and waiting before it gives up (nil: never).
         public var giveUpAfter: Duration?
 
+        /// A retry policy.
+        ///
+        /// - Parameters:
+        ///   - initialDelay: The wait after the first failed race; it doubles with each one after.
+        ///   - maximumDelay: The longest wait.
+        ///   - giveUpAfter: How long the flow keeps failing before it gives up (nil: never).
         public init(initialDelay: Duration = .milliseconds(100), maximumDelay: Duration = .seconds(1), giveUpAfter: Duration? = nil) {
             self.initialDelay = initialDelay
             self.maximumDelay = maximumDelay
             self.giveUpAfter = giveUpAfter
         }
 
-        /// The wait after `failures` failed races in a row (1: the first).
+        /// The wait after `failures` failed races in a row.
+        ///
+        /// - Parameter failures: The failed races in a row (1: the first).
+        /// - Returns: ``initialDelay`` doubled for each failure after the first, at most
+        ///   ``maximumDelay``.
         public func delay(afterFailures failures: Int) -> Duration {
             min(maximumDelay, initialDelay * (1 << min(20, max(0, failures - 1))))
         }
@@ -84,6 +96,11 @@ public struct HandoverSession: Sendable {
         /// Segments sent and not yet acknowledged.
         public var unacknowledged: Int
 
+        /// A sample of the transport.
+        ///
+        /// - Parameters:
+        ///   - smoothedRTT: The smoothed round-trip time (`tcpi_rtt`), nil when unknown.
+        ///   - unacknowledged: Segments sent and not yet acknowledged (`tcpi_unacked`).
         public init(smoothedRTT: Duration?, unacknowledged: Int) {
             self.smoothedRTT = smoothedRTT
             self.unacknowledged = unacknowledged
@@ -101,6 +118,14 @@ public struct HandoverSession: Sendable {
         /// Over MPTCP, the connection's token (for its subflows).
         public var token: UInt32?
 
+        /// A connection as the session needs to know it.
+        ///
+        /// - Parameters:
+        ///   - interface: The interface it was made over (its first subflow's, for MPTCP).
+        ///   - transport: TCP, or MPTCP where both ends speak it.
+        ///   - local: Its local address.
+        ///   - remote: Its remote address.
+        ///   - token: Over MPTCP, the connection's token.
         public init(interface: String?, transport: HandoverStateMachine.Transport, local: IPAddress? = nil, remote: IPAddress? = nil,
                     token: UInt32? = nil) {
             self.interface = interface
@@ -238,6 +263,14 @@ public struct HandoverSession: Sendable {
     /// connection is fully established, which the kernel refuses).
     public static let subflowRetry = Duration.milliseconds(200)
 
+    /// A session for one flow, not connected yet.
+    ///
+    /// - Parameters:
+    ///   - addresses: The peer's addresses, in the resolver's order.
+    ///   - port: The peer's port.
+    ///   - configuration: The rules, the policy, the retries and what counts as a stall.
+    ///   - role: Whether the session acts (a driver moves the flow) or advises (an app decides,
+    ///     and keeps its connection: no path manager, no subflows, no stream rule).
     public init(to addresses: [IPAddress], port: UInt16, configuration: Configuration = Configuration(), role: Role = .acts) {
         self.addresses = addresses
         self.port = port
@@ -272,18 +305,28 @@ public struct HandoverSession: Sendable {
     public var unviableReason: HandoverStateMachine.Reason? { unviable }
     public var announcedBetterInterface: String? { betterInterface }
 
-    /// How long the current connection has been up (nil: none).
+    /// How long the current connection has been up.
+    ///
+    /// - Parameter now: The time, on the driver's clock.
+    /// - Returns: Its age, or nil without a connection.
     public func connectionAge(at now: Duration) -> Duration? {
         machine.connection.map { now - $0.since }
     }
 
     /// The stall threshold now.
+    ///
+    /// - Parameter smoothedRTT: The connection's smoothed round-trip time, or nil.
+    /// - Returns: How long without progress, while data is expected, counts as a stall.
     public func stallThreshold(smoothedRTT: Duration?) -> Duration { machine.stallThreshold(smoothedRTT: smoothedRTT) }
 
     // MARK: - Connecting
 
     /// What to do about connecting at `now`: race (over the path without the interfaces held
     /// down), wait (for a path, or before retrying), or give up.
+    ///
+    /// - Parameter now: The time, on the driver's clock.
+    /// - Returns: The path to race over, how long to wait (nil: until the path changes), or why
+    ///   the flow gives up (``RetryPolicy/giveUpAfter`` has passed).
     public mutating func connectPlan(at now: Duration) -> ConnectPlan {
         if let giveUp = configuration.retry.giveUpAfter, let since = troubleSince, now - since >= giveUp {
             return .giveUp(failures > 0 ? "every attempt failed for \(giveUp.roamMilliseconds)" : "no permitted path for \(giveUp.roamMilliseconds)")
@@ -304,6 +347,14 @@ public struct HandoverSession: Sendable {
 
     // MARK: - Events
 
+    /// Takes in what the driver saw and says what it should do.
+    ///
+    /// - Parameter event: A path update, a connection made or ended, a race failed, bytes
+    ///   received or sent, a tick, a probe's result, a stream's playout buffer, MPTCP's
+    ///   subflows sampled, the path manager's choice, or a hold-down elsewhere.
+    /// - Returns: The requests to carry out, in order: leave the connection, probe or stop
+    ///   probing, hold an interface down or restore it, subflows to open, mark as backups or
+    ///   withdraw, and, in the advising role, advice for the app.
     public mutating func handle(_ event: Event) -> [Request] {
         switch event {
         case let .pathUpdated(path, now):
@@ -375,7 +426,13 @@ public struct HandoverSession: Sendable {
         }
     }
 
-    /// When the driver must next send a tick, at the latest (nil: nothing is timed).
+    /// When the driver must next send a tick, at the latest.
+    ///
+    /// - Parameters:
+    ///   - transport: What the transport says now, if the driver read it.
+    ///   - since: Since when the flow has awaited data (nil: the session's own record).
+    ///   - now: The time, on the driver's clock.
+    /// - Returns: The time of the next tick, or nil when nothing is timed.
     public func nextDeadline(transport: TransportSample?, awaitingDataSince since: Duration?, at now: Duration) -> Duration? {
         let awaiting = since ?? awaitingSince
         let rtt = transport?.smoothedRTT

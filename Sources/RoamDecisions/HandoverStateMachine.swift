@@ -79,6 +79,7 @@ public struct HandoverStateMachine: Sendable {
         /// its check still running), as a phone joining a hotel's Wi-Fi stays on cellular.
         public var leavesUnvalidated = true
 
+        /// Roam's defaults, as documented on each setting.
         public init() {}
     }
 
@@ -87,6 +88,11 @@ public struct HandoverStateMachine: Sendable {
         public var bytesPerSecond: Double
         public var buffer: Duration
 
+        /// A stream's needs.
+        ///
+        /// - Parameters:
+        ///   - bytesPerSecond: Its bitrate, in bytes a second.
+        ///   - buffer: The media its player buffers before playing.
         public init(bytesPerSecond: Double, buffer: Duration) {
             self.bytesPerSecond = bytesPerSecond
             self.buffer = buffer
@@ -243,6 +249,9 @@ public struct HandoverStateMachine: Sendable {
     private var left: (interface: String?, transport: Transport, number: Int)?
     private var judge: StreamPathJudge?
 
+    /// A state machine with no path and no connection yet.
+    ///
+    /// - Parameter configuration: Its rules.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         stalledPaths = StalledPaths(initialHold: configuration.initialHold, maximumHold: configuration.maximumHold)
@@ -250,13 +259,20 @@ public struct HandoverStateMachine: Sendable {
     }
 
     /// The stall threshold for a connection with this smoothed RTT.
+    ///
+    /// - Parameter smoothedRTT: The connection's smoothed round-trip time, or nil.
+    /// - Returns: ``StalledPaths/stallThreshold(smoothedRTT:minimum:maximum:)`` within the
+    ///   configuration's ``Configuration/minimumStall`` and ``Configuration/maximumStall``.
     public func stallThreshold(smoothedRTT: Duration?) -> Duration {
         StalledPaths.stallThreshold(smoothedRTT: smoothedRTT, minimum: configuration.minimumStall, maximum: configuration.maximumStall)
     }
 
     /// The path to race over at `now`: the monitor's, with the interfaces held down, and those
     /// the path manager demoted and probes have not restored, moved last
-    /// (``StalledPaths/racePath(_:at:alsoLast:)``); nil before the monitor published one.
+    /// (``StalledPaths/racePath(_:at:alsoLast:)``).
+    ///
+    /// - Parameter now: The time, on the driver's clock.
+    /// - Returns: The path to race over, or nil before the monitor published one.
     public func racePath(at now: Duration) -> NetworkPath? {
         path.map { stalledPaths.racePath($0, at: now, alsoLast: demoted) }
     }
@@ -302,6 +318,11 @@ public struct HandoverStateMachine: Sendable {
     /// When the driver must next send a tick, at the latest (a stall would be due, a probe is
     /// due or overdue); nil when nothing is timed. Path updates, data and probe results are
     /// events of their own.
+    ///
+    /// - Parameters:
+    ///   - smoothedRTT: The connection's smoothed round-trip time, or nil.
+    ///   - awaitingDataSince: Since when the flow has awaited data (nil: it awaits none).
+    /// - Returns: The time of the next tick, or nil when nothing is timed.
     public func nextDeadline(smoothedRTT: Duration?, awaitingDataSince: Duration?) -> Duration? {
         var deadline: Duration?
         func consider(_ time: Duration) { deadline = min(deadline ?? time, time) }
@@ -327,6 +348,10 @@ public struct HandoverStateMachine: Sendable {
 
     /// Probes in a row `interface` must answer before the flow returns to it: more the more it
     /// stalled.
+    ///
+    /// - Parameter interface: An interface's name.
+    /// - Returns: ``Configuration/probesToReturn``, doubled for its second stall and again for
+    ///   its third and later.
     public func probesRequired(for interface: String) -> Int {
         let stalls = stalledPaths.stalls(of: interface)
         return configuration.probesToReturn << min(2, max(0, stalls - 1))
@@ -338,6 +363,12 @@ public struct HandoverStateMachine: Sendable {
         return last.at + StreamPathJudge.evidenceLifetime
     }
 
+    /// Takes in what happened to the flow and applies the rules.
+    ///
+    /// - Parameter event: A connection made, a path update, data, a tick, a probe's result, a
+    ///   stream's playout buffer, MPTCP's subflows, or the path manager's choice.
+    /// - Returns: The actions for the driver, in order: interfaces to hold down or restore, a
+    ///   move, probes to start or abandon, subflows to switch.
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
         case let .connected(interface, transport, family, now):

@@ -26,6 +26,16 @@ public enum MPTCP {
 
         public var description: String { "\(local):\(localPort) → \(remote):\(remotePort)" }
 
+        /// An established, open subflow.
+        ///
+        /// - Parameters:
+        ///   - local: The subflow's local address.
+        ///   - localPort: Its local port.
+        ///   - remote: Its remote address.
+        ///   - remotePort: Its remote port.
+        ///   - bytesAcked: Bytes the peer acknowledged on it.
+        ///   - bytesReceived: Bytes received on it.
+        ///   - smoothedRTT: Its smoothed round-trip time, zero when unknown.
         public init(local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16, bytesAcked: UInt64, bytesReceived: UInt64,
                     smoothedRTT: Duration) {
             self.local = local
@@ -37,6 +47,18 @@ public enum MPTCP {
             self.smoothedRTT = smoothedRTT
         }
 
+        /// A subflow in any state.
+        ///
+        /// - Parameters:
+        ///   - local: The subflow's local address.
+        ///   - localPort: Its local port.
+        ///   - remote: Its remote address.
+        ///   - remotePort: Its remote port.
+        ///   - bytesAcked: Bytes the peer acknowledged on it.
+        ///   - bytesReceived: Bytes received on it.
+        ///   - smoothedRTT: Its smoothed round-trip time, zero when unknown.
+        ///   - isEstablished: Whether its handshake is done.
+        ///   - isOpen: Whether it is not closed.
         public init(local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16, bytesAcked: UInt64, bytesReceived: UInt64,
                     smoothedRTT: Duration, isEstablished: Bool, isOpen: Bool) {
             self.init(local: local, localPort: localPort, remote: remote, remotePort: remotePort, bytesAcked: bytesAcked,

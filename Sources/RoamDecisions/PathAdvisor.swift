@@ -80,6 +80,14 @@ public struct PathAdvisor: Sendable {
     /// Advice for a connection to `peer` (its addresses) on `port`: probes go there (or to
     /// `configuration`'s ``HandoverSession/Configuration/probePort``). With no peer given,
     /// probes cannot be planned and fail.
+    ///
+    /// - Parameters:
+    ///   - policy: The paths the connection may use.
+    ///   - configuration: The handover rules the advice follows.
+    ///   - peer: The peer's addresses, which probes go to.
+    ///   - port: The connection's port.
+    ///   - probePort: The port probes connect to (nil: `port`).
+    ///   - stallEvidence: What counts as a stall.
     public init(policy: ConnectionPolicy = ConnectionPolicy(), configuration: HandoverStateMachine.Configuration = HandoverStateMachine.Configuration(),
                 peer: [IPAddress] = [], port: UInt16 = 0, probePort: UInt16? = nil, stallEvidence: HandoverSession.StallEvidence = .silence) {
         self.policy = policy
@@ -101,16 +109,30 @@ public struct PathAdvisor: Sendable {
     /// Interfaces held down after stalls.
     public var stalledPaths: StalledPaths { session.machine.stalledPaths }
 
-    /// When the caller must next send a tick, at the latest (nil: nothing is timed).
+    /// When the caller must next send a tick, at the latest.
+    ///
+    /// - Parameter smoothedRTT: The connection's smoothed round-trip time, or nil.
+    /// - Returns: The time of the next tick, or nil when nothing is timed.
     public func nextDeadline(smoothedRTT: Duration?) -> Duration? {
         session.nextDeadline(transport: smoothedRTT.map { .init(smoothedRTT: $0, unacknowledged: 1) }, awaitingDataSince: nil, at: .zero)
     }
 
     /// When the caller must next send a tick, at the latest, from what the transport says now.
+    ///
+    /// - Parameters:
+    ///   - transport: What the transport says now, if the caller read it.
+    ///   - now: The time, on the caller's clock.
+    /// - Returns: The time of the next tick, or nil when nothing is timed.
     public func nextDeadline(transport: HandoverSession.TransportSample?, at now: Duration) -> Duration? {
         session.nextDeadline(transport: transport, awaitingDataSince: nil, at: now)
     }
 
+    /// Takes in what happened to the app's connection.
+    ///
+    /// - Parameter event: The connection made, a path update, bytes sent or received, a tick
+    ///   or a transport sample, a probe's result, or a hold-down elsewhere.
+    /// - Returns: What the app should hear or do: advice (viability, a better path, the path's
+    ///   changes), probes to start or abandon, interfaces held down.
     public mutating func handle(_ event: Event) -> [Action] {
         let requests: [HandoverSession.Request]
         switch event {
@@ -146,6 +168,10 @@ public struct PathAdvisor: Sendable {
 
     /// The probe the session plans for `interface` now: the peer's address of a family the
     /// interface has, and the port.
+    ///
+    /// - Parameter interface: An interface of the latest path.
+    /// - Returns: The address and port to probe, or nil when the interface is not on the path
+    ///   or has no address of a family the peer has.
     public func probeTarget(for interface: String) -> (destination: IPAddress, port: UInt16)? {
         guard let target = session.path?.availableInterfaces.first(where: { $0.name == interface }) else { return nil }
         let families = Set(target.addresses.filter { !$0.address.isLinkLocal }.map(\.address.family))

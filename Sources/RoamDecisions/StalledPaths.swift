@@ -16,12 +16,23 @@ public struct StalledPaths: Sendable, Hashable {
         var stalls: Int
     }
 
+    /// No interface held down yet.
+    ///
+    /// - Parameters:
+    ///   - initialHold: An interface's hold-down after its first stall.
+    ///   - maximumHold: The most a hold-down grows to, doubling with each stall.
     public init(initialHold: Duration = .seconds(1), maximumHold: Duration = .seconds(30)) {
         self.initialHold = initialHold
         self.maximumHold = maximumHold
     }
 
-    /// Records a stall of `interface`; returns its hold-down.
+    /// Records a stall of `interface`.
+    ///
+    /// - Parameters:
+    ///   - interface: The interface whose connection stalled.
+    ///   - now: When, on the caller's clock.
+    /// - Returns: Its hold-down from `now`: ``initialHold`` the first time, then twice the last,
+    ///   up to ``maximumHold``.
     @discardableResult
     public mutating func markStalled(_ interface: String, at now: Duration) -> Duration {
         let hold = entries[interface].map { min(maximumHold, $0.hold * 2) } ?? initialHold
@@ -30,16 +41,29 @@ public struct StalledPaths: Sendable, Hashable {
     }
 
     /// Whether `interface` is still held down at `now`.
+    ///
+    /// - Parameters:
+    ///   - interface: An interface's name.
+    ///   - now: The time asked about, on the caller's clock.
+    /// - Returns: True until its last stall's hold-down has passed; false for one that never
+    ///   stalled.
     public func isHeldDown(_ interface: String, at now: Duration) -> Bool {
         entries[interface].map { now - $0.since < $0.hold } ?? false
     }
 
     /// How many times `interface` stalled.
+    ///
+    /// - Parameter interface: An interface's name.
+    /// - Returns: The stalls recorded for it (0 for one that never stalled).
     public func stalls(of interface: String) -> Int {
         entries[interface]?.stalls ?? 0
     }
 
-    /// When `interface`'s hold-down ends (nil: it never stalled).
+    /// When `interface`'s hold-down ends.
+    ///
+    /// - Parameter interface: An interface's name.
+    /// - Returns: The end of its last hold-down on the caller's clock, or nil if it never
+    ///   stalled.
     public func holdDownEnd(_ interface: String) -> Duration? {
         entries[interface].map { $0.since + $0.hold }
     }
@@ -51,12 +75,25 @@ public struct StalledPaths: Sendable, Hashable {
     /// a flow just left may be the only one that still works (the new path of a handover
     /// judged stalled while data sent over the old one holds it up), and a race over the rest
     /// alone would wait out its whole timeout on a path that is gone.
+    ///
+    /// - Parameters:
+    ///   - path: The path as the monitor gives it.
+    ///   - now: The time, on the caller's clock.
+    /// - Returns: `path` reordered, or `path` itself when nothing is held down or nothing else
+    ///   is left.
     public func racePath(_ path: NetworkPath, at now: Duration) -> NetworkPath {
         racePath(path, at: now, alsoLast: [])
     }
 
     /// ``racePath(_:at:)``, with the interfaces in `alsoLast` (ones a path manager demoted,
     /// which have not yet proved themselves) moved last as the held-down ones are.
+    ///
+    /// - Parameters:
+    ///   - path: The path as the monitor gives it.
+    ///   - now: The time, on the caller's clock.
+    ///   - alsoLast: Interfaces to move last although they are not held down.
+    /// - Returns: `path` reordered, or `path` itself when nothing is moved or nothing else is
+    ///   left.
     public func racePath(_ path: NetworkPath, at now: Duration, alsoLast: Set<String>) -> NetworkPath {
         func isLast(_ name: String) -> Bool { alsoLast.contains(name) || isHeldDown(name, at: now) }
         let healthy = path.availableInterfaces.filter { !isLast($0.name) }
@@ -70,6 +107,12 @@ public struct StalledPaths: Sendable, Hashable {
     /// How long without progress, while data is expected, before a connection counts as
     /// stalled: four smoothed round trips plus 200 ms (a few retransmission timeouts' worth),
     /// within `minimum` and `maximum`; 100 ms is assumed for an RTT not known yet.
+    ///
+    /// - Parameters:
+    ///   - smoothedRTT: The connection's smoothed round-trip time (`TCP_INFO`), or nil.
+    ///   - minimum: The shortest threshold.
+    ///   - maximum: The longest threshold.
+    /// - Returns: The threshold.
     public static func stallThreshold(smoothedRTT: Duration?, minimum: Duration = .milliseconds(300), maximum: Duration) -> Duration {
         let rtt = smoothedRTT ?? .milliseconds(100)
         return min(maximum, max(minimum, rtt * 4 + .milliseconds(200)))

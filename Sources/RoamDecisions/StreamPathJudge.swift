@@ -31,6 +31,11 @@ public struct StreamPathJudge: Sendable {
     /// Bytes received at sample times, oldest first, reaching back a little over ``window``.
     private var samples: [(time: Duration, bytes: Int64)] = []
 
+    /// A judge for a stream with no samples yet.
+    ///
+    /// - Parameters:
+    ///   - bytesPerSecond: The stream's bitrate, in bytes a second.
+    ///   - bufferTarget: The buffer its player fills before playing.
     public init(bytesPerSecond: Double, bufferTarget: Duration) {
         self.bytesPerSecond = bytesPerSecond
         self.bufferTarget = bufferTarget.seconds
@@ -40,7 +45,11 @@ public struct StreamPathJudge: Sendable {
     /// sample is that old.
     public private(set) var deliveryRate: Double?
 
-    /// Takes in the flow's byte count (received over every connection so far) at `now`.
+    /// Takes in the flow's byte count at `now`, which updates ``deliveryRate``.
+    ///
+    /// - Parameters:
+    ///   - now: The time of the sample, on the flow's clock.
+    ///   - bytes: The bytes received over every connection of the flow so far.
     public mutating func record(now: Duration, bytes: Int64) {
         if let last = samples.last, now - last.time < Self.sampleSpacing {} else { samples.append((now, bytes)) }
         // Keep the newest sample at least a window old as the base, and what follows it.
@@ -60,6 +69,12 @@ public struct StreamPathJudge: Sendable {
         /// The interface it runs over, when known.
         public var interface: String?
 
+        /// The connection as the judge needs it.
+        ///
+        /// - Parameters:
+        ///   - number: Its number among the flow's connections.
+        ///   - age: How long it has been connected.
+        ///   - interface: The interface it runs over, when known.
         public init(number: Int, age: Duration, interface: String?) {
             self.number = number
             self.age = age
@@ -77,10 +92,12 @@ public struct StreamPathJudge: Sendable {
     /// judged already). A path that delivers more than the one the flow last left, lately,
     /// is kept even below the bitrate: when every path is poor, the flow stays on the best one
     /// measured instead of going back to a worse one.
+    ///
     /// - Parameters:
-    ///   - buffered: seconds of media buffered now, while playing.
-    ///   - connection: the flow's current connection, nil while it has none.
-    ///   - now: the time of the judgement, on the clock the flow's samples use.
+    ///   - buffered: Seconds of media buffered now, while playing.
+    ///   - connection: The flow's current connection, nil while it has none.
+    ///   - now: The time of the judgement, on the clock the flow's samples use.
+    /// - Returns: The reason to leave the path, in words for the report, or nil to stay.
     public mutating func verdict(buffered: Double, connection: Connection?, now: Duration) -> String? {
         guard let connection, connection.age >= Self.settleTime, let rate = deliveryRate, rate < bytesPerSecond else { return nil }
         let share = rate / bytesPerSecond

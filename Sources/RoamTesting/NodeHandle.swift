@@ -24,12 +24,18 @@ public struct NodeHandle: Sendable {
     /// The node's IPv6 service address.
     public var address6: String { plan.serviceIPv6.description }
 
-    /// The node's own IPv4 address on `link` (nil when it has no such link).
+    /// The node's own IPv4 address on `link`.
+    ///
+    /// - Parameter link: A link of the scenario (`wifi`), or a network's link to the node.
+    /// - Returns: The address, or nil when the node has no such link (or no IPv4 on it).
     public func address(on link: String) -> String? {
         plan.interfaces.first { $0.link == link }?.address(.ipv4)?.address.description
     }
 
     /// The node's own IPv6 address on `link`.
+    ///
+    /// - Parameter link: A link of the scenario, or a network's link to the node.
+    /// - Returns: The address, or nil when the node has no such link (or no IPv6 on it).
     public func address6(on link: String) -> String? {
         plan.interfaces.first { $0.link == link }?.address(.ipv6)?.address.description
     }
@@ -48,6 +54,11 @@ public struct NodeHandle: Sendable {
     /// async functions it calls, belongs to the node; so do threads it starts. Code isolated to
     /// an actor with its own executor (the main actor, a custom executor) runs there instead,
     /// outside the node; unstructured tasks (`Task {}`) do not inherit the preference.
+    ///
+    /// - Parameter body: The code to run in the node.
+    /// - Returns: What `body` returned.
+    /// - Throws: A ``RoamTestingError`` when the node's thread cannot be made or `body` did not
+    ///   run on it; else what `body` threw.
     public func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         let executor: NamespaceExecutor
         do {
@@ -69,6 +80,13 @@ public struct NodeHandle: Sendable {
     /// Runs a program inside the node's namespace and waits for it: its exit status and what
     /// it wrote. The environment gets `ROAM_NODE` and the scenario's addresses, as a `command`
     /// workload's does.
+    ///
+    /// - Parameters:
+    ///   - arguments: The program and its arguments.
+    ///   - environment: Variables added to the environment.
+    /// - Returns: Its exit status and what it wrote to standard output and standard error.
+    /// - Throws: A ``RoamTestingError`` when no program is given or the node cannot be entered;
+    ///   the system's error when the program cannot be started.
     public func spawn(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessOutcome {
         guard !arguments.isEmpty else { throw RoamTestingError("spawn needs a program to run") }
         var values = processEnvironment()
@@ -104,6 +122,8 @@ public struct NodeHandle: Sendable {
     }
 
     /// Writes a `mark` into the run's timeline, shown in the HTML report next to the links' changes.
+    ///
+    /// - Parameter text: The mark's text.
     public func mark(_ text: String) {
         network.mark(text, node: name)
     }

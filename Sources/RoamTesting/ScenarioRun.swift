@@ -31,6 +31,14 @@ public struct TestRunOptions: Sendable {
     /// Plays the scenario this many times as fast.
     public var timeScale: Double = 1
 
+    /// Options for a run under test.
+    ///
+    /// - Parameters:
+    ///   - backend: What degrades the links.
+    ///   - seed: The seed (nil: the scenario's; `ROAM_SEED` overrides both).
+    ///   - end: When the run ends.
+    ///   - reportsDirectory: Where reports go (nil: see ``reportsDirectory``).
+    ///   - timeScale: Plays the scenario this many times as fast.
     public init(backend: BackendChoice = .userspace, seed: UInt64? = nil, end: End = .whenBodyReturns, reportsDirectory: String? = nil,
                 timeScale: Double = 1) {
         self.backend = backend
@@ -41,6 +49,8 @@ public struct TestRunOptions: Sendable {
     }
 
     /// A seed drawn at random, for tests that explore: a failing one prints it.
+    ///
+    /// - Returns: A seed from 1 to 2³² − 1.
     public static func randomSeed() -> UInt64 { UInt64.random(in: 1...UInt64(UInt32.max)) }
 
     /// The seed `ROAM_SEED` asks for, if any.
@@ -60,7 +70,13 @@ public struct TestNetwork: Sendable {
     /// Time since the scenario's time zero.
     public var elapsed: Duration { running.elapsed }
 
-    /// The node named `name`; throws when the scenario has none.
+    /// The node named `name`.
+    ///
+    /// - Parameter name: A node of the scenario.
+    /// - Returns: A handle on the node: its addresses, path, monitor, and code and programs run
+    ///   inside it.
+    /// - Throws: A ``RoamTestingError`` that lists the nodes, when the scenario has none of
+    ///   that name.
     public func node(_ name: String) throws -> NodeHandle {
         guard let namespace = running.namespace(of: name), let plan = running.plan.node(name) else {
             throw RoamTestingError("scenario '\(scenario.name)' has no node '\(name)'; nodes: \(scenario.nodes.map(\.name).joined(separator: ", "))")
@@ -69,10 +85,15 @@ public struct TestNetwork: Sendable {
     }
 
     /// Writes a `mark` into the run's timeline.
+    ///
+    /// - Parameter text: The mark's text.
     public func mark(_ text: String) { running.mark(text) }
 
     /// Suspends until the scenario's clock reaches `time` (at once when it has), to line code
     /// under test up with the timeline: `try await network.wait(until: .seconds(5))`.
+    ///
+    /// - Parameter time: A time of the scenario, since its time zero.
+    /// - Throws: `CancellationError` when the task is cancelled while it waits.
     public func wait(until time: Duration) async throws {
         let remaining = time - running.elapsed
         if remaining > .zero { try await Task.sleep(for: remaining) }

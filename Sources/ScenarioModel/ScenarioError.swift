@@ -5,6 +5,9 @@ public struct ScenarioError: Error, Sendable, Hashable, CustomStringConvertible 
     /// A message a user can act on, naming the file and the line where there is one.
     public var message: String
 
+    /// An error.
+    ///
+    /// - Parameter message: A message a user can act on.
     public init(_ message: String) {
         self.message = message
     }

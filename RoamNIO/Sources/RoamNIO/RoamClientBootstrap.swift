@@ -52,6 +52,11 @@ public struct RoamClientBootstrap: Sendable {
     private var threadPool = NIOThreadPool.singleton
 
     /// A bootstrap whose channels follow `monitor` (started, or started here), in its namespace.
+    ///
+    /// - Parameters:
+    ///   - group: The event loops the channels run on.
+    ///   - monitor: The path monitor of the namespace to connect from.
+    /// - Throws: `PathMonitorError` when the monitor was not started and cannot start.
     public init(group: any EventLoopGroup, monitor: NetworkPathMonitor) throws(PathMonitorError) {
         if monitor.currentPath == nil, monitor.failure == nil {
             do throws(PathMonitorError) {
@@ -67,6 +72,12 @@ public struct RoamClientBootstrap: Sendable {
     /// A bootstrap that connects from `namespace` (the calling thread's by default) and
     /// follows its paths with a monitor of its own, stopped when the bootstrap and its channels
     /// are gone.
+    ///
+    /// - Parameters:
+    ///   - group: The event loops the channels run on.
+    ///   - namespace: The namespace to connect from.
+    /// - Throws: `PathMonitorError` when the monitor cannot start (the namespace does not
+    ///   exist, or entering it needs a privilege the process lacks).
     public init(group: any EventLoopGroup, namespace: NetworkNamespace = .current) throws(PathMonitorError) {
         let monitor = NetworkPathMonitor(namespace: namespace)
         try monitor.start()
@@ -78,6 +89,9 @@ public struct RoamClientBootstrap: Sendable {
     public var monitor: NetworkPathMonitor { source.monitor }
 
     /// Which interfaces the connection may use, and its multipath service type.
+    ///
+    /// - Parameter policy: The policy.
+    /// - Returns: A copy of the bootstrap with it set.
     public func policy(_ policy: ConnectionPolicy) -> Self {
         var copy = self
         copy.policy = policy
@@ -85,6 +99,9 @@ public struct RoamClientBootstrap: Sendable {
     }
 
     /// The race's timers (attempt delay, resolution delay).
+    ///
+    /// - Parameter configuration: The timers.
+    /// - Returns: A copy of the bootstrap with it set.
     public func raceConfiguration(_ configuration: ConnectionRace.Configuration) -> Self {
         var copy = self
         copy.raceConfiguration = configuration
@@ -92,6 +109,9 @@ public struct RoamClientBootstrap: Sendable {
     }
 
     /// The rules behind the path events: the stall threshold's bounds, probes, hold-downs.
+    ///
+    /// - Parameter configuration: The rules.
+    /// - Returns: A copy of the bootstrap with it set.
     public func pathAdvice(_ configuration: HandoverStateMachine.Configuration) -> Self {
         var copy = self
         copy.advisorConfiguration = configuration
@@ -103,6 +123,9 @@ public struct RoamClientBootstrap: Sendable {
     /// probe, reset as soon as it is decided, nothing sent: the server sees a connection opened
     /// and reset (about one a second while a better interface is being tested, five a second
     /// within a streak of three).
+    ///
+    /// - Parameter port: The port probes connect to (nil: the channel's).
+    /// - Returns: A copy of the bootstrap with it set.
     public func probePort(_ port: UInt16?) -> Self {
         var copy = self
         copy.probePort = port
@@ -114,6 +137,9 @@ public struct RoamClientBootstrap: Sendable {
     /// time over a request it received (acknowledged) is not taken for a dead path until the
     /// configured `HandoverStateMachine/Configuration/maximumStall` (10 s). `.silence` judges
     /// silence alone, for a peer that streams continuously.
+    ///
+    /// - Parameter evidence: What counts as a stall.
+    /// - Returns: A copy of the bootstrap with it set.
     public func stallEvidence(_ evidence: HandoverSession.StallEvidence) -> Self {
         var copy = self
         copy.stallEvidence = evidence
@@ -123,6 +149,9 @@ public struct RoamClientBootstrap: Sendable {
     /// When a connect races again after a race failed for a reason a change of the network may
     /// cure (no route, unreachable, timed out): after 100 ms, doubling to 1 s, or at once when
     /// the path changes; within the connect timeout.
+    ///
+    /// - Parameter policy: The waits between races.
+    /// - Returns: A copy of the bootstrap with it set.
     public func retryPolicy(_ policy: HandoverSession.RetryPolicy) -> Self {
         var copy = self
         copy.retry = policy
@@ -130,6 +159,9 @@ public struct RoamClientBootstrap: Sendable {
     }
 
     /// How long a connect may take in all, waiting for connectivity included (10 s by default).
+    ///
+    /// - Parameter timeout: The time allowed.
+    /// - Returns: A copy of the bootstrap with it set.
     public func connectTimeout(_ timeout: TimeAmount) -> Self {
         var copy = self
         copy.timeout = timeout
@@ -138,6 +170,9 @@ public struct RoamClientBootstrap: Sendable {
 
     /// Whether a connect that cannot be made now waits for the path to change (the default,
     /// as `NIOTSChannelOptions.waitForActivity`) or fails at once.
+    ///
+    /// - Parameter waits: Whether to wait.
+    /// - Returns: A copy of the bootstrap with it set.
     public func waitsForConnectivity(_ waits: Bool) -> Self {
         var copy = self
         copy.waits = waits
@@ -145,6 +180,9 @@ public struct RoamClientBootstrap: Sendable {
     }
 
     /// Called, on a thread of the pool, each time a connect has to wait for connectivity.
+    ///
+    /// - Parameter handler: Told what stood in the way.
+    /// - Returns: A copy of the bootstrap with it set.
     public func onWaitingForConnectivity(_ handler: @escaping @Sendable (RoamNetworkEvents.WaitingForConnectivity) -> Void) -> Self {
         var copy = self
         copy.waitingHandler = handler
@@ -152,6 +190,11 @@ public struct RoamClientBootstrap: Sendable {
     }
 
     /// A channel option, applied as `ClientBootstrap` applies it.
+    ///
+    /// - Parameters:
+    ///   - option: The option.
+    ///   - value: Its value.
+    /// - Returns: A copy of the bootstrap with it added.
     public func channelOption<Option: ChannelOption>(_ option: Option, value: Option.Value) -> Self {
         var copy = self
         copy.options.append(key: option, value: value)
@@ -159,6 +202,9 @@ public struct RoamClientBootstrap: Sendable {
     }
 
     /// Sets up each new channel's pipeline (after ``RoamPathHandler``, which is first).
+    ///
+    /// - Parameter handler: Adds the channel's handlers.
+    /// - Returns: A copy of the bootstrap with it set.
     public func channelInitializer(_ handler: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>) -> Self {
         var copy = self
         copy.initializer = handler
@@ -168,6 +214,9 @@ public struct RoamClientBootstrap: Sendable {
     /// The pool whose threads run the races (`NIOThreadPool.singleton` by default). A race holds
     /// its thread until it is decided (one attempt delay on a blackholed Wi-Fi, up to the connect
     /// timeout when waiting for connectivity).
+    ///
+    /// - Parameter pool: The pool.
+    /// - Returns: A copy of the bootstrap with it set.
     public func threadPool(_ pool: NIOThreadPool) -> Self {
         var copy = self
         copy.threadPool = pool
@@ -177,11 +226,29 @@ public struct RoamClientBootstrap: Sendable {
     // MARK: Connecting
 
     /// Races to `host` (looked up in the bootstrap's namespace, AAAA and A at once) on `port`.
+    ///
+    /// - Parameters:
+    ///   - host: The name to look up.
+    ///   - port: The port to connect to.
+    /// - Returns: A future of the connected channel, after its pipeline is set up; it fails
+    ///   with a ``RoamNIOError``: ``RoamNIOError/Code/connect`` when the race made no connection
+    ///   (the racer's error says why), ``RoamNIOError/Code/timedOut`` when no race could start
+    ///   within the connect timeout, ``RoamNIOError/Code/invalidPort`` for a port that is not
+    ///   TCP's.
     public func connect(host: String, port: Int) -> EventLoopFuture<any Channel> {
         connect(.host(host), port: port)
     }
 
     /// Races to `addresses` (of either family) on `port`.
+    ///
+    /// - Parameters:
+    ///   - addresses: The peer's addresses.
+    ///   - port: The port to connect to.
+    /// - Returns: A future of the connected channel, after its pipeline is set up; it fails
+    ///   with a ``RoamNIOError``: ``RoamNIOError/Code/connect`` when the race made no connection
+    ///   (the racer's error says why), ``RoamNIOError/Code/timedOut`` when no race could start
+    ///   within the connect timeout, ``RoamNIOError/Code/invalidPort`` for a port that is not
+    ///   TCP's.
     public func connect(to addresses: [IPAddress], port: Int) -> EventLoopFuture<any Channel> {
         connect(.addresses(addresses), port: port)
     }
@@ -197,12 +264,28 @@ public struct RoamClientBootstrap: Sendable {
     ///     }
     /// }
     /// ```
+    ///
+    /// - Parameters:
+    ///   - host: The name to look up.
+    ///   - port: The port to connect to.
+    ///   - channelInitializer: Makes the output from the connected channel.
+    /// - Returns: What `channelInitializer` made.
+    /// - Throws: A ``RoamNIOError``, as ``connect(host:port:)``'s future fails, or what
+    ///   `channelInitializer` failed with.
     public func connect<Output: Sendable>(host: String, port: Int,
                                           channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>) async throws -> Output {
         try await connect(.host(host), port: port, channelInitializer: channelInitializer)
     }
 
     /// Races to `addresses` on `port`, then returns what `channelInitializer` made of the channel.
+    ///
+    /// - Parameters:
+    ///   - addresses: The peer's addresses.
+    ///   - port: The port to connect to.
+    ///   - channelInitializer: Makes the output from the connected channel.
+    /// - Returns: What `channelInitializer` made.
+    /// - Throws: A ``RoamNIOError``, as ``connect(host:port:)``'s future fails, or what
+    ///   `channelInitializer` failed with.
     public func connect<Output: Sendable>(to addresses: [IPAddress], port: Int,
                                           channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>) async throws -> Output {
         try await connect(.addresses(addresses), port: port, channelInitializer: channelInitializer)
@@ -218,6 +301,12 @@ public struct RoamClientBootstrap: Sendable {
     /// client's next connection then leaves by the interface the race chose. It costs one
     /// connection attempt per call; call it when the path changes or a request timed out, not
     /// before every request.
+    ///
+    /// - Parameters:
+    ///   - host: The name to race to.
+    ///   - port: The port to race to.
+    /// - Returns: The winning connection's source address, as text.
+    /// - Throws: A ``RoamNIOError``, as ``connect(host:port:)``'s future fails.
     public func localAddress(racingTo host: String, port: Int) async throws -> String {
         let eventLoop = group.next()
         guard let port = UInt16(exactly: port) else { throw RoamNIOError.invalidPort(port) }
@@ -381,6 +470,9 @@ public struct RoamNIOError: Error, CustomStringConvertible {
     private init(_ code: Code) { self.code = code }
 
     /// The race made no connection.
+    ///
+    /// - Parameter error: The racer's error.
+    /// - Returns: An error with ``Code/connect`` and ``racerError``.
     public static func connect(_ error: MultipathError) -> RoamNIOError {
         var result = RoamNIOError(.connect)
         result.racerError = error
@@ -388,6 +480,9 @@ public struct RoamNIOError: Error, CustomStringConvertible {
     }
 
     /// Not a TCP port.
+    ///
+    /// - Parameter port: The port asked for.
+    /// - Returns: An error with ``Code/invalidPort`` and ``port``.
     public static func invalidPort(_ port: Int) -> RoamNIOError {
         var result = RoamNIOError(.invalidPort)
         result.port = port

@@ -27,6 +27,11 @@ public enum RoamNetworkEvents: Sendable {
         /// interface proved itself (`HandoverStateMachine/Reason/betterPath(interface:probes:)`).
         public var reason: HandoverStateMachine.Reason
 
+        /// The event.
+        ///
+        /// - Parameters:
+        ///   - interface: The interface a new connection would take.
+        ///   - reason: Why it is better.
         public init(interface: String, reason: HandoverStateMachine.Reason) {
             self.interface = interface
             self.reason = reason
@@ -36,6 +41,7 @@ public enum RoamNetworkEvents: Sendable {
     /// No better path than the channel's is available (any more): the one announced went, or
     /// the channel became viable again.
     public struct BetterPathUnavailable: RoamNetworkEvent {
+        /// The event.
         public init() {}
     }
 
@@ -47,6 +53,11 @@ public enum RoamNetworkEvents: Sendable {
         /// Why it is not viable (nil when viable).
         public var reason: HandoverStateMachine.Reason?
 
+        /// The event.
+        ///
+        /// - Parameters:
+        ///   - isViable: Whether the channel can carry data.
+        ///   - reason: Why it is not viable (nil when viable).
         public init(isViable: Bool, reason: HandoverStateMachine.Reason? = nil) {
             self.isViable = isViable
             self.reason = reason
@@ -57,6 +68,9 @@ public enum RoamNetworkEvents: Sendable {
     public struct PathChanged: RoamNetworkEvent {
         public let newPath: NetworkPath
 
+        /// The event.
+        ///
+        /// - Parameter newPath: The path the monitor published.
         public init(newPath: NetworkPath) {
             self.newPath = newPath
         }
@@ -75,6 +89,11 @@ public enum RoamNetworkEvents: Sendable {
         /// When the policy permitted no interface: why each was refused.
         public var refusal: PathRefusal?
 
+        /// The event.
+        ///
+        /// - Parameters:
+        ///   - transientError: What stood in the way, as the racer said it.
+        ///   - refusal: Why each interface was refused, when the policy permitted none.
         public init(transientError: String, refusal: PathRefusal? = nil) {
             self.transientError = transientError
             self.refusal = refusal
@@ -90,6 +109,8 @@ public enum RoamPathEvent: Hashable, Sendable {
     case pathChanged(RoamNetworkEvents.PathChanged)
 
     /// The event a user inbound event is, if it is one of Roam's.
+    ///
+    /// - Parameter event: A user inbound event of a channel's pipeline.
     public init?(_ event: Any) {
         switch event {
         case let event as RoamNetworkEvents.BetterPathAvailable: self = .betterPathAvailable(event)

@@ -45,6 +45,15 @@ public final class AsyncHandoverConnection: Sendable {
 
     /// A connection that follows `monitor` (started, watching the racer's namespace).
     /// Nothing connects until the first ``receive(upTo:)`` or ``send(_:)``.
+    ///
+    /// - Parameters:
+    ///   - racer: Makes each connection (its namespace, policy and transport).
+    ///   - addresses: The peer's addresses.
+    ///   - port: The peer's port.
+    ///   - monitor: The path monitor of the racer's namespace, started.
+    ///   - configuration: The handover's settings.
+    ///   - resume: Runs on every new connection before data goes over it (see
+    ///     <doc:ResumingAnAppsProtocol>).
     /// - Throws: ``MultipathError/system(operation:_:)`` if no wake-up descriptor can be made.
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
                 configuration: HandoverConnection.Configuration = .init(),
@@ -62,8 +71,13 @@ public final class AsyncHandoverConnection: Sendable {
         continuation.finish()
     }
 
-    /// Receives up to `maximum` bytes, waiting for some, across handovers; empty when the peer
-    /// closed the connection.
+    /// Receives up to `maximum` bytes, waiting for some, across handovers.
+    ///
+    /// - Parameter maximum: The most bytes to return.
+    /// - Returns: The bytes received; empty when the peer closed the connection.
+    /// - Throws: A ``MultipathError``: ``MultipathError/Code/interrupted`` when the task is
+    ///   cancelled, ``MultipathError/Code/noPermittedPath`` or ``MultipathError/Code/connectFailed``
+    ///   when no connection can be made, ``MultipathError/Code/resume`` when the resume hook threw.
     public func receive(upTo maximum: Int) async throws(MultipathError) -> [UInt8] {
         try await run { connection throws(MultipathError) in
             var buffer = [UInt8](repeating: 0, count: max(1, maximum))
@@ -77,6 +91,9 @@ public final class AsyncHandoverConnection: Sendable {
     }
 
     /// Sends all of `bytes`, at least once across a handover (see ``HandoverConnection/send(_:)``).
+    ///
+    /// - Parameter bytes: What to send.
+    /// - Throws: A ``MultipathError``, as ``receive(upTo:)`` does.
     public func send(_ bytes: [UInt8]) async throws(MultipathError) {
         try await run { connection throws(MultipathError) in
             var sent: Result<Void, MultipathError> = .success(())
@@ -89,6 +106,8 @@ public final class AsyncHandoverConnection: Sendable {
 
     /// Tells the state machine how much media the stream's player holds (see
     /// ``HandoverConnection/reportPlayout(buffered:)``); it takes effect after a call in progress.
+    ///
+    /// - Parameter buffered: The media the player holds now.
     public func reportPlayout(buffered: Duration) async {
         await run { $0.reportPlayout(buffered: buffered) }
     }

@@ -70,6 +70,7 @@ public final class HandoverConnection {
         /// data, no reconnection) and restored once it proves itself, as the simulator's
         /// `handover` over MPTCP does. The racer must make MPTCP sockets.
         public var pathManager: MPTCPPathManager?
+        /// The defaults, as documented on each setting.
         public init() {}
 
         var session: HandoverSession.Configuration {
@@ -138,6 +139,19 @@ public final class HandoverConnection {
     public var bytesByInterface: [String: Int64] { session.machine.bytesByInterface }
     public var expensiveBytes: Int64 { session.machine.expensiveBytes }
 
+    /// A connection that looks at the path through `path` at each step (every 20 ms while it
+    /// waits). Nothing connects until the first ``receive(into:)`` or ``send(_:)``.
+    ///
+    /// - Parameters:
+    ///   - racer: Makes each connection (its namespace, policy and transport).
+    ///   - addresses: The peer's addresses.
+    ///   - port: The peer's port.
+    ///   - path: Returns the path now (nil: none yet), from any thread.
+    ///   - configuration: The handover's settings.
+    ///   - onEvent: Told of each connection, move, hold-down and probe, on the thread of the call
+    ///     in progress.
+    ///   - resume: Runs on every new connection before data goes over it (see
+    ///     <doc:ResumingAnAppsProtocol>).
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, path: @escaping @Sendable () -> NetworkPath?,
                 configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) {
         self.racer = racer
@@ -156,7 +170,18 @@ public final class HandoverConnection {
 
     /// A connection that follows `monitor` (started, watching the racer's namespace): it wakes
     /// on every path update instead of looking at the path from time to time.
-    /// - Throws: `MultipathError/connect(_:)` if no wake-up descriptor can be made.
+    ///
+    /// - Parameters:
+    ///   - racer: Makes each connection (its namespace, policy and transport).
+    ///   - addresses: The peer's addresses.
+    ///   - port: The peer's port.
+    ///   - monitor: The path monitor of the racer's namespace, started.
+    ///   - configuration: The handover's settings.
+    ///   - onEvent: Told of each connection, move, hold-down and probe, on the thread of the call
+    ///     in progress.
+    ///   - resume: Runs on every new connection before data goes over it (see
+    ///     <doc:ResumingAnAppsProtocol>).
+    /// - Throws: ``MultipathError/system(operation:_:)`` if no wake-up descriptor can be made.
     public init(racer: ConnectionRacer, to addresses: [IPAddress], port: UInt16, monitor: NetworkPathMonitor,
                 configuration: Configuration = Configuration(), onEvent: ((Event) -> Void)? = nil, resume: @escaping ResumeHook) throws(MultipathError) {
         let wakeup: EventSignal
@@ -200,6 +225,8 @@ public final class HandoverConnection {
     /// The interface the current connection uses, if connected.
     public var currentInterface: String? { descriptor >= 0 ? session.currentInterface : nil }
 
+    /// Closes the current connection and abandons a probe in progress. The next
+    /// ``receive(into:)`` or ``send(_:)`` connects again.
     public func close() {
         probe?.abandon()
         probe = nil
@@ -208,8 +235,14 @@ public final class HandoverConnection {
     }
 
     /// Receives what is there, waiting for some (the app expects data when it calls this):
-    /// moves to another path when the state machine says so. Returns 0 when the peer closed the
-    /// connection.
+    /// moves to another path when the state machine says so.
+    ///
+    /// - Parameter buffer: Where to put the bytes.
+    /// - Returns: How many bytes were received; 0 when the peer closed the connection.
+    /// - Throws: A ``MultipathError``: ``MultipathError/Code/interrupted`` after ``interrupt()``,
+    ///   ``MultipathError/Code/noPermittedPath`` or ``MultipathError/Code/connectFailed`` when the
+    ///   session gives up connecting (``Configuration/retry``), ``MultipathError/Code/resume``
+    ///   when the resume hook threw.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(MultipathError) -> Int {
         try checkInterruption()
         let since = Self.now()
@@ -230,6 +263,9 @@ public final class HandoverConnection {
     /// Sends all of `bytes`. If the connection is replaced on the way, the resume hook runs on
     /// the new one and the whole of `bytes` is sent again there: at least once, so the peer,
     /// told where to resume, can drop what it already had.
+    ///
+    /// - Parameter bytes: What to send.
+    /// - Throws: A ``MultipathError``, as ``receive(into:)`` does.
     public func send(_ bytes: UnsafeRawBufferPointer) throws(MultipathError) {
         try checkInterruption()
         sending: while true {
@@ -259,6 +295,8 @@ public final class HandoverConnection {
     /// Tells the state machine how much media a stream player holds (with
     /// ``Configuration/stream`` set): a path that delivers less than the bitrate while the buffer
     /// runs low is left at the next call that waits.
+    ///
+    /// - Parameter buffered: The media the player holds now.
     public func reportPlayout(buffered: Duration) {
         perform(session.handle(.playout(buffered: buffered, at: Self.now())))
     }

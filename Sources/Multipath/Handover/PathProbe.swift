@@ -21,6 +21,12 @@ public final class PathProbe: Sendable {
 
     /// Starts a probe over `interface` to `destination`, from the interface's address of the
     /// destination's family; nil when it cannot even start (no such address, no socket).
+    ///
+    /// - Parameters:
+    ///   - interface: The interface to probe, as the path gives it.
+    ///   - destination: The address to connect to (the peer's).
+    ///   - port: The port to connect to.
+    ///   - namespace: The namespace the interface is in.
     public init?(_ interface: NetworkInterface, to destination: IPAddress, port: UInt16, in namespace: NetworkNamespace) {
         let route = ConnectionRace.Route.routes(of: [interface])[0]
         guard let source = destination.family == .inet ? route.ipv4 : route.ipv6 else { return nil }
@@ -32,8 +38,10 @@ public final class PathProbe: Sendable {
 
     deinit { abandon() }
 
-    /// Without blocking: nil while still connecting, else whether it connected (the probe is
-    /// then reset and closed).
+    /// Whether the probe connected, without blocking.
+    ///
+    /// - Returns: Nil while it is still connecting (or after it was decided); else whether it
+    ///   connected, and the probe is then reset and closed.
     public func poll() -> Bool? {
         socket.withLock { fd -> Bool? in
             guard fd >= 0 else { return nil }

@@ -58,6 +58,14 @@ public final class MPTCPPathManager: Sendable {
     private let state: Mutex<State>
 
     /// Opens the path manager of `namespace`; fails when the kernel has no MPTCP.
+    ///
+    /// - Parameters:
+    ///   - namespace: The namespace whose endpoints to keep.
+    ///   - serviceType: How connections use the paths: backups in `handover`, every path at
+    ///     once in `interactive` and `aggregate`.
+    ///   - policy: The interfaces that may carry subflows.
+    /// - Throws: ``MultipathError/system(operation:_:)`` when the namespace has no MPTCP or its
+    ///   netlink socket cannot be opened.
     public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy()) throws(MultipathError) {
         let socket = try Self.system("open a generic netlink socket in \(namespace)") { () throws(NetlinkError) in try NetlinkSocket(.generic, in: namespace) }
         guard socket.hasMPTCPPathManager() else {
@@ -72,6 +80,14 @@ public final class MPTCPPathManager: Sendable {
     }
 
     /// The endpoints a path calls for (pure: what ``update(to:)`` makes the kernel's match).
+    ///
+    /// - Parameters:
+    ///   - path: The path as the monitor gives it.
+    ///   - serviceType: How connections use the paths.
+    ///   - policy: The interfaces that may carry subflows.
+    ///   - stalled: Interfaces made least preferred (``markStalled(_:)``).
+    /// - Returns: An endpoint for each permitted interface's addresses, with its interface,
+    ///   flagged as a backup where the service type makes it one.
     public static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: ConnectionPolicy,
                                  stalled: Set<String> = []) -> [(interface: String, endpoint: MPTCPEndpoint)] {
         guard serviceType != .none, case .success(let permitted) = policy.permittedInterfaces(of: path) else { return [] }
@@ -91,7 +107,11 @@ public final class MPTCPPathManager: Sendable {
         }
     }
 
-    /// Brings the kernel's endpoints in step with `path`; returns what changed.
+    /// Brings the kernel's endpoints in step with `path`.
+    ///
+    /// - Parameter path: The path as the monitor gives it.
+    /// - Returns: The endpoints added, removed or changed.
+    /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer.
     @discardableResult
     public func update(to path: NetworkPath) throws(MultipathError) -> [Change] {
         try Self.system("update the MPTCP endpoints") { () throws(NetlinkError) in
@@ -113,6 +133,12 @@ public final class MPTCPPathManager: Sendable {
 
     /// Follows `monitor`: every path it publishes brings the endpoints in step. `onChange` hears
     /// what each update changed, or why it failed; cancel the subscription to stop following.
+    ///
+    /// - Parameters:
+    ///   - monitor: The path monitor of the manager's namespace, started.
+    ///   - onChange: Hears each update's changes or error, with the path, on the monitor's
+    ///     delivery thread.
+    /// - Returns: The subscription to the monitor's updates.
     public func follow(_ monitor: NetworkPathMonitor,
                        onChange: @escaping @Sendable (Result<[Change], MultipathError>, NetworkPath) -> Void = { _, _ in }) -> PathUpdateSubscription {
         monitor.onUpdate { [self] path in
@@ -127,6 +153,10 @@ public final class MPTCPPathManager: Sendable {
 
     /// Makes `interface` least preferred (its subflows become backups in `handover`), as when
     /// data stopped moving over it though it is still up.
+    ///
+    /// - Parameter interface: The interface that stalled.
+    /// - Returns: The endpoints changed.
+    /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer.
     @discardableResult
     public func markStalled(_ interface: String) throws(MultipathError) -> [Change] {
         try Self.system("demote \(interface)'s MPTCP endpoints") { () throws(NetlinkError) in
@@ -138,6 +168,10 @@ public final class MPTCPPathManager: Sendable {
     }
 
     /// Gives `interface` its place back.
+    ///
+    /// - Parameter interface: An interface ``markStalled(_:)`` demoted.
+    /// - Returns: The endpoints changed.
+    /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer.
     @discardableResult
     public func clearStalled(_ interface: String) throws(MultipathError) -> [Change] {
         try Self.system("restore \(interface)'s MPTCP endpoints") { () throws(NetlinkError) in
@@ -175,6 +209,9 @@ public final class MPTCPPathManager: Sendable {
     /// Raises a namespace's limits so that connections accept as many subflows as the kernel
     /// allows (for servers: the client opens the extra subflows, and the server's limit caps
     /// how many it accepts).
+    ///
+    /// - Parameter namespace: The namespace whose limits to raise.
+    /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer.
     public static func acceptSubflows(in namespace: NetworkNamespace) throws(MultipathError) {
         try system("raise the MPTCP subflow limits in \(namespace)") { () throws(NetlinkError) in
             let socket = try NetlinkSocket(.generic, in: namespace)

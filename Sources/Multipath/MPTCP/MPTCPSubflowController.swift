@@ -25,12 +25,20 @@ public final class MPTCPSubflowController: Sendable {
         init(_ socket: NetlinkSocket) { self.socket = socket }
     }
 
+    /// A controller for the connections of one namespace; its netlink socket opens with the
+    /// first request.
+    ///
+    /// - Parameter namespace: The namespace the connections are in.
     public init(namespace: NetworkNamespace) {
         self.namespace = namespace
     }
 
     /// Performs `request`. Opening a subflow is refused by the kernel until the connection is
     /// fully established (data went both ways): the session asks again later.
+    ///
+    /// - Parameter request: A subflow to open, mark as a backup or not, or withdraw.
+    /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer when the
+    ///   netlink socket cannot be opened or the kernel refuses the request.
     public func perform(_ request: HandoverSession.SubflowRequest) throws(MultipathError) {
         do throws(NetlinkError) {
             try socket.withLock { box throws(NetlinkError) in

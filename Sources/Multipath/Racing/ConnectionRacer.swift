@@ -39,7 +39,6 @@ public struct ConnectionMetrics: Sendable {
     public var isMultipath: Bool { mode == .multipath }
 }
 
-/// Why a connection could not be made.
 /// Runs a `ConnectionRace` with real sockets: each attempt is a non-blocking TCP socket made in
 /// the namespace, bound to its interface (`SO_BINDTODEVICE`) and source address, so that the
 /// attempt leaves by that interface whatever the routes say; one `poll` loop waits for the
@@ -61,6 +60,13 @@ public struct ConnectionRacer: Sendable {
     public var configuration: ConnectionRace.Configuration
     public var transport: Transport
 
+    /// A racer.
+    ///
+    /// - Parameters:
+    ///   - namespace: The namespace attempts are made in.
+    ///   - policy: The interfaces attempts may use.
+    ///   - configuration: The race's timing.
+    ///   - transport: TCP, or MPTCP sockets.
     public init(namespace: NetworkNamespace = .current, policy: ConnectionPolicy = ConnectionPolicy(),
                 configuration: ConnectionRace.Configuration = ConnectionRace.Configuration(), transport: Transport = .tcp) {
         self.namespace = namespace
@@ -98,6 +104,19 @@ public struct ConnectionRacer: Sendable {
     /// Races to `host` on `port`: its AAAA and A records are looked up at once (each on a
     /// thread in the racer's namespace), IPv6 is waited for up to the resolution delay once A
     /// has answered, and attempts start as addresses arrive (RFC 8305).
+    ///
+    /// - Parameters:
+    ///   - host: The name to look up.
+    ///   - port: The port to connect to.
+    ///   - path: The path whose permitted interfaces the attempts go out of.
+    ///   - timeout: How long the race may take in all.
+    ///   - resolver: Looks up one family's addresses (default: `getaddrinfo` in the racer's
+    ///     namespace).
+    /// - Returns: The winning connection, with metrics of every attempt.
+    /// - Throws: ``MultipathError/Code/noPermittedPath`` when the policy permits no interface
+    ///   of `path`; ``MultipathError/Code/connectFailed`` when no attempt connected in time or
+    ///   the name has no address; ``MultipathError/Code/system`` when a resolver thread cannot
+    ///   start.
     public func connect(toHost host: String, port: UInt16, over path: NetworkPath, timeout: Duration = .seconds(30),
                         resolver: @escaping Resolver = ConnectionRacer.systemResolver) throws(MultipathError) -> RacedConnection {
         if let literal = IPAddress(host) { return try connect(to: [literal], port: port, over: path, timeout: timeout) }
@@ -118,6 +137,15 @@ public struct ConnectionRacer: Sendable {
 
     /// Races to `addresses` (both families may be given) on `port`, over the interfaces of
     /// `path` the policy permits; gives up after `timeout`.
+    ///
+    /// - Parameters:
+    ///   - addresses: The peer's addresses, in the order to try them within each family.
+    ///   - port: The port to connect to.
+    ///   - path: The path whose permitted interfaces the attempts go out of.
+    ///   - timeout: How long the race may take in all.
+    /// - Returns: The winning connection, with metrics of every attempt.
+    /// - Throws: ``MultipathError/Code/noPermittedPath`` when the policy permits no interface
+    ///   of `path`; ``MultipathError/Code/connectFailed`` when no attempt connected in time.
     public func connect(to addresses: [IPAddress], port: UInt16, over path: NetworkPath,
                         timeout: Duration = .seconds(30)) throws(MultipathError) -> RacedConnection {
         try race(port: port, over: path, timeout: timeout, lookups: nil) { race, resolved in
@@ -242,6 +270,8 @@ public struct ConnectionRacer: Sendable {
     /// Closes a socket whose connection is given up (a losing attempt, a probe, a connection a
     /// flow moved away from) at once: a reset instead of a FIN the kernel would keep retrying,
     /// and no TIME_WAIT left behind.
+    ///
+    /// - Parameter socket: The socket to close; it is closed whatever happens.
     public static func abandon(_ socket: FileDescriptor) { abandon(socket.rawValue) }
 
     package static func abandon(_ fd: Int32) {
@@ -255,6 +285,10 @@ public struct ConnectionRacer: Sendable {
     /// unacknowledged for longer than `patience` plus 5 s (`TCP_USER_TIMEOUT`). Longer than an
     /// app's own timeout, so that the app decides, and the kernel only reaps what the app can no
     /// longer reach. Options an MPTCP socket does not take are left as they are.
+    ///
+    /// - Parameters:
+    ///   - socket: A connected TCP or MPTCP socket.
+    ///   - patience: The silence after which keepalive probes start.
     public static func reapWhenDead(_ socket: FileDescriptor, patience: Duration) { reapWhenDead(socket.rawValue, patience: patience) }
 
     package static func reapWhenDead(_ fd: Int32, patience: Duration) {
@@ -275,7 +309,14 @@ public struct ConnectionRacer: Sendable {
     }
 
     /// A non-blocking socket bound to the candidate's source (and, for TCP, its interface),
-    /// connecting; or nil and the errno. Also for probes of one path outside a race.
+    /// connecting. Also for probes of one path outside a race.
+    ///
+    /// - Parameters:
+    ///   - candidate: The interface, source address and destination.
+    ///   - port: The port to connect to.
+    ///   - namespace: The namespace the socket is made in.
+    ///   - transport: TCP, or an MPTCP socket.
+    /// - Returns: The socket's descriptor (the caller owns it) and 0, or nil and the errno.
     public static func open(_ candidate: ConnectionRace.Candidate, port: UInt16, in namespace: NetworkNamespace,
                             transport: Transport = .tcp) -> (Int32?, Int32) {
         let family = candidate.destination.family == .inet ? AF_INET : AF_INET6

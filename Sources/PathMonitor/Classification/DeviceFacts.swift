@@ -15,6 +15,13 @@ public struct DeviceFacts: Sendable, Hashable {
     /// Wi-Fi interface; nil when it says nothing.
     public var linkQuality: LinkQuality?
 
+    /// Facts about one device.
+    ///
+    /// - Parameters:
+    ///   - isWireless: Whether sysfs shows the device as wireless.
+    ///   - deviceType: `DEVTYPE` from its uevent, if any.
+    ///   - driver: The driver bound to it, if any.
+    ///   - linkQuality: What nl80211 says of an associated Wi-Fi link's quality, if anything.
     public init(isWireless: Bool = false, deviceType: String? = nil, driver: String? = nil, linkQuality: LinkQuality? = nil) {
         self.isWireless = isWireless
         self.deviceType = deviceType
@@ -28,6 +35,10 @@ public struct DeviceFacts: Sendable, Hashable {
 
 /// Where device facts come from. Tests supply fixtures; monitors read sysfs.
 public protocol DeviceFactsSource: Sendable {
+    /// What the kernel says of an interface's device.
+    ///
+    /// - Parameter name: The interface's name.
+    /// - Returns: Its facts; empty ones for a device the source knows nothing of.
     func facts(forInterfaceNamed name: String) -> DeviceFacts
 }
 
@@ -38,10 +49,18 @@ public protocol DeviceFactsSource: Sendable {
 public struct SysfsDeviceFacts: DeviceFactsSource {
     public var root: String
 
+    /// Facts read from a sysfs tree.
+    ///
+    /// - Parameter root: The directory of the interfaces (`/sys/class/net`).
     public init(root: String = "/sys/class/net") {
         self.root = root
     }
 
+    /// What sysfs says of an interface's device: whether it is wireless, its `DEVTYPE`, its
+    /// driver (the link quality comes from nl80211, not from here).
+    ///
+    /// - Parameter name: The interface's name.
+    /// - Returns: Its facts; empty ones for an interface sysfs does not show.
     public func facts(forInterfaceNamed name: String) -> DeviceFacts {
         let base = "\(root)/\(name)"
         let isWireless = access("\(base)/wireless", F_OK) == 0 || access("\(base)/phy80211", F_OK) == 0
@@ -84,11 +103,19 @@ public struct InterfaceClassifier: Sendable {
 
     public var rules: InterfaceRules
 
+    /// A classifier.
+    ///
+    /// - Parameter rules: The interfaces file's rules, which override the kernel and the tags.
     public init(rules: InterfaceRules = InterfaceRules()) {
         self.rules = rules
     }
 
     /// The type the kernel's facts alone give `link`.
+    ///
+    /// - Parameters:
+    ///   - link: The interface as rtnetlink dumps it.
+    ///   - facts: What sysfs says of its device.
+    /// - Returns: Loopback, Wi-Fi, cellular, wired Ethernet or other.
     public static func kernelType(of link: Link, facts: DeviceFacts) -> InterfaceType {
         if link.isLoopback { return .loopback }
         if facts.isWiFi { return .wifi }
@@ -111,6 +138,11 @@ public struct InterfaceClassifier: Sendable {
 
     /// The final attributes of `link`. Ultra-constrained implies constrained unless a source
     /// says `constrained=false`.
+    ///
+    /// - Parameters:
+    ///   - link: The interface as rtnetlink dumps it (its alias holds the tags).
+    ///   - facts: What sysfs and nl80211 say of its device.
+    /// - Returns: Its type, cost, constraints and link quality.
     public func classify(_ link: Link, facts: DeviceFacts) -> Classification {
         let attributes = InterfaceAttributes(type: Self.kernelType(of: link, facts: facts), linkQuality: facts.linkQuality)
             .overridden(by: InterfaceTag.attributes(fromAlias: link.alias))

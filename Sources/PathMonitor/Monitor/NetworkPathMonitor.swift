@@ -64,6 +64,17 @@ public final class NetworkPathMonitor: Sendable {
         /// second, as it is when no inotify instance can be had; for tests).
         package var watchesResolverFile = true
 
+        /// A configuration; validation is set apart (``validation``).
+        ///
+        /// - Parameters:
+        ///   - policy: What the path may use.
+        ///   - interfaceRules: The interfaces file's rules.
+        ///   - resolverConfigurationPath: The resolver file to follow (nil: the namespace's).
+        ///   - coalescingDelay: How long changes are gathered before a path is published.
+        ///   - receiveBufferSize: The netlink socket's receive buffer, in bytes.
+        ///   - deviceFacts: Where device facts come from (nil: sysfs).
+        ///   - wirelessPollInterval: How often a Wi-Fi link's quality is read from nl80211.
+        ///   - logger: Where the monitor logs.
         public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
                     resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
                     receiveBufferSize: Int = 4 << 20, deviceFacts: (any DeviceFactsSource)? = nil,
@@ -103,7 +114,11 @@ public final class NetworkPathMonitor: Sendable {
     public let configuration: Configuration
     private let core: MonitorCore
 
-    /// A monitor of `namespace` (the calling thread's by default) under `configuration`.
+    /// A monitor of `namespace` under `configuration`; nothing is watched until ``start()``.
+    ///
+    /// - Parameters:
+    ///   - namespace: The namespace to watch (the calling thread's by default).
+    ///   - configuration: The policy, rules, resolver file, timing and validation.
     public init(namespace: NetworkNamespace = .current, configuration: Configuration = Configuration()) {
         self.namespace = namespace
         self.configuration = configuration
@@ -111,11 +126,19 @@ public final class NetworkPathMonitor: Sendable {
     }
 
     /// A monitor that uses only interfaces of `requiredInterfaceType`, as `NWPathMonitor(requiredInterfaceType:)`.
+    ///
+    /// - Parameters:
+    ///   - requiredInterfaceType: The only type of interface the path may use.
+    ///   - namespace: The namespace to watch.
     public convenience init(requiredInterfaceType: InterfaceType, namespace: NetworkNamespace = .current) {
         self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(requiredInterfaceType: requiredInterfaceType)))
     }
 
     /// A monitor that uses no interface of the given types, as `NWPathMonitor(prohibitedInterfaceTypes:)`.
+    ///
+    /// - Parameters:
+    ///   - prohibitedInterfaceTypes: Types of interface the path may not use.
+    ///   - namespace: The namespace to watch.
     public convenience init(prohibitedInterfaceTypes: Set<InterfaceType>, namespace: NetworkNamespace = .current) {
         self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(prohibitedInterfaceTypes: prohibitedInterfaceTypes)))
     }
@@ -140,6 +163,8 @@ public final class NetworkPathMonitor: Sendable {
     }
 
     /// Starts watching and runs until the calling task is cancelled, then cancels the monitor.
+    ///
+    /// - Throws: ``PathMonitorError`` as ``start()`` does.
     public func run() async throws {
         try start()
         let paths = self.paths
@@ -156,6 +181,10 @@ public final class NetworkPathMonitor: Sendable {
     /// For a one-off question (`roam monitor --once`), and to check a running monitor against
     /// the kernel: once the kernel stops changing, a monitor's ``currentPath`` equals this.
     ///
+    /// - Parameters:
+    ///   - namespace: The namespace to look at.
+    ///   - configuration: The policy, rules and resolver file to derive the path under.
+    /// - Returns: The path.
     /// - Throws: ``PathMonitorError`` as ``start()`` does.
     public static func evaluate(namespace: NetworkNamespace = .current, configuration: Configuration = Configuration()) throws(PathMonitorError) -> NetworkPath {
         let loop = MonitorLoop(core: MonitorCore(), namespace: namespace, configuration: configuration, wakeup: nil)
@@ -171,6 +200,8 @@ public final class NetworkPathMonitor: Sendable {
     /// for an app that knows something changed that the monitor cannot see, as after the user
     /// logged into a captive portal (Android's `reportNetworkConnectivity`, NetworkManager's
     /// `CheckConnectivity`). An interface with a probe in flight is probed again once it ends.
+    ///
+    /// - Parameter interface: The interface to check, or nil for every one.
     public func revalidate(interface: String? = nil) {
         core.requestRevalidation(of: interface)
     }

@@ -12,6 +12,13 @@ public struct NetworkSnapshot: Sendable, Hashable {
     /// Addresses whose covering routes are kept: the resolvers.
     public private(set) var trackedDestinations: [IPAddress]
 
+    /// A snapshot of the given state (only the routes a path depends on are kept).
+    ///
+    /// - Parameters:
+    ///   - links: The interfaces.
+    ///   - addresses: Their addresses.
+    ///   - routes: Routes as dumped; default routes and those covering a tracked destination are kept.
+    ///   - trackedDestinations: The resolvers' addresses.
     public init(links: [Link] = [], addresses: [InterfaceAddress] = [], routes: [Route] = [], trackedDestinations: [IPAddress] = []) {
         self.trackedDestinations = trackedDestinations
         for link in links { self.links[link.index] = link }
@@ -35,6 +42,10 @@ public struct NetworkSnapshot: Sendable, Hashable {
     }
 
     /// Applies one rtnetlink notification.
+    ///
+    /// - Parameter notification: A link, address or route added, changed or deleted.
+    /// - Returns: Whether anything a path depends on changed, and whether routes must be dumped
+    ///   again.
     public mutating func apply(_ notification: NetlinkNotification) -> Effect {
         switch notification {
         case .newLink(let link):
@@ -79,12 +90,18 @@ public struct NetworkSnapshot: Sendable, Hashable {
     }
 
     /// Replaces all links and addresses with a fresh dump.
+    ///
+    /// - Parameters:
+    ///   - links: The interfaces, as dumped.
+    ///   - addresses: Their addresses, as dumped.
     public mutating func replaceLinksAndAddresses(links: [Link], addresses: [InterfaceAddress]) {
         self.links = Dictionary(links.map { ($0.index, $0) }, uniquingKeysWith: { $1 })
         self.addresses = Dictionary(addresses.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
     }
 
     /// Replaces all routes with a fresh dump, keeping those a path depends on.
+    ///
+    /// - Parameter routes: The routes, as dumped.
     public mutating func replaceRoutes(_ routes: [Route]) {
         var kept: [Route.Key: Route] = [:]
         for route in routes where isTracked(route) { kept[route.key] = route }
@@ -92,6 +109,8 @@ public struct NetworkSnapshot: Sendable, Hashable {
     }
 
     /// Changes the resolver addresses whose routes are kept. Routes must then be dumped again.
+    ///
+    /// - Parameter destinations: The resolvers' addresses.
     public mutating func setTrackedDestinations(_ destinations: [IPAddress]) {
         trackedDestinations = destinations
     }

@@ -6,6 +6,11 @@ public struct PathEvaluator: Sendable {
     public var policy: PathPolicy
     public var classifier: InterfaceClassifier
 
+    /// An evaluator.
+    ///
+    /// - Parameters:
+    ///   - policy: What the path may use.
+    ///   - classifier: How interfaces get their type and cost.
     public init(policy: PathPolicy = PathPolicy(), classifier: InterfaceClassifier = InterfaceClassifier()) {
         self.policy = policy
         self.classifier = classifier
@@ -45,6 +50,8 @@ public struct PathEvaluator: Sendable {
     ///   - snapshot: the namespace's interfaces, addresses and routes.
     ///   - facts: sysfs facts per interface index; missing entries count as none.
     ///   - resolvers: the namespace's resolvers, for `NetworkPath.supportsDNS`.
+    /// - Returns: The path: its status, interfaces in preference order, primary, cost and
+    ///   families.
     public func path(for snapshot: NetworkSnapshot, facts: [Int32: DeviceFacts] = [:], resolvers: ResolverConfiguration = .init()) -> NetworkPath {
         path(for: snapshot, facts: facts, resolvers: resolvers) { classifier.classify($0, facts: $1) }
     }

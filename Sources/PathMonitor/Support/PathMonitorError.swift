@@ -33,6 +33,12 @@ public struct PathMonitorError: Error, Sendable, CustomStringConvertible {
     /// The netlink failure behind this error, if any.
     public var underlying: NetlinkError?
 
+    /// An error.
+    ///
+    /// - Parameters:
+    ///   - code: What kind of failure it was.
+    ///   - message: A message a user can act on.
+    ///   - underlying: The netlink failure behind it, if any.
     public init(_ code: Code, _ message: String, underlying: NetlinkError? = nil) {
         self.code = code
         self.message = message

@@ -3,6 +3,8 @@ import Glibc
 /// Wall-clock time formatted as RFC 3339 in UTC with microseconds: `2026-11-23T08:15:02.123456Z`.
 public enum RFC3339 {
     /// The current time.
+    ///
+    /// - Returns: The wall clock's time now, formatted.
     public static func now() -> String {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
@@ -10,6 +12,11 @@ public enum RFC3339 {
     }
 
     /// The time `seconds` + `nanoseconds` after the Unix epoch.
+    ///
+    /// - Parameters:
+    ///   - seconds: Whole seconds since the epoch.
+    ///   - nanoseconds: Nanoseconds past them (their microseconds are written).
+    /// - Returns: The time, formatted.
     public static func format(seconds: Int, nanoseconds: Int) -> String {
         var value = time_t(seconds)
         var parts = tm()

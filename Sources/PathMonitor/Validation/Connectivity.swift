@@ -43,6 +43,18 @@ public struct ConnectivityValidation: Sendable, Hashable {
     /// which a probe here cannot speak (Roam's own portals serve it over HTTP).
     public var interfacePortalAPIs: [String: String] = [:]
 
+    /// A validation, with NetworkManager's and Android's intervals by default.
+    ///
+    /// - Parameters:
+    ///   - url: `http://HOST[:PORT]/PATH` to fetch.
+    ///   - expectedStatus: The status it answers with when nothing is in the way.
+    ///   - expectedBody: The body it answers with, when that is checked too.
+    ///   - timeout: How long a probe waits for an answer.
+    ///   - interval: How often a validated interface is checked again.
+    ///   - retryDelay: The first wait before checking again an interface that is not validated.
+    ///   - maximumRetryDelay: The longest such wait, doubling from `retryDelay`.
+    ///   - failuresBeforeLimited: Probes in a row that must find nothing before a validated
+    ///     interface turns `limited`.
     public init(url: String, expectedStatus: Int = 204, expectedBody: String? = nil, timeout: Duration = .seconds(5),
                 interval: Duration = .seconds(300), retryDelay: Duration = .seconds(1), maximumRetryDelay: Duration = .seconds(60),
                 failuresBeforeLimited: Int = 2) {
@@ -58,6 +70,9 @@ public struct ConnectivityValidation: Sendable, Hashable {
 
     /// The parts of ``url``: host, port and path (with its query), or why it is not a URL a
     /// probe can fetch.
+    ///
+    /// - Returns: The probe's target, or a ``PathMonitorError`` with
+    ///   ``PathMonitorError/Code/invalidConfiguration`` that says what is wrong with the URL.
     public func target() -> Result<ProbeTarget, PathMonitorError> {
         ProbeTarget.parse(url)
     }

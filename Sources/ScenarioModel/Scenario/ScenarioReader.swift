@@ -15,6 +15,13 @@ public enum ScenarioReader {
 
     /// Reads the file at `path`; `displayName` names it in diagnostics (default: `path`). Only
     /// a regular file of at most ``ScenarioLimits/maximumFileSize`` bytes is read.
+    ///
+    /// - Parameters:
+    ///   - path: The scenario file; a trace it names is read relative to its directory, and
+    ///     only if the file's owner owns it too (or it is the caller's).
+    ///   - displayName: How diagnostics name the file.
+    /// - Returns: The scenario when it has no errors, and every diagnostic with its line and
+    ///   column; a file that cannot be read is one error.
     public static func read(contentsOf path: String, displayName: String? = nil) -> Outcome {
         let name = displayName ?? path
         do throws(SafePathError) {
@@ -30,6 +37,13 @@ public enum ScenarioReader {
 
     /// Reads scenario text; `file` names it in diagnostics, and relative paths in it (traces)
     /// start at `baseDirectory`.
+    ///
+    /// - Parameters:
+    ///   - text: The scenario's YAML.
+    ///   - file: How diagnostics name it.
+    ///   - baseDirectory: Where relative paths in it start.
+    /// - Returns: The scenario when it has no errors, and every diagnostic with its line and
+    ///   column.
     public static func parse(_ text: String, file: String, baseDirectory: String = ".") -> Outcome {
         parse(text, file: file, baseDirectory: baseDirectory, scenarioOwner: nil)
     }
@@ -145,6 +159,9 @@ public enum ScenarioReader {
 
 extension ScenarioReader {
     /// Whether `name` is valid as a profile a scenario defines (`profiles:`).
+    ///
+    /// - Parameter name: A name.
+    /// - Returns: True for an ASCII letter followed by letters, digits, `_` and `-`, 64 at most.
     public static func isProfileName(_ name: String) -> Bool { isIdentifier(name, maxLength: 64) }
 
     /// The place (1-based line and column, in Unicode scalars as Yams counts them) and the
