@@ -61,7 +61,9 @@ func start(binary string) (*exec.Cmd, error) {
 	run := exec.Command(binary, "run", scenario, "--control", "--quiet", "--hold", "--rootless",
 		"--backend", "userspace", "--time-scale", "0.25", "--toxiproxy-port", "0", "--report", report)
 	run.Stderr = os.Stderr
-	run.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Its own session, and SIGTERM (a run's cleanup and report) if this test process dies
+	// first, say at go test's timeout: a held run is never left behind.
+	run.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM}
 	output, err := run.StdoutPipe()
 	if err != nil {
 		return nil, err
