@@ -71,7 +71,7 @@ public enum UnsatisfiedReason: String, Sendable, Hashable, Codable, CustomString
     /// The interface that would carry traffic is ultra-constrained (satellite) and the monitor
     /// prohibits ultra-constrained paths.
     case prohibitedUltraConstrained
-    /// The policy requires a validated interface (``PathPolicy/requiresValidated``), and the best
+    /// The policy requires a validated interface (``PathPolicy/validation`` `.require`), and the best
     /// left is behind a captive portal.
     case portal
     /// The policy requires a validated interface, and none is: their probes found no internet,

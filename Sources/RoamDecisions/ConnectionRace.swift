@@ -64,7 +64,7 @@ public struct ConnectionRace: Sendable {
 
         /// The routes of the interfaces a policy permits on a path, in its order.
         ///
-        /// - Parameter interfaces: The permitted interfaces (``ConnectionPolicy/permittedInterfaces(of:)``).
+        /// - Parameter interfaces: The permitted interfaces (`PathPolicy/permittedInterfaces(of:)`).
         /// - Returns: A route for each, with its first IPv4 address and its first IPv6 address
         ///   that is not link-local.
         public static func routes(of interfaces: [NetworkInterface]) -> [Route] {

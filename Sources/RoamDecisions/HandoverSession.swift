@@ -37,7 +37,7 @@ public struct HandoverSession: Sendable {
         /// The rules: stall threshold, hold-downs, probes, moving back, MPTCP.
         public var rules = HandoverStateMachine.Configuration()
         /// Which interfaces the flow may use.
-        public var policy = ConnectionPolicy()
+        public var policy = PathPolicy()
         /// The port probes connect to (nil: the flow's own port).
         public var probePort: UInt16?
         /// After a failed race.
@@ -284,7 +284,7 @@ public struct HandoverSession: Sendable {
             configuration.rules.stream = nil
         }
         self.configuration = configuration
-        machine = HandoverStateMachine(configuration: configuration.rules)
+        machine = HandoverStateMachine(configuration: configuration.rules, policy: configuration.policy)
     }
 
     /// Connects to `addresses` from now on: what a new lookup of the peer's name gave (a
@@ -613,10 +613,13 @@ public struct HandoverSession: Sendable {
         // Without a fresh sample, what was opened so far counts as live.
         let live = Set(live ?? Array(backupOf.keys))
         var requests: [Request] = []
-        // No subflow over a network not validated while one is: a portal would hold it.
-        let validatedOnly = configuration.rules.leavesUnvalidated && path.availableInterfaces.contains { $0.connectivity.state == .validated }
+        // Subflows only over interfaces the connectivity rule lets carry (besides the active
+        // one): none over one left out, nor over one standing by (still being checked while
+        // another is validated: a portal found a moment later would hold its subflow).
+        let policy = configuration.policy
+        let best = ValidationRule.bestRank(among: path.availableInterfaces.filter { policy.refusal(of: $0) == nil })
         for interface in path.availableInterfaces where interface.type != .loopback {
-            if validatedOnly, interface.connectivity.state != .validated, interface.name != active { continue }
+            if interface.name != active, policy.validation.role(of: interface, bestRank: best) != .carries { continue }
             guard let local = interface.addresses.first(where: { $0.address.family == remote.family && !$0.address.isLinkLocal })?.address else { continue }
             let backup = interface.name != active
             if live.contains(local) {

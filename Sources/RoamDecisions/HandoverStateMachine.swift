@@ -71,13 +71,13 @@ public struct HandoverStateMachine: Sendable {
         /// on brings data the app cannot have yet (head-of-line blocked behind a gap another
         /// subflow left) before it makes a new connection.
         public var headOfLineWait: Duration = .seconds(1)
-        /// Whether the flow leaves an interface whose connectivity turns `portal` or `limited`
-        /// while another permitted interface is validated (the monitor validates connectivity):
-        /// a Wi-Fi that loses its internet is left as Wi-Fi Assist leaves one that passes
-        /// nothing, without waiting for a stall. Also: a flow on a validated interface does not
-        /// move back to a free one until that one is validated too (not while it is `unknown`,
-        /// its check still running), as a phone joining a hotel's Wi-Fi stays on cellular.
-        public var leavesUnvalidated = true
+        /// 0.3.0's connectivity setting, now the one rule of races, moves and subflows:
+        /// `PathPolicy/validation`, given to ``HandoverStateMachine/init(configuration:policy:)``.
+        @available(*, unavailable, message: "set PathPolicy.validation (.ignore for false) and pass the policy to HandoverStateMachine(configuration:policy:) or HandoverSession.Configuration.policy")
+        public var leavesUnvalidated: Bool {
+            get { true }
+            set {}
+        }
 
         /// Roam's defaults, as documented on each setting.
         public init() {}
@@ -194,6 +194,13 @@ public struct HandoverStateMachine: Sendable {
     }
 
     public let configuration: Configuration
+    /// What the flow may use; the machine follows its connectivity rule
+    /// (`PathPolicy/validation`): a flow leaves an interface the rule leaves out (a Wi-Fi whose
+    /// connectivity turns `portal` or `limited` while another is validated, as Wi-Fi Assist
+    /// leaves one that passes nothing, without waiting for a stall), and moves back or restores
+    /// a subflow only onto an interface that carries (not onto one still being checked while
+    /// the flow is on a validated one, as a phone joining a hotel's Wi-Fi stays on cellular).
+    public let policy: PathPolicy
     public private(set) var stalledPaths: StalledPaths
     /// The latest path the monitor published.
     public private(set) var path: NetworkPath?
@@ -251,9 +258,13 @@ public struct HandoverStateMachine: Sendable {
 
     /// A state machine with no path and no connection yet.
     ///
-    /// - Parameter configuration: Its rules.
-    public init(configuration: Configuration = Configuration()) {
+    /// - Parameters:
+    ///   - configuration: Its rules.
+    ///   - policy: What the flow may use; the machine follows its connectivity rule (the
+    ///     policy's costs and types are the race's: `PathPolicy/permittedInterfaces(of:)`).
+    public init(configuration: Configuration = Configuration(), policy: PathPolicy = PathPolicy()) {
         self.configuration = configuration
+        self.policy = policy
         stalledPaths = StalledPaths(initialHold: configuration.initialHold, maximumHold: configuration.maximumHold)
         judge = configuration.stream.map { StreamPathJudge(bytesPerSecond: $0.bytesPerSecond, bufferTarget: $0.buffer) }
     }
@@ -487,12 +498,27 @@ public struct HandoverStateMachine: Sendable {
         return actions
     }
 
-    /// Why the flow should leave `current`: its connectivity is `portal` or `limited` while
-    /// another interface of `path` is validated (with ``Configuration/leavesUnvalidated``).
+    /// Why the flow should leave `current`: the connectivity rule leaves it out (``policy``;
+    /// with `.prefer`, it is `portal` or `limited` while another interface is validated) and
+    /// another interface carries.
     private func connectivityLost(_ current: NetworkInterface, in path: NetworkPath) -> Reason? {
-        guard configuration.leavesUnvalidated, current.connectivity.state == .portal || current.connectivity.state == .limited,
-              path.availableInterfaces.contains(where: { $0.name != current.name && $0.connectivity.state == .validated }) else { return nil }
+        guard policy.validation != .ignore else { return nil }
+        let best = bestConnectivity(in: path)
+        guard policy.validation.role(of: current, bestRank: best) == .leftOut,
+              path.availableInterfaces.contains(where: { $0.name != current.name && policy.refusal(of: $0) == nil && policy.validation.role(of: $0, bestRank: best) == .carries })
+        else { return nil }
         return .connectivityLost(interface: current.name, connectivity: current.connectivity.state)
+    }
+
+    /// The best connectivity rank among the interfaces of `path` the policy permits.
+    private func bestConnectivity(in path: NetworkPath) -> Int? {
+        ValidationRule.bestRank(among: path.availableInterfaces.lazy.filter { policy.refusal(of: $0) == nil })
+    }
+
+    /// Whether the connectivity rule lets `interface` carry the flow's data (moved back to, a
+    /// subflow restored).
+    private func carries(_ interface: NetworkInterface, in path: NetworkPath) -> Bool {
+        policy.validation.role(of: interface, bestRank: bestConnectivity(in: path)) == .carries
     }
 
     private mutating func evaluate(at now: Duration, smoothedRTT: Duration?, awaitingDataSince: Duration?) -> [Action] {
@@ -557,10 +583,10 @@ public struct HandoverStateMachine: Sendable {
             if !demoted.isEmpty {
                 let available = Set(path.availableInterfaces.map(\.name))
                 // As over TCP, not while held down, nor while the stream rule's evidence against it stands.
-                let unvalidated = Set(path.availableInterfaces.filter { $0.connectivity.state == .portal || $0.connectivity.state == .limited }.map(\.name))
+                let notCarrying = Set(path.availableInterfaces.filter { !carries($0, in: path) }.map(\.name))
                 target = demoted.sorted().first { name in
                     guard available.contains(name), !staysLeft(name, comparedTo: currentInterface) else { return false }
-                    if configuration.leavesUnvalidated, unvalidated.contains(name) { return false }
+                    if notCarrying.contains(name) { return false }
                     guard let now else { return true }
                     return !stalledPaths.isHeldDown(name, at: now) && !(condemnedUntil(name).map { now < $0 } ?? false)
                 }
@@ -582,11 +608,9 @@ public struct HandoverStateMachine: Sendable {
               primary.name != current, !primary.isExpensive, !staysLeft(primary.name, comparedTo: current),
               path.availableInterfaces.first(where: { $0.name == current })?.isExpensive ?? false else { return nil }
         if let now, stalledPaths.isHeldDown(primary.name, at: now) || condemnedUntil(primary.name).map({ now < $0 }) ?? false { return nil }
-        // Not back behind a portal, nor onto a network without internet: only once it validates.
-        if configuration.leavesUnvalidated, primary.connectivity.state == .portal || primary.connectivity.state == .limited { return nil }
-        // Nor off a validated network onto one whose check has not answered yet.
-        if configuration.leavesUnvalidated, primary.connectivity.state == .unknown,
-           path.availableInterfaces.first(where: { $0.name == current })?.connectivity.state == .validated { return nil }
+        // Not back behind a portal, onto a network without internet, nor off a validated network
+        // onto one whose check has not answered yet: only onto one the connectivity rule lets carry.
+        guard carries(primary, in: path) else { return nil }
         return primary
     }
 

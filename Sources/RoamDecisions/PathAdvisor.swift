@@ -72,7 +72,7 @@ public struct PathAdvisor: Sendable {
         case heldDown(interface: String, holdDown: Duration)
     }
 
-    public let policy: ConnectionPolicy
+    public let policy: PathPolicy
     /// The session behind the advice, in its advising role: the same plans a
     /// `HandoverConnection` carries out, with its moves turned into advice.
     public private(set) var session: HandoverSession
@@ -88,7 +88,7 @@ public struct PathAdvisor: Sendable {
     ///   - port: The connection's port.
     ///   - probePort: The port probes connect to (nil: `port`).
     ///   - stallEvidence: What counts as a stall.
-    public init(policy: ConnectionPolicy = ConnectionPolicy(), configuration: HandoverStateMachine.Configuration = HandoverStateMachine.Configuration(),
+    public init(policy: PathPolicy = PathPolicy(), configuration: HandoverStateMachine.Configuration = HandoverStateMachine.Configuration(),
                 peer: [IPAddress] = [], port: UInt16 = 0, probePort: UInt16? = nil, stallEvidence: HandoverSession.StallEvidence = .silence) {
         self.policy = policy
         var sessionConfiguration = HandoverSession.Configuration()

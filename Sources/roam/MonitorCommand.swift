@@ -50,6 +50,9 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
     @Flag(name: .long, help: "With --validate: use only validated interfaces (a path behind a captive portal is unsatisfied), as Android's default network.")
     var requireValidated = false
 
+    @Flag(name: .long, help: "With --validate: leave out an interface behind a captive portal or without internet while another is validated, and list one not checked yet after the validated (the path a connection would use, as Android's default network and iOS's primary).")
+    var preferValidated = false
+
     func validate() throws {
         // A name under /run/netns, as `ip netns` makes them: no path, no control characters.
         if let netns, netns.isEmpty || netns == "." || netns == ".." || netns.utf8.count > 255
@@ -68,8 +71,11 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
         if let validateInterval, !(1...86_400).contains(validateInterval) {
             throw ValidationError("--validate-interval must be 1 to 86400 seconds, not \(validateInterval)")
         }
-        if validationURL == nil, validateInterval != nil || requireValidated {
-            throw ValidationError("--validate-interval and --require-validated need --validate URL: nothing is validated without a probe")
+        if validationURL == nil, validateInterval != nil || requireValidated || preferValidated {
+            throw ValidationError("--validate-interval, --require-validated and --prefer-validated need --validate URL: nothing is validated without a probe")
+        }
+        if requireValidated, preferValidated {
+            throw ValidationError("--require-validated and --prefer-validated are two rules for the same thing: give one")
         }
         if let require, let required = InterfaceType(name: require), prohibit.contains(where: { InterfaceType(name: $0) == required }) {
             throw ValidationError("--require \(required.rawValue) and --prohibit \(required.rawValue) contradict: no path could satisfy both; drop one")
@@ -95,12 +101,12 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
             throw ValidationError("\(error)")
         }
         var configuration = NetworkPathMonitor.Configuration(policy: PathPolicy(
+            allowsExpensive: !prohibitExpensive,
+            allowsConstrained: !prohibitConstrained,
+            allowsUltraConstrained: !prohibitUltraConstrained,
             requiredInterfaceType: require.flatMap { InterfaceType(name: $0) },
             prohibitedInterfaceTypes: Set(prohibit.compactMap { InterfaceType(name: $0) }),
-            prohibitsExpensive: prohibitExpensive,
-            prohibitsConstrained: prohibitConstrained,
-            prohibitsUltraConstrained: prohibitUltraConstrained))
-        configuration.policy.requiresValidated = requireValidated
+            validation: requireValidated ? .require : preferValidated ? .prefer : .ignore))
         if let validationURL {
             var validation = ConnectivityValidation(url: validationURL)
             if let validateInterval { validation.interval = .seconds(validateInterval) }

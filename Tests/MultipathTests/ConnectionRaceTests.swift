@@ -125,29 +125,29 @@ extension ConnectionRace.Action {
 
     @Test func keepsThePathsOrderAndDropsWhatItForbids() throws {
         let both = path([interface("wifi", .wifi), interface("cell", .cellular, expensive: true)])
-        #expect(try ConnectionPolicy().permittedInterfaces(of: both).get().map(\.name) == ["wifi", "cell"])
-        #expect(try ConnectionPolicy(allowsExpensive: false).permittedInterfaces(of: both).get().map(\.name) == ["wifi"])
-        #expect(try ConnectionPolicy(requiredInterfaceType: .cellular).permittedInterfaces(of: both).get().map(\.name) == ["cell"])
+        #expect(try PathPolicy().permittedInterfaces(of: both).get().map(\.name) == ["wifi", "cell"])
+        #expect(try PathPolicy(allowsExpensive: false).permittedInterfaces(of: both).get().map(\.name) == ["wifi"])
+        #expect(try PathPolicy(requiredInterfaceType: .cellular).permittedInterfaces(of: both).get().map(\.name) == ["cell"])
     }
 
     @Test func saysWhyNoPathIsPermitted() throws {
         /// The refusal `policy` gives `path`; a failed test if it permits something.
-        func refusal(_ policy: ConnectionPolicy, _ path: NetworkPath) throws -> PathRefusal {
+        func refusal(_ policy: PathPolicy, _ path: NetworkPath) throws -> PathRefusal {
             switch policy.permittedInterfaces(of: path) {
             case .failure(let refusal): return refusal
             case .success(let permitted): throw RefusalExpected(permitted: permitted.map(\.name))
             }
         }
         let hotspot = path([interface("cell", .cellular, expensive: true)])
-        let expensive = try refusal(ConnectionPolicy(allowsExpensive: false), hotspot)
+        let expensive = try refusal(PathPolicy(allowsExpensive: false), hotspot)
         #expect(expensive.onlyExpensive)
         #expect(expensive.description == "the only paths are expensive and the policy forbids them: cell (expensive)")
-        #expect(try refusal(ConnectionPolicy(allowsCellular: false), hotspot).onlyCellular)
+        #expect(try refusal(PathPolicy(allowsCellular: false), hotspot).onlyCellular)
         let lowData = path([interface("wifi", .wifi, constrained: true)])
-        #expect(try refusal(ConnectionPolicy(allowsConstrained: false), lowData).onlyConstrained)
-        #expect(try refusal(ConnectionPolicy(), path([])).isNoPath)
+        #expect(try refusal(PathPolicy(allowsConstrained: false), lowData).onlyConstrained)
+        #expect(try refusal(PathPolicy(), path([])).isNoPath)
         let mixed = path([interface("wifi", .wifi, constrained: true), interface("cell", .cellular, expensive: true)])
-        let both = try refusal(ConnectionPolicy(allowsExpensive: false, allowsConstrained: false), mixed)
+        let both = try refusal(PathPolicy(allowsExpensive: false, allowsConstrained: false), mixed)
         #expect(both.reasons == [.expensive, .constrained] && !both.onlyExpensive)
     }
 }

@@ -113,7 +113,7 @@ final class ConnectionRacerTests {
         let path = try #require(monitor.currentPath)
         #expect(path.primaryInterface?.name == "cell")
         var strict = racer
-        strict.policy = ConnectionPolicy(allowsExpensive: false)
+        strict.policy = PathPolicy(allowsExpensive: false)
         let error = #expect(throws: MultipathError.self) { try strict.connect(to: destinations, port: port, over: path) }
         #expect(error?.code == .noPermittedPath)
         let refusal = try #require(error?.refusal, "expected a refusal, got \(String(describing: error))")

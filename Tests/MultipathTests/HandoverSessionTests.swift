@@ -72,14 +72,14 @@ import Testing
     }
 
     /// The racer leaves out interfaces behind a portal or without internet while one is
-    /// validated; without validation (all unknown), or with `prefersValidated` off, it keeps them.
+    /// validated; without validation (all unknown), or with `validation: .ignore`, it keeps them.
     @Test func aRaceSkipsUnvalidatedInterfacesWhileOneIsValidated() throws {
         func with(_ interface: NetworkInterface, _ state: InterfaceConnectivity.State) -> NetworkInterface {
             var changed = interface
             changed.connectivity = InterfaceConnectivity(state: state)
             return changed
         }
-        let policy = ConnectionPolicy()
+        let policy = PathPolicy()
         let portal = Self.path([with(Self.wifi, .portal), with(Self.cell, .validated)])
         #expect(try policy.permittedInterfaces(of: portal).get().map(\.name) == ["cell"])
         // One still being checked comes after the validated one (Android's default network).
@@ -89,8 +89,15 @@ import Testing
         #expect(try policy.permittedInterfaces(of: unchecked).get().map(\.name) == ["wifi", "cell"])
         let nothingValidated = Self.path([with(Self.wifi, .portal), with(Self.cell, .limited)])
         #expect(try policy.permittedInterfaces(of: nothingValidated).get().map(\.name) == ["wifi", "cell"])
+        // Nothing validated, one still being checked: the portal stands by, raced after it.
+        let portalOrChecking = Self.path([with(Self.wifi, .portal), with(Self.cell, .unknown)])
+        #expect(try policy.permittedInterfaces(of: portalOrChecking).get().map(\.name) == ["cell", "wifi"])
+        var strict = policy
+        strict.validation = .require
+        #expect(try strict.permittedInterfaces(of: checking).get().map(\.name) == ["cell"])
+        #expect(throws: PathRefusal.self) { try strict.permittedInterfaces(of: unchecked).get() }
         var indifferent = policy
-        indifferent.prefersValidated = false
+        indifferent.validation = .ignore
         #expect(try indifferent.permittedInterfaces(of: portal).get().map(\.name) == ["wifi", "cell"])
     }
 

@@ -23,11 +23,11 @@ import Testing
     func ms(_ value: Int64) -> Duration { .milliseconds(value) }
 
     /// A machine that saw both paths and connected over `interface` at time zero.
-    func connected(over interface: String = "wifi", transport: Machine.Transport = .tcp,
+    func connected(over interface: String = "wifi", transport: Machine.Transport = .tcp, policy: PathPolicy = PathPolicy(),
                    configure: (inout Machine.Configuration) -> Void = { _ in }) -> Machine {
         var configuration = Machine.Configuration()
         configure(&configuration)
-        var machine = Machine(configuration: configuration)
+        var machine = Machine(configuration: configuration, policy: policy)
         _ = machine.handle(.pathUpdated(Self.both, at: .zero))
         #expect(machine.handle(.connected(interface: interface, transport: transport, at: .zero)) == [])
         return machine
@@ -117,7 +117,7 @@ import Testing
         let passed = Self.path([Self.with(Self.wifi, .validated), Self.with(Self.cell, .validated)])
         #expect(machine.handle(.pathUpdated(passed, at: .seconds(6))).contains(.startProbe(interface: "wifi")))
         // The rule off: the flow stays where it is.
-        var staying = connected { $0.leavesUnvalidated = false }
+        var staying = connected(policy: PathPolicy(validation: .ignore))
         #expect(staying.handle(.pathUpdated(portal, at: ms(20))) == [])
     }
 

@@ -21,7 +21,7 @@ import TestSupport
                            isExpensive: false, isConstrained: false, supportsIPv4: true, supportsIPv6: true, supportsDNS: false, gateways: [])
     }
 
-    func plan(_ path: NetworkPath, _ type: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy(), stalled: Set<String> = []) -> [String] {
+    func plan(_ path: NetworkPath, _ type: MultipathServiceType, policy: PathPolicy = PathPolicy(), stalled: Set<String> = []) -> [String] {
         MPTCPPathManager.endpoints(for: path, serviceType: type, policy: policy, stalled: stalled).map { entry in
             "\(entry.interface) \(entry.endpoint.address) #\(entry.endpoint.interfaceIndex ?? 0)" + (entry.endpoint.flags.contains(.backup) ? " backup" : "")
         }
@@ -47,9 +47,9 @@ import TestSupport
     }
 
     @Test func thePolicyAndServiceTypeNoneLeaveNoEndpoints() {
-        #expect(plan(both, .handover, policy: ConnectionPolicy(allowsExpensive: false)) == ["wifi 198.18.0.1 #2", "wifi fd00::1 #2"])
+        #expect(plan(both, .handover, policy: PathPolicy(allowsExpensive: false)) == ["wifi 198.18.0.1 #2", "wifi fd00::1 #2"])
         #expect(plan(both, .none).isEmpty)
-        #expect(plan(both, .handover, policy: ConnectionPolicy(requiredInterfaceType: .wiredEthernet)).isEmpty)
+        #expect(plan(both, .handover, policy: PathPolicy(requiredInterfaceType: .wiredEthernet)).isEmpty)
     }
 }
 

@@ -17,7 +17,7 @@ import Testing
 
     /// An advisor that saw both interfaces and connected over `interface` at time zero.
     func connected(over interface: String = "wifi", transport: HandoverStateMachine.Transport = .tcp, path: NetworkPath = Self.both,
-                   policy: ConnectionPolicy = ConnectionPolicy()) -> Advisor {
+                   policy: PathPolicy = PathPolicy()) -> Advisor {
         var advisor = Advisor(policy: policy, peer: [Self.peer], port: 9000)
         #expect(advisor.handle(.pathUpdated(path, at: .zero)) == [.advise(.pathChanged(path))])
         #expect(advisor.handle(.connected(interface: interface, transport: transport, family: .inet, at: .zero)) == [])
@@ -73,7 +73,7 @@ import Testing
 
     @Test func withNothingElseToTakeThereIsNoBetterPath() {
         // Cellular is the only other interface and the policy forbids expensive ones.
-        var advisor = connected(policy: ConnectionPolicy(allowsExpensive: false))
+        var advisor = connected(policy: PathPolicy(allowsExpensive: false))
         #expect(advice(advisor.handle(.pathUpdated(Self.cellOnly, at: ms(100)))) == [
             .pathChanged(Self.cellOnly), .viability(isViable: false, reason: .pathLost(interface: "wifi")),
         ])

@@ -118,7 +118,7 @@ struct ConnectivityKernelTests {
         var configuration = NetworkPathMonitor.Configuration(resolverConfigurationPath: "/nonexistent/resolv.conf",
                                                              logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         configuration.validation = validation
-        configuration.policy.requiresValidated = requiresValidated
+        configuration.policy.validation = requiresValidated ? .require : .ignore
         let monitor = NetworkPathMonitor(namespace: phone.namespace, configuration: configuration)
         let recorder = Recorder<NetworkPath>()
         let subscription = monitor.onUpdate { recorder.append($0) }
@@ -138,7 +138,7 @@ struct ConnectivityKernelTests {
             try setMode("portal")
             let portal = try #require(recorder.waitForLast { $0.connectivity == .portal })
             #expect(wl0(portal)?.portalURL == "http://portal.example.test/login?from=probe")
-            #expect(portal.status == .satisfied, "without requiresValidated a portal is still a path")
+            #expect(portal.status == .satisfied, "without validation .require a portal is still a path")
             try setMode("page")
             #expect(recorder.waitForLast { wl0($0)?.reason == "HTTP 200 in place of http://198.18.0.1:8080/generate_204" } != nil)
             try setMode("error")
@@ -171,7 +171,7 @@ struct ConnectivityKernelTests {
         }
     }
 
-    /// With `requiresValidated`, a portal or an unvalidated interface is no path, as Android's
+    /// With `validation: .require`, a portal or an unvalidated interface is no path, as Android's
     /// default network: unsatisfied with the reason, until the interface validates.
     @Test func aPolicyThatRequiresValidationWaitsForIt() async throws {
         try await withServer { phone, setMode in

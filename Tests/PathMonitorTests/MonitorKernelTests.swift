@@ -105,7 +105,7 @@ struct MonitorKernelTests {
     @Test func appliesThePolicy() async throws {
         try await TestNamespace.with { test in
             try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
-            let (monitor, recorder, subscription) = try record(test, policy: PathPolicy(prohibitsExpensive: true))
+            let (monitor, recorder, subscription) = try record(test, policy: PathPolicy(allowsExpensive: false))
             defer { monitor.cancel(); subscription.cancel() }
             #expect(recorder.values.last?.unsatisfiedReason == .prohibitedExpensive)
             let (_, _) = try test.addUplink("wl0", subnet: 0, metric: 300, alias: "roam:type=wifi,constrained")

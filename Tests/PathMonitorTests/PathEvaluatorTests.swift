@@ -47,6 +47,32 @@ import Testing
         #expect(path.isExpensive == (primary == "wwan0"))
     }
 
+    /// The monitor's path under each connectivity rule (the rule races, moves and subflows
+    /// follow, `ConnectivityRuleTests`): by default every interface is listed; `.prefer` leaves
+    /// out a portal's or a network without internet while another is validated; `.require`
+    /// keeps only the validated, and with none the path is unsatisfied for the portal.
+    @Test(arguments: [
+        (InterfaceConnectivity.State.portal, InterfaceConnectivity.State.validated, ValidationRule.ignore, ["wwan0", "wlan0"], nil as UnsatisfiedReason?),
+        (.portal, .validated, .prefer, ["wwan0"], nil),
+        (.limited, .validated, .prefer, ["wwan0"], nil),
+        (.unknown, .validated, .prefer, ["wwan0", "wlan0"], nil),
+        (.portal, .unknown, .prefer, ["wwan0", "wlan0"], nil),
+        (.portal, .limited, .prefer, ["wlan0", "wwan0"], nil),
+        (.unknown, .validated, .require, ["wwan0"], nil),
+        (.portal, .limited, .require, [], .portal),
+    ])
+    func theConnectivityRuleDecidesWhatThePathLists(_ wifi: InterfaceConnectivity.State, _ cell: InterfaceConnectivity.State, _ rule: ValidationRule,
+                                                    _ listed: [String], _ reason: UnsatisfiedReason?) {
+        let evaluator = PathEvaluator(policy: PathPolicy(validation: rule))
+        let (path, _) = evaluator.evaluate(Fixture.phone(), facts: [:], resolvers: resolvers,
+                                           connectivity: [2: InterfaceConnectivity(state: wifi), 3: InterfaceConnectivity(state: cell)]) {
+            evaluator.classifier.classify($0, facts: $1)
+        }
+        #expect(path.availableInterfaces.map(\.name).filter { $0 != "lo" } == listed)
+        #expect(path.unsatisfiedReason == reason)
+        #expect(path.status == (reason == nil ? .satisfied : .unsatisfied))
+    }
+
     /// A monitor derives again only the interfaces that changed, and the path is the one a
     /// derivation from nothing gives, through every kind of change and back.
     @Test func anIncrementalDerivationReusesUnchangedInterfacesAndGivesTheSamePath() {
@@ -82,7 +108,7 @@ import Testing
         }
         // A new policy derives everything again.
         var strict = evaluator
-        strict.policy.prohibitsExpensive = true
+        strict.policy.allowsExpensive = false
         let path = strict.evaluate(Fixture.phone(), facts: [:], resolvers: resolvers, connectivity: [:], cache: &cache, classify: classify).path
         #expect(cache.derived == 3)
         #expect(path == strict.path(for: Fixture.phone(), resolvers: resolvers))
@@ -215,7 +241,7 @@ import Testing
     }
 
     @Test func prohibitsExpensivePaths() {
-        let evaluator = PathEvaluator(policy: PathPolicy(prohibitsExpensive: true))
+        let evaluator = PathEvaluator(policy: PathPolicy(allowsExpensive: false))
         let onlyCellular = evaluator.path(for: Fixture.phone(wifiCarrier: false))
         #expect(onlyCellular.status == .unsatisfied)
         #expect(onlyCellular.unsatisfiedReason == .prohibitedExpensive)
@@ -227,7 +253,7 @@ import Testing
 
     @Test func prohibitsConstrainedPaths() {
         let lowDataMode = Fixture.phone(wifiAlias: "roam:type=wifi,constrained")
-        let evaluator = PathEvaluator(policy: PathPolicy(prohibitsConstrained: true))
+        let evaluator = PathEvaluator(policy: PathPolicy(allowsConstrained: false))
         #expect(evaluator.path(for: lowDataMode).primaryInterface?.name == "wwan0")
         let path = PathEvaluator().path(for: lowDataMode)
         #expect(path.isConstrained)
@@ -239,7 +265,7 @@ import Testing
     @Test func reportsTheReasonOfTheInterfaceThatWouldHaveBeenUsed() {
         // Wi-Fi (primary by metric) is constrained, cellular is expensive; both are prohibited.
         let snapshot = Fixture.phone(wifiAlias: "roam:type=wifi,constrained")
-        let path = PathEvaluator(policy: PathPolicy(prohibitsExpensive: true, prohibitsConstrained: true)).path(for: snapshot)
+        let path = PathEvaluator(policy: PathPolicy(allowsExpensive: false, allowsConstrained: false)).path(for: snapshot)
         #expect(path.unsatisfiedReason == .prohibitedConstrained)
     }
 
@@ -331,7 +357,7 @@ import Testing
         #expect(path.isUltraConstrained && path.isConstrained && path.isExpensive)
         #expect(path.linkQuality == .minimal)
         #expect(path.summary.hasPrefix("satisfied via wwan0 (cellular) expensive ultra-constrained quality minimal ipv4"))
-        let refused = PathEvaluator(policy: PathPolicy(prohibitsUltraConstrained: true)).path(for: snapshot)
+        let refused = PathEvaluator(policy: PathPolicy(allowsUltraConstrained: false)).path(for: snapshot)
         #expect(refused.status == .unsatisfied)
         #expect(refused.unsatisfiedReason == .prohibitedUltraConstrained)
         // With Wi-Fi back, the free link is primary and the satellite is last in preference.

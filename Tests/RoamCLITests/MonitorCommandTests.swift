@@ -18,7 +18,9 @@ struct MonitorCommandInputTests {
         (["monitor", "--validate", "https://connectivity.roam.test/"], "--validate: connectivity probe URL 'https://connectivity.roam.test/': only http:// is probed"),
         (["monitor", "--validate", "http://a b/"], "spaces and control or non-ASCII characters are not allowed"),
         (["monitor", "--validate", "http://x.test/", "--validate-interval", "0"], "--validate-interval must be 1 to 86400 seconds, not 0"),
-        (["monitor", "--require-validated"], "--validate-interval and --require-validated need --validate URL"),
+        (["monitor", "--require-validated"], "--validate-interval, --require-validated and --prefer-validated need --validate URL"),
+        (["monitor", "--prefer-validated"], "--validate-interval, --require-validated and --prefer-validated need --validate URL"),
+        (["monitor", "--validate", "http://x.test/", "--require-validated", "--prefer-validated"], "--require-validated and --prefer-validated are two rules for the same thing"),
     ])
     func rejectsBadInputWithExitCode2(_ arguments: [String], _ message: String) throws {
         let result = try RunningCommand.run(roam, arguments)

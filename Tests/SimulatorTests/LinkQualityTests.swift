@@ -177,8 +177,8 @@ struct LinkQualityTests {
                                    addresses: [IPPrefix(.v4(198, 18, 1, 1), length: 24)])
         let path = NetworkPath(status: .satisfied, unsatisfiedReason: nil, availableInterfaces: [sat], primaryInterface: sat, isExpensive: true,
                                isConstrained: true, isUltraConstrained: true, supportsIPv4: true, supportsIPv6: false, supportsDNS: false, gateways: [])
-        #expect((try? ConnectionPolicy().permittedInterfaces(of: path).get())?.map(\.name) == ["sat"])
-        guard case .failure(let refusal) = ConnectionPolicy(allowsUltraConstrained: false).permittedInterfaces(of: path) else {
+        #expect((try? PathPolicy().permittedInterfaces(of: path).get())?.map(\.name) == ["sat"])
+        guard case .failure(let refusal) = PathPolicy(allowsUltraConstrained: false).permittedInterfaces(of: path) else {
             Issue.record("an ultra-constrained path was permitted")
             return
         }

@@ -201,7 +201,7 @@ public final class PathStress: @unchecked Sendable {
             try Observer(name: "default", namespace: near.namespace, configuration: configuration(), streams: true),
             try Observer(name: "4 KiB buffer", namespace: near.namespace, configuration: configuration(receiveBufferSize: 4096), streams: false),
             try Observer(name: "no expensive, 5 ms coalescing", namespace: near.namespace,
-                         configuration: configuration(PathPolicy(prohibitsExpensive: true), coalescing: .milliseconds(5)), streams: true),
+                         configuration: configuration(PathPolicy(allowsExpensive: false), coalescing: .milliseconds(5)), streams: true),
         ]
     }
 

@@ -76,7 +76,7 @@ struct RoamNIOBenchmark {
             defer { http.close() }
             let host = server.address, port = http.port
             let roam = try RoamClientBootstrap(group: group, monitor: phone.monitor!)
-            let cellular = roam.policy(ConnectionPolicy(requiredInterfaceType: .cellular))
+            let cellular = roam.policy(PathPolicy(requiredInterfaceType: .cellular))
             let initializer: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>> = { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()

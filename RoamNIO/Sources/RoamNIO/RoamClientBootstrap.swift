@@ -12,8 +12,9 @@ import PathMonitor
 ///   permits (RFC 8305: AAAA and A looked up at once, attempts `ConnectionRace/Configuration/attemptDelay`
 ///   apart, each bound to its interface), so that a Wi-Fi that passes nothing costs one attempt
 ///   delay, not a connect timeout (Wi-Fi Assist).
-/// - **Policy**: `ConnectionPolicy`'s required and prohibited interface types, expensive,
-///   constrained and ultra-constrained paths, and the multipath service type: other than
+/// - **Policy**: `PathPolicy`'s required and prohibited interface types, expensive,
+///   constrained and ultra-constrained paths and its connectivity rule (the one every Roam
+///   driver follows), and the multipath service type (``multipathServiceType(_:)``): other than
 ///   `.none`, the attempts are MPTCP sockets where the kernel has MPTCP (falling back to TCP
 ///   with a peer that does not speak it; ``RoamPathHandler/metrics`` says which it became).
 /// - **Waiting for connectivity**: when no connection can be made now (no permitted interface,
@@ -26,7 +27,7 @@ import PathMonitor
 ///
 /// ```swift
 /// let bootstrap = try RoamClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-///     .policy(ConnectionPolicy(allowsExpensive: true))
+///     .policy(PathPolicy(allowsExpensive: false))
 ///     .channelInitializer { channel in
 ///         channel.pipeline.addHTTPClientHandlers().flatMap { channel.pipeline.addHandler(MyHTTPHandler()) }
 ///     }
@@ -38,7 +39,8 @@ import PathMonitor
 public struct RoamClientBootstrap: Sendable {
     private let group: any EventLoopGroup
     private let source: PathSource
-    private var policy = ConnectionPolicy()
+    private var policy = PathPolicy()
+    private var serviceType = MultipathServiceType.none
     private var raceConfiguration = ConnectionRace.Configuration()
     private var advisorConfiguration = HandoverStateMachine.Configuration()
     private var probePort: UInt16?
@@ -88,13 +90,25 @@ public struct RoamClientBootstrap: Sendable {
     /// The monitor the channels follow.
     public var monitor: NetworkPathMonitor { source.monitor }
 
-    /// Which interfaces the connection may use, and its multipath service type.
+    /// Which interfaces the connection may use, and how it treats those not validated.
     ///
     /// - Parameter policy: The policy.
     /// - Returns: A copy of the bootstrap with it set.
-    public func policy(_ policy: ConnectionPolicy) -> Self {
+    public func policy(_ policy: PathPolicy) -> Self {
         var copy = self
         copy.policy = policy
+        return copy
+    }
+
+    /// How the connection may use multiple paths, as URLSession's `multipathServiceType`:
+    /// other than `.none` (the default), the attempts are MPTCP sockets where the kernel has
+    /// MPTCP, and the channel's path events follow the type's rules.
+    ///
+    /// - Parameter serviceType: The service type.
+    /// - Returns: A copy of the bootstrap with it set.
+    public func multipathServiceType(_ serviceType: MultipathServiceType) -> Self {
+        var copy = self
+        copy.serviceType = serviceType
         return copy
     }
 
@@ -343,7 +357,9 @@ public struct RoamClientBootstrap: Sendable {
     /// A `ClientBootstrap` on `eventLoop` whose channels get the path handler first, then the
     /// app's initializer.
     private func channelBootstrap(on eventLoop: any EventLoop, raced: RacedConnection, port: UInt16) -> ClientBootstrap {
-        let handler = RoamPathHandler.Setup(source: source, policy: policy, configuration: advisorConfiguration, raced: raced,
+        var rules = advisorConfiguration
+        if serviceType != .none { rules.serviceType = serviceType }
+        let handler = RoamPathHandler.Setup(source: source, policy: policy, configuration: rules, raced: raced,
                                             port: port, probePort: probePort, stallEvidence: stallEvidence)
         let initializer = self.initializer
         let options = self.options
@@ -362,7 +378,7 @@ public struct RoamClientBootstrap: Sendable {
         let deadline = NIODeadline.now() + timeout
         let source = source
         let transport: ConnectionRacer.Transport =
-            policy.serviceType != .none && MPTCP.availability(in: source.namespace) == .available ? .mptcp : .tcp
+            serviceType != .none && MPTCP.availability(in: source.namespace) == .available ? .mptcp : .tcp
         let racer = ConnectionRacer(namespace: source.namespace, policy: policy, configuration: raceConfiguration, transport: transport)
         let waits = waits
         let waitingHandler = waitingHandler

@@ -24,7 +24,7 @@ public final class RoamPathHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     struct Setup: Sendable {
         var source: PathSource
-        var policy: ConnectionPolicy
+        var policy: PathPolicy
         var configuration: HandoverStateMachine.Configuration
         var raced: RacedConnection
         var port: UInt16

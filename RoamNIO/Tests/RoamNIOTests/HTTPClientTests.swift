@@ -56,7 +56,7 @@ struct HTTPClientTests {
     @Test(arguments: [true, false])
     func aMultipathServiceTypeMakesAnMPTCPConnectionOrSaysItFellBack(serverSpeaksMPTCP: Bool) async throws {
         let run = try await playScene("nio-mptcp", mptcpServer: serverSpeaksMPTCP) { scene in
-            let connection = try await scene.connect(with: scene.bootstrap.policy(ConnectionPolicy(serviceType: .handover)))
+            let connection = try await scene.connect(with: scene.bootstrap.multipathServiceType(.handover))
             #expect(connection.metrics.mode == (serverSpeaksMPTCP ? .multipath : .fallback))
             try await connection.channel.executeThenClose { inbound, outbound in
                 var exchange = HTTPExchange(inbound: inbound.makeAsyncIterator(), outbound: outbound, host: scene.server.address)

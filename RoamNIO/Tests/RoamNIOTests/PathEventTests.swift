@@ -187,7 +187,7 @@ struct PathEventTests {
             #expect(events.first?.event.refusal?.isNoPath == true, "\(events)")
             // Without waiting, the same connect fails at once and says why.
             #expect(throws: RoamNIOError.self) {
-                _ = try bootstrap.waitsForConnectivity(false).policy(ConnectionPolicy(requiredInterfaceType: .cellular))
+                _ = try bootstrap.waitsForConnectivity(false).policy(PathPolicy(requiredInterfaceType: .cellular))
                     .connect(host: server.address, port: http.port).wait()
             }
         }

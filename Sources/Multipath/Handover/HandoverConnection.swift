@@ -73,8 +73,14 @@ public final class HandoverConnection {
         /// The defaults, as documented on each setting.
         public init() {}
 
-        var session: HandoverSession.Configuration {
+        /// The session's configuration: these settings, and the racer's policy, so that the
+        /// moves and subflows follow the rule the races do.
+        ///
+        /// - Parameter policy: The racer's ``ConnectionRacer/policy``.
+        /// - Returns: What ``HandoverSession`` is given.
+        package func session(policy: PathPolicy) -> HandoverSession.Configuration {
             var configuration = HandoverSession.Configuration()
+            configuration.policy = policy
             configuration.rules.minimumStall = minimumStall
             configuration.rules.maximumStall = maximumStall
             configuration.rules.movesBack = movesBack
@@ -161,7 +167,7 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
-        session = HandoverSession(to: addresses, port: port, configuration: configuration.session)
+        session = HandoverSession(to: addresses, port: port, configuration: configuration.session(policy: racer.policy))
         subflows = MPTCPSubflowController(namespace: racer.namespace)
         pathChanged = nil
         subscription = nil
@@ -198,7 +204,7 @@ public final class HandoverConnection {
         self.configuration = configuration
         self.onEvent = onEvent
         self.resume = resume
-        session = HandoverSession(to: addresses, port: port, configuration: configuration.session)
+        session = HandoverSession(to: addresses, port: port, configuration: configuration.session(policy: racer.policy))
         subflows = MPTCPSubflowController(namespace: racer.namespace)
         pathChanged = wakeup
         subscription = monitor.onUpdate { _ in wakeup.signal() }

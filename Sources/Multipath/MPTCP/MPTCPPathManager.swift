@@ -23,7 +23,7 @@ import Synchronization
 public final class MPTCPPathManager: Sendable {
     public let namespace: NetworkNamespace
     public let serviceType: MultipathServiceType
-    public let policy: ConnectionPolicy
+    public let policy: PathPolicy
 
     /// What one update changed.
     public enum Change: Sendable, Hashable, CustomStringConvertible {
@@ -66,7 +66,7 @@ public final class MPTCPPathManager: Sendable {
     ///   - policy: The interfaces that may carry subflows.
     /// - Throws: ``MultipathError/system(operation:_:)`` when the namespace has no MPTCP or its
     ///   netlink socket cannot be opened.
-    public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: ConnectionPolicy = ConnectionPolicy()) throws(MultipathError) {
+    public init(namespace: NetworkNamespace = .current, serviceType: MultipathServiceType, policy: PathPolicy = PathPolicy()) throws(MultipathError) {
         let socket = try Self.system("open a generic netlink socket in \(namespace)") { () throws(NetlinkError) in try NetlinkSocket(.generic, in: namespace) }
         guard socket.hasMPTCPPathManager() else {
             throw .system(operation: "open the MPTCP path manager in \(namespace)",
@@ -88,14 +88,14 @@ public final class MPTCPPathManager: Sendable {
     ///   - stalled: Interfaces made least preferred (``markStalled(_:)``).
     /// - Returns: An endpoint for each permitted interface's addresses, with its interface,
     ///   flagged as a backup where the service type makes it one.
-    public static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: ConnectionPolicy,
+    public static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: PathPolicy,
                                  stalled: Set<String> = []) -> [(interface: String, endpoint: MPTCPEndpoint)] {
         guard serviceType != .none, case .success(let permitted) = policy.permittedInterfaces(of: path) else { return [] }
-        var usable = permitted.filter { $0.type != .loopback }
-        // No subflow over a network not validated yet while one is (its portal would hold it).
-        if policy.prefersValidated, usable.contains(where: { $0.connectivity.state == .validated }) {
-            usable.removeAll { $0.connectivity.state != .validated }
-        }
+        // The connectivity rule (`PathPolicy/validation`): subflows only over interfaces that
+        // carry, none over one standing by (still being checked while one is validated: a
+        // portal found a moment later would hold its subflow) or left out.
+        let best = ValidationRule.bestRank(among: permitted)
+        let usable = permitted.filter { $0.type != .loopback && policy.validation.role(of: $0, bestRank: best) == .carries }
         // Stalled interfaces go last, keeping the path's order otherwise.
         let ordered = usable.filter { !stalled.contains($0.name) } + usable.filter { stalled.contains($0.name) }
         let preferred = ordered.first?.name
@@ -220,7 +220,7 @@ public final class MPTCPPathManager: Sendable {
     }
 
     private static func reconcile(_ state: inout State, path: NetworkPath, serviceType: MultipathServiceType,
-                                  policy: ConnectionPolicy) throws(NetlinkError) -> [Change] {
+                                  policy: PathPolicy) throws(NetlinkError) -> [Change] {
         let wanted = endpoints(for: path, serviceType: serviceType, policy: policy, stalled: state.stalled)
         var changes: [Change] = []
         let wantedAddresses = Set(wanted.map(\.endpoint.address))

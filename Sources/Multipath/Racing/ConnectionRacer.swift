@@ -56,7 +56,7 @@ public struct ConnectionRacer: Sendable {
     }
 
     public var namespace: NetworkNamespace
-    public var policy: ConnectionPolicy
+    public var policy: PathPolicy
     public var configuration: ConnectionRace.Configuration
     public var transport: Transport
 
@@ -67,7 +67,7 @@ public struct ConnectionRacer: Sendable {
     ///   - policy: The interfaces attempts may use.
     ///   - configuration: The race's timing.
     ///   - transport: TCP, or MPTCP sockets.
-    public init(namespace: NetworkNamespace = .current, policy: ConnectionPolicy = ConnectionPolicy(),
+    public init(namespace: NetworkNamespace = .current, policy: PathPolicy = PathPolicy(),
                 configuration: ConnectionRace.Configuration = ConnectionRace.Configuration(), transport: Transport = .tcp) {
         self.namespace = namespace
         self.policy = policy

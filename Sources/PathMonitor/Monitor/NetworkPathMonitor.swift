@@ -28,7 +28,9 @@ import Synchronization
 public final class NetworkPathMonitor: Sendable {
     /// How a monitor watches.
     public struct Configuration: Sendable {
-        /// What the path may use.
+        /// What the path may use. By default everything, whatever its connectivity
+        /// (`PathPolicy/validation` `.ignore`, as `NWPathMonitor` without requirements):
+        /// set `.prefer` for the path a flow would use, `.require` for validated interfaces only.
         public var policy: PathPolicy
         /// Interfaces-file rules that override classification.
         public var interfaceRules: InterfaceRules
@@ -58,7 +60,8 @@ public final class NetworkPathMonitor: Sendable {
         public var logger: Logger
         /// Whether and how the monitor checks that each interface reaches the internet (off by
         /// default): each interface's `NetworkInterface.connectivity` and the path's follow
-        /// its probes, and `PathPolicy.requiresValidated` keeps paths to validated interfaces.
+        /// its probes, validated interfaces come first, and `PathPolicy/validation` says which
+        /// others the path leaves out.
         public var validation: ConnectivityValidation?
         /// Whether the resolver file is watched with inotify (false: it is read again every
         /// second, as it is when no inotify instance can be had; for tests).
@@ -75,7 +78,7 @@ public final class NetworkPathMonitor: Sendable {
         ///   - deviceFacts: Where device facts come from (nil: sysfs).
         ///   - wirelessPollInterval: How often a Wi-Fi link's quality is read from nl80211.
         ///   - logger: Where the monitor logs.
-        public init(policy: PathPolicy = PathPolicy(), interfaceRules: InterfaceRules = InterfaceRules(),
+        public init(policy: PathPolicy = PathPolicy(validation: .ignore), interfaceRules: InterfaceRules = InterfaceRules(),
                     resolverConfigurationPath: String? = nil, coalescingDelay: Duration = .zero,
                     receiveBufferSize: Int = 4 << 20, deviceFacts: (any DeviceFactsSource)? = nil,
                     wirelessPollInterval: Duration = .seconds(2), logger: Logger = Logger(label: "roam.path-monitor")) {
@@ -131,7 +134,7 @@ public final class NetworkPathMonitor: Sendable {
     ///   - requiredInterfaceType: The only type of interface the path may use.
     ///   - namespace: The namespace to watch.
     public convenience init(requiredInterfaceType: InterfaceType, namespace: NetworkNamespace = .current) {
-        self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(requiredInterfaceType: requiredInterfaceType)))
+        self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(requiredInterfaceType: requiredInterfaceType, validation: .ignore)))
     }
 
     /// A monitor that uses no interface of the given types, as `NWPathMonitor(prohibitedInterfaceTypes:)`.
@@ -140,7 +143,7 @@ public final class NetworkPathMonitor: Sendable {
     ///   - prohibitedInterfaceTypes: Types of interface the path may not use.
     ///   - namespace: The namespace to watch.
     public convenience init(prohibitedInterfaceTypes: Set<InterfaceType>, namespace: NetworkNamespace = .current) {
-        self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(prohibitedInterfaceTypes: prohibitedInterfaceTypes)))
+        self.init(namespace: namespace, configuration: Configuration(policy: PathPolicy(prohibitedInterfaceTypes: prohibitedInterfaceTypes, validation: .ignore)))
     }
 
     deinit {

@@ -11,7 +11,7 @@ public struct PathEvaluator: Sendable {
     /// - Parameters:
     ///   - policy: What the path may use.
     ///   - classifier: How interfaces get their type and cost.
-    public init(policy: PathPolicy = PathPolicy(), classifier: InterfaceClassifier = InterfaceClassifier()) {
+    public init(policy: PathPolicy = PathPolicy(validation: .ignore), classifier: InterfaceClassifier = InterfaceClassifier()) {
         self.policy = policy
         self.classifier = classifier
     }
@@ -278,6 +278,16 @@ public struct PathEvaluator: Sendable {
 
     /// The path the candidates make, and the interfaces a probe can go out of.
     private func select(_ candidates: [Candidate], snapshot: NetworkSnapshot, resolvers: ResolverConfiguration) -> (path: NetworkPath, probeable: [NetworkInterface]) {
+        var candidates = candidates
+        if policy.validation == .prefer {
+            // The connectivity rule depends on the other interfaces: those two ranks below the
+            // best permitted one (a portal's while another is validated) are left out.
+            let best = ValidationRule.bestRank(among: candidates.lazy.filter { $0.isUsable && $0.prohibition == nil }.map(\.interface))
+            for index in candidates.indices where candidates[index].isUsable && candidates[index].prohibition == nil
+                && policy.validation.role(of: candidates[index].interface, bestRank: best) == .leftOut {
+                candidates[index].prohibition = candidates[index].interface.connectivity.state == .portal ? .portal : .noInternet
+            }
+        }
         // Indices into `candidates` from here on: a candidate is a link, an interface and their
         // arrays, and copying one costs a retain and a release of each.
         let routed = candidates.indices.filter { candidates[$0].hasRoute }
@@ -369,11 +379,7 @@ public struct PathEvaluator: Sendable {
     /// 0 for a validated interface, 1 for one not checked (every interface, without
     /// validation), 2 for one behind a portal or without internet.
     private static func connectivityRank(_ interface: NetworkInterface) -> UInt64 {
-        switch interface.connectivity.state {
-        case .validated: 0
-        case .unknown: 1
-        case .portal, .limited: 2
-        }
+        UInt64(ValidationRule.rank(interface.connectivity.state))
     }
 
     /// The sort key of the preference order: primary first, loopback last, then (with

@@ -333,9 +333,13 @@ final class RunSession {
                     if existing.serviceType != serviceType {
                         notes.append("node '\(client)' has workloads in modes \(existing.serviceType.rawValue) and \(serviceType.rawValue); MPTCP endpoints are per node, so all use \(existing.serviceType.rawValue)")
                     }
+                    if existing.policy != workload.pathPolicy {
+                        notes.append("node '\(client)' has workloads with different prohibit: lists; MPTCP endpoints are per node, so all follow the first's (\(workload.name)'s races and moves still follow its own)")
+                    }
                     continue
                 }
-                let manager = try MPTCPPathManager(namespace: namespace, serviceType: serviceType)
+                // The endpoints follow the policy the workload's flow races and moves by.
+                let manager = try MPTCPPathManager(namespace: namespace, serviceType: serviceType, policy: workload.pathPolicy)
                 pathManagers[client] = manager
                 following.append(manager.follow(monitor) { outcome, _ in
                     switch outcome {

@@ -12,7 +12,7 @@ import Synchronization
 /// ``HandoverSession`` (the same plans as ``HandoverConnection``: races and retries, probes,
 /// moves, MPTCP subflows), woken by the client node's path updates, the session's timers and its
 /// probes; it keeps no policy of its own, and only adds the run's log.
-final class ClientConnection: Sendable {
+package final class ClientConnection: Sendable {
     private struct State {
         var socket: TCPSocket?
         var session: HandoverSession
@@ -62,20 +62,31 @@ final class ClientConnection: Sendable {
     /// Carries out the session's subflow plans (subflow control).
     private let subflows: MPTCPSubflowController?
 
-    init(context: WorkloadContext) {
-        self.context = context
+    /// The session a workload's flow runs: its scenario settings as the session's rules and
+    /// policy (the one `PathPolicy` of every driver).
+    ///
+    /// - Parameters:
+    ///   - workload: The scenario's workload.
+    ///   - usesPathManager: Whether MPTCP subflows are managed (the kernel's path manager or Roam's).
+    ///   - controlsSubflows: Whether the flow opens and switches its own subflows.
+    /// - Returns: What ``HandoverSession`` is given.
+    package static func sessionConfiguration(for workload: Workload, usesPathManager: Bool, controlsSubflows: Bool) -> HandoverSession.Configuration {
         var configuration = HandoverSession.Configuration()
-        configuration.rules.maximumStall = context.workload.timeout
-        configuration.rules.usesPathManager = context.mptcp != nil || context.controlsSubflows
-        configuration.rules.controlsSubflows = context.controlsSubflows
-        configuration.rules.serviceType = MultipathServiceType(rawValue: context.workload.mode.rawValue) ?? .handover
-        if case let .stream(bitrate, buffer) = context.workload.kind {
+        configuration.rules.maximumStall = workload.timeout
+        configuration.rules.usesPathManager = usesPathManager || controlsSubflows
+        configuration.rules.controlsSubflows = controlsSubflows
+        configuration.rules.serviceType = MultipathServiceType(rawValue: workload.mode.rawValue) ?? .handover
+        if case let .stream(bitrate, buffer) = workload.kind {
             configuration.rules.stream = .init(bytesPerSecond: bitrate.bitsPerSecond / 8, buffer: buffer)
         }
-        let prohibits = context.workload.prohibits
-        configuration.policy = ConnectionPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
-                                                allowsUltraConstrained: !prohibits.contains(.ultraConstrained),
-                                                serviceType: configuration.rules.serviceType)
+        configuration.policy = workload.pathPolicy
+        return configuration
+    }
+
+    init(context: WorkloadContext) {
+        self.context = context
+        let configuration = Self.sessionConfiguration(for: context.workload, usesPathManager: context.mptcp != nil,
+                                                      controlsSubflows: context.controlsSubflows)
         var initial = State(session: HandoverSession(to: context.serverAddresses, port: context.port, configuration: configuration),
                             localAddresses: context.log.spill(of: Int32.self), gaps: context.log.spill(of: Gap.self))
         initial.lookups = context.workload.host.map { LookupStatistics(name: $0) }
@@ -570,5 +581,14 @@ final class ClientConnection: Sendable {
         }
         probe?.abandon()
         socket?.close()
+    }
+}
+
+extension Workload {
+    /// What the workload's flow may use (`prohibit:`), as the one `PathPolicy` its races,
+    /// moves and MPTCP subflows follow; the connectivity rule is the default's (`.prefer`).
+    package var pathPolicy: PathPolicy {
+        PathPolicy(allowsExpensive: !prohibits.contains(.expensive), allowsConstrained: !prohibits.contains(.constrained),
+                   allowsUltraConstrained: !prohibits.contains(.ultraConstrained))
     }
 }
