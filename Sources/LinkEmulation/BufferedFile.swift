@@ -3,7 +3,7 @@ import RoamSystem
 import SystemPackage
 
 /// An append-only file written through a buffer, flushed when the buffer fills and on close.
-/// What it may hold is bounded by an ``OutputBudget``: a record (one ``append(_:)``) that does
+/// What it may hold is bounded by an `OutputBudget`: a record (one ``append(_:)``) that does
 /// not fit is left out, and so is everything after it, so that the file ends at a whole record.
 package final class BufferedFile: @unchecked Sendable {
     private let descriptor: FileDescriptor
@@ -15,7 +15,7 @@ package final class BufferedFile: @unchecked Sendable {
     /// Whether a record was left out for the budget.
     package private(set) var isCut = false
 
-    /// Creates `name` in `directory` (a new file, see ``SecureDirectory/createFile(named:mode:replacing:)``).
+    /// Creates `name` in `directory` (a new file, see `SecureDirectory/createFile(named:mode:replacing:)`).
     package init(directory: SecureDirectory, name: String, budget: OutputBudget) throws(LinkEmulationError) {
         do {
             descriptor = try directory.createFile(named: name, mode: RunReportFiles.mode)

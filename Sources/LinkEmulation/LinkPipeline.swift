@@ -34,7 +34,7 @@ public struct PacketDecision: Sendable, Hashable, CustomStringConvertible {
         /// Dropped at the head of the queue by its AQM (CoDel, FQ-CoDel); the action is
         /// `overflow` (dropped by the queue).
         case aqm
-        /// Held until the cellular radio was connected (``RadioStateMachine``); the action is
+        /// Held until the cellular radio was connected (`RadioStateMachine`); the action is
         /// `deliver` and `delay` is the wait. The packet's other decisions follow.
         case radio
     }

@@ -37,7 +37,7 @@ public struct LinkRandom: RandomNumberGenerator, Sendable {
 
 /// A correlated uniform draw as netem makes it: each value leans on the previous one by
 /// `correlation` (0: independent).
-public struct CorrelatedDraw: Sendable {
+package struct CorrelatedDraw: Sendable {
     private var last = 0.0
 
     public init() {}

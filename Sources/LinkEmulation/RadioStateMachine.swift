@@ -5,7 +5,7 @@ import ScenarioModel
 /// direction's pipeline the emulator asks ``admit(at:uplink:busy:lastTransmission:)`` when it may
 /// move: at once while connected; after the promotion (and, for a packet to the phone, the next
 /// paging occasion) while idle.
-public struct RadioStateMachine: Sendable {
+package struct RadioStateMachine: Sendable {
     /// RRC_IDLE, promoting, or RRC_CONNECTED.
     public enum State: Sendable, Hashable {
         /// RRC_IDLE: the next packet starts a promotion.

@@ -38,7 +38,7 @@ package final class ControlListeners: Sendable {
 
     /// The directory of a run's control sockets: for a run as root in the host's namespaces,
     /// `/run/roam/control` (root's, mode 0700); for a rootless run, the user's registry of
-    /// rootless runs (``RunRegistry/rootlessDirectory``, private to the user).
+    /// rootless runs (`RunRegistry/rootlessDirectory`, private to the user).
     package static func directory(rootless: Bool, creating: Bool) throws(SafePathError) -> SecureDirectory {
         if rootless { return try RunRegistry.rootless(creating: creating).directory }
         let roam = try SecureDirectory.open("/run/roam", creating: creating ? 0o755 : nil, requirement: .ownedBy(0))

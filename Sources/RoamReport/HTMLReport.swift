@@ -69,7 +69,7 @@ public enum HTMLReport {
 
     /// The page of the run in one report directory, or of two compared (as `roam report` writes
     /// it), and the notes about their timelines (a last line cut short). Each timeline is read a
-    /// piece at a time, as ``write(to:)`` reads it.
+    /// piece at a time, as `write(to:)` reads it.
     public static func page(directories: [String]) throws(ReportError) -> (html: String, notes: [String]) {
         precondition((1...2).contains(directories.count), "one report directory, or two")
         var models: [ReportModel] = []
@@ -90,7 +90,7 @@ public enum HTMLReport {
     /// run of a day (hundreds of megabytes of timeline) is drawn in a fraction of its size; a
     /// timeline over ``maximumTimelineSize`` is refused.
     @discardableResult
-    public static func write(to directory: SecureDirectory) throws(ReportError) -> String {
+    package static func write(to directory: SecureDirectory) throws(ReportError) -> String {
         let model = try streamedModel(in: directory)
         do throws(SafePathError) {
             try directory.replaceFile(named: "report.html", contents: render(model).utf8, mode: RunReportFiles.mode)
@@ -147,7 +147,7 @@ public enum HTMLReport {
 }
 
 /// Writes `text` as the whole content of the file at `path` (its directory must exist),
-/// atomically and without following a link planted at it (``SecureDirectory``); the error says
+/// atomically and without following a link planted at it (`SecureDirectory`); the error says
 /// which file and why.
 package func writeTextFile(_ text: String, to path: String) throws(ReportError) {
     do throws(SafePathError) {

@@ -27,7 +27,7 @@ public struct RecordedRun: Sendable {
         try load(from: openDirectory(directory))
     }
 
-    /// Opens a report directory (``SecureDirectory``: no link another user could have planted
+    /// Opens a report directory (`SecureDirectory`: no link another user could have planted
     /// is followed on the way).
     static func openDirectory(_ path: String) throws(ReportError) -> SecureDirectory {
         do throws(SafePathError) {
@@ -39,7 +39,7 @@ public struct RecordedRun: Sendable {
 
     /// Reads `summary.json` and `timeline.jsonl` in `directory` (held open; a link at either
     /// name is refused, not followed).
-    public static func load(from directory: SecureDirectory) throws(ReportError) -> RecordedRun {
+    package static func load(from directory: SecureDirectory) throws(ReportError) -> RecordedRun {
         let shown = escapedForMessage(directory.path, maximumLength: 256)
         func read(_ name: String, _ limit: Int) throws(ReportError) -> String {
             do throws(SafePathError) {

@@ -9,7 +9,7 @@ import SystemPackage
 ///
 /// Level-triggered: a descriptor left with data to read is reported again by the next wait.
 /// The timeout is in nanoseconds (`epoll_pwait2`), as precise as `ppoll`'s.
-public struct EventPoll: ~Copyable {
+package struct EventPoll: ~Copyable {
     private let descriptor: Int32
     /// Room for one event per descriptor added, which a wait fills: its own memory, so that a
     /// wait does not modify the value (and a `let` holding it is not checked for exclusive

@@ -4,7 +4,7 @@ import Synchronization
 /// log, a capture) at most ``perFile`` bytes, all of them together at most ``total``. Writers
 /// take bytes before writing them and stop where the budget ends, so that a command printing
 /// without end, or a capture of a flood, fills neither the disk nor the report.
-public final class OutputBudget: Sendable {
+package final class OutputBudget: Sendable {
     /// The most one file may hold.
     public let perFile: Int64
     /// The most every file together may hold.

@@ -8,7 +8,7 @@ import SystemPackage
 /// (`roam-watchdog`) that waits on a pipe and, when the pipe's last writer is gone, sends
 /// SIGKILL to every group it still watches. A run that ends normally stops its commands first
 /// and then ``stop()``s the watchdog, which then has nothing to kill.
-public final class ProcessGroupWatchdog: Sendable {
+package final class ProcessGroupWatchdog: Sendable {
     private struct State {
         var writer: FileDescriptor?
         var pid: pid_t = 0

@@ -10,7 +10,7 @@ import SystemPackage
 ///
 /// ``enter()`` must be called while the process has one thread: `roam` calls it first thing,
 /// RoamTesting from a constructor before `main`.
-public enum Rootless {
+package enum Rootless {
     /// Why it failed, with what to do.
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var errno: Errno

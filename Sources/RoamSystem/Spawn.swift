@@ -15,7 +15,7 @@ import SystemPackage
 ///   group reaches the programs it starts too.
 /// - The program is looked up in the `PATH` of the calling process.
 ///
-/// - With `contained`, in root's `--rootless` run (``Rootless/containedIdentity``), the program
+/// - With `contained`, in root's `--rootless` run (`Rootless/containedIdentity`), the program
 ///   runs as the run's unprivileged identity: no supplementary groups, only the network
 ///   capabilities of the run's user namespace, no_new_privs (see `CRoamRootless.h`). Elsewhere
 ///   `contained` changes nothing: a user's rootless run already runs as that user.

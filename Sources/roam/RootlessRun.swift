@@ -5,7 +5,7 @@ import Simulator
 import SystemPackage
 
 /// A rootless run seen from another process of the same user: its namespaces are reached through
-/// its process, noted in the user's registry (``RunRegistry/rootless(creating:)``) and checked
+/// its process, noted in the user's registry (`RunRegistry/rootless(creating:)`) and checked
 /// there before it is trusted.
 enum RootlessRun {
     struct Failure: Error, CustomStringConvertible {
@@ -38,7 +38,7 @@ enum RootlessRun {
     /// Enters the user and mount namespaces of rootless run `runID`, so that its nodes' named
     /// namespaces (`/run/netns/roam-RUNID-NODE`) are there to open; only after checking that the
     /// note names a live process of this user and that the namespaces are this user's
-    /// (``Rootless/enterNamespaces(of:)``). Keeps the working directory. Must be called while
+    /// (`Rootless/enterNamespaces(of:)`). Keeps the working directory. Must be called while
     /// the process has one thread (a user namespace admits no other).
     static func enter(_ runID: String) throws(Failure) {
         guard let process = try process(of: runID) else {

@@ -3,7 +3,7 @@ import Glibc
 import RoamSystem
 
 /// Watches directories for files in them being written, created, replaced or removed (inotify).
-public final class DirectoryWatcher {
+package final class DirectoryWatcher {
     /// The descriptor to wait on.
     public let fileDescriptor: OwnedFileDescriptor
     /// The directories watched.

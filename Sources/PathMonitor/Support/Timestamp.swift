@@ -1,7 +1,7 @@
 import Glibc
 
 /// Wall-clock time formatted as RFC 3339 in UTC with microseconds: `2026-11-23T08:15:02.123456Z`.
-public enum RFC3339 {
+package enum RFC3339 {
     /// The current time.
     ///
     /// - Returns: The wall clock's time now, formatted.

@@ -5,7 +5,7 @@ import SystemPackage
 /// A process named so that its id cannot be mistaken for a later process's: its pid and the
 /// time it started (clock ticks after boot, field 22 of `/proc/PID/stat`). A pid alone, read from
 /// a file, may by now be anyone's process.
-public struct ProcessIdentity: Sendable, Hashable, CustomStringConvertible {
+package struct ProcessIdentity: Sendable, Hashable, CustomStringConvertible {
     public var pid: pid_t
     public var startTime: UInt64
 
@@ -57,7 +57,7 @@ public struct ProcessIdentity: Sendable, Hashable, CustomStringConvertible {
 
 /// A process held by a pidfd: while this lives, its pid names no other process to
 /// ``isAlive``, ``signal(_:)`` or ``openNamespace(_:)``, even if it ends and the pid is reused.
-public final class PinnedProcess: Sendable {
+package final class PinnedProcess: Sendable {
     public let identity: ProcessIdentity
     private let pidfd: Int32
     /// Its real uid, as this process's user namespace sees it (the `Uid:` line of

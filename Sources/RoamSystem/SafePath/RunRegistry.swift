@@ -6,7 +6,7 @@ import SystemPackage
 /// `roam cleanup` tells a crashed run's leftovers from a live run's network.
 ///
 /// A note is a file named after the run id (six lowercase hex digits) holding `PID STARTTIME`
-/// (``ProcessIdentity``). It is trusted only when every one of these holds: the registry is
+/// (`ProcessIdentity`). It is trusted only when every one of these holds: the registry is
 /// the expected owner's and nobody else can write it; the note is a regular file of that owner,
 /// not a link; it parses strictly; the process it names still runs with the same start time
 /// (held by a pidfd from then on); and that process is the registry owner's. Anything else is
@@ -16,7 +16,7 @@ import SystemPackage
 /// - root's runs, built in the host's namespaces: ``rootDirectory`` (root's, mode 0755, so
 ///   that anyone can list them);
 /// - each user's rootless runs: ``rootlessDirectory`` (the user's, mode 0700).
-public final class RunRegistry: Sendable {
+package final class RunRegistry: Sendable {
     /// The directory, held open.
     public let directory: SecureDirectory
     /// The uid every note and every noted process belongs to.

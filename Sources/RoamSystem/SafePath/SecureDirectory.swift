@@ -25,7 +25,7 @@ import SystemPackage
 /// - files are read non-blocking, without following a link, and only if regular.
 ///
 /// Modelled on runc's filepath-securejoin and systemd-tmpfiles.
-public final class SecureDirectory: Sendable {
+package final class SecureDirectory: Sendable {
     /// Who may own a directory, and which mode bits it must not have.
     public struct Requirement: Sendable, Hashable {
         enum Owner: Sendable, Hashable { case anyone, caller, user(uid_t) }
@@ -568,7 +568,7 @@ package func readRegularFileAndOwner(atPath path: String, maximumBytes: Int) thr
 }
 
 /// Writes `bytes` as the whole content of the file at `path` (its directory must exist),
-/// atomically and without following a link at the name (``SecureDirectory``).
+/// atomically and without following a link at the name (`SecureDirectory`).
 package func replaceFile(atPath path: String, contents bytes: some Collection<UInt8>) throws(SafePathError) {
     let (directory, name) = try SecureDirectory.parent(ofFile: path)
     try directory.replaceFile(named: name, contents: bytes)

@@ -19,7 +19,7 @@ public struct Position: Sendable, Hashable, CustomStringConvertible {
 
 /// Where phones move, and what transmits around them: the `mobility:` part of a scenario. The
 /// conditions of each phone's radio links are derived from it before the run, as ordinary
-/// timeline events (see ``MobilityDerivation``).
+/// timeline events (see `MobilityDerivation`, Roam's own).
 public struct Mobility: Sendable, Hashable {
     public var accessPoints: [AccessPoint]
     public var cellSites: [CellSite]

@@ -4,12 +4,12 @@ import RoamCore
 /// Turns movement into timeline: every `step`, each phone's position, the signal of every access
 /// point and cell site of each network it is a member of (``Propagation``, obstacles), which one
 /// it uses (association, roaming and handover by ``RoamingPolicy`` and ``HandoverPolicy``), and
-/// the conditions of its radio link that follow (``WiFiRates``, ``CellularBands``). What comes
+/// the conditions of its radio link that follow (`WiFiRates`, `CellularBands`). What comes
 /// out is ordinary timeline on the access links `NETWORK.PHONE`: `set` when the rate or loss
 /// changes, `down` and `up` around a roam or a handover (the address stays), `leave` when the
 /// phone loses the last transmitter of a network and `join` when it finds one again. Pure and
 /// seeded: the same mobility, duration and seed derive the same events, on any machine.
-public struct MobilityDerivation: Sendable {
+package struct MobilityDerivation: Sendable {
     /// A network the derivation drives: its type decides the model (Wi-Fi or cellular).
     public struct Network: Sendable, Hashable {
         public var name: String

@@ -15,7 +15,7 @@ import Glibc
 ///   `p = min(1, 0.1 · 10^(-m / fadeMargin))` at m dB under it, and a packet is lost when every
 ///   one of ``attempts`` transmissions fails: `loss = p^attempts`. Above it the rate controller
 ///   keeps the loss after retries negligible, and none is set.
-public enum WiFiRates {
+package enum WiFiRates {
     public static let sensitivity20MHz: [Double] = [-82, -79, -77, -74, -70, -66, -65, -64, -59, -57]
     public static let rates: [AccessPoint.Width: [Double]] = [
         .mhz20: [6.5, 13, 19.5, 26, 39, 52, 58.5, 65, 78],
@@ -70,7 +70,7 @@ public enum WiFiRates {
 /// ≥ -110, edge below, no service below the handover policy's minimum); the rates and delays
 /// are Roam's illustrative figures for an LTE carrier shared with other users (at the edge the
 /// modulation drops and HARQ retransmits, which costs rate and adds delay), not a standard's.
-public enum CellularBands {
+package enum CellularBands {
     public struct Band: Sendable, Hashable {
         public var name: String
         /// The lowest RSRP of the band, dBm.

@@ -122,7 +122,7 @@ struct TraceReadError: Error, Sendable, Hashable {
     var message: String
 
     /// Reads the trace at `path`, relative to `baseDirectory` (absolute paths are refused), the
-    /// way ``SecureDirectory`` resolves paths. When the scenario's owner is not the caller (root
+    /// way `SecureDirectory` resolves paths. When the scenario's owner is not the caller (root
     /// running a scenario another user wrote), only a trace that user owns is read, and a trace
     /// that is missing and one that is not theirs get the same answer: the scenario cannot make
     /// Roam read, or tell apart, files its author could not.

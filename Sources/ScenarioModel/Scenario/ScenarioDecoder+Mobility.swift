@@ -3,7 +3,7 @@ import Yams
 
 // `mobility:`: where the access points and cell sites of the scenario's networks stand, and how
 // its phones move among them. Read after the networks; derived into timeline events by
-// ``MobilityDerivation`` in ``scenario(_:)``.
+// `MobilityDerivation` in `scenario(_:)`.
 extension ScenarioDecoder {
     /// The largest coordinate, metres (a thousand kilometres).
     static let maximumCoordinate = 1e6

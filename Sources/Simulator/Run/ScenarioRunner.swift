@@ -81,7 +81,7 @@ public struct RunOptions: Sendable {
     /// Holds the run's latest events in memory for live readers (its control API).
     package var holdsEvents = false
 
-    /// For a rootless run (``Rootless``): the registry, opened on the host, where the run also
+    /// For a rootless run (`Rootless`): the registry, opened on the host, where the run also
     /// notes its process, so that `roam exec RUN NODE` finds its namespaces from another shell.
     package var hostRegistry: RunRegistry?
     /// The run id, when chosen before the run (a rootless `roam run` chooses it on the host).
@@ -428,7 +428,7 @@ public final class ScenarioRunner: Sendable {
     /// Opens the report directory of a run, made if missing: `path`, or
     /// ``defaultReportDirectory(scenario:runID:)`` (whose last directory must be the caller's).
     /// Every component is opened without following a link another user could have planted
-    /// (``SecureDirectory``), and every file of the report is then written through it.
+    /// (`SecureDirectory`), and every file of the report is then written through it.
     package static func openReportDirectory(_ path: String?, scenario: String, runID: String) throws(SimulatorError) -> SecureDirectory {
         let directory: SecureDirectory
         do throws(SafePathError) {

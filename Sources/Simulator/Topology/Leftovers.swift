@@ -16,7 +16,7 @@ package enum Leftovers {
     }
 
     /// Whether the owner of a Roam namespace still runs, from its name: a run noted in root's
-    /// registry (checked as ``RunRegistry`` checks notes), or the process id embedded in the
+    /// registry (checked as `RunRegistry` checks notes), or the process id embedded in the
     /// names of demo, benchmark and test namespaces. Nil for a name that is not Roam's.
     static func ownerIsAlive(ofNamespace name: String, registry: RunRegistry?) -> Bool? {
         let parts = name.split(separator: "-", omittingEmptySubsequences: false).map(String.init)

@@ -4,7 +4,7 @@ import RoamSystem
 import SystemPackage
 
 /// A command's standard output and error, read from pipes and written into the report under the
-/// run's ``OutputBudget``: what goes past it is read and dropped (so that the command never
+/// run's `OutputBudget`: what goes past it is read and dropped (so that the command never
 /// blocks on a full pipe), and the file is noted as cut. One thread per command.
 final class CommandOutput: Sendable {
     /// One stream: the pipe's read end, the report file, and the file's name.
