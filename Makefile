@@ -106,7 +106,7 @@ docs: setup
 # first). The release's API is kept in api/RELEASE (swift-api-digester's dumps), so neither the
 # old tree nor git history is needed; a release renames Unreleased, is tagged, and
 # `make api-baseline API_BASELINE=NEW` dumps its API.
-API_BASELINE ?= 0.3.0
+API_BASELINE ?= 0.4.0
 API_MODULES = RoamCore RoamSystem Netlink PathMonitor RoamDecisions Multipath ScenarioModel Simulator RoamReport LinkEmulation RoamTesting
 api-check: build
 	@python3 scripts/test_api_check.py
