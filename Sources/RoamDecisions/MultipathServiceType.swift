@@ -14,7 +14,8 @@ public enum MultipathServiceType: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The policy of 0.3.0's races and handovers, now the one `PathPolicy` that the monitor,
-/// races, handovers and MPTCP subflows share. Its `serviceType` is gone: nothing read it;
+/// races, handovers and MPTCP subflows share. Its `serviceType` is gone (only RoamNIO read
+/// it, to pick MPTCP sockets): `RoamClientBootstrap.multipathServiceType(_:)`,
 /// `MPTCPPathManager` and ``HandoverStateMachine/Configuration/serviceType`` take the service
 /// type.
 @available(*, deprecated, renamed: "PathPolicy")
