@@ -172,14 +172,16 @@ final class TCPSocket: Sendable {
     }
 
     /// Receives what is there (at most `buffer.count` bytes), waiting for some if nothing is.
+    /// `extra` (descriptors that also wake the wait) is asked for only when there is a wait: a
+    /// read that finds data at once, as a busy transfer's do, builds no array.
     func receive(into buffer: UnsafeMutableRawBufferPointer, stop: EventSignal, deadline: MonotonicInstant?,
-                 wakingOn extra: [pollfd] = []) -> (Int, Outcome) {
+                 wakingOn extra: @autoclosure () -> [pollfd] = []) -> (Int, Outcome) {
         while true {
             let count = recv(descriptor, buffer.baseAddress, buffer.count, 0)
             if count > 0 { return (count, .done) }
             if count == 0 { return (0, .closed) }
             if errno == EAGAIN || errno == EINTR {
-                let waited = poll(Int16(POLLIN), stop: stop, deadline: deadline, wakingOn: extra)
+                let waited = poll(Int16(POLLIN), stop: stop, deadline: deadline, wakingOn: extra())
                 guard waited == .done else { return (0, waited) }
                 continue
             }
