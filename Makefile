@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
+.PHONY: setup setup-vm build install demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -17,6 +17,19 @@ setup-vm:
 
 build: setup
 	$(SWIFT) build $(BUILD_FLAGS)
+
+# roam, its systemd unit (roam daemon, docs/daemon.md) and that page: `make install` as root, or
+# DESTDIR=DIR to stage it (CONFIGURATION=debug skips the release build, for tests).
+PREFIX ?= /usr/local
+CONFIGURATION ?= release
+install: setup
+	$(SWIFT) build $(BUILD_FLAGS) -c $(CONFIGURATION) --product roam
+	install -D -m 0755 "$$($(SWIFT) build $(BUILD_FLAGS) -c $(CONFIGURATION) --show-bin-path)/roam" "$(DESTDIR)$(PREFIX)/bin/roam"
+	install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"
+	sed -e 's|/usr/local/bin/roam|$(PREFIX)/bin/roam|' -e 's|/usr/local/share/doc|$(PREFIX)/share/doc|' systemd/roam.service \
+		> "$(DESTDIR)$(PREFIX)/lib/systemd/system/roam.service"
+	install -D -m 0644 docs/daemon.md "$(DESTDIR)$(PREFIX)/share/doc/roam/daemon.md"
+	@echo "installed; as root: systemctl daemon-reload && systemctl enable --now roam"
 
 # The main job: the bundled walk-out-of-home scenario, end to end (netem where the kernel has
 # it, Roam's userspace link emulator otherwise). `make demo-vm` plays it with netem in a VM.

@@ -120,9 +120,12 @@ package final class ControlListeners: Sendable {
         return removed
     }
 
-    private static func bindUnix(in directory: SecureDirectory, name: String) throws(Failure) -> Int32 {
+    /// Binds a Unix socket `name` in `directory` (through its descriptor), makes it `mode`, and
+    /// listens: `what` names it in errors.
+    package static func bindUnix(in directory: SecureDirectory, name: String, mode: mode_t = 0o600,
+                                 what: String = "the control socket") throws(Failure) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "cannot make the control socket: \(Errno.current)") }
+        guard fd >= 0 else { throw Failure(description: "cannot make \(what): \(Errno.current)") }
         // Bound through the directory's descriptor: no component of its path is looked up again.
         let path = "/proc/self/fd/\(directory.rawDescriptor)/\(name)"
         var address = sockaddr_un()
@@ -130,7 +133,7 @@ package final class ControlListeners: Sendable {
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         guard path.utf8.count < capacity else {
             close(fd)
-            throw Failure(description: "the control socket's path is too long")
+            throw Failure(description: "the path of \(what) is too long")
         }
         withUnsafeMutableBytes(of: &address.sun_path) { buffer in
             buffer.copyBytes(from: path.utf8)
@@ -142,23 +145,22 @@ package final class ControlListeners: Sendable {
         guard bound == 0 else {
             let error = Errno.current
             close(fd)
-            throw Failure(description: "cannot bind the control socket \(directory.child(name)): \(error)")
+            throw Failure(description: "cannot bind \(what) \(directory.child(name)): \(error)")
         }
-        // Made 0600 through the directory's descriptor: only its owner (and root) may connect.
-        // (Not with the process's umask around the bind: other threads' files would share it.)
-        // Until then the umask's mode gives no one else write, which connecting needs, and the
-        // directory is the user's alone anyway.
-        guard fchmodat(directory.rawDescriptor, name, 0o600, 0) == 0 else {
+        // Made `mode` (0600: only its owner and root may connect) through the directory's
+        // descriptor. (Not with the process's umask around the bind: other threads' files would
+        // share it.) Until then the umask's mode gives no one else write, which connecting needs.
+        guard fchmodat(directory.rawDescriptor, name, mode, 0) == 0 else {
             let error = Errno.current
             close(fd)
             try? directory.removeFile(named: name)
-            throw Failure(description: "cannot make the control socket \(directory.child(name)) private: \(error)")
+            throw Failure(description: "cannot set the mode of \(what) \(directory.child(name)): \(error)")
         }
         guard listen(fd, 64) == 0 else {
             let error = Errno.current
             close(fd)
             try? directory.removeFile(named: name)
-            throw Failure(description: "cannot listen on the control socket: \(error)")
+            throw Failure(description: "cannot listen on \(what): \(error)")
         }
         return fd
     }

@@ -33,14 +33,15 @@ package final class ControlServer: Sendable {
         }
     }
 
-    private let api: ControlAPI
+    private let api: any HTTPService
     private let group: MultiThreadedEventLoopGroup
     private let pool: NIOThreadPool
     private let timeouts: Timeouts
     private let channels = NIOLockedValueBox<[Channel]>([])
     private let connections = ConnectionTable()
 
-    package init(api: ControlAPI, timeouts: Timeouts = Timeouts()) {
+    /// A server of `api` (a run's ``ControlAPI``, or `roam daemon`'s ``PathService``).
+    package init(api: any HTTPService, timeouts: Timeouts = Timeouts()) {
         self.api = api
         self.timeouts = timeouts
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -65,6 +66,13 @@ package final class ControlServer: Sendable {
         }
     }
 
+    /// Serves on a Unix socket listening at `descriptor` (the server's from now on): every
+    /// local user may connect, or with `onlyUser` that user alone (and the service learns each
+    /// request's peer, `SO_PEERCRED`, to decide what it may change).
+    package func serveUnix(descriptor: Int32, onlyUser: uid_t?) throws {
+        try serve(descriptor: descriptor, listener: .unix, token: nil, peerUID: onlyUser, anyPeer: onlyUser == nil)
+    }
+
     /// The two ends of a loopback connection, as addresses and ports.
     private static func ends(_ channel: Channel) -> (local: ([UInt8], UInt16), remote: ([UInt8], UInt16))? {
         func end(_ address: SocketAddress?) -> ([UInt8], UInt16)? {
@@ -83,7 +91,7 @@ package final class ControlServer: Sendable {
     }
 
     private func serve(descriptor: Int32, listener: ConnectionTable.Listener, token: String?, peerUID: uid_t?,
-                       loopback: (peers: LoopbackPeers, user: uid_t)? = nil) throws {
+                       loopback: (peers: LoopbackPeers, user: uid_t)? = nil, anyPeer: Bool = false) throws {
         let api = api
         let pool = pool
         let connections = connections
@@ -91,7 +99,7 @@ package final class ControlServer: Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { channel in
-                let admit: @Sendable () -> EventLoopFuture<Void> = {
+                let admit: @Sendable (uid_t?) -> EventLoopFuture<Void> = { peer in
                     switch connections.admit(channel, on: listener, authenticated: token == nil) {
                     case .refused:
                         return channel.close()
@@ -101,7 +109,8 @@ package final class ControlServer: Sendable {
                     channel.closeFuture.whenComplete { _ in connections.remove(channel) }
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        let handler = ControlHandler(api: api, pool: pool, token: token, idleTimeout: timeouts.idle, toxiproxy: listener == .toxiproxy) {
+                        let handler = ControlHandler(api: api, pool: pool, token: token, idleTimeout: timeouts.idle, toxiproxy: listener == .toxiproxy,
+                                                     peerUID: peer) {
                             connections.authenticated(channel)
                         }
                         try channel.pipeline.syncOperations.addHandler(handler)
@@ -118,15 +127,16 @@ package final class ControlServer: Sendable {
                     // No token on this port: the peer's socket must be the run's user's, or root's.
                     guard let ends = Self.ends(channel), let owner = loopback.peers.owner(local: ends.local, remote: ends.remote),
                           owner == loopback.user || owner == 0 else { return channel.close() }
-                    return admit()
+                    return admit(owner)
                 }
-                guard let peerUID, let provider = channel as? SocketOptionProvider else { return admit() }
+                guard peerUID != nil || anyPeer else { return admit(nil) }
+                guard let provider = channel as? SocketOptionProvider else { return channel.close() }
                 // The peer is checked before the connection takes a place.
                 let credentials: EventLoopFuture<roam_ucred> = provider.unsafeGetSocketOption(level: .init(rawValue: SOL_SOCKET),
                                                                                           name: .init(rawValue: SO_PEERCRED))
                 return credentials.flatMap { peer in
-                    guard peer.uid == peerUID else { return channel.close() }
-                    return admit()
+                    if let peerUID, peer.uid != peerUID { return channel.close() }
+                    return admit(peer.uid)
                 }
             }
             .childChannelOption(.allowRemoteHalfClosure, value: false)
@@ -170,9 +180,11 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let api: ControlAPI
+    private let api: any HTTPService
     private let pool: NIOThreadPool
     private let token: String?
+    /// The peer's user, where the listener learnt it.
+    private let peerUID: uid_t?
     private let idleTimeout: TimeAmount
     /// Toxiproxy's API (its routes), not the control API.
     private let toxiproxy: Bool
@@ -203,9 +215,10 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
-    init(api: ControlAPI, pool: NIOThreadPool, token: String?, idleTimeout: TimeAmount, toxiproxy: Bool = false,
+    init(api: any HTTPService, pool: NIOThreadPool, token: String?, idleTimeout: TimeAmount, toxiproxy: Bool = false, peerUID: uid_t? = nil,
          onAuthenticated: @escaping @Sendable () -> Void) {
         self.api = api
+        self.peerUID = peerUID
         self.toxiproxy = toxiproxy
         self.pool = pool
         self.token = token
@@ -290,8 +303,8 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             let lastEventID = requestHead.headers.first(name: "last-event-id")
             let method = requestHead.method.rawValue
             let target = requestHead.uri
-            let toxiproxy = toxiproxy
-            let userAgent = requestHead.headers.first(name: "user-agent")
+            let request = ServiceRequest(method: method, target: target, body: requestBody, lastEventID: lastEventID,
+                                         userAgent: requestHead.headers.first(name: "user-agent"), peerUID: peerUID, toxiproxy: toxiproxy)
             pool.submit { _ in
                 let respond: @Sendable (ControlAPI.Answer) -> Void = { answer in
                     loop.execute {
@@ -301,11 +314,7 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
                         handler.write(answer, head: requestHead, context: context)
                     }
                 }
-                if toxiproxy {
-                    api.handleToxiproxy(method: method, target: target, body: requestBody, userAgent: userAgent, respond: respond)
-                } else {
-                    api.handle(method: method, target: target, body: requestBody, lastEventID: lastEventID, respond: respond)
-                }
+                api.handle(request, respond: respond)
             }
         }
     }
@@ -330,7 +339,7 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             headers.add(name: "Content-Type", value: "application/json")
             if status != 204 { headers.add(name: "Content-Length", value: String(bytes.count)) }
             headers.add(name: "Cache-Control", value: "no-store")
-            if status == 405, !toxiproxy, let methods = ControlAPI.allowedMethods(for: request.uri) {
+            if status == 405, !toxiproxy, let methods = api.allowedMethods(for: request.uri) {
                 headers.add(name: "Allow", value: methods.joined(separator: ", "))
             }
             let keepAlive = request.isKeepAlive && !draining
@@ -399,7 +408,7 @@ final class ControlHandler: ChannelInboundHandler, @unchecked Sendable {
             }
             var buffer = context.channel.allocator.buffer(capacity: batch.lines.reduce(0) { $0 + $1.utf8.count + 48 })
             for (offset, line) in batch.lines.enumerated() {
-                buffer.writeString("id: \(batch.first + offset)\nevent: \(ControlAPI.eventType(of: line))\ndata: ")
+                buffer.writeString("id: \(batch.first + offset)\nevent: \(api.eventType(of: line))\ndata: ")
                 buffer.writeString(line)
                 buffer.writeString("\n\n")
             }

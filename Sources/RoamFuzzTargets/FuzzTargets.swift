@@ -78,6 +78,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// its bounds (names, ports, toxicity, attributes, counts), and shown in toxiproxy's form it
     /// reads back as the same value.
     case proxy
+    /// A request to `roam daemon`'s path service: method, target, `Last-Event-ID`, the peer's
+    /// user (its first byte: 0 root, 1 the daemon's, another one else) and a path's JSON (as
+    /// `roam monitor --daemon` and clients decode it), split at NUL bytes. Exactly one answer,
+    /// at once, with a known status, bounded whatever the request; only the daemon's user and
+    /// root change anything; a path that decodes encodes back to itself.
+    case daemon
 
     /// Runs one input through the target.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -98,6 +104,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .mobility: Self.mobility(bytes)
         case .control: Self.control(bytes)
         case .proxy: Self.proxy(bytes)
+        case .daemon: Self.daemon(bytes)
         }
     }
 
@@ -434,6 +441,37 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     }
 
     static let controlToken = String(repeating: "5a", count: 32)
+
+    static func daemon(_ bytes: UnsafeRawBufferPointer) {
+        let fields = parts(bytes, 5) + Array(repeating: "", count: 5)
+        let (method, target, lastEventID, peerField, json) = (fields[0], fields[1], fields[2], fields[3], fields[4])
+        let peer: uid_t? = peerField.utf8.first.map { $0 == 0 ? 0 : $0 == 1 ? 1000 : 1001 }
+        let asked = Atomic<Int>(0)
+        let service = PathService(owner: 1000, revalidate: { _ in asked.add(1, ordering: .relaxed) })
+        let decoded = (try? JSONValue.parse(json)).flatMap(NetworkPath.init(json:))
+        if let decoded {
+            precondition(NetworkPath(json: decoded.json(time: "t")) == decoded, "a decoded path encodes back to another")
+            service.publish(decoded, time: "t")
+        }
+        let answers = Mutex<[ControlAPI.Answer]>([])
+        service.handle(ServiceRequest(method: method, target: target, lastEventID: lastEventID.isEmpty ? nil : lastEventID, peerUID: peer)) { answer in
+            answers.withLock { $0.append(answer) }
+        }
+        let given = answers.withLock { $0 }
+        precondition(given.count == 1, "\(given.count) answers to one request")
+        switch given[0] {
+        case .json(let status, let value):
+            precondition([200, 202, 400, 403, 404, 405, 503].contains(status), "status \(status)")
+            precondition(status != 202 || peer == 0 || peer == 1000, "a change by another user")
+            precondition(status != 200 || decoded != nil, "a path before any was published")
+            if status != 200 { precondition(value.serialized.utf8.count <= 2_048, "an answer of \(value.serialized.utf8.count) bytes") }
+        case .events(let source, let from):
+            precondition(from >= 0 && from <= ControlAPI.maximumSequenceNumber + 1, "from \(from) out of range")
+            let batch = source.next(from, 16)
+            precondition(batch.lines.count <= 16 && batch.first >= 0, "a batch past its limit")
+        }
+        precondition(asked.load(ordering: .relaxed) <= 1, "one request, at most one check")
+    }
 
     static func control(_ bytes: UnsafeRawBufferPointer) {
         let fields = parts(bytes, 5) + Array(repeating: "", count: 5)

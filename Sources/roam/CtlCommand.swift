@@ -165,11 +165,18 @@ struct CtlCommand: ParsableCommand {
 
         func run() throws {
             let address = try target.address()
-            let parser = ServerSentEvents(printIDs: ids)
+            let parser = ServerSentEvents()
+            let ids = self.ids
             let status: Int
             do {
                 status = try ControlClient.stream(address, path: "/v1/events?from=\(from)&follow=\(follow)") { bytes in
-                    parser.feed(bytes)
+                    for event in parser.feed(bytes) {
+                        if event.type == "gap" {
+                            printError("roam ctl: events were left out (no longer held by the run; timeline.jsonl has them): \(event.data)")
+                        } else {
+                            writeLine(ids ? "\(event.id ?? "?") \(event.data)" : event.data)
+                        }
+                    }
                     return true
                 }
             } catch {
@@ -318,21 +325,30 @@ struct CtlCommand: ParsableCommand {
     }
 }
 
-/// Reads a Server-Sent Events stream as it arrives and prints each event's data as one line.
+/// Reads a Server-Sent Events stream as it arrives (`roam ctl events`, `roam monitor --daemon`):
+/// each event's id, type and data, in order, as Roam's servers send them (`id:` and `event:`
+/// before one `data:` line). A line longer than ``maximumLine`` is dropped and counted.
 final class ServerSentEvents: @unchecked Sendable {
+    struct Event {
+        var id: String?
+        var type: String
+        var data: String
+    }
+
+    /// The most a line may hold before its end.
+    static let maximumLine = 1 << 20
+
     private var pending: [UInt8] = []
     private var id: String?
     private var event: String?
-    private let printIDs: Bool
-    /// What was received that was not an event (an error's body).
+    /// What was received that was not an event (an error's body), at most 4 KiB of it.
     private(set) var unparsed = ""
+    /// Lines dropped for being longer than ``maximumLine``.
+    private(set) var dropped = 0
 
-    init(printIDs: Bool) {
-        self.printIDs = printIDs
-    }
-
-    func feed(_ bytes: [UInt8]) {
+    func feed(_ bytes: [UInt8]) -> [Event] {
         pending += bytes
+        var events: [Event] = []
         while let newline = pending.firstIndex(of: 0x0A) {
             let line = String(decoding: pending[..<newline], as: UTF8.self)
             pending.removeSubrange(...newline)
@@ -342,14 +358,17 @@ final class ServerSentEvents: @unchecked Sendable {
                 id = String(line.dropFirst(4))
             } else if line.hasPrefix("event: ") {
                 event = String(line.dropFirst(7))
-            } else if line.hasPrefix("data: "), event == "gap" {
-                printError("roam ctl: events were left out (no longer held by the run; timeline.jsonl has them): \(line.dropFirst(6))")
             } else if line.hasPrefix("data: ") {
-                writeLine(printIDs ? "\(id ?? "?") \(line.dropFirst(6))" : String(line.dropFirst(6)))
+                events.append(Event(id: id, type: event ?? "message", data: String(line.dropFirst(6))))
             } else if unparsed.utf8.count < 4096 {
                 unparsed += line
             }
         }
+        if pending.count > Self.maximumLine {
+            pending = []
+            dropped += 1
+        }
+        return events
     }
 }
 

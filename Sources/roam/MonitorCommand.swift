@@ -2,8 +2,10 @@ import ArgumentParser
 import Glibc
 import Netlink
 import PathMonitor
+import RoamControl
 import RoamCore
 import RoamSystem
+import Synchronization
 
 /// `roam monitor`: print a namespace's network path, then every change.
 struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
@@ -17,11 +19,16 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("Watch the named network namespace (as listed by `ip netns`) instead of the current one; for a node of your rootless run, roam-RUNID-NODE.", valueName: "name"))
-    var netns: String?
+    @OptionGroup var source: PathSourceOptions
 
     @Flag(name: .long, help: "Print one JSON object per line.")
     var json = false
+
+    @Flag(name: .long, help: "Read the path from roam daemon instead of watching here: its socket (--socket), this user's daemon's, or the system's (/run/roam/path.sock).")
+    var daemon = false
+
+    @Option(name: .long, help: ArgumentHelp("With --daemon: the daemon's socket.", valueName: "path"))
+    var socket: String?
 
     @Option(name: .long, help: ArgumentHelp("Use only interfaces of this type.", valueName: "type"))
     var require: String?
@@ -38,15 +45,6 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
     @Flag(name: .long, help: "Never use ultra-constrained interfaces (a carrier's satellite network).")
     var prohibitUltraConstrained = false
 
-    @Option(name: .long, help: ArgumentHelp("Interfaces file: lines of 'PATTERN ATTRIBUTES', e.g. 'wwan* type=cellular expensive'.", valueName: "file"))
-    var interfaces: String?
-
-    @Option(name: .customLong("validate"), help: ArgumentHelp("Check each interface's connectivity: an HTTP GET of this URL from the interface, expecting 204 (a redirect or another page: a captive portal; nothing: limited).", valueName: "url"))
-    var validationURL: String?
-
-    @Option(name: .long, help: ArgumentHelp("With --validate: seconds between checks of a validated interface (default 300, NetworkManager's).", valueName: "seconds"))
-    var validateInterval: Int?
-
     @Flag(name: .long, help: "With --validate: use only validated interfaces (a path behind a captive portal is unsatisfied), as Android's default network.")
     var requireValidated = false
 
@@ -54,10 +52,15 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
     var preferValidated = false
 
     func validate() throws {
-        // A name under /run/netns, as `ip netns` makes them: no path, no control characters.
-        if let netns, netns.isEmpty || netns == "." || netns == ".." || netns.utf8.count > 255
-            || netns.unicodeScalars.contains(where: { $0 == "/" || $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) {
-            throw ValidationError("--netns '\(escapedForMessage(netns))' is not a network namespace name (a file name under /run/netns, as `ip netns list` shows)")
+        if socket != nil, !daemon { throw ValidationError("--socket names the socket of roam daemon: give it with --daemon") }
+        if daemon {
+            let local = [(source.netns != nil, "--netns"), (source.interfaces != nil, "--interfaces"), (source.validationURL != nil, "--validate"),
+                         (require != nil, "--require"), (!prohibit.isEmpty, "--prohibit"), (prohibitExpensive, "--prohibit-expensive"),
+                         (prohibitConstrained, "--prohibit-constrained"), (prohibitUltraConstrained, "--prohibit-ultra-constrained"),
+                         (requireValidated, "--require-validated"), (preferValidated, "--prefer-validated")].filter(\.0).map(\.1)
+            if let first = local.first {
+                throw ValidationError("\(first) applies to a monitor of this process; with --daemon the path is the daemon's, as it publishes it (start the daemon with its options)")
+            }
         }
         if let require, InterfaceType(name: require) == nil {
             throw ValidationError("unknown interface type '\(escapedForMessage(require))' for --require; use wifi, cellular, wiredEthernet, loopback or other")
@@ -65,13 +68,7 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
         for type in prohibit where InterfaceType(name: type) == nil {
             throw ValidationError("unknown interface type '\(escapedForMessage(type))' for --prohibit; use wifi, cellular, wiredEthernet, loopback or other")
         }
-        if let validationURL, case .failure(let error) = ConnectivityValidation(url: validationURL).target() {
-            throw ValidationError("--validate: \(error.message)")
-        }
-        if let validateInterval, !(1...86_400).contains(validateInterval) {
-            throw ValidationError("--validate-interval must be 1 to 86400 seconds, not \(validateInterval)")
-        }
-        if validationURL == nil, validateInterval != nil || requireValidated || preferValidated {
+        if source.validationURL == nil, source.validateInterval != nil || requireValidated || preferValidated {
             throw ValidationError("--validate-interval, --require-validated and --prefer-validated need --validate URL: nothing is validated without a probe")
         }
         if requireValidated, preferValidated {
@@ -83,43 +80,15 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
     }
 
     func run() throws {
-        // A node of a rootless run: reached through the run's user and mount namespaces, first
-        // thing (while the process has one thread).
-        if let netns, !Rootless.canRunAsRoot, access("\(NetworkNamespace.runDirectory)/\(netns)", F_OK) != 0,
-           let run = RootlessRun.runID(ofNamespace: netns), (try? RootlessRun.process(of: run)) ?? nil != nil {
-            do {
-                try RootlessRun.enter(run)
-            } catch {
-                printError("roam monitor: \(error)")
-                throw ExitCode.badInput
-            }
-        }
-        let namespace: NetworkNamespace
-        do {
-            namespace = try netns.map { try NetworkNamespace.named($0) } ?? .current
-        } catch {
-            throw ValidationError("\(error)")
-        }
-        var configuration = NetworkPathMonitor.Configuration(policy: PathPolicy(
+        if daemon { return try readDaemon() }
+        let policy = PathPolicy(
             allowsExpensive: !prohibitExpensive,
             allowsConstrained: !prohibitConstrained,
             allowsUltraConstrained: !prohibitUltraConstrained,
             requiredInterfaceType: require.flatMap { InterfaceType(name: $0) },
             prohibitedInterfaceTypes: Set(prohibit.compactMap { InterfaceType(name: $0) }),
-            validation: requireValidated ? .require : preferValidated ? .prefer : .ignore))
-        if let validationURL {
-            var validation = ConnectivityValidation(url: validationURL)
-            if let validateInterval { validation.interval = .seconds(validateInterval) }
-            configuration.validation = validation
-        }
-        if let interfaces {
-            do {
-                configuration.interfaceRules = try InterfaceRules(contentsOfFile: interfaces)
-            } catch {
-                printError("roam monitor: \(error)")
-                throw ExitCode.badInput
-            }
-        }
+            validation: requireValidated ? .require : preferValidated ? .prefer : .ignore)
+        let (namespace, configuration) = try source.monitorConfiguration(policy: policy, command: "monitor")
 
         // SIGINT, SIGTERM, SIGHUP and a closed standard output end the monitor cleanly.
         let stopped: EventSignal
@@ -155,5 +124,53 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
         monitor.cancel()
         // A signal is how a monitor is meant to end (exit 0); a closed output is not (141).
         if CommandSignals.received.load(ordering: .relaxed) == SIGPIPE { throw ExitCode(128 + SIGPIPE) }
+    }
+
+    /// Prints the path `roam daemon` serves, and every change, until a signal or the daemon
+    /// stops (exit 2: the path is no longer known).
+    private func readDaemon() throws {
+        let path = socket ?? DaemonSocket.readerDefaultPath()
+        let json = self.json
+        // A reader has nothing to clean up: a signal ends it at once, as it ends `roam monitor`.
+        CommandSignals.watch("monitor", nil) { Glibc._exit(0) }
+        let reader = ServerSentEvents()
+        let failure = Mutex<String?>(nil)
+        let status: Int
+        do {
+            status = try ControlClient.stream(.unix(path), path: "/v1/path/events") { bytes in
+                for event in reader.feed(bytes) {
+                    if event.type == "gap" {
+                        printError("roam monitor: the daemon no longer held some changes (\(escapedForMessage(event.data, maximumLength: 100))); going on from the next")
+                    } else if event.type != "path" {
+                        continue
+                    } else if json {
+                        writeLine(event.data)
+                    } else if let value = try? JSONValue.parse(event.data), let path = NetworkPath(json: value) {
+                        writeLine("\(value["time"]?.stringValue ?? "-") \(path.summary)")
+                    } else {
+                        failure.withLock { $0 = "the daemon sent a path this roam cannot read: \(escapedForMessage(event.data, maximumLength: 200))" }
+                        return false
+                    }
+                }
+                if reader.dropped > 0 {
+                    failure.withLock { $0 = "the daemon sent a line over \(ServerSentEvents.maximumLine) bytes" }
+                    return false
+                }
+                return true
+            }
+        } catch {
+            printError("roam monitor: cannot read roam daemon's path at \(escapedForMessage(path, maximumLength: 256)): \(error) (is roam daemon running? --socket names another)")
+            throw ExitCode.badInput
+        }
+        if let failure = failure.withLock({ $0 }) {
+            printError("roam monitor: \(failure)")
+            throw ExitCode.badInput
+        }
+        guard status == 200 else {
+            printError("roam monitor: roam daemon at \(escapedForMessage(path, maximumLength: 256)) answered \(status)")
+            throw ExitCode.badInput
+        }
+        printError("roam monitor: roam daemon at \(escapedForMessage(path, maximumLength: 256)) stopped")
+        throw ExitCode.badInput
     }
 }

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from ._http import ControlError, Transport
+from .path import PathMonitor
 
-__all__ = ["Run", "RoamError", "ControlError", "start", "attach", "bundled_scenario", "roam_binary"]
+__all__ = ["Run", "RoamError", "ControlError", "PathMonitor", "start", "attach", "bundled_scenario", "roam_binary"]
 __version__ = "0.1.0"
 
 

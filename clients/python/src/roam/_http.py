@@ -89,9 +89,18 @@ class Transport:
         """The run's events from sequence number `start`, as dicts with their `seq`; with
         `follow`, as they happen until the run ends. A gap (events no longer held by the run)
         is an event of type `gap` with `from` and `to`."""
+        return self.stream(f"/v1/events?from={start}&follow={'true' if follow else 'false'}", timeout=timeout)
+
+    def stream(self, path: str, timeout: Optional[float] = None, last_event_id: Optional[int] = None) -> Iterator[dict]:
+        """The Server-Sent Events of `GET path`, each event's data as a dict with its `seq` (its
+        `id:`); a `gap` event as `{"type": "gap", "from": …, "to": …}`. Ends when the server ends
+        the stream."""
         connection = self._connection(timeout)
         try:
-            connection.request("GET", f"/v1/events?from={start}&follow={'true' if follow else 'false'}", headers=self._headers(None))
+            headers = self._headers(None)
+            if last_event_id is not None:
+                headers["Last-Event-ID"] = str(last_event_id)
+            connection.request("GET", path, headers=headers)
             response = connection.getresponse()
             if response.status != 200:
                 raw = response.read()

@@ -1,0 +1,119 @@
+import ArgumentParser
+import Glibc
+import Multipath
+import Netlink
+import PathMonitor
+import RoamControl
+import RoamCore
+import RoamSystem
+
+/// `roam daemon`: the path of this host (or of a namespace), served on a Unix socket for every
+/// program on it, in any language (docs/daemon.md).
+struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Serve the network path, and every change, on a Unix socket for every program on this host.",
+        discussion: """
+            GET /v1/path answers the path now (the object roam monitor --json prints); GET /v1/path/events \
+            streams it and every change as Server-Sent Events; POST /v1/revalidate[?interface=NAME] checks \
+            connectivity at once (with --validate; the daemon's user and root only). Reading is open to \
+            every local user unless --private. Under systemd (Type=notify) it says when it is ready; it \
+            stops on SIGTERM or SIGINT and removes its socket. roam monitor --daemon reads it.
+            """
+    )
+
+    @OptionGroup var source: PathSourceOptions
+
+    @Option(name: .long, help: ArgumentHelp("The socket to serve on (default: /run/roam/path.sock as root, $XDG_RUNTIME_DIR/roam/path.sock otherwise).", valueName: "path"))
+    var socket: String?
+
+    @Flag(name: .long, help: "Only the daemon's user (and root) may connect; by default every local user may read the path.")
+    var `private` = false
+
+    @Option(name: .long, help: ArgumentHelp("Keep the kernel's MPTCP endpoints in step with the path, for every MPTCP program (mptcpize run …): handover (the preferred interface carries, the others are backups), interactive or aggregate (all carry). An interface the connectivity rule leaves out (a portal's while another is validated) or that stands by gets none. Needs CAP_NET_ADMIN.", valueName: "type"))
+    var mptcp: String?
+
+    func validate() throws {
+        if let mptcp, MultipathServiceType(rawValue: mptcp).map({ $0 == .none }) ?? true {
+            throw ValidationError("--mptcp '\(escapedForMessage(mptcp, maximumLength: 40))' is not a multipath service type: handover, interactive or aggregate")
+        }
+    }
+
+    func run() throws {
+        let (namespace, configuration) = try source.monitorConfiguration(policy: PathPolicy(validation: .ignore), command: "daemon")
+        let listening: DaemonSocket
+        do {
+            listening = try DaemonSocket(path: socket ?? DaemonSocket.defaultPath(), shared: !self.private)
+        } catch {
+            printError("roam daemon: \(error)")
+            throw ExitCode.badInput
+        }
+        let stopped: EventSignal
+        do {
+            stopped = try EventSignal()
+        } catch {
+            listening.remove()
+            printError("roam daemon: \(error)")
+            throw ExitCode.badInput
+        }
+        CommandSignals.watch("daemon", nil) { stopped.signal() }
+
+        let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
+        var revalidate: (@Sendable (String?) -> Void)?
+        if configuration.validation != nil { revalidate = { @Sendable interface in monitor.revalidate(interface: interface) } }
+        let service = PathService(owner: geteuid(), revalidate: revalidate)
+        let subscription = monitor.onUpdate { service.publish($0, time: RFC3339.now()) }
+        // MPTCP endpoints for unmodified programs, as the simulator's path manager keeps them.
+        var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
+        if let mptcp, let serviceType = MultipathServiceType(rawValue: mptcp) {
+            do {
+                let manager = try MPTCPPathManager(namespace: namespace, serviceType: serviceType)
+                let following = manager.follow(monitor) { outcome, _ in
+                    switch outcome {
+                    case .success(let changes): printError("roam daemon: mptcp: \(changes.map(\.description).joined(separator: "; "))")
+                    case .failure(let error): printError("roam daemon: mptcp: \(error)")
+                    }
+                }
+                endpoints = (manager, following)
+            } catch {
+                subscription.cancel()
+                listening.remove()
+                printError("roam daemon: --mptcp \(mptcp): \(error)")
+                throw ExitCode.badInput
+            }
+        }
+        let server = ControlServer(api: service)
+        func stop() {
+            ServiceNotification.send("STOPPING=1")
+            service.end()
+            subscription.cancel()
+            // The endpoints it made are removed, the limits it raised restored.
+            endpoints?.following.cancel()
+            endpoints?.manager.stop()
+            monitor.cancel()
+            server.shutdown()
+            listening.remove()
+        }
+        do {
+            try server.serveUnix(descriptor: listening.descriptor, onlyUser: self.private ? geteuid() : nil)
+            try monitor.start()
+        } catch {
+            stop()
+            printError("roam daemon: \(error)")
+            throw ExitCode.badInput
+        }
+        let status = "serving the path of the \(namespace) on \(listening.path)"
+        ServiceNotification.send("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())")
+        printError("roam daemon: \(status)")
+        // Until a signal; a monitor that stopped by itself (netlink failed) ends the daemon, so
+        // that its service manager restarts it.
+        while stopped.wait(for: .seconds(1)) {
+            if let failure = monitor.failure {
+                stop()
+                printError("roam daemon: \(failure)")
+                throw ExitCode.badInput
+            }
+        }
+        stop()
+    }
+}
