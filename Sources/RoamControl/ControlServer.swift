@@ -22,6 +22,10 @@ import Synchronization
 /// A connection that sits idle between requests for ``Timeouts/idle`` is closed.
 package final class ControlServer: Sendable {
     package static let maximumConnections = 64
+    /// On a socket every local user may reach (`roam daemon`'s): the most connections one other
+    /// user may hold, so that no user can take every place. The server's own user and root are
+    /// not counted against anyone and always get a place.
+    package static let maximumConnectionsPerUser = 8
 
     /// How long a connection may wait before it shows the token, and between requests.
     package struct Timeouts: Sendable {
@@ -100,7 +104,9 @@ package final class ControlServer: Sendable {
             .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { channel in
                 let admit: @Sendable (uid_t?) -> EventLoopFuture<Void> = { peer in
-                    switch connections.admit(channel, on: listener, authenticated: token == nil) {
+                    // Where anyone may connect, each other user has a share of the places.
+                    let share = anyPeer ? peer.map { $0 == geteuid() || $0 == 0 ? .exempt : .user($0) } ?? .exempt : ConnectionTable.Share.none
+                    switch connections.admit(channel, on: listener, authenticated: token == nil, share: share) {
                     case .refused:
                         return channel.close()
                     case .admitted(let evicted):
@@ -438,9 +444,21 @@ final class ConnectionTable: Sendable {
         case admitted(evicted: Channel?)
     }
 
+    /// Whose place a connection takes, on a listener every local user may reach.
+    enum Share: Equatable {
+        /// The listener is not shared: its places are the listener's.
+        case none
+        /// The server's user or root: always admitted, counted against no one.
+        case exempt
+        /// Another user: at most ``ControlServer/maximumConnectionsPerUser`` of its own, within the
+        /// listener's places.
+        case user(uid_t)
+    }
+
     private struct Entry {
         var channel: Channel
         var listener: Listener
+        var share: Share = .none
         var authenticated: Bool
         var order: Int
     }
@@ -452,8 +470,23 @@ final class ConnectionTable: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    func admit(_ channel: Channel, on listener: Listener, authenticated: Bool) -> Admission {
+    func admit(_ channel: Channel, on listener: Listener, authenticated: Bool, share: Share = .none) -> Admission {
         state.withLockedValue { state in
+            switch share {
+            case .none:
+                break
+            case .exempt:
+                state.entries[ObjectIdentifier(channel)] = Entry(channel: channel, listener: listener, share: share, authenticated: authenticated, order: state.next)
+                state.next += 1
+                return .admitted(evicted: nil)
+            case .user:
+                let others = state.entries.values.filter { $0.listener == listener && $0.share != .exempt }
+                guard others.count < ControlServer.maximumConnections,
+                      others.filter({ $0.share == share }).count < ControlServer.maximumConnectionsPerUser else { return .refused }
+                state.entries[ObjectIdentifier(channel)] = Entry(channel: channel, listener: listener, share: share, authenticated: authenticated, order: state.next)
+                state.next += 1
+                return .admitted(evicted: nil)
+            }
             let open = state.entries.values.filter { $0.listener == listener }
             var evicted: Channel?
             if open.count >= ControlServer.maximumConnections {

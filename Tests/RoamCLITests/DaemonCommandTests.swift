@@ -182,6 +182,45 @@ struct DaemonKernelTests {
         }
     }
 
+    /// Any local user may read, but no user may take every place: another user holds at most
+    /// eight connections (the ninth is closed unanswered), and the daemon's user and root always
+    /// get one.
+    @Test func noUserCanTakeEveryPlace() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let socket = directory + "/path.sock"
+            let notify = try NotifySocket(path: directory + "/notify")
+            let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name, "--socket", socket])
+            #expect(notify.receive()?.contains("READY=1") == true, "\(daemon.errors.values)")
+            // As nobody: twelve event streams held open; count those answered, then wait for a line on stdin.
+            let script = """
+                import socket, sys
+                held, answered = [], 0
+                for _ in range(12):
+                    s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+                    s.sendall(b"GET /v1/path/events HTTP/1.1\\r\\nHost: roam\\r\\n\\r\\n")
+                    try:
+                        answered += s.recv(64).startswith(b"HTTP/1.1 200")
+                    except OSError:
+                        pass
+                    held.append(s)
+                print(answered, flush=True)
+                sys.stdin.readline()
+                """
+            let hog = try RunningCommand("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, socket])
+            let answered = try #require(hog.lines.wait { !$0.isEmpty }?.first, "\(hog.errors.values)")
+            #expect(answered == "8", "one user's share: \(answered)")
+            // While it holds them: root, and another user, are answered.
+            #expect(json(try curl(socket, ["http://roam/v1/path"]).output)?["primaryInterface"] as? String == "ce0")
+            #expect(json(try curl(socket, ["http://roam/v1/path"], as: 65533).output)?["primaryInterface"] as? String == "ce0")
+            kill(hog.process.processIdentifier, SIGTERM)
+            _ = hog.waitForExit()
+            #expect(daemon.stop(with: SIGTERM) == 0)
+        }
+    }
+
     /// `--mptcp handover`: the kernel's endpoints follow the path for every MPTCP program (the
     /// Wi-Fi's address carries, the cellular one is a backup; when the Wi-Fi goes, the cellular
     /// one carries), and stopping the daemon removes what it added.
