@@ -131,8 +131,9 @@ struct MonitorCommand: ParsableCommand, SignalHandlingCommand {
     private func readDaemon() throws {
         let path = socket ?? DaemonSocket.readerDefaultPath()
         let json = self.json
-        // A reader has nothing to clean up: a signal ends it at once, as it ends `roam monitor`.
-        CommandSignals.watch("monitor", nil) { Glibc._exit(0) }
+        // A reader has nothing to clean up: a signal ends it at once (0, as it ends `roam
+        // monitor`), a closed output at the next line it prints (141, as a SIGPIPE would).
+        CommandSignals.watch("monitor", nil) { Glibc._exit(CommandSignals.received.load(ordering: .relaxed) == SIGPIPE ? 128 + SIGPIPE : 0) }
         let reader = ServerSentEvents()
         let failure = Mutex<String?>(nil)
         let status: Int

@@ -134,6 +134,18 @@ struct DaemonKernelTests {
             let now = try #require(json(try curl(socket, ["http://roam/v1/path"]).output))
             #expect(now["primaryInterface"] as? String == "ce0" && (now["sequence"] as? Int ?? 0) >= 1)
 
+            // A reader whose output is closed ends at the next path it prints, 141 as monitor does.
+            let script = "\"$0\" monitor --daemon --socket \"$1\" | head -1; echo \"exit ${PIPESTATUS[0]}\""
+            let piped = try RunningCommand("/bin/bash", ["-c", script, roam, socket])
+            #expect(piped.lines.waitForLast(timeout: 30) { $0.contains("satisfied") } != nil)
+            try test.socket.setLink(index: wifiPeer, up: true)
+            #expect(piped.lines.waitForLast(timeout: 30) { $0.hasPrefix("exit ") } == "exit 141", "\(piped.lines.values)")
+            #expect(piped.waitForExit(timeout: 30) == 0)
+            // Ctrl-C ends a reader at once, 0.
+            let interrupted = try RunningCommand(roam, ["monitor", "--daemon", "--socket", socket])
+            #expect(interrupted.lines.wait { !$0.isEmpty } != nil)
+            #expect(interrupted.stop(with: SIGINT) == 0)
+
             // SIGTERM: it says it stops, removes its socket, exits 0; its readers learn it stopped.
             #expect(daemon.stop(with: SIGTERM) == 0, "\(daemon.errors.values)")
             #expect(notify.receive()?.contains("STOPPING=1") == true)
