@@ -84,6 +84,16 @@ struct DaemonKernelTests {
         return try RunningCommand.run(command[0], Array(command.dropFirst()))
     }
 
+    /// `roam daemon` on `namespace` with `arguments`, started as systemd starts a notify service
+    /// (`NOTIFY_SOCKET`); expects its READY=1, and returns it with what it said.
+    func startDaemon(_ namespace: String, _ arguments: [String], notify: NotifySocket,
+                     sourceLocation: SourceLocation = #_sourceLocation) throws -> (daemon: RunningCommand, ready: String?) {
+        let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", namespace] + arguments)
+        let ready = notify.receive()
+        #expect(ready?.contains("READY=1") == true, "READY=1 within 30 s: \(daemon.errors.values)", sourceLocation: sourceLocation)
+        return (daemon, ready)
+    }
+
     func json(_ text: String) -> [String: Any]? {
         (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
     }
@@ -96,10 +106,9 @@ struct DaemonKernelTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let socket = directory + "/path.sock"
             let notify = try NotifySocket(path: directory + "/notify")
-            let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name, "--socket", socket])
             // systemd's readiness: once the first path is known and the socket served.
-            let ready = try #require(notify.receive(), "READY=1 within 30 s: \(daemon.errors.values)")
-            #expect(ready.contains("READY=1") && ready.contains("MAINPID=\(daemon.process.processIdentifier)"), "\(ready)")
+            let (daemon, ready) = try startDaemon(test.name, ["--socket", socket], notify: notify)
+            #expect(ready?.contains("MAINPID=\(daemon.process.processIdentifier)") == true, "\(ready ?? "")")
             var status = stat()
             #expect(stat(socket, &status) == 0 && status.st_mode & 0o777 == 0o666, "every local user may connect")
 
@@ -165,8 +174,7 @@ struct DaemonKernelTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let socket = directory + "/path.sock"
             let notify = try NotifySocket(path: directory + "/notify")
-            let first = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name, "--socket", socket, "--private"])
-            #expect(notify.receive()?.contains("READY=1") == true, "\(first.errors.values)")
+            let first = try startDaemon(test.name, ["--socket", socket, "--private"], notify: notify).daemon
             var status = stat()
             #expect(stat(socket, &status) == 0 && status.st_mode & 0o777 == 0o600, "--private: the daemon's user and root only")
             let second = try RunningCommand.run(roam, ["daemon", "--netns", test.name, "--socket", socket])
@@ -175,8 +183,7 @@ struct DaemonKernelTests {
             kill(first.process.processIdentifier, SIGKILL)
             _ = first.waitForExit()
             #expect(access(socket, F_OK) == 0)
-            let next = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name, "--socket", socket])
-            #expect(notify.receive()?.contains("READY=1") == true, "\(next.errors.values)")
+            let next = try startDaemon(test.name, ["--socket", socket], notify: notify).daemon
             #expect(json(try curl(socket, ["http://roam/v1/path"]).output)?["primaryInterface"] as? String == "ce0")
             #expect(next.stop(with: SIGTERM) == 0)
 
@@ -204,8 +211,7 @@ struct DaemonKernelTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let socket = directory + "/path.sock"
             let notify = try NotifySocket(path: directory + "/notify")
-            let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name, "--socket", socket])
-            #expect(notify.receive()?.contains("READY=1") == true, "\(daemon.errors.values)")
+            let daemon = try startDaemon(test.name, ["--socket", socket], notify: notify).daemon
             // As nobody: twelve event streams held open; count those answered, then wait for a line on stdin.
             let script = """
                 import socket, sys
@@ -244,9 +250,7 @@ struct DaemonKernelTests {
             let directory = try sharedDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let notify = try NotifySocket(path: directory + "/notify")
-            let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name,
-                                                             "--socket", directory + "/path.sock", "--mptcp", "handover"])
-            #expect(notify.receive()?.contains("READY=1") == true, "\(daemon.errors.values)")
+            let daemon = try startDaemon(test.name, ["--socket", directory + "/path.sock", "--mptcp", "handover"], notify: notify).daemon
             func endpoints() throws -> [String] {
                 try RunningCommand.run("/usr/sbin/ip", ["-n", test.name, "mptcp", "endpoint", "show"]).output.split(separator: "\n").map(String.init)
             }
