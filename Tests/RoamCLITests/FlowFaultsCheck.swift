@@ -60,11 +60,16 @@ enum FlowFaultsCheck {
         // Port 443: as port 80 outside the loss, nothing gets through inside it.
         let secure = of("tcp443")
         let before = secure.filter { $0.began + $0.took < setDue }, after = secure.filter { $0.began > resetDone }
-        let inside = secure.filter { $0.began > setDone && $0.began + $0.took < resetDue }
         #expect(!before.isEmpty && !after.isEmpty && (before + after).allSatisfy { $0.took < 0.3 && $0.result == "ok" },
                 "port 443 outside the loss: \(output)", sourceLocation: sourceLocation)
-        #expect(!inside.isEmpty && inside.allSatisfy { $0.result.hasPrefix("error") }, "port 443 in the loss (\(setDone)...\(resetDue)): \(output)",
-                sourceLocation: sourceLocation)
+        // Every try begun in the loss failed, or got through only once the loss was reset (its
+        // SYN retransmitted after); at least one failed. A try may end after the reset: in a
+        // slow VM a failed try before it leaves the next one the loss's last seconds (curl's
+        // 1.5 s timeout plus its start).
+        let inside = secure.filter { $0.began > setDone && $0.began < resetDue }
+        #expect(inside.contains { $0.result.hasPrefix("error") }
+                    && inside.allSatisfy { $0.result.hasPrefix("error") || $0.began + $0.took > resetDone },
+                "port 443 in the loss (\(setDone)...\(resetDue)): \(output)", sourceLocation: sourceLocation)
         // What the kernel held once the 443 flow was set: on netem the docs' layout, on the
         // userspace backend none of Roam's qdiscs (its emulator classifies).
         let kernel = output.components(separatedBy: "tc qdisc show dev wifi").last ?? ""
