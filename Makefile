@@ -18,8 +18,9 @@ setup-vm:
 build: setup
 	$(SWIFT) build $(BUILD_FLAGS)
 
-# roam, its systemd unit (roam daemon, docs/daemon.md) and that page: `make install` as root, or
-# DESTDIR=DIR to stage it (CONFIGURATION=debug skips the release build, for tests).
+# roam, its systemd unit (roam daemon, docs/daemon.md), its user, its D-Bus policy and that
+# page: `make install` as root, or DESTDIR=DIR to stage it (no user is made then;
+# CONFIGURATION=debug skips the release build, for tests).
 PREFIX ?= /usr/local
 CONFIGURATION ?= release
 install: setup
@@ -29,7 +30,10 @@ install: setup
 	sed -e 's|/usr/local/bin/roam|$(PREFIX)/bin/roam|' -e 's|/usr/local/share/doc|$(PREFIX)/share/doc|' systemd/roam.service \
 		> "$(DESTDIR)$(PREFIX)/lib/systemd/system/roam.service"
 	install -D -m 0644 docs/daemon.md "$(DESTDIR)$(PREFIX)/share/doc/roam/daemon.md"
-	@echo "installed; as root: systemctl daemon-reload && systemctl enable --now roam"
+	install -D -m 0644 systemd/org.roam.PathMonitor1.conf "$(DESTDIR)$(PREFIX)/share/dbus-1/system.d/org.roam.PathMonitor1.conf"
+	install -D -m 0644 systemd/roam.sysusers "$(DESTDIR)$(PREFIX)/lib/sysusers.d/roam.conf"
+	@scripts/install-user.sh "$(DESTDIR)" "$(DESTDIR)$(PREFIX)/lib/sysusers.d/roam.conf"
+	@echo "installed; as root: systemctl daemon-reload && systemctl reload dbus && systemctl enable --now roam"
 
 # The main job: the bundled walk-out-of-home scenario, end to end (netem where the kernel has
 # it, Roam's userspace link emulator otherwise). `make demo-vm` plays it with netem in a VM.
@@ -48,7 +52,7 @@ monitor-demo: build
 # Tests run one at a time: kernel tests share one kernel, and leak checks count process-wide.
 # A VM's checks go on beside the suites that wait on scenario clocks (scripts/test-suites.sh).
 test:
-	@scripts/setup.sh --vm-if-needed --browser
+	@scripts/setup.sh --vm-if-needed --browser --dbus
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	@scripts/test-suites.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 	@scripts/rootless-check.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roamPackageTests.xctest"

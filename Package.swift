@@ -53,6 +53,9 @@ let package = Package(
         // A run's watchdog: a child that kills the run's command process groups if roam dies
         // without warning; in C because it runs between fork and _exit.
         .target(name: "CRoamProcess"),
+        // D-Bus for `roam daemon` through sd-bus, loaded at run time from libsystemd.so.0 (no
+        // build dependency; a machine without it serves the socket only).
+        .target(name: "CRoamBus", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "CRoamTestingRootless", dependencies: ["CRoamRootless"]),
         .target(name: "RoamCore"),
         .target(name: "RoamSystem", dependencies: ["RoamCore", "CRoamLinux", "CRoamRootless", "CRoamProcess", .product(name: "SystemPackage", package: "swift-system")]),
@@ -78,7 +81,7 @@ let package = Package(
         .target(name: "Simulator", dependencies: ["CRoamLinux", "Netlink", "RoamCore", "ScenarioModel", "RoamReport", "LinkEmulation", "PathMonitor", "Multipath", "RoamSystem", .product(name: "SystemPackage", package: "swift-system"), .product(name: "Yams", package: "Yams")]),
         // A run's control API (`roam run --control`, `roam ctl`): its routes, its listeners, its
         // HTTP server and client on SwiftNIO.
-        .target(name: "RoamControl", dependencies: ["RoamCore", "RoamSystem", "CRoamLinux", "ScenarioModel", "RoamReport", "Simulator", "PathMonitor",
+        .target(name: "RoamControl", dependencies: ["RoamCore", "RoamSystem", "CRoamLinux", "CRoamBus", "Netlink", "ScenarioModel", "RoamReport", "Simulator", "PathMonitor",
                                                     .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "NIOPosix", package: "swift-nio"),
                                                     .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -22,13 +22,15 @@ kernel_has_netem() {
 vm=0
 browser=0
 go=0
+dbus=0
 for option in "$@"; do
   case "$option" in
     --vm) vm=1 ;;
     --vm-if-needed) kernel_has_netem || vm=1 ;;
     --browser) browser=1 ;;
     --go) go=1 ;;
-    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser] [--go]" >&2; exit 2 ;;
+    --dbus) dbus=1 ;;
+    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser] [--go] [--dbus]" >&2; exit 2 ;;
   esac
 done
 
@@ -59,6 +61,15 @@ fi
 
 if [ "$browser" = 1 ]; then
   packages+=(chromium)                            # renders report.html in the tests
+fi
+
+if [ "$dbus" = 1 ]; then
+  packages+=(
+    dbus-daemon                                   # roam daemon --dbus: a private system bus in tests
+    libsystemd-dev                                # Examples/PathBus: the C reader on sd-bus
+    python3-dbus-next                             # Examples/PathBus: the Python reader
+    python3-dbusmock                              # NetworkManager's Metered, mocked on that bus
+  )
 fi
 
 if [ "$go" = 1 ]; then

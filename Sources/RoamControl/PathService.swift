@@ -53,21 +53,27 @@ package final class PathService: HTTPService {
     }
 
     /// Publishes a path the monitor gave, taken at `time` (RFC 3339).
-    package func publish(_ path: NetworkPath, time: String) {
-        let wakes = state.withLock { state -> [@Sendable () -> Void] in
-            guard case .object(var members) = path.json(time: time) else { return [] }
-            members.insert(("sequence", .int(Int64(state.next))), at: 0)
+    ///
+    /// - Returns: Its sequence and its object as `GET /v1/path` answers it (one line of JSON).
+    @discardableResult
+    package func publish(_ path: NetworkPath, time: String) -> (sequence: Int, json: String) {
+        let (wakes, published) = state.withLock { state -> ([@Sendable () -> Void], (Int, String)) in
+            guard case .object(var members) = path.json(time: time) else { return ([], (state.next, "")) }
+            let sequence = state.next
+            members.insert(("sequence", .int(Int64(sequence))), at: 0)
             let value = JSONValue.object(members)
+            let line = value.serialized
             state.current = value
-            state.lines.append(value.serialized)
+            state.lines.append(line)
             if state.lines.count > Self.retained {
                 let excess = state.lines.count - Self.retained
                 state.lines.removeFirst(excess)
                 state.first += excess
             }
-            return Array(state.subscribers.values)
+            return (Array(state.subscribers.values), (sequence, line))
         }
         for wake in wakes { wake() }
+        return published
     }
 
     /// The daemon is stopping: streams end once they have sent what they hold.

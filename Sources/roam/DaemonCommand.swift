@@ -18,7 +18,8 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             streams it and every change as Server-Sent Events; POST /v1/revalidate[?interface=NAME] checks \
             connectivity at once (with --validate; the daemon's user and root only). Reading is open to \
             every local user unless --private. Under systemd (Type=notify) it says when it is ready; it \
-            stops on SIGTERM or SIGINT and removes its socket. roam monitor --daemon reads it.
+            stops on SIGTERM or SIGINT and removes its socket. roam monitor --daemon reads it. With --dbus, the \
+            same path is org.roam.PathMonitor1 on D-Bus (properties, PropertiesChanged, PathChanged, Revalidate).
             """
     )
 
@@ -33,7 +34,19 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
     @Option(name: .long, help: ArgumentHelp("Keep the kernel's MPTCP endpoints in step with the path, for every MPTCP program (mptcpize run …): handover (the preferred interface carries, the others are backups), interactive or aggregate (all carry). An interface the connectivity rule leaves out (a portal's while another is validated) or that stands by gets none. Needs CAP_NET_ADMIN.", valueName: "type"))
     var mptcp: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve the path on D-Bus too, as org.roam.PathMonitor1 on the system bus (needs the D-Bus policy make install puts in place) or the user's session bus.", valueName: "system|session"))
+    var dbus: String?
+
+    @Flag(name: .long, help: "Follow NetworkManager's Metered flag of each device over the system bus: metered interfaces are expensive (the interfaces file still wins).")
+    var networkManager = false
+
     func validate() throws {
+        if let dbus, BusConnection.Bus(rawValue: dbus) == nil {
+            throw ValidationError("--dbus '\(escapedForMessage(dbus, maximumLength: 40))' is not a bus: system or session")
+        }
+        if dbus != nil, self.private {
+            throw ValidationError("--private cannot go with --dbus: the bus sends the path's signals to every local user it lets listen; serve the socket alone with --private")
+        }
         if let mptcp, MultipathServiceType(rawValue: mptcp).map({ $0 == .none }) ?? true {
             throw ValidationError("--mptcp '\(escapedForMessage(mptcp, maximumLength: 40))' is not a multipath service type: handover, interactive or aggregate")
         }
@@ -62,7 +75,44 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         var revalidate: (@Sendable (String?) -> Void)?
         if configuration.validation != nil { revalidate = { @Sendable interface in monitor.revalidate(interface: interface) } }
         let service = PathService(owner: geteuid(), revalidate: revalidate)
-        let subscription = monitor.onUpdate { service.publish($0, time: RFC3339.now()) }
+        // D-Bus: the same path, the same sequence, published after the socket's.
+        var bus: PathBus?
+        if let dbus, let which = BusConnection.Bus(rawValue: dbus) {
+            do {
+                bus = try PathBus(bus: which, owner: geteuid(), revalidate: revalidate) { error in
+                    printError("roam daemon: \(error)")
+                    stopped.signal()
+                }
+            } catch {
+                listening.remove()
+                printError("roam daemon: --dbus \(dbus): \(error)")
+                throw ExitCode.badInput
+            }
+        }
+        let subscription = monitor.onUpdate { [bus] path in
+            let (sequence, json) = service.publish(path, time: RFC3339.now())
+            bus?.publish(path, sequence: sequence, json: json)
+        }
+        // NetworkManager's metered flags, before the interfaces file's rules.
+        var networkManager: NetworkManagerMetered?
+        if self.networkManager {
+            let fileRules = configuration.interfaceRules.rules
+            do {
+                networkManager = try NetworkManagerMetered(changed: { flags in
+                    printError("roam daemon: NetworkManager: metered \(flags.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value ? "yes" : "no")" }.joined(separator: " "))")
+                    monitor.updateInterfaceRules(InterfaceRules(NetworkManagerMetered.rules(flags) + fileRules))
+                }, ended: { error in
+                    printError("roam daemon: NetworkManager: \(error)")
+                    stopped.signal()
+                }, report: { printError("roam daemon: \($0)") })
+            } catch {
+                subscription.cancel()
+                bus?.stop()
+                listening.remove()
+                printError("roam daemon: --network-manager: \(error)")
+                throw ExitCode.badInput
+            }
+        }
         // MPTCP endpoints for unmodified programs, as the simulator's path manager keeps them.
         var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
         if let mptcp, let serviceType = MultipathServiceType(rawValue: mptcp) {
@@ -77,6 +127,8 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 endpoints = (manager, following)
             } catch {
                 subscription.cancel()
+                networkManager?.stop()
+                bus?.stop()
                 listening.remove()
                 printError("roam daemon: --mptcp \(mptcp): \(error)")
                 throw ExitCode.badInput
@@ -91,6 +143,8 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             endpoints?.following.cancel()
             endpoints?.manager.stop()
             monitor.cancel()
+            networkManager?.stop()
+            bus?.stop()
             server.shutdown()
             listening.remove()
         }
@@ -102,7 +156,7 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             printError("roam daemon: \(error)")
             throw ExitCode.badInput
         }
-        let status = "serving the path of the \(namespace) on \(listening.path)"
+        let status = "serving the path of the \(namespace) on \(listening.path)" + (bus.map { " and as \(PathBus.name) on the \($0.bus.rawValue) bus" } ?? "")
         ServiceNotification.send("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())")
         printError("roam daemon: \(status)")
         // Until a signal; a monitor that stopped by itself (netlink failed) ends the daemon, so

@@ -6,6 +6,7 @@ import Netlink
 import Testing
 import TestSupport
 @testable import PathMonitor
+import RoamCore
 
 /// The monitor against the real kernel: each test makes its own namespace and veth pairs,
 /// changes them, and checks the sequence of paths published. Root only.
@@ -99,6 +100,28 @@ struct MonitorKernelTests {
             let hotspot = try #require(recorder.waitForLast { $0.isConstrained })
             #expect(hotspot.isExpensive)
             #expect(hotspot.primaryInterface?.name == "wl0")
+        }
+    }
+
+    /// Rules given while the monitor runs classify every interface again at once (NetworkManager's
+    /// metered flag in `roam daemon`), and nothing else publishes a path for them.
+    @Test func newInterfaceRulesReclassifyWhileItRuns() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let (monitor, recorder, subscription) = try record(test)
+            defer { monitor.cancel(); subscription.cancel() }
+            let first = try #require(recorder.values.first)
+            #expect(!first.isExpensive && first.availableInterfaces.first { $0.name == "ce0" }?.isExpensive == true)
+            monitor.updateInterfaceRules(InterfaceRules([InterfaceRules.Rule(pattern: "wl0", attributes: InterfaceAttributes(isExpensive: true)),
+                                                         InterfaceRules.Rule(pattern: "ce*", attributes: InterfaceAttributes(isExpensive: false))]))
+            let metered = try #require(recorder.waitForLast { $0.isExpensive })
+            #expect(metered.primaryInterface?.name == "wl0" && metered.availableInterfaces.first { $0.name == "ce0" }?.isExpensive == false)
+            // Back to the configuration's (none): as at first.
+            monitor.updateInterfaceRules(InterfaceRules())
+            let back = try #require(recorder.waitForLast { !$0.isExpensive })
+            #expect(back.availableInterfaces.first { $0.name == "ce0" }?.isExpensive == true)
+            #expect(recorder.values.count == 3, "one path per change of rules: \(recorder.values.map(\.summary))")
         }
     }
 

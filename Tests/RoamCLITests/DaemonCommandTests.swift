@@ -267,7 +267,8 @@ struct DaemonKernelTests {
         }
     }
 
-    /// The unit `make install` installs is one systemd accepts, and stages where DESTDIR says.
+    /// The unit `make install` installs is one systemd accepts, and `make install` stages it,
+    /// the D-Bus policy and the user's line where DESTDIR says.
     @Test(.enabled(if: access("/usr/bin/systemd-analyze", X_OK) == 0, "needs systemd-analyze"))
     func theSystemdUnitIsOneSystemdAccepts() throws {
         let directory = try TestEnvironment.processScratchDirectory("roam-unit")
@@ -284,5 +285,19 @@ struct DaemonKernelTests {
         let score = security.output.split(separator: "\n").last { $0.contains("Overall exposure level") }
         print("systemd-analyze security: \(score ?? "?")")
         #expect(score != nil, "\(security.output)\(security.error)")
+
+        // make install, staged: the binary, the unit pointing at it, the page, the D-Bus policy
+        // (which DaemonBusTests' bus loads) and the user's sysusers.d line; no user made.
+        let stage = directory + "/stage"
+        let installed = try RunningCommand.run("/usr/bin/make", ["-C", NetemHost.root, "--no-print-directory", "install", "DESTDIR=\(stage)",
+                                                                 "PREFIX=/opt/roam", "CONFIGURATION=debug"], timeout: 600)
+        #expect(installed.status == 0, "\(installed.output)\(installed.error)")
+        for file in ["bin/roam", "lib/systemd/system/roam.service", "share/doc/roam/daemon.md",
+                     "share/dbus-1/system.d/org.roam.PathMonitor1.conf", "lib/sysusers.d/roam.conf"] {
+            #expect(access("\(stage)/opt/roam/\(file)", F_OK) == 0, "\(file) staged: \(installed.output)")
+        }
+        let stagedUnit = (try? String(contentsOfFile: stage + "/opt/roam/lib/systemd/system/roam.service", encoding: .utf8)) ?? ""
+        #expect(stagedUnit.contains("ExecStart=/opt/roam/bin/roam daemon --socket /run/roam/path.sock --dbus system") && stagedUnit.contains("User=roam"), "\(stagedUnit)")
+        #expect(installed.output.contains("staged into \(stage)"), "no user is made when staging: \(installed.output)")
     }
 }

@@ -6,6 +6,9 @@ public final class RunningCommand: @unchecked Sendable {
     public let process = Process()
     public let lines = Recorder<String>()
     public let errors = Recorder<String>()
+    /// When each line of ``lines`` was read (the wall clock, Unix seconds), at the same index:
+    /// for latencies from a time another process wrote.
+    public let arrivals = Recorder<Double>()
     private let stdout = Pipe()
     private let stderr = Pipe()
 
@@ -15,7 +18,7 @@ public final class RunningCommand: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = stderr
         process.standardInput = FileHandle.nullDevice
-        RunningCommand.collectLines(from: stdout.fileHandleForReading, into: lines)
+        RunningCommand.collectLines(from: stdout.fileHandleForReading, into: lines, arrivals: arrivals)
         RunningCommand.collectLines(from: stderr.fileHandleForReading, into: errors)
         try process.run()
         try? stdout.fileHandleForWriting.close()
@@ -23,7 +26,7 @@ public final class RunningCommand: @unchecked Sendable {
     }
 
     /// Reads `handle` on a thread of its own until end of file, recording each line.
-    private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>) {
+    private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>, arrivals: Recorder<Double>? = nil) {
         let buffer = LineBuffer()
         let descriptor = handle.fileDescriptor
         Thread.detachNewThread {
@@ -32,7 +35,7 @@ public final class RunningCommand: @unchecked Sendable {
                 let count = read(descriptor, &chunk, chunk.count)
                 if count < 0 && errno == EINTR { continue }
                 if count <= 0 { break }
-                buffer.append(Data(chunk[..<count]), into: recorder)
+                buffer.append(Data(chunk[..<count]), into: recorder, arrivals: arrivals)
             }
             buffer.flush(into: recorder)
             // Closed at the end of the output, not when Foundation lets the Process go (it may
@@ -89,10 +92,12 @@ private final class LineBuffer: @unchecked Sendable {
     private var pending = Data()
     private let lock = NSLock()
 
-    func append(_ data: Data, into recorder: Recorder<String>) {
+    func append(_ data: Data, into recorder: Recorder<String>, arrivals: Recorder<Double>? = nil) {
+        let now = Date().timeIntervalSince1970
         lock.withLock {
             pending.append(data)
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                arrivals?.append(now)
                 recorder.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
                 pending = Data(pending[(newline + 1)...])
             }

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Netlink
+import RoamCore
 import RoamSystem
 import Synchronization
 
@@ -34,6 +35,9 @@ final class MonitorCore: Sendable {
         var posted: [@Sendable () -> Void] = []
         /// Interfaces asked to be validated again (nil: all), taken by the monitor's thread.
         var revalidations: [String?] = []
+        /// Rules that replace the configuration's, taken by the monitor's thread at its next
+        /// evaluation.
+        var interfaceRules: InterfaceRules?
     }
 
     private let state = Mutex(State())
@@ -183,6 +187,27 @@ final class MonitorCore: Sendable {
             return wakeup
         }
         wakeup?.signal()
+    }
+
+    /// Has the monitor's thread classify interfaces by `rules` from its next evaluation on.
+    func requestInterfaceRules(_ rules: InterfaceRules) {
+        let wakeup = state.withLock { state -> EventSignal? in
+            state.interfaceRules = rules
+            guard case .running(_, let wakeup) = state.phase else { return nil }
+            return wakeup
+        }
+        wakeup?.signal()
+    }
+
+    /// Whether rules wait for the monitor's thread.
+    var hasInterfaceRules: Bool { state.withLock { $0.interfaceRules != nil } }
+
+    /// The rules asked for since the last call, if any.
+    func takeInterfaceRules() -> InterfaceRules? {
+        state.withLock { state in
+            defer { state.interfaceRules = nil }
+            return state.interfaceRules
+        }
     }
 
     /// The revalidations asked for since the last call: nil for every interface.

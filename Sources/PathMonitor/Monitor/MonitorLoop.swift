@@ -14,7 +14,7 @@ final class MonitorLoop {
     private let namespace: NetworkNamespace
     private let configuration: NetworkPathMonitor.Configuration
     private let wakeup: EventSignal?
-    private let evaluator: PathEvaluator
+    private var evaluator: PathEvaluator
     private let resolverPath: String
     private let logger: Logger
     private var factsSource: (any DeviceFactsSource)?
@@ -162,7 +162,9 @@ final class MonitorLoop {
                     let started = validator.revalidate(names, resolvers: resolvers.nameservers.map(\.address))
                     core.updateStatistics { $0.connectivityProbes += started }
                 }
-                continue
+                // New rules are an evaluation (which takes them); anything else waits again.
+                guard core.hasInterfaceRules else { continue }
+                isDirty = true
             }
             if ready[0] { try drain(events) }
             if let probesReady, ready[probesReady], let validator, validator.collect() { isDirty = true }
@@ -289,6 +291,12 @@ final class MonitorLoop {
     }
 
     private func evaluate() -> NetworkPath {
+        if let rules = core.takeInterfaceRules() {
+            // Every interface is classified again under them.
+            evaluator.classifier.rules = rules
+            classifications = [:]
+            changes.markEverythingChanged()
+        }
         // A device's hardware does not change: sysfs is read again only when an interface
         // comes, goes or is renamed, and the facts handed to the evaluator are rebuilt only
         // then or when a reading of Wi-Fi quality changed them (not on every notification).

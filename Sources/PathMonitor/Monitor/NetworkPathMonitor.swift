@@ -209,6 +209,16 @@ public final class NetworkPathMonitor: Sendable {
         core.requestRevalidation(of: interface)
     }
 
+    /// Classifies interfaces by `rules` instead of the configuration's ``Configuration/interfaceRules``
+    /// from now on: every interface is classified again and the path published if it changed.
+    /// For attributes that come from elsewhere while the monitor runs (`roam daemon` adds
+    /// NetworkManager's metered flags before the interfaces file's rules).
+    ///
+    /// - Parameter rules: The rules, in the interfaces file's order (a later match overrides).
+    public func updateInterfaceRules(_ rules: InterfaceRules) {
+        core.requestInterfaceRules(rules)
+    }
+
     /// The last path published; nil before ``start()``.
     public var currentPath: NetworkPath? { core.currentPath }
 

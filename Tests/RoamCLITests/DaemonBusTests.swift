@@ -1,0 +1,342 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// A private bus with the system bus's policy (Debian's default context) and Roam's installed
+/// policy file (systemd/org.roam.PathMonitor1.conf), on a socket in a scratch directory.
+final class PrivateSystemBus {
+    let directory: String
+    let address: String
+    private let daemon: RunningCommand
+
+    /// `extraPolicy`: XML put before Roam's policy (a test's own mocks' names).
+    init(directory: String, extraPolicy: String = "") throws {
+        self.directory = directory
+        let socket = directory + "/system_bus_socket"
+        address = "unix:path=" + socket
+        let configuration = """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>system</type>
+              <listen>\(address)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow user="*"/>
+                <deny own="*"/>
+                <deny send_type="method_call"/>
+                <allow send_type="signal"/>
+                <allow send_requested_reply="true" send_type="method_return"/>
+                <allow send_requested_reply="true" send_type="error"/>
+                <allow receive_type="method_call"/>
+                <allow receive_type="method_return"/>
+                <allow receive_type="error"/>
+                <allow receive_type="signal"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+              </policy>
+              \(extraPolicy)
+              <include>\(NetemHost.root)/systemd/org.roam.PathMonitor1.conf</include>
+            </busconfig>
+            """
+        try configuration.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+        daemon = try RunningCommand("/usr/bin/dbus-daemon", ["--config-file=" + directory + "/bus.conf", "--nofork", "--print-address=1"])
+        guard daemon.lines.wait(timeout: 20, until: { !$0.isEmpty }) != nil else {
+            throw POSIXError(.ECONNREFUSED)
+        }
+        chmod(socket, 0o666)
+    }
+
+    // SIGKILL: started from the test process, dbus-daemon (and busctl monitor, and Python) did
+    // not end on SIGTERM: each stop waited out its 60 s.
+    deinit {
+        _ = daemon.stop(with: SIGKILL)
+    }
+
+    /// `busctl --address=… ARGUMENTS`, as `user` when given.
+    func busctl(_ arguments: [String], as user: uid_t? = nil) throws -> (status: Int32, output: String, error: String) {
+        let command = ["/usr/bin/busctl", "--address=" + address] + arguments
+        if let user {
+            return try RunningCommand.run("/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user)", "--clear-groups"] + command)
+        }
+        return try RunningCommand.run(command[0], Array(command.dropFirst()))
+    }
+}
+
+/// `roam daemon --dbus`: the path as org.roam.PathMonitor1 on a private system bus with the
+/// installed policy, read by busctl (root and another user), the C example on sd-bus, the
+/// Python example on dbus-next and `roam monitor --daemon`, all seeing each change; the name
+/// and Revalidate kept from other users; NetworkManager's Metered followed.
+@Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && access("/usr/bin/dbus-daemon", X_OK) == 0
+                && access("/usr/bin/busctl", X_OK) == 0 && access("/usr/bin/setpriv", X_OK) == 0,
+                "needs root, the built roam, dbus-daemon, busctl and setpriv (scripts/setup.sh --dbus)"), .serialized)
+struct DaemonBusTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    func sharedDirectory() throws -> String {
+        let directory = try TestEnvironment.processScratchDirectory("roam-bus")
+        chmod(directory, 0o755)
+        return directory
+    }
+
+    func startDaemon(_ namespace: String, bus: PrivateSystemBus, _ arguments: [String], notify: NotifySocket,
+                     sourceLocation: SourceLocation = #_sourceLocation) throws -> RunningCommand {
+        let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)",
+                                                         roam, "daemon", "--netns", namespace, "--dbus", "system"] + arguments)
+        let ready = notify.receive()
+        #expect(ready?.contains("READY=1") == true && ready?.contains("org.roam.PathMonitor1 on the system bus") == true,
+                "READY=1 within 30 s: \(ready ?? "") \(daemon.errors.values)", sourceLocation: sourceLocation)
+        return daemon
+    }
+
+    static func json(_ text: some StringProtocol) -> [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+    }
+
+    /// Seconds since the epoch of the daemon's RFC 3339 `time` (UTC, microseconds).
+    static func epochSeconds(_ time: String) -> Double? {
+        // 2026-12-05T10:12:01.204512Z
+        let fields = time.split(whereSeparator: { "-T:Z".contains($0) })
+        guard time.hasSuffix("Z"), fields.count == 6, let year = Int32(fields[0]), let month = Int32(fields[1]), let day = Int32(fields[2]),
+              let hour = Int32(fields[3]), let minute = Int32(fields[4]), let seconds = Double(fields[5]) else { return nil }
+        var moment = tm()
+        moment.tm_year = year - 1900
+        moment.tm_mon = month - 1
+        moment.tm_mday = day
+        moment.tm_hour = hour
+        moment.tm_min = minute
+        return Double(timegm(&moment)) + seconds
+    }
+
+    @Test func servesThePathOnTheBusToEveryReaderAndEachChangeWithinMilliseconds() async throws {
+        let pkgConfig = try RunningCommand.run("/usr/bin/pkg-config", ["--cflags", "--libs", "libsystemd"])
+        try #require(pkgConfig.status == 0 && access("/usr/bin/cc", X_OK) == 0, "the C example needs cc and libsystemd-dev (scripts/setup.sh --dbus)")
+        let dbusNext = try RunningCommand.run("/usr/bin/python3", ["-c", "import dbus_next"])
+        try #require(dbusNext.status == 0, "the Python example needs python3-dbus-next (scripts/setup.sh --dbus): \(dbusNext.error)")
+        try await TestNamespace.with { test in
+            let (_, wifiPeer) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let bus = try PrivateSystemBus(directory: directory)
+            let notify = try NotifySocket(path: directory + "/notify")
+            let socket = directory + "/path.sock"
+            let daemon = try startDaemon(test.name, bus: bus, ["--socket", socket], notify: notify)
+
+            // Root and another user read the same properties.
+            let service = ["org.roam.PathMonitor1", "/org/roam/PathMonitor1", "org.roam.PathMonitor1"]
+            #expect(try bus.busctl(["get-property"] + service + ["PrimaryInterface"]).output == "s \"wl0\"")
+            let asNobody = try bus.busctl(["get-property"] + service + ["PrimaryInterface", "IsExpensive", "Status"], as: 65534)
+            #expect(asNobody.output == "s \"wl0\"\nb false\ns \"satisfied\"", "\(asNobody)")
+            // Each interface is an object of its own, in the path's order.
+            let interfaces = try bus.busctl(["get-property"] + service + ["Interfaces"]).output
+            let objects = interfaces.split(separator: " ").dropFirst(2).map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            #expect(objects.count == 3 && objects.allSatisfy { $0.hasPrefix("/org/roam/PathMonitor1/Interface/") }, "wl0, ce0, lo: \(interfaces)")
+            for (object, expected) in zip(objects, ["s \"wl0\"\ns \"wifi\"\nb false", "s \"ce0\"\ns \"cellular\"\nb true", "s \"lo\"\ns \"loopback\"\nb false"]) {
+                let properties = try bus.busctl(["get-property", "org.roam.PathMonitor1", object, "org.roam.PathMonitor1.Interface", "Name", "Type", "IsExpensive"])
+                #expect(properties.output == expected, "\(object): \(properties)")
+            }
+            let unknown = try bus.busctl(["get-property", "org.roam.PathMonitor1", "/org/roam/PathMonitor1/Interface/999", "org.roam.PathMonitor1.Interface", "Name"])
+            #expect(unknown.status != 0 && unknown.error.contains("no object"), "\(unknown)")
+            let introspection = try bus.busctl(["introspect", "org.roam.PathMonitor1", "/org/roam/PathMonitor1"]).output
+            for member in [".PathChanged", ".Revalidate", ".Sequence", ".Path ", ".Interfaces", "emits-change"] {
+                #expect(introspection.contains(member), "\(member) in \(introspection)")
+            }
+            // The JSON property is GET /v1/path's object.
+            let pathProperty = try bus.busctl(["--json=short", "get-property"] + service + ["Path"]).output
+            let fromBus = (Self.json(pathProperty)?["data"] as? String).flatMap { Self.json($0) }
+            #expect(fromBus?["sequence"] as? Int == 0 && fromBus?["primaryInterface"] as? String == "wl0", "\(pathProperty)")
+            // Changes: the daemon's user and root only, and only with --validate.
+            // (dbus-next, which shows the error's message; busctl says only "Access denied".)
+            let call = """
+                import asyncio, sys
+                from dbus_next import Message
+                from dbus_next.aio import MessageBus
+                async def main():
+                    bus = await MessageBus(bus_address=sys.argv[1]).connect()
+                    reply = await bus.call(Message(destination="org.roam.PathMonitor1", path="/org/roam/PathMonitor1",
+                                                   interface="org.roam.PathMonitor1", member="Revalidate", signature="s", body=[sys.argv[2]]))
+                    print(reply.error_name, reply.body)
+                asyncio.run(main())
+                """
+            let denied = try RunningCommand.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", call, bus.address, ""])
+            #expect(denied.output.hasPrefix("org.freedesktop.DBus.Error.AccessDenied") && denied.output.contains("only the daemon's user and root"), "\(denied)")
+            let unvalidated = try RunningCommand.run("/usr/bin/python3", ["-c", call, bus.address, "wl0"])
+            #expect(unvalidated.output.hasPrefix("org.roam.PathMonitor1.Error.NotValidating") && unvalidated.output.contains("validates nothing"), "\(unvalidated)")
+            let readOnly = try bus.busctl(["set-property"] + service + ["Status", "s", "unsatisfied"])
+            #expect(readOnly.status != 0, "\(readOnly)")
+
+            // Four readers: busctl monitor, the C example, the Python example, roam monitor --daemon.
+            let binary = directory + "/roam-path"
+            let source = NetemHost.root + "/Examples/PathBus/roam-path.c"
+            let compiled = try RunningCommand.run("/bin/sh", ["-c", "cc -Wall -Werror -o '\(binary)' '\(source)' $(pkg-config --cflags --libs libsystemd)"], timeout: 120)
+            try #require(compiled.status == 0, "\(compiled.error)")
+            let environment = ["/usr/bin/env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)"]
+            let monitor = try RunningCommand("/usr/bin/stdbuf", ["-oL", "/usr/bin/busctl", "--address=" + bus.address, "monitor", "--json=short",
+                                                                 "--match", "type='signal',interface='org.roam.PathMonitor1',member='PathChanged'"])
+            let c = try RunningCommand(environment[0], Array(environment.dropFirst()) + [binary])
+            let python = try RunningCommand(environment[0], Array(environment.dropFirst()) + ["/usr/bin/python3", "-u", NetemHost.root + "/Examples/PathBus/roam_path.py"])
+            let roamMonitor = try RunningCommand(roam, ["monitor", "--daemon", "--socket", socket, "--json"])
+            defer {
+                for reader in [monitor, c, python, roamMonitor] { _ = reader.stop(with: SIGKILL) }
+            }
+            // Each has read the current path (busctl monitor: it says it is monitoring).
+            #expect(c.lines.wait(timeout: 20, until: { $0.contains { $0.hasPrefix("current 0 ") } }) != nil, "\(c.errors.values)")
+            #expect(python.lines.wait(timeout: 20, until: { $0.contains { $0.hasPrefix("current 0 ") } }) != nil, "\(python.errors.values)")
+            #expect(roamMonitor.lines.wait(timeout: 20, until: { !$0.isEmpty }) != nil, "\(roamMonitor.errors.values)")
+            #expect(monitor.errors.wait(timeout: 20, until: { $0.contains { $0.contains("Monitoring") } }) != nil || monitor.lines.values.isEmpty,
+                    "\(monitor.errors.values)")
+
+            // Six changes: Wi-Fi down, up, down, …
+            var sequence = 0
+            for change in 1...6 {
+                try test.socket.setLink(index: wifiPeer, up: change % 2 == 0)
+                sequence = change
+                let primary = change % 2 == 0 ? "wl0" : "ce0"
+                let seen = c.lines.wait(timeout: 20) { $0.contains { $0.hasPrefix("path \(change) ") } }
+                #expect(seen?.last?.split(separator: " ").dropFirst(4).first.map(String.init) == primary, "\(c.lines.values)")
+            }
+            // Every reader saw every change; how long after the daemon's own update (its `time`).
+            func latencies(_ name: String, _ reader: RunningCommand, _ parse: (String) -> (sequence: Int, time: String, received: Double?)?) -> [Double] {
+                let lines = reader.lines.wait(timeout: 20) { lines in Set(lines.compactMap { parse($0)?.sequence }).isSuperset(of: 1...sequence) } ?? reader.lines.values
+                let arrivals = reader.arrivals.values
+                var result: [Double] = []
+                for (index, line) in lines.enumerated() {
+                    guard let parsed = parse(line), parsed.sequence >= 1, let updated = Self.epochSeconds(parsed.time) else { continue }
+                    let received = parsed.received ?? (index < arrivals.count ? arrivals[index] : .nan)
+                    result.append(received - updated)
+                }
+                #expect(result.count == sequence, "\(name) saw each of the \(sequence) changes once: \(lines.suffix(8)) \(reader.errors.values.suffix(5))")
+                return result
+            }
+            func fromExample(_ line: String) -> (sequence: Int, time: String, received: Double?)? {
+                let words = line.split(separator: " ", maxSplits: 6)
+                guard words.count == 7, words[0] == "path", let sequence = Int(words[1]), let received = Double(words[2]),
+                      let time = Self.json(words[6])?["time"] as? String else { return nil }
+                return (sequence, time, received)
+            }
+            let readers: [(String, [Double])] = [
+                ("busctl monitor", latencies("busctl monitor", monitor) { line in
+                    guard let message = Self.json(line), let payload = message["payload"] as? [String: Any], let data = payload["data"] as? [Any],
+                          data.count == 2, let sequence = data[0] as? Int, let path = data[1] as? String,
+                          let time = Self.json(path)?["time"] as? String else { return nil }
+                    return (sequence, time, nil)
+                }),
+                ("C (sd-bus)", latencies("C (sd-bus)", c, fromExample)),
+                ("Python (dbus-next)", latencies("Python (dbus-next)", python, fromExample)),
+                ("roam monitor --daemon", latencies("roam monitor --daemon", roamMonitor) { line in
+                    guard let path = Self.json(line), let sequence = path["sequence"] as? Int, let time = path["time"] as? String else { return nil }
+                    return (sequence, time, nil)
+                }),
+            ]
+            for (name, values) in readers {
+                let sorted = values.sorted()
+                print("daemon → \(name): \(values.count) changes, median \(String(format: "%.2f", (sorted.isEmpty ? .nan : sorted[sorted.count / 2]) * 1000)) ms, max \(String(format: "%.2f", (sorted.last ?? .nan) * 1000)) ms")
+                #expect(values.allSatisfy { $0 >= -0.001 }, "\(name) cannot see a path before the daemon made it: \(values)")
+            }
+            #expect(daemon.stop(with: SIGTERM) == 0, "\(daemon.errors.values)")
+            // The name went with the daemon.
+            let gone = try bus.busctl(["status", "org.roam.PathMonitor1"])
+            #expect(gone.status != 0, "\(gone)")
+        }
+    }
+
+    /// No other user can take the name (the policy), and a daemon that cannot own it says why,
+    /// exits 2 and leaves no socket behind; nor can another user run a second daemon as root's.
+    @Test func anotherUserCannotTakeTheName() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let bus = try PrivateSystemBus(directory: directory)
+            let own = directory + "/nobody"
+            mkdir(own, 0o700)
+            chown(own, 65534, 65534)
+            let squatter = try RunningCommand.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/env",
+                                                                      "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", roam, "daemon", "--dbus", "system",
+                                                                      "--socket", own + "/path.sock"])
+            #expect(squatter.status == 2, "\(squatter)")
+            #expect(squatter.error.contains("cannot own org.roam.PathMonitor1 on the system bus: the bus's policy does not let this user own it"), "\(squatter.error)")
+            #expect(access(own + "/path.sock", F_OK) != 0, "its socket is removed")
+            // A second daemon while one runs: refused (its socket first, then the name).
+            let notify = try NotifySocket(path: directory + "/notify")
+            let first = try startDaemon(test.name, bus: bus, ["--socket", directory + "/first.sock"], notify: notify)
+            let second = try RunningCommand.run("/usr/bin/env", ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", roam, "daemon", "--netns", test.name,
+                                                                 "--dbus", "system", "--socket", directory + "/second.sock"])
+            #expect(second.status == 2 && second.error.contains("another connection owns it"), "\(second)")
+            #expect(access(directory + "/second.sock", F_OK) != 0)
+            #expect(first.stop(with: SIGTERM) == 0)
+            // --private and --dbus do not go together; a bus that is not there is said.
+            let both = try RunningCommand.run(roam, ["daemon", "--dbus", "system", "--private"])
+            #expect(both.status == 2 && both.error.contains("--private cannot go with --dbus"), "\(both)")
+            let nowhere = try RunningCommand.run("/usr/bin/env", ["DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(directory)/none", roam, "daemon", "--netns", test.name,
+                                                                  "--dbus", "system", "--socket", directory + "/third.sock"])
+            #expect(nowhere.status == 2 && nowhere.error.contains("cannot connect to the system bus (DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(directory)/none)"), "\(nowhere)")
+        }
+    }
+
+    /// `--network-manager`: NetworkManager's Metered (python-dbusmock's NetworkManager on the
+    /// private system bus) makes the Wi-Fi expensive and the cellular one not, follows a change,
+    /// and the interfaces file still wins.
+    @Test func followsNetworkManagersMeteredFlag() async throws {
+        let dbusmock = try RunningCommand.run("/usr/bin/python3", ["-c", "import dbusmock"])
+        try #require(dbusmock.status == 0, "needs python3-dbusmock (scripts/setup.sh --dbus): \(dbusmock.error)")
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            try test.addUplink("en0", subnet: 2, metric: 300, alias: "roam:type=wired")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let bus = try PrivateSystemBus(directory: directory, extraPolicy: """
+                <policy user="root"><allow own="org.freedesktop.NetworkManager"/><allow send_destination="org.freedesktop.NetworkManager"/></policy>
+                """)
+            let networkManager = try RunningCommand("/usr/bin/env", ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", "/usr/bin/python3", "-m", "dbusmock",
+                                                                     "--system", "--template", "networkmanager"])
+            defer { _ = networkManager.stop(with: SIGKILL) }
+            // dbusmock prints its name's owner once it serves.
+            #expect(networkManager.lines.wait(timeout: 20, until: { !$0.isEmpty }) != nil, "\(networkManager.errors.values)")
+            func mock(_ arguments: [String]) throws -> String {
+                let result = try bus.busctl(["call", "org.freedesktop.NetworkManager"] + arguments)
+                #expect(result.status == 0, "\(arguments): \(result)")
+                return result.output
+            }
+            // A Wi-Fi device NetworkManager says is metered (a phone's hotspot), the modem it says is not.
+            let wifi = try mock(["/org/freedesktop/NetworkManager", "org.freedesktop.DBus.Mock", "AddWiFiDevice", "ssi", "wifi0", "wl0", "100"])
+            let modem = try mock(["/org/freedesktop/NetworkManager", "org.freedesktop.DBus.Mock", "AddEthernetDevice", "ssi", "modem0", "ce0", "100"])
+            let wifiPath = try #require(wifi.split(separator: "\"").dropFirst().first.map(String.init), "\(wifi)")
+            let modemPath = try #require(modem.split(separator: "\"").dropFirst().first.map(String.init), "\(modem)")
+            for (device, metered) in [(wifiPath, "1"), (modemPath, "4")] {
+                _ = try mock([device, "org.freedesktop.DBus.Mock", "AddProperty", "ssv", "org.freedesktop.NetworkManager.Device", "Metered", "u", metered])
+            }
+            // The interfaces file: the wired one is expensive whatever NetworkManager says.
+            try "en0 expensive\n".write(toFile: directory + "/interfaces", atomically: true, encoding: .utf8)
+            let notify = try NotifySocket(path: directory + "/notify")
+            let socket = directory + "/path.sock"
+            let daemon = try startDaemon(test.name, bus: bus, ["--socket", socket, "--network-manager", "--interfaces", directory + "/interfaces"], notify: notify)
+            // What the daemon serves, as it changes.
+            let reader = try RunningCommand(roam, ["monitor", "--daemon", "--socket", socket, "--json"])
+            defer { _ = reader.stop(with: SIGKILL) }
+            func expensive(_ line: String) -> [String: Bool] {
+                let interfaces = Self.json(line)?["interfaces"] as? [[String: Any]] ?? []
+                return Dictionary(interfaces.compactMap { interface in
+                    (interface["name"] as? String).map { ($0, interface["isExpensive"] as? Bool ?? false) }
+                }) { first, _ in first }
+            }
+            func waitFor(_ wanted: [String: Bool]) -> [String: Bool] {
+                let lines = reader.lines.wait(timeout: 20) { $0.contains { expensive($0) == wanted } } ?? reader.lines.values
+                return lines.contains { expensive($0) == wanted } ? wanted : expensive(lines.last ?? "")
+            }
+            let first = waitFor(["wl0": true, "ce0": false, "en0": true, "lo": false])
+            #expect(first == ["wl0": true, "ce0": false, "en0": true, "lo": false], "metered Wi-Fi, unmetered modem, the file's wired: \(first) \(daemon.errors.values)")
+            // The user marks the Wi-Fi unmetered: it follows.
+            _ = try mock([wifiPath, "org.freedesktop.DBus.Mock", "UpdateProperties", "sa{sv}", "org.freedesktop.NetworkManager.Device", "1", "Metered", "u", "2"])
+            let second = waitFor(["wl0": false, "ce0": false, "en0": true, "lo": false])
+            #expect(second == ["wl0": false, "ce0": false, "en0": true, "lo": false], "\(second) \(daemon.errors.values)")
+            #expect(daemon.errors.values.contains { $0.contains("NetworkManager: metered ce0=no wl0=no") }, "\(daemon.errors.values)")
+            #expect(daemon.stop(with: SIGTERM) == 0)
+        }
+    }
+}
