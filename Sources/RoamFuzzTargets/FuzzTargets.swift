@@ -23,7 +23,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case scenario
     /// A mahimahi delivery trace (`trace:`, `roam import`), and its summary.
     case trace
-    /// An interfaces file (`roam monitor --interfaces`), and alias tags.
+    /// An interfaces file (`roam monitor --interfaces`), alias tags, and the same text as a
+    /// per-program policy file (`roam daemon --cgroup-policy`).
     case interfaces
     /// The JSON reader (`roam report`).
     case json
@@ -224,6 +225,22 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func interfaces(_ text: String) {
         if let rules = try? InterfaceRules(parsing: text, source: "fuzz") {
             for name in ["wlan0", "eth0", "wwan0", "lo", String(text.prefix(15))] { _ = rules.attributes(forInterfaceNamed: name) }
+        }
+        // The same text as `roam daemon --cgroup-policy`'s file: refused with at most 21 lines, or
+        // read into groups whose nftables rules are one line each (no group's name adds a line
+        // or leaves its string).
+        do throws(CgroupPolicies.ParseError) {
+            let policies = try CgroupPolicies(parsing: text, source: "fuzz")
+            precondition(policies.entries.count <= CgroupPolicies.maximumEntries)
+            let path = NetworkPath(status: .unsatisfied, unsatisfiedReason: .noUsableInterface, availableInterfaces: [], primaryInterface: nil,
+                                   isExpensive: false, isConstrained: false, supportsIPv4: false, supportsIPv6: false, supportsDNS: false, gateways: [])
+            let tables = CgroupPolicyPlan.tables(policies, path: path, routes: [])
+            let ruleset = CgroupPolicyPlan.ruleset(tables, present: Set(policies.entries.map(\.cgroup)))
+            let empty = CgroupPolicyPlan.ruleset([], present: [])
+            precondition(ruleset.split(separator: "\n").count == empty.split(separator: "\n").count + policies.entries.count, "a group added lines")
+            precondition(ruleset.filter { $0 == "\"" }.count == 2 * policies.entries.count, "a group's name left its string")
+        } catch {
+            precondition(error.description.split(separator: "\n").count <= 21, "too many lines refusing a policy")
         }
         for line in textLines(text).prefix(64) {
             let attributes = InterfaceTag.attributes(fromAlias: String(line))

@@ -40,6 +40,9 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
     @Flag(name: .long, help: "Follow NetworkManager's Metered flag of each device over the system bus: metered interfaces are expensive (the interfaces file still wins).")
     var networkManager = false
 
+    @Option(name: .customLong("cgroup-policy"), help: ArgumentHelp("Per-program policy: lines of 'CGROUP prohibit=expensive,constrained' or 'CGROUP require=validated' (the group below the cgroup2 root, as systemctl show -p ControlGroup UNIT says); its programs' traffic uses only the interfaces the policy permits, and none when no interface does. Needs CAP_NET_ADMIN.", valueName: "file"))
+    var cgroupPolicy: String?
+
     func validate() throws {
         if let dbus, BusConnection.Bus(rawValue: dbus) == nil {
             throw ValidationError("--dbus '\(escapedForMessage(dbus, maximumLength: 40))' is not a bus: system or session")
@@ -113,6 +116,31 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 throw ExitCode.badInput
             }
         }
+        // Per-program policy: each group's traffic routed by its own table.
+        var cgroupPolicies: CgroupPolicyManager?
+        if let cgroupPolicy {
+            do {
+                let policies = try CgroupPolicies(contentsOfFile: cgroupPolicy)
+                cgroupPolicies = try CgroupPolicyManager(namespace: namespace, policies: policies)
+            } catch {
+                subscription.cancel()
+                networkManager?.stop()
+                bus?.stop()
+                listening.remove()
+                printError("roam daemon: --cgroup-policy: \(error)")
+                throw ExitCode.badInput
+            }
+        }
+        let following = cgroupPolicies.map { manager in
+            monitor.onUpdate { path in
+                do {
+                    let changes = try manager.apply(path)
+                    if !changes.isEmpty { printError("roam daemon: cgroup policy: \(changes.joined(separator: "; "))") }
+                } catch {
+                    printError("roam daemon: cgroup policy: \(error)")
+                }
+            }
+        }
         // MPTCP endpoints for unmodified programs, as the simulator's path manager keeps them.
         var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
         if let mptcp, let serviceType = MultipathServiceType(rawValue: mptcp) {
@@ -127,6 +155,8 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 endpoints = (manager, following)
             } catch {
                 subscription.cancel()
+                following?.cancel()
+                cgroupPolicies?.stop()
                 networkManager?.stop()
                 bus?.stop()
                 listening.remove()
@@ -142,6 +172,8 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             // The endpoints it made are removed, the limits it raised restored.
             endpoints?.following.cancel()
             endpoints?.manager.stop()
+            following?.cancel()
+            cgroupPolicies?.stop()
             monitor.cancel()
             networkManager?.stop()
             bus?.stop()
@@ -162,6 +194,15 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         // Until a signal; a monitor that stopped by itself (netlink failed) ends the daemon, so
         // that its service manager restarts it.
         while stopped.wait(for: .seconds(1)) {
+            // A policy's group that came, went or was made again (its unit restarted) is matched anew.
+            if let cgroupPolicies, cgroupPolicies.groupsChanged, let path = monitor.currentPath {
+                do {
+                    let changes = try cgroupPolicies.apply(path)
+                    if !changes.isEmpty { printError("roam daemon: cgroup policy: \(changes.joined(separator: "; "))") }
+                } catch {
+                    printError("roam daemon: cgroup policy: \(error)")
+                }
+            }
             if let failure = monitor.failure {
                 stop()
                 printError("roam daemon: \(failure)")

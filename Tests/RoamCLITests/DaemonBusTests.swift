@@ -340,3 +340,133 @@ struct DaemonBusTests {
         }
     }
 }
+
+/// `roam daemon --cgroup-policy`: a group with `prohibit=expensive` sends over the Wi-Fi while it
+/// is there and over nothing once only the cellular link is left (its link's byte counter does
+/// not move), while a program outside the group goes on over the cellular link; the Wi-Fi back,
+/// the group uses it again; stopping removes every rule, route and nftables table.
+@Suite(.enabled(if: TestEnvironment.isRoot && TestEnvironment.roamExecutable != nil && access("/usr/sbin/nft", X_OK) == 0,
+                "needs root, the built roam and nft"), .serialized)
+struct DaemonCgroupPolicyTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    /// Bytes `interface` sent, from the kernel's counters.
+    static func sentBytes(_ namespace: String, _ interface: String) throws -> Int {
+        let output = try RunningCommand.run("/usr/sbin/ip", ["-n", namespace, "-s", "-j", "link", "show", "dev", interface]).output
+        let links = (try? JSONSerialization.jsonObject(with: Data(output.utf8))) as? [[String: Any]]
+        let stats = links?.first?["stats64"] as? [String: Any]
+        return (stats?["tx"] as? [String: Any])?["bytes"] as? Int ?? -1
+    }
+
+    @Test func aGroupThatMayNotUseExpensiveLinksSendsNothingOverCellular() async throws {
+        let root = try #require(Self.cgroup2Root(), "a cgroup2 hierarchy")
+        try await TestNamespace.with { test in
+            let (_, wifiPeer) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            // The gateways answer no ARP here: permanent neighbours let the packets leave.
+            for (gateway, device) in [("198.18.0.1", "wl0"), ("198.18.1.1", "ce0")] {
+                let added = try RunningCommand.run("/usr/sbin/ip", ["-n", test.name, "neigh", "replace", gateway, "lladdr", "02:00:00:00:00:01", "dev", device, "nud", "permanent"])
+                #expect(added.status == 0, "\(added.error)")
+            }
+            // As a phone's stack would: a route through a link without carrier is not used
+            // (Linux's default keeps using it; the path already leaves it out).
+            let sysctl = try RunningCommand.run("/usr/sbin/ip", ["netns", "exec", test.name, "/usr/sbin/sysctl", "-qw", "net.ipv4.conf.all.ignore_routes_with_linkdown=1"])
+            #expect(sysctl.status == 0, "\(sysctl.error)")
+            let group = "roam-test-\(getpid())-backup"
+            let groupPath = root + "/" + group
+            #expect(mkdir(groupPath, 0o755) == 0, "mkdir \(groupPath): \(String(cString: strerror(errno)))")
+            defer { rmdir(groupPath) }
+            let directory = try TestEnvironment.processScratchDirectory("roam-cgroup")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try "# the backup job: never over a metered link\n\(group) prohibit=expensive\n".write(toFile: directory + "/policy", atomically: true, encoding: .utf8)
+            let notify = try NotifySocket(path: directory + "/notify")
+            let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name,
+                                                             "--socket", directory + "/path.sock", "--cgroup-policy", directory + "/policy"])
+            #expect(notify.receive()?.contains("READY=1") == true, "\(daemon.errors.values)")
+            #expect(daemon.errors.wait(timeout: 20, until: { $0.contains { $0.contains("nftables: 1 of 1 group(s) present") } }) != nil, "\(daemon.errors.values)")
+
+            // 500 datagrams of 1,000 bytes to an address beyond either gateway, from inside the
+            // group or not: how many the kernel took.
+            let sender = """
+                import socket, sys
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sent = failed = 0
+                for _ in range(500):
+                    try:
+                        s.sendto(b"x" * 1000, ("198.19.0.1", 9)); sent += 1
+                    except OSError:
+                        failed += 1
+                print(sent, failed)
+                """
+            func send(inGroup: Bool) throws -> (sent: Int, failed: Int) {
+                let join = inGroup ? "echo $$ > '\(groupPath)/cgroup.procs' && " : ""
+                let result = try RunningCommand.run("/bin/sh", ["-c", "\(join)exec /usr/bin/nsenter --net=/run/netns/\(test.name) /usr/bin/python3 -c \"$0\"", sender])
+                let numbers = result.output.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                #expect(result.status == 0 && numbers.count == 2, "\(result)")
+                return numbers.count == 2 ? (numbers[0], numbers[1]) : (0, 0)
+            }
+            func moved(_ body: () throws -> Void) throws -> (wifi: Int, cellular: Int) {
+                let before = (try Self.sentBytes(test.name, "wl0"), try Self.sentBytes(test.name, "ce0"))
+                try body()
+                return (try Self.sentBytes(test.name, "wl0") - before.0, try Self.sentBytes(test.name, "ce0") - before.1)
+            }
+
+            // The Wi-Fi there: the group's traffic goes over it.
+            let home = try moved {
+                let result = try send(inGroup: true)
+                #expect(result.sent == 500, "\(result)")
+            }
+            #expect(home.wifi >= 500_000 && home.cellular < 5_000, "\(home)")
+
+            // Only the cellular link: the group sends nothing over it; another program does.
+            try test.socket.setLink(index: wifiPeer, up: false)
+            #expect(daemon.errors.wait(timeout: 20, until: { $0.contains { $0.contains("\(group): no interface") } }) != nil, "\(daemon.errors.values)")
+            var refused = (sent: 0, failed: 0)
+            let away = try moved { refused = try send(inGroup: true) }
+            #expect(away.cellular < 5_000 && away.wifi < 5_000, "the group moved nothing: \(away), \(refused)")
+            let other = try moved {
+                let result = try send(inGroup: false)
+                #expect(result.sent == 500, "\(result)")
+            }
+            #expect(other.cellular >= 500_000, "a program outside the group goes on over cellular: \(other)")
+            print("cgroup policy, bytes sent over wl0/ce0: group at home \(home), group with only cellular \(away) (sendto: \(refused.sent) taken, \(refused.failed) refused), another program \(other)")
+
+            // The Wi-Fi back: the group uses it again.
+            try test.socket.setLink(index: wifiPeer, up: true)
+            #expect(daemon.errors.wait(timeout: 20, until: { $0.contains { $0.contains("\(group): wl0") } }) != nil, "\(daemon.errors.values)")
+            let back = try moved {
+                let result = try send(inGroup: true)
+                #expect(result.sent == 500, "\(result)")
+            }
+            #expect(back.wifi >= 500_000 && back.cellular < 5_000, "\(back)")
+
+            #expect(daemon.stop(with: SIGTERM) == 0, "\(daemon.errors.values)")
+            let rules = try RunningCommand.run("/usr/sbin/ip", ["-n", test.name, "rule", "show"]).output
+            #expect(!rules.contains("0x524f01"), "the rules are gone: \(rules)")
+            let tables = try RunningCommand.run("/usr/sbin/nft", ["list", "tables"])
+            let nft = try RunningCommand.run("/usr/bin/nsenter", ["--net=/run/netns/\(test.name)", "/usr/sbin/nft", "list", "tables"]).output
+            #expect(!nft.contains("roam-cgroup-policy") && !tables.output.contains("roam-cgroup-policy"), "the table is gone: \(nft)")
+            let routes = try RunningCommand.run("/usr/sbin/ip", ["-n", test.name, "route", "show", "table", "all"]).output
+            #expect(!routes.contains("table 1380909"), "the routes are gone: \(routes)")
+        }
+    }
+
+    /// A bad policy file is refused with every line's problem and exit 2, before anything changes.
+    @Test func refusesABadPolicyFile() throws {
+        let directory = try TestEnvironment.processScratchDirectory("roam-cgroup")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "/abs prohibit=expensive\nok.slice prohibit=money\nok.slice\n../up require=validated\n".write(toFile: directory + "/policy", atomically: true, encoding: .utf8)
+        let result = try RunningCommand.run(roam, ["daemon", "--socket", directory + "/path.sock", "--cgroup-policy", directory + "/policy"])
+        #expect(result.status == 2)
+        for expected in ["policy:1: error: '/abs' is not a control group below the root", "policy:2: error: cannot prohibit 'money'",
+                         "policy:3: error: nothing for 'ok.slice'", "policy:4: error: '../up' is not a control group"] {
+            #expect(result.error.contains(expected), "\(expected) in \(result.error)")
+        }
+        #expect(access(directory + "/path.sock", F_OK) != 0)
+    }
+
+    static func cgroup2Root() -> String? {
+        // cgroup2's root, and only it, has cgroup.controllers.
+        ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].first { access($0 + "/cgroup.controllers", F_OK) == 0 }
+    }
+}

@@ -2,7 +2,8 @@ import CNetlink
 import CRoamLinux
 import Glibc
 
-/// A policy routing rule (`ip rule`): traffic from `source` is looked up in `table`.
+/// A policy routing rule (`ip rule`): traffic from `source` (and with the firewall mark
+/// `mark`, when given) is looked up in `table`.
 public struct RoutingRule: Sendable, Hashable {
     public var family: AddressFamily
     /// The rule's priority; lower runs first.
@@ -11,12 +12,15 @@ public struct RoutingRule: Sendable, Hashable {
     public var source: IPPrefix?
     /// The table looked up.
     public var table: RouteTable
+    /// The firewall mark the rule matches (`fwmark`, every bit); nil matches every packet.
+    public var mark: UInt32?
 
-    public init(family: AddressFamily, priority: UInt32, source: IPPrefix?, table: RouteTable) {
+    public init(family: AddressFamily, priority: UInt32, source: IPPrefix?, table: RouteTable, mark: UInt32? = nil) {
         self.family = family
         self.priority = priority
         self.source = source
         self.table = table
+        self.mark = mark
     }
 
     init?(libnl rule: OpaquePointer) {
@@ -24,7 +28,10 @@ public struct RoutingRule: Sendable, Hashable {
         guard family == .inet || family == .inet6 else { return nil }
         var source = LibnlAddress.prefix(rtnl_rule_get_src(rule))
         if source?.length == 0 { source = nil }
-        self.init(family: family, priority: rtnl_rule_get_prio(rule), source: source, table: RouteTable(rawValue: rtnl_rule_get_table(rule)))
+        // libnl says 0xFFFFFFFF for a rule without FRA_FWMARK (and 0 in older versions).
+        let mark = rtnl_rule_get_mark(rule)
+        self.init(family: family, priority: rtnl_rule_get_prio(rule), source: source, table: RouteTable(rawValue: rtnl_rule_get_table(rule)),
+                  mark: mark == 0 || mark == UInt32.max ? nil : mark)
     }
 }
 
@@ -56,6 +63,10 @@ extension NetlinkSocket {
         rtnl_rule_set_prio(object, rule.priority)
         rtnl_rule_set_table(object, rule.table.rawValue)
         rtnl_rule_set_action(object, UInt8(FR_ACT_TO_TBL))
+        if let mark = rule.mark {
+            rtnl_rule_set_mark(object, mark)
+            rtnl_rule_set_mask(object, UInt32.max)
+        }
         if let source = rule.source {
             let address = try LibnlAddress.make(source.address, prefixLength: source.length)
             _ = rtnl_rule_set_src(object, address)

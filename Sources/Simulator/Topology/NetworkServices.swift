@@ -675,7 +675,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
 
     /// The directories the programs are looked for in: `ROAM_NETWORK_PATH` when set, else `PATH`
     /// and then the system's sbin directories (which an ordinary user's `PATH` often lacks).
-    static var searchPath: [String] {
+    package static var searchPath: [String] {
         if let path = getenv("ROAM_NETWORK_PATH").map({ String(cString: $0) }) { return path.split(separator: ":").map(String.init) }
         let path = getenv("PATH").map { String(cString: $0) } ?? ""
         return path.split(separator: ":").map(String.init) + ["/usr/local/sbin", "/usr/sbin", "/sbin"]
@@ -686,7 +686,7 @@ package final class NetworkServices: NetworkEventHandler, @unchecked Sendable {
     /// every directory up to it, as named and as resolved, root's and written by no one else
     /// (a `ROAM_NETWORK_PATH` or `PATH` entry another user can write would otherwise run that
     /// user's `nft` as root); the resolved path is returned, so that no link is looked up again.
-    static func locate(_ name: String, in directories: [String] = searchPath, asHostRoot: Bool = Rootless.isHostRoot) -> String? {
+    package static func locate(_ name: String, in directories: [String] = searchPath, asHostRoot: Bool = Rootless.isHostRoot) -> String? {
         for directory in directories where directory.hasPrefix("/") {
             let candidate = directory + "/" + name
             guard access(candidate, X_OK) == 0 else { continue }
