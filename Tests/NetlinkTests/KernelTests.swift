@@ -180,6 +180,16 @@ struct NamespaceSettingsTests {
             #expect(try test.socket.rules().contains(rule))
             try test.socket.deleteRule(rule)
             #expect(try !test.socket.rules().contains(rule))
+            // By firewall mark (`ip rule add fwmark 0x524f0100 lookup …`), of both families.
+            for family in [AddressFamily.inet, .inet6] {
+                let marked = RoutingRule(family: family, priority: 9000, source: nil, table: RouteTable(0x524f_0100), mark: 0x524f_0100)
+                try test.socket.addRule(marked)
+                #expect(try test.socket.rules().contains(marked))
+                #expect(try test.socket.rules().filter { $0.priority == 9000 }.allSatisfy { $0.mark == 0x524f_0100 })
+                try test.socket.deleteRule(marked)
+                #expect(try !test.socket.rules().contains(marked))
+            }
+            #expect(try test.socket.rules().allSatisfy { $0.mark == nil }, "the kernel's own rules have no mark")
         }
     }
 }
