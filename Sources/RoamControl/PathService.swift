@@ -47,9 +47,12 @@ package final class PathService: HTTPService {
     /// - Parameters:
     ///   - owner: The daemon's user.
     ///   - revalidate: The monitor's `revalidate(interface:)`, when it validates connectivity.
-    package init(owner: uid_t, revalidate: (@Sendable (String?) -> Void)?) {
+    ///   - firstSequence: The first path's sequence: where the daemon that ran before stopped
+    ///     (its state directory), so that sequences only grow across restarts.
+    package init(owner: uid_t, revalidate: (@Sendable (String?) -> Void)?, firstSequence: Int = 0) {
         self.owner = owner
         self.revalidate = revalidate
+        state.withLock { $0.first = min(max(0, firstSequence), ControlAPI.maximumSequenceNumber) }
     }
 
     /// Publishes a path the monitor gave, taken at `time` (RFC 3339).
@@ -120,7 +123,11 @@ package final class PathService: HTTPService {
                 // The current path first.
                 from = state.withLock { max($0.first, $0.next - 1) }
             }
-            respond(.events(log: eventSource, from: from))
+            // Beyond what this daemon published: a sequence of a daemon that ran before without
+            // a state directory, or a client's mistake. The current path, which says where the
+            // sequence is now, rather than a stream that waits for a sequence that may never come.
+            let resumed = state.withLock { state in from > state.next ? max(state.first, state.next - 1) : from }
+            respond(.events(log: eventSource, from: resumed))
         default:
             // POST /v1/revalidate
             guard let peer = request.peerUID, peer == owner || peer == 0 else {

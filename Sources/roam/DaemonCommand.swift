@@ -40,6 +40,9 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
     @Flag(name: .long, help: "Follow NetworkManager's Metered flag of each device over the system bus: metered interfaces are expensive (the interfaces file still wins).")
     var networkManager = false
 
+    @Option(name: .customLong("state-directory"), help: ArgumentHelp("Keep the path's sequence here across restarts (the unit's /var/lib/roam), so that a client resuming with Last-Event-ID after a restart gets the next path, not a sequence from 0. The directory must be the daemon's user's, writable by no one else.", valueName: "directory"))
+    var stateDirectory: String?
+
     @Option(name: .customLong("cgroup-policy"), help: ArgumentHelp("Per-program policy: lines of 'CGROUP prohibit=expensive,constrained' or 'CGROUP require=validated' (the group below the cgroup2 root, as systemctl show -p ControlGroup UNIT says); its programs' traffic uses only the interfaces the policy permits, and none when no interface does. Needs CAP_NET_ADMIN.", valueName: "file"))
     var cgroupPolicy: String?
 
@@ -77,7 +80,28 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
         var revalidate: (@Sendable (String?) -> Void)?
         if configuration.validation != nil { revalidate = { @Sendable interface in monitor.revalidate(interface: interface) } }
-        let service = PathService(owner: geteuid(), revalidate: revalidate)
+        // The sequence where the last daemon stopped.
+        var state: SecureDirectory?
+        var firstSequence = 0
+        if let stateDirectory {
+            do throws(SafePathError) {
+                let directory = try SecureDirectory.open(stateDirectory, creating: 0o700, requirement: .ownedByCaller)
+                state = directory
+                if directory.contains("sequence") {
+                    let text = String(decoding: try directory.readFile(named: "sequence", maximumBytes: 64), as: UTF8.self)
+                    if let saved = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), (0...ControlAPI.maximumSequenceNumber).contains(saved) {
+                        firstSequence = saved
+                    } else {
+                        printError("roam daemon: \(directory.child("sequence")) holds no sequence ('\(escapedForMessage(text, maximumLength: 40))'): starting from 0")
+                    }
+                }
+            } catch {
+                listening.remove()
+                printError("roam daemon: --state-directory: \(error.message)")
+                throw ExitCode.badInput
+            }
+        }
+        let service = PathService(owner: geteuid(), revalidate: revalidate, firstSequence: firstSequence)
         // D-Bus: the same path, the same sequence, published after the socket's.
         var bus: PathBus?
         if let dbus, let which = BusConnection.Bus(rawValue: dbus) {
@@ -92,9 +116,15 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 throw ExitCode.badInput
             }
         }
-        let subscription = monitor.onUpdate { [bus] path in
+        let subscription = monitor.onUpdate { [bus, state] path in
             let (sequence, json) = service.publish(path, time: RFC3339.now())
             bus?.publish(path, sequence: sequence, json: json)
+            // The next daemon's first sequence: after this one.
+            do throws(SafePathError) {
+                try state?.replaceFile(named: "sequence", contents: Array("\(sequence + 1)\n".utf8), mode: 0o600)
+            } catch {
+                printError("roam daemon: cannot keep the sequence: \(error.message)")
+            }
         }
         // NetworkManager's metered flags, before the interfaces file's rules.
         var networkManager: NetworkManagerMetered?

@@ -267,6 +267,52 @@ struct DaemonKernelTests {
         }
     }
 
+    /// `--state-directory`: a daemon started again goes on from the sequence the last one
+    /// reached, so a client that resumes with Last-Event-ID gets the next path; a state file
+    /// that is not a sequence is said and left; a link planted in its place is refused.
+    @Test func theSequenceGoesOnAcrossARestart() async throws {
+        try await TestNamespace.with { test in
+            let (_, wifiPeer) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let socket = directory + "/path.sock", state = directory + "/state"
+            let notify = try NotifySocket(path: directory + "/notify")
+            let first = try startDaemon(test.name, ["--socket", socket, "--state-directory", state], notify: notify).daemon
+            let reader = try RunningCommand(roam, ["monitor", "--daemon", "--socket", socket, "--json"])
+            #expect(reader.lines.wait(timeout: 20, until: { $0.count >= 1 }) != nil)
+            try test.socket.setLink(index: wifiPeer, up: false)
+            #expect(reader.lines.wait(timeout: 20, until: { $0.count >= 2 }) != nil, "\(reader.lines.values)")
+            _ = reader.stop(with: SIGTERM)
+            #expect(first.stop(with: SIGTERM) == 0)
+            var status = stat()
+            #expect(stat(state, &status) == 0 && status.st_mode & 0o777 == 0o700, "the state directory is the daemon's alone")
+            let saved = (try? String(contentsOfFile: state + "/sequence", encoding: .utf8)) ?? ""
+            #expect(saved == "2\n", "the next sequence: \(saved)")
+
+            // Started again: it goes on at 2, and a client that saw 1 is given it.
+            // (Each daemon its own notify socket: the last one's STOPPING=1 waits in the first.)
+            let second = try startDaemon(test.name, ["--socket", socket, "--state-directory", state], notify: try NotifySocket(path: directory + "/notify2")).daemon
+            #expect(json(try curl(socket, ["http://roam/v1/path"]).output)?["sequence"] as? Int == 2)
+            let resumed = try curl(socket, ["-N", "--max-time", "2", "-H", "Last-Event-ID: 1", "http://roam/v1/path/events"])
+            #expect(resumed.output.hasPrefix("id: 2\n"), "\(resumed.output.prefix(200))")
+            #expect(second.stop(with: SIGTERM) == 0)
+
+            // A file that holds no sequence: said, and the daemon starts from 0.
+            try "garbage".write(toFile: state + "/sequence", atomically: false, encoding: .utf8)
+            let third = try startDaemon(test.name, ["--socket", socket, "--state-directory", state], notify: try NotifySocket(path: directory + "/notify3")).daemon
+            #expect(json(try curl(socket, ["http://roam/v1/path"]).output)?["sequence"] as? Int == 0)
+            #expect(third.errors.values.contains { $0.contains("holds no sequence ('garbage'): starting from 0") }, "\(third.errors.values)")
+            #expect(third.stop(with: SIGTERM) == 0)
+            // A link in its place: refused, exit 2, nothing followed.
+            unlink(state + "/sequence")
+            symlink("/etc/shadow", state + "/sequence")
+            let refused = try RunningCommand.run(roam, ["daemon", "--netns", test.name, "--socket", socket, "--state-directory", state])
+            #expect(refused.status == 2 && refused.error.contains("--state-directory"), "\(refused)")
+            #expect(access(socket, F_OK) != 0, "no socket left")
+        }
+    }
+
     /// The unit `make install` installs is one systemd accepts, and `make install` stages it,
     /// the D-Bus policy and the user's line where DESTDIR says.
     @Test(.enabled(if: access("/usr/bin/systemd-analyze", X_OK) == 0, "needs systemd-analyze"))
@@ -297,7 +343,7 @@ struct DaemonKernelTests {
             #expect(access("\(stage)/opt/roam/\(file)", F_OK) == 0, "\(file) staged: \(installed.output)")
         }
         let stagedUnit = (try? String(contentsOfFile: stage + "/opt/roam/lib/systemd/system/roam.service", encoding: .utf8)) ?? ""
-        #expect(stagedUnit.contains("ExecStart=/opt/roam/bin/roam daemon --socket /run/roam/path.sock --dbus system") && stagedUnit.contains("User=roam"), "\(stagedUnit)")
+        #expect(stagedUnit.contains("ExecStart=/opt/roam/bin/roam daemon --socket /run/roam/path.sock --dbus system --state-directory /var/lib/roam") && stagedUnit.contains("User=roam"), "\(stagedUnit)")
         #expect(installed.output.contains("staged into \(stage)"), "no user is made when staging: \(installed.output)")
     }
 }

@@ -91,6 +91,23 @@ struct PathServiceTests {
         #expect(source.ended())
     }
 
+    /// Across restarts: a daemon that starts where the last stopped goes on from its sequence,
+    /// and a client resuming beyond what this daemon published gets the current path, not a
+    /// stream that waits for a sequence that may never come.
+    @Test func sequencesGoOnAcrossRestartsAndAResumeBeyondThemGetsTheCurrentPath() {
+        let restarted = PathService(owner: 1000, revalidate: nil, firstSequence: 42)
+        let first = restarted.publish(Self.path(["wlan0"]), time: "t0")
+        #expect(first.sequence == 42 && first.json.hasPrefix(#"{"sequence":42,"#), "\(first)")
+        // The client saw 41 from the daemon before: it gets 42.
+        if case .events(_, let from)? = answer(restarted, "GET", "/v1/path/events", lastEventID: "41") { #expect(from == 42) } else { Issue.record("resumed") }
+        // A client of a daemon that kept no state, beyond: the current path.
+        let fresh = PathService(owner: 1000, revalidate: nil)
+        fresh.publish(Self.path(["wlan0"]), time: "t0")
+        fresh.publish(Self.path(["wwan0"]), time: "t1")
+        if case .events(_, let from)? = answer(fresh, "GET", "/v1/path/events", lastEventID: "900") { #expect(from == 1) } else { Issue.record("beyond") }
+        if case .events(_, let from)? = answer(fresh, "GET", "/v1/path/events?from=2") { #expect(from == 2, "the next path: waits for it") } else { Issue.record("next") }
+    }
+
     @Test func onlyTheDaemonsUserAndRootMayAskForAnotherCheck() {
         let asked = Mutex<[String]>([])
         let service = PathService(owner: 1000, revalidate: { interface in asked.withLock { $0.append(interface ?? "all") } })
