@@ -154,7 +154,10 @@ package struct CgroupPolicies: Sendable, Hashable {
 package enum CgroupPolicyPlan {
     package static let markBase: UInt32 = 0x524f_0100
     package static let tableBase: UInt32 = 0x524f_0100
-    package static let priorityBase: UInt32 = 9_000
+    /// Before the source-address rules multihomed hosts have (Roam's own runs put theirs at
+    /// 1000 and up; MPTCP setups commonly add some): a group's traffic is its table's, whatever
+    /// address the main table gave its socket.
+    package static let priorityBase: UInt32 = 100
     package static let nftTable = "roam-cgroup-policy"
 
     /// One group's table.
@@ -172,7 +175,9 @@ package enum CgroupPolicyPlan {
 
     /// Each group's table for `path`, with the main table's routes `main`.
     package static func tables(_ policies: CgroupPolicies, path: NetworkPath, routes: [Route]) -> [Table] {
-        let defaults = routes.filter { $0.table == .main && $0.isDefault && $0.nextHops.count == 1 && $0.nextHops[0].interfaceIndex != nil }
+        // The main table's routes through one interface: its defaults, and the subnets it reaches
+        // directly (a printer on the Wi-Fi's network is reached on it, not through the gateway).
+        let defaults = routes.filter { $0.table == .main && $0.type == .unicast && $0.nextHops.count == 1 && $0.nextHops[0].interfaceIndex != nil }
         return policies.entries.enumerated().map { index, entry in
             let permitted = ((try? entry.policy.permittedInterfaces(of: path).get()) ?? []).filter { $0.type != .loopback }
             let indices = Set(permitted.map(\.index))

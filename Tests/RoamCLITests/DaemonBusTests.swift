@@ -451,6 +451,27 @@ struct DaemonCgroupPolicyTests {
         }
     }
 
+    /// Tests/Fixtures/laptop-daemon.yaml: roam daemon inside a run's phone (a command workload
+    /// running `$ROAM_EXECUTABLE daemon`) as the phone's path manager. What the server received,
+    /// by the link it came over: the backup job's group nothing over the cellular link, the call
+    /// over it while the Wi-Fi was gone; the unmodified program under mptcpize received
+    /// throughout on the daemon's MPTCP endpoints.
+    @Test func theDaemonIsThePhonesPathManagerInARun() throws {
+        let report = try TestEnvironment.processScratchDirectory("roam-laptop")
+        defer { try? FileManager.default.removeItem(atPath: report) }
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/Tests/Fixtures/laptop-daemon.yaml", "--backend", "userspace",
+                                                   "--report", report + "/run", "--quiet"], timeout: 120)
+        let sink = NetemHost.text(report + "/run/sink.stdout"), download = NetemHost.text(report + "/run/download.stdout")
+        let daemon = NetemHost.text(report + "/run/daemon.stderr")
+        #expect(result.status == 0, "\(result.output)\n\(sink)\n\(download)\n\(daemon)")
+        let counts = (try? JSONSerialization.jsonObject(with: Data((sink.split(separator: "\n").first ?? "").utf8))) as? [String: Int] ?? [:]
+        let backupOverCellular = counts.filter { $0.key.hasPrefix("backup ") && $0.key.contains("cell") }.values.reduce(0, +)
+        let callOverCellularAway = counts.filter { $0.key.hasPrefix("call ") && $0.key.contains("cell") && $0.key.hasSuffix("away") }.values.reduce(0, +)
+        #expect(backupOverCellular == 0 && callOverCellularAway > 100_000, "\(counts)")
+        #expect(daemon.contains("cgroup policy: roam-") && daemon.contains(": no interface") && daemon.contains("mptcp: added"), "\(daemon)")
+        print("laptop-daemon: \(sink.split(separator: "\n").dropFirst().first ?? ""); download: \(download.trimmingCharacters(in: .whitespacesAndNewlines))")
+    }
+
     /// A bad policy file is refused with every line's problem and exit 2, before anything changes.
     @Test func refusesABadPolicyFile() throws {
         let directory = try TestEnvironment.processScratchDirectory("roam-cgroup")

@@ -62,6 +62,7 @@ struct CgroupPolicyTests {
 
     static let routes = [
         Route.defaultRoute(via: IPAddress("198.18.0.1")!, interfaceIndex: 2, metric: 100),
+        Route.direct(to: IPPrefix("198.18.0.0/24")!, interfaceIndex: 2),
         Route.defaultRoute(via: IPAddress("198.18.1.1")!, interfaceIndex: 3, metric: 200),
         Route.defaultRoute(via: IPAddress("10.0.0.1")!, interfaceIndex: 3, metric: 100, table: RouteTable(7)),
     ]
@@ -72,7 +73,8 @@ struct CgroupPolicyTests {
         #expect(home.map(\.interfaces) == [["wl0"], ["ce0"]])
         #expect(home[0].mark == CgroupPolicyPlan.markBase && home[1].mark == CgroupPolicyPlan.markBase + 1 && home[0].table != home[1].table)
         let backup = home[0].routes
-        #expect(backup.filter { $0.type == .unicast }.map { $0.nextHops.first?.interfaceIndex } == [2], "only the Wi-Fi's, not table 7's")
+        #expect(backup.filter { $0.type == .unicast }.map { $0.nextHops.first?.interfaceIndex } == [2, 2], "only the Wi-Fi's, not table 7's")
+        #expect(backup.filter { $0.type == .unicast }.map(\.destination.description) == ["0.0.0.0/0", "198.18.0.0/24"], "its default and its subnet")
         #expect(backup.allSatisfy { $0.table == home[0].table })
         #expect(backup.filter { $0.type == .unreachable }.map(\.family) == [.inet, .inet6], "nothing falls through to main")
         #expect(backup.filter { $0.type == .unreachable }.allSatisfy { $0.metric == UInt32.max && $0.isDefault == false })

@@ -397,10 +397,15 @@ public final class ScenarioRunner: Sendable {
 
     /// The topology in environment variables, for commands: `ROAM_RUN_ID`, `ROAM_NODES`,
     /// `ROAM_<NODE>_ADDR`/`_ADDR6` (the node's service address, reachable over every link) and
-    /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link), `ROAM_REPORT_DIR`.
+    /// `ROAM_<NODE>_<LINK>_ADDR`/`_ADDR6` (its address on one link), `ROAM_REPORT_DIR`,
+    /// `ROAM_EXECUTABLE` (the running roam).
     static func environment(plan: TopologyPlan, runID: String, reportDirectory: String) -> [String: String] {
         func key(_ name: String) -> String { Scenario.environmentKey(name) }
         var values = ["ROAM_RUN_ID": runID, "ROAM_NODES": plan.nodes.map(\.name).joined(separator: " "), "ROAM_REPORT_DIR": reportDirectory]
+        // The roam that runs the scenario, for a command that runs roam itself (roam daemon in a phone).
+        var executable = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &executable, executable.count - 1)
+        if length > 0 { values["ROAM_EXECUTABLE"] = String(decoding: executable[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         for node in plan.nodes {
             // A phone in networks has no service address: its addresses are its networks'.
             if node.hasServiceAddresses {
