@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: setup setup-vm build install demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
+.PHONY: bench-path-managers setup setup-vm build install demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -161,6 +161,13 @@ bench-flagship: build
 	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py --backend $(BACKEND)
 
 # The same benchmarks on small counts, to check that they still run.
+# roam daemon --mptcp handover against Debian's mptcpd as the phone's path manager, in three
+# bundled scenarios, for an unmodified mptcpize program: the longest gap each leaves (about 6
+# minutes a repetition; docs/daemon.md has a table).
+bench-path-managers: build
+	@scripts/setup.sh --mptcpd
+	python3 Benchmarks/PathManagerComparison/compare.py --roam "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" --repeat 3
+
 bench-quick: setup
 	$(SWIFT) build $(BUILD_FLAGS) --product PathMonitorBenchmark
 	$(SWIFT) build $(BUILD_FLAGS) --product SimulatorBenchmark

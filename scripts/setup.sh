@@ -23,6 +23,7 @@ vm=0
 browser=0
 go=0
 dbus=0
+mptcpd=0
 for option in "$@"; do
   case "$option" in
     --vm) vm=1 ;;
@@ -30,7 +31,8 @@ for option in "$@"; do
     --browser) browser=1 ;;
     --go) go=1 ;;
     --dbus) dbus=1 ;;
-    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser] [--go] [--dbus]" >&2; exit 2 ;;
+    --mptcpd) mptcpd=1 ;;
+    *) echo "usage: scripts/setup.sh [--vm | --vm-if-needed] [--browser] [--go] [--dbus] [--mptcpd]" >&2; exit 2 ;;
   esac
 done
 
@@ -70,6 +72,10 @@ if [ "$dbus" = 1 ]; then
     python3-dbus-next                             # Examples/PathBus: the Python reader
     python3-dbusmock                              # NetworkManager's Metered, mocked on that bus
   )
+fi
+
+if [ "$mptcpd" = 1 ]; then
+  packages+=(mptcpd mptcpd-plugins)               # the path managers' comparison (bench-path-managers)
 fi
 
 if [ "$go" = 1 ]; then
