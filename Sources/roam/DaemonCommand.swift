@@ -6,6 +6,7 @@ import PathMonitor
 import RoamControl
 import RoamCore
 import RoamSystem
+import Synchronization
 
 /// `roam daemon`: the path of this host (or of a namespace), served on a Unix socket for every
 /// program on it, in any language (docs/daemon.md).
@@ -80,6 +81,42 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         let monitor = NetworkPathMonitor(namespace: namespace, configuration: configuration)
         var revalidate: (@Sendable (String?) -> Void)?
         if configuration.validation != nil { revalidate = { @Sendable interface in monitor.revalidate(interface: interface) } }
+
+        // What runs beside the monitor, each made below when asked for; `stop()` ends whatever
+        // was made, in every way out.
+        var subscription: PathUpdateSubscription?
+        var bus: PathBus?
+        var networkManager: NetworkManagerMetered?
+        var cgroupPolicies: CgroupPolicyManager?
+        var policyFollowing: PathUpdateSubscription?
+        var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
+        var server: ControlServer?
+        var service: PathService?
+        // Why a part that runs on its own ended the daemon (the bus went away): exit 2, so that
+        // the service manager restarts it.
+        let ended = Mutex<String?>(nil)
+        func stop() {
+            ServiceNotification.send("STOPPING=1")
+            service?.end()
+            subscription?.cancel()
+            // The endpoints it made are removed, the limits it raised restored; the policy's
+            // rules, routes and nftables table removed.
+            endpoints?.following.cancel()
+            endpoints?.manager.stop()
+            policyFollowing?.cancel()
+            cgroupPolicies?.stop()
+            monitor.cancel()
+            networkManager?.stop()
+            bus?.stop()
+            server?.shutdown()
+            listening.remove()
+        }
+        func fail(_ message: String) -> ExitCode {
+            stop()
+            printError("roam daemon: \(message)")
+            return ExitCode.badInput
+        }
+
         // The sequence where the last daemon stopped.
         var state: SecureDirectory?
         var firstSequence = 0
@@ -96,28 +133,24 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                     }
                 }
             } catch {
-                listening.remove()
-                printError("roam daemon: --state-directory: \(error.message)")
-                throw ExitCode.badInput
+                throw fail("--state-directory: \(error.message)")
             }
         }
-        let service = PathService(owner: geteuid(), revalidate: revalidate, firstSequence: firstSequence)
+        let paths = PathService(owner: geteuid(), revalidate: revalidate, firstSequence: firstSequence)
+        service = paths
         // D-Bus: the same path, the same sequence, published after the socket's.
-        var bus: PathBus?
         if let dbus, let which = BusConnection.Bus(rawValue: dbus) {
             do {
                 bus = try PathBus(bus: which, owner: geteuid(), revalidate: revalidate) { error in
-                    printError("roam daemon: \(error)")
+                    ended.withLock { $0 = "\(error)" }
                     stopped.signal()
                 }
             } catch {
-                listening.remove()
-                printError("roam daemon: --dbus \(dbus): \(error)")
-                throw ExitCode.badInput
+                throw fail("--dbus \(dbus): \(error)")
             }
         }
-        let subscription = monitor.onUpdate { [bus, state] path in
-            let (sequence, json) = service.publish(path, time: RFC3339.now())
+        subscription = monitor.onUpdate { [bus, state] path in
+            let (sequence, json) = paths.publish(path, time: RFC3339.now())
             bus?.publish(path, sequence: sequence, json: json)
             // The next daemon's first sequence: after this one.
             do throws(SafePathError) {
@@ -127,7 +160,6 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             }
         }
         // NetworkManager's metered flags, before the interfaces file's rules.
-        var networkManager: NetworkManagerMetered?
         if self.networkManager {
             let fileRules = configuration.interfaceRules.rules
             do {
@@ -135,44 +167,32 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                     printError("roam daemon: NetworkManager: metered \(flags.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value ? "yes" : "no")" }.joined(separator: " "))")
                     monitor.updateInterfaceRules(InterfaceRules(NetworkManagerMetered.rules(flags) + fileRules))
                 }, ended: { error in
-                    printError("roam daemon: NetworkManager: \(error)")
+                    ended.withLock { $0 = "NetworkManager: \(error)" }
                     stopped.signal()
                 }, report: { printError("roam daemon: \($0)") })
             } catch {
-                subscription.cancel()
-                bus?.stop()
-                listening.remove()
-                printError("roam daemon: --network-manager: \(error)")
-                throw ExitCode.badInput
+                throw fail("--network-manager: \(error)")
             }
         }
-        // Per-program policy: each group's traffic routed by its own table.
-        var cgroupPolicies: CgroupPolicyManager?
+        // Per-program policy: each group's traffic routed by its own table, at each path and when
+        // a group comes, goes or is made again (its unit restarted).
         if let cgroupPolicy {
             do {
-                let policies = try CgroupPolicies(contentsOfFile: cgroupPolicy)
-                cgroupPolicies = try CgroupPolicyManager(namespace: namespace, policies: policies)
+                cgroupPolicies = try CgroupPolicyManager(namespace: namespace, policies: try CgroupPolicies(contentsOfFile: cgroupPolicy))
             } catch {
-                subscription.cancel()
-                networkManager?.stop()
-                bus?.stop()
-                listening.remove()
-                printError("roam daemon: --cgroup-policy: \(error)")
-                throw ExitCode.badInput
+                throw fail("--cgroup-policy: \(error)")
             }
         }
-        let following = cgroupPolicies.map { manager in
-            monitor.onUpdate { path in
-                do {
-                    let changes = try manager.apply(path)
-                    if !changes.isEmpty { printError("roam daemon: cgroup policy: \(changes.joined(separator: "; "))") }
-                } catch {
-                    printError("roam daemon: cgroup policy: \(error)")
-                }
+        @Sendable func applyPolicies(_ manager: CgroupPolicyManager, _ path: NetworkPath) {
+            do {
+                let changes = try manager.apply(path)
+                if !changes.isEmpty { printError("roam daemon: cgroup policy: \(changes.joined(separator: "; "))") }
+            } catch {
+                printError("roam daemon: cgroup policy: \(error)")
             }
         }
+        policyFollowing = cgroupPolicies.map { manager in monitor.onUpdate { applyPolicies(manager, $0) } }
         // MPTCP endpoints for unmodified programs, as the simulator's path manager keeps them.
-        var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
         if let mptcp, let serviceType = MultipathServiceType(rawValue: mptcp) {
             do {
                 let manager = try MPTCPPathManager(namespace: namespace, serviceType: serviceType)
@@ -184,61 +204,27 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 }
                 endpoints = (manager, following)
             } catch {
-                subscription.cancel()
-                following?.cancel()
-                cgroupPolicies?.stop()
-                networkManager?.stop()
-                bus?.stop()
-                listening.remove()
-                printError("roam daemon: --mptcp \(mptcp): \(error)")
-                throw ExitCode.badInput
+                throw fail("--mptcp \(mptcp): \(error)")
             }
         }
-        let server = ControlServer(api: service)
-        func stop() {
-            ServiceNotification.send("STOPPING=1")
-            service.end()
-            subscription.cancel()
-            // The endpoints it made are removed, the limits it raised restored.
-            endpoints?.following.cancel()
-            endpoints?.manager.stop()
-            following?.cancel()
-            cgroupPolicies?.stop()
-            monitor.cancel()
-            networkManager?.stop()
-            bus?.stop()
-            server.shutdown()
-            listening.remove()
-        }
+        let control = ControlServer(api: paths)
+        server = control
         do {
-            try server.serveUnix(descriptor: listening.descriptor, onlyUser: self.private ? geteuid() : nil)
+            try control.serveUnix(descriptor: listening.descriptor, onlyUser: self.private ? geteuid() : nil)
             try monitor.start()
         } catch {
-            stop()
-            printError("roam daemon: \(error)")
-            throw ExitCode.badInput
+            throw fail("\(error)")
         }
         let status = "serving the path of the \(namespace) on \(listening.path)" + (bus.map { " and as \(PathBus.name) on the \($0.bus.rawValue) bus" } ?? "")
         ServiceNotification.send("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())")
         printError("roam daemon: \(status)")
-        // Until a signal; a monitor that stopped by itself (netlink failed) ends the daemon, so
-        // that its service manager restarts it.
+        // Until a signal; a monitor that stopped by itself (netlink failed), or a bus that went
+        // away, ends the daemon with exit 2, so that its service manager restarts it.
         while stopped.wait(for: .seconds(1)) {
-            // A policy's group that came, went or was made again (its unit restarted) is matched anew.
-            if let cgroupPolicies, cgroupPolicies.groupsChanged, let path = monitor.currentPath {
-                do {
-                    let changes = try cgroupPolicies.apply(path)
-                    if !changes.isEmpty { printError("roam daemon: cgroup policy: \(changes.joined(separator: "; "))") }
-                } catch {
-                    printError("roam daemon: cgroup policy: \(error)")
-                }
-            }
-            if let failure = monitor.failure {
-                stop()
-                printError("roam daemon: \(failure)")
-                throw ExitCode.badInput
-            }
+            if let cgroupPolicies, cgroupPolicies.groupsChanged, let path = monitor.currentPath { applyPolicies(cgroupPolicies, path) }
+            if let failure = monitor.failure { throw fail("\(failure)") }
         }
+        if let reason = ended.withLock({ $0 }) { throw fail(reason) }
         stop()
     }
 }

@@ -56,6 +56,11 @@ final class PrivateSystemBus {
         _ = daemon.stop(with: SIGKILL)
     }
 
+    /// Ends the bus at once, as a crashed or restarted dbus-daemon would.
+    func kill() {
+        _ = daemon.stop(with: SIGKILL)
+    }
+
     /// `busctl --address=… ARGUMENTS`, as `user` when given.
     func busctl(_ arguments: [String], as user: uid_t? = nil) throws -> (status: Int32, output: String, error: String) {
         let command = ["/usr/bin/busctl", "--address=" + address] + arguments
@@ -275,6 +280,23 @@ struct DaemonBusTests {
             let nowhere = try RunningCommand.run("/usr/bin/env", ["DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(directory)/none", roam, "daemon", "--netns", test.name,
                                                                   "--dbus", "system", "--socket", directory + "/third.sock"])
             #expect(nowhere.status == 2 && nowhere.error.contains("cannot connect to the system bus (DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(directory)/none)"), "\(nowhere)")
+        }
+    }
+
+    /// A bus that goes away ends the daemon with exit 2 (for Restart=on-failure), after its cleanup.
+    @Test func aBusThatGoesAwayEndsTheDaemonForItsServiceManagerToRestart() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let bus = try PrivateSystemBus(directory: directory)
+            let notify = try NotifySocket(path: directory + "/notify")
+            let daemon = try startDaemon(test.name, bus: bus, ["--socket", directory + "/path.sock"], notify: notify)
+            bus.kill()
+            #expect(daemon.waitForExit(timeout: 20) == 2, "\(daemon.errors.values)")
+            #expect(daemon.errors.values.contains { $0.contains("the system bus connection ended") }, "\(daemon.errors.values)")
+            #expect(notify.receive(timeout: 5)?.contains("STOPPING=1") == true)
+            #expect(access(directory + "/path.sock", F_OK) != 0, "its socket removed")
         }
     }
 
