@@ -68,7 +68,7 @@ fi
 if [ "$dbus" = 1 ]; then
   packages+=(
     dbus-daemon                                   # roam daemon --dbus: a private system bus in tests
-    libsystemd-dev                                # Examples/PathBus: the C reader on sd-bus
+    gcc libsystemd-dev                            # Examples/PathBus: the C reader on sd-bus
     python3-dbus-next                             # Examples/PathBus: the Python reader
     python3-dbusmock                              # NetworkManager's Metered, mocked on that bus
   )
