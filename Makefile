@@ -20,12 +20,17 @@ build: setup
 
 # roam, its systemd unit (roam daemon, docs/daemon.md), its user, its D-Bus policy and that
 # page: `make install` as root, or DESTDIR=DIR to stage it (no user is made then;
-# CONFIGURATION=debug skips the release build, for tests).
+# CONFIGURATION=debug builds the debug roam; BINARY=PATH installs that roam and builds nothing,
+# for tests, which run while SwiftPM holds the build directory).
 PREFIX ?= /usr/local
 CONFIGURATION ?= release
 install: setup
-	$(SWIFT) build $(BUILD_FLAGS) -c $(CONFIGURATION) --product roam
-	install -D -m 0755 "$$($(SWIFT) build $(BUILD_FLAGS) -c $(CONFIGURATION) --show-bin-path)/roam" "$(DESTDIR)$(PREFIX)/bin/roam"
+	@binary="$(BINARY)"; \
+	if [ -z "$$binary" ]; then \
+		$(SWIFT) build $(BUILD_FLAGS) -c $(CONFIGURATION) --product roam || exit 1; \
+		binary="$$($(SWIFT) build $(BUILD_FLAGS) -c $(CONFIGURATION) --show-bin-path)/roam"; \
+	fi; \
+	install -D -m 0755 "$$binary" "$(DESTDIR)$(PREFIX)/bin/roam"
 	install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"
 	sed -e 's|/usr/local/bin/roam|$(PREFIX)/bin/roam|' -e 's|/usr/local/share/doc|$(PREFIX)/share/doc|' systemd/roam.service \
 		> "$(DESTDIR)$(PREFIX)/lib/systemd/system/roam.service"

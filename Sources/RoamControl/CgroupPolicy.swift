@@ -110,24 +110,16 @@ package struct CgroupPolicies: Sendable, Hashable {
         self.entries = entries
     }
 
-    /// Reads and parses a policy file (at most 1 MiB).
+    /// Reads and parses a policy file (a regular file of at most 1 MiB: a FIFO or a device is
+    /// refused at once, never waited on).
     package init(contentsOfFile path: String) throws(ParseError) {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else {
-            throw ParseError(description: "\(escapedForMessage(path)): error: cannot read it: \(String(cString: strerror(errno)))")
+        let text: String
+        do throws(SafePathError) {
+            text = try readTextFile(atPath: path, maximumBytes: 1 << 20)
+        } catch {
+            throw ParseError(description: "\(escapedForMessage(path, maximumLength: 256)): error: cannot read it: \(error.message)")
         }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = read(descriptor, &chunk, chunk.count)
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw ParseError(description: "\(escapedForMessage(path)): error: \(String(cString: strerror(errno)))") }
-            if count == 0 { break }
-            bytes += chunk[..<count]
-            guard bytes.count <= 1 << 20 else { throw ParseError(description: "\(escapedForMessage(path)): error: larger than 1 MiB") }
-        }
-        try self.init(parsing: String(decoding: bytes, as: UTF8.self), source: escapedForMessage(path))
+        try self.init(parsing: text, source: escapedForMessage(path, maximumLength: 256))
     }
 
     /// Why `cgroup` is not a group's path below the root, or nil.

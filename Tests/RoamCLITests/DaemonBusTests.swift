@@ -506,6 +506,11 @@ struct DaemonCgroupPolicyTests {
             #expect(result.error.contains(expected), "\(expected) in \(result.error)")
         }
         #expect(access(directory + "/path.sock", F_OK) != 0)
+        // A FIFO in its place is refused at once, not waited on.
+        unlink(directory + "/policy")
+        mkfifo(directory + "/policy", 0o600)
+        let fifo = try RunningCommand.run(roam, ["daemon", "--socket", directory + "/path.sock", "--cgroup-policy", directory + "/policy"], timeout: 10)
+        #expect(fifo.status == 2 && fifo.error.contains("cannot read it"), "\(fifo)")
     }
 
     static func cgroup2Root() -> String? {

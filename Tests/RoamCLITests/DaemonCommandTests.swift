@@ -333,10 +333,12 @@ struct DaemonKernelTests {
         #expect(score != nil, "\(security.output)\(security.error)")
 
         // make install, staged: the binary, the unit pointing at it, the page, the D-Bus policy
-        // (which DaemonBusTests' bus loads) and the user's sysusers.d line; no user made.
+        // (which DaemonBusTests' bus loads) and the user's sysusers.d line; no user made. The
+        // built roam is given (BINARY): `swift test` holds the build directory, and a `swift
+        // build` inside it would wait for it to the end.
         let stage = directory + "/stage"
         let installed = try RunningCommand.run("/usr/bin/make", ["-C", NetemHost.root, "--no-print-directory", "install", "DESTDIR=\(stage)",
-                                                                 "PREFIX=/opt/roam", "CONFIGURATION=debug"], timeout: 600)
+                                                                 "PREFIX=/opt/roam", "BINARY=\(roam)"], timeout: 120)
         #expect(installed.status == 0, "\(installed.output)\(installed.error)")
         for file in ["bin/roam", "lib/systemd/system/roam.service", "share/doc/roam/daemon.md",
                      "share/dbus-1/system.d/org.roam.PathMonitor1.conf", "lib/sysusers.d/roam.conf"] {
