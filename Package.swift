@@ -156,7 +156,7 @@ let package = Package(
         .testTarget(name: "MultipathTests", dependencies: ["Netlink", "PathMonitor", "RoamSystem", "Multipath", "ScenarioModel", "RoamReport", "Simulator", "TestSupport"]),
         // Root-free: the control API's routes against its OpenAPI document, its answers before and
         // after a run, its HTTP server and client over a Unix socket.
-        .testTarget(name: "RoamControlTests", dependencies: ["RoamControl", "RoamCore", "PathMonitor", "RoamSystem", .product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "RoamControlTests", dependencies: ["RoamControl", "RoamCore", "PathMonitor", "RoamSystem", "Netlink", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "RoamTestingTests", dependencies: ["Netlink", "PathMonitor", "RoamCore", "RoamTesting", "ScenarioModel", "RoamReport", "LinkEmulation", "Simulator", "TestSupport", "RoamSystem", .product(name: "SystemPackage", package: "swift-system")]),
     ],
     swiftLanguageModes: [.v6]
