@@ -15,7 +15,14 @@ public struct RoutingRule: Sendable, Hashable {
     /// The firewall mark the rule matches (`fwmark`, every bit); nil matches every packet.
     public var mark: UInt32?
 
-    public init(family: AddressFamily, priority: UInt32, source: IPPrefix?, table: RouteTable, mark: UInt32? = nil) {
+    /// A rule that looks up `table` for traffic from `source` (nil: every source).
+    public init(family: AddressFamily, priority: UInt32, source: IPPrefix?, table: RouteTable) {
+        self.init(family: family, priority: priority, source: source, table: table, mark: nil)
+    }
+
+    /// A rule that looks up `table` for traffic from `source` (nil: every source) with the
+    /// firewall mark `mark` (nil: any).
+    public init(family: AddressFamily, priority: UInt32, source: IPPrefix?, table: RouteTable, mark: UInt32?) {
         self.family = family
         self.priority = priority
         self.source = source
