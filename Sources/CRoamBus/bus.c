@@ -20,6 +20,7 @@
     X(int, sd_bus_get_fd, (sd_bus *)) \
     X(int, sd_bus_get_events, (sd_bus *)) \
     X(int, sd_bus_get_timeout, (sd_bus *, uint64_t *)) \
+    X(int, sd_bus_set_method_call_timeout, (sd_bus *, uint64_t)) \
     X(int, sd_bus_flush, (sd_bus *)) \
     X(sd_bus *, sd_bus_flush_close_unref, (sd_bus *)) \
     X(sd_bus_slot *, sd_bus_slot_unref, (sd_bus_slot *)) \
@@ -101,6 +102,7 @@ int roam_bus_process(sd_bus *bus, sd_bus_message **r) { LOADED_OR(-ENOSYS) retur
 int roam_bus_get_fd(sd_bus *bus) { LOADED_OR(-ENOSYS) return p_sd_bus_get_fd(bus); }
 int roam_bus_get_events(sd_bus *bus) { LOADED_OR(-ENOSYS) return p_sd_bus_get_events(bus); }
 int roam_bus_get_timeout(sd_bus *bus, uint64_t *timeout_usec) { LOADED_OR(-ENOSYS) return p_sd_bus_get_timeout(bus, timeout_usec); }
+int roam_bus_set_method_call_timeout(sd_bus *bus, uint64_t usec) { LOADED_OR(-ENOSYS) return p_sd_bus_set_method_call_timeout(bus, usec); }
 int roam_bus_flush(sd_bus *bus) { LOADED_OR(-ENOSYS) return p_sd_bus_flush(bus); }
 void roam_bus_flush_close_unref(sd_bus *bus) { if (!failure && bus) p_sd_bus_flush_close_unref(bus); }
 void roam_bus_slot_unref(sd_bus_slot *slot) { if (!failure && slot) p_sd_bus_slot_unref(slot); }

@@ -197,6 +197,9 @@ package final class BusConnection: @unchecked Sendable {
     /// Connects to `bus`. The connection serves nothing until ``start()``.
     ///
     /// - Throws: ``BusError`` when libsystemd cannot be loaded or the bus cannot be reached.
+    /// How long a call waits for its answer: the name asked for, NetworkManager's properties.
+    package static let callTimeout: Duration = .seconds(5)
+
     package init(bus: Bus) throws(BusError) {
         if let failure = roam_bus_load() {
             throw BusError("D-Bus needs systemd's libsystemd.so.0: \(String(cString: failure))")
@@ -208,6 +211,10 @@ package final class BusConnection: @unchecked Sendable {
             throw BusError.failed("cannot connect to the \(bus.rawValue) bus (\(Self.address(of: bus)))", result)
         }
         self.connection = connection
+        // A bus that accepts the connection but never answers (a wedged bus daemon) fails the
+        // first call within this, not sd-bus's 25 s: the daemon's start-up (Hello, the name)
+        // waits for its answers with nothing else to stop it.
+        _ = roam_bus_set_method_call_timeout(connection, UInt64(Self.callTimeout.components.seconds) * 1_000_000)
         do {
             wakeup = try EventSignal()
         } catch {
@@ -244,6 +251,7 @@ package final class BusConnection: @unchecked Sendable {
         let result = roam_bus_request_name(connection, name, 0)
         guard result >= 0 else {
             let reason = result == -EEXIST ? "another connection owns it (is another roam daemon running?)"
+                : result == -ETIMEDOUT ? "the bus did not answer within \(Self.callTimeout.components.seconds) s (is its daemon wedged?)"
                 : result == -EACCES || result == -EPERM ? "the bus's policy does not let this user own it (install the D-Bus policy: make install)"
                 : String(cString: strerror(-result))
             throw BusError("cannot own \(name) on the \(bus.rawValue) bus: \(reason)")

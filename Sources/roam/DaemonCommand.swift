@@ -140,11 +140,37 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         service = paths
         // D-Bus: the same path, the same sequence, published after the socket's.
         if let dbus, let which = BusConnection.Bus(rawValue: dbus) {
+            // Connected and the name asked for on a thread of its own: a bus that takes the
+            // connection and then never answers holds that thread (up to sd-bus's timeouts),
+            // not the daemon, which still stops on the first SIGTERM or Ctrl-C.
+            let connecting = Mutex<Result<PathBus, BusError>?>(nil)
+            let connected: EventSignal
             do {
-                bus = try PathBus(bus: which, owner: geteuid(), revalidate: revalidate) { error in
-                    ended.withLock { $0 = "\(error)" }
-                    stopped.signal()
+                connected = try EventSignal()
+                let thread = try PinnedThread(name: "roam-dbus-connect") { [revalidate] in
+                    let result = Result { () throws(BusError) in
+                        try PathBus(bus: which, owner: geteuid(), revalidate: revalidate) { error in
+                            ended.withLock { $0 = "\(error)" }
+                            stopped.signal()
+                        }
+                    }
+                    connecting.withLock { $0 = result }
+                    connected.signal()
                 }
+                thread.detach()
+            } catch {
+                throw fail("--dbus \(dbus): \(error)")
+            }
+            var entries = [stopped.pollEntry, connected.pollEntry]
+            while !connected.isSignalled && !stopped.isSignalled { _ = poll(&entries, 2, -1) }
+            guard let result = connecting.withLock({ $0 }) else {
+                // Stopped before the bus answered: the connection left to the process's end.
+                printError("roam daemon: stopped while the \(which.rawValue) bus had not answered")
+                stop()
+                return
+            }
+            do {
+                bus = try result.get()
             } catch {
                 throw fail("--dbus \(dbus): \(error)")
             }

@@ -283,6 +283,38 @@ struct DaemonBusTests {
         }
     }
 
+    /// A bus that takes the connection and never answers (a wedged bus daemon: here a socket
+    /// that is listened on and never accepted) does not hold the daemon: SIGTERM still ends it,
+    /// at once and cleanly, rather than after sd-bus's timeouts.
+    @Test func aBusThatNeverAnswersDoesNotHoldOffSIGTERM() async throws {
+        try await TestNamespace.with { test in
+            try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            try #require(listener >= 0)
+            defer { close(listener) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let path = directory + "/wedged-bus"
+            withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+                for (index, byte) in path.utf8.enumerated() where index < bytes.count - 1 { bytes[index] = byte }
+            }
+            let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            try #require(bound == 0 && listen(listener, 4) == 0)
+            let daemon = try RunningCommand("/usr/bin/env", ["DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(path)", roam, "daemon", "--netns", test.name,
+                                                             "--dbus", "system", "--socket", directory + "/path.sock"])
+            // The daemon has connected (its connection waits in the backlog, unanswered).
+            var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            try #require(poll(&entry, 1, 30_000) == 1, "the daemon connects to the bus: \(daemon.errors.values)")
+            let status = daemon.stop(with: SIGTERM)
+            #expect(status == 0, "\(daemon.errors.values)")
+            #expect(daemon.errors.values.contains { $0.contains("stopped while the system bus had not answered") }, "\(daemon.errors.values)")
+            #expect(!daemon.errors.values.contains { $0.contains("did not answer within") }, "ended by the signal, not by sd-bus's timeout: \(daemon.errors.values)")
+            #expect(access(directory + "/path.sock", F_OK) != 0, "its socket removed")
+        }
+    }
+
     /// A bus that goes away ends the daemon with exit 2 (for Restart=on-failure), after its cleanup.
     @Test func aBusThatGoesAwayEndsTheDaemonForItsServiceManagerToRestart() async throws {
         try await TestNamespace.with { test in

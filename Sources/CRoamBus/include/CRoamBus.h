@@ -54,6 +54,8 @@ int roam_bus_process(sd_bus *bus, sd_bus_message **r);
 int roam_bus_get_fd(sd_bus *bus);
 int roam_bus_get_events(sd_bus *bus);
 int roam_bus_get_timeout(sd_bus *bus, uint64_t *timeout_usec);
+/// How long a method call (and the connection's Hello) waits for its reply (sd-bus's default is 25 s).
+int roam_bus_set_method_call_timeout(sd_bus *bus, uint64_t usec);
 int roam_bus_flush(sd_bus *bus);
 void roam_bus_flush_close_unref(sd_bus *bus);
 void roam_bus_slot_unref(sd_bus_slot *slot);
