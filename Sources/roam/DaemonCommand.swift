@@ -35,6 +35,9 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
     @Option(name: .long, help: ArgumentHelp("Keep the kernel's MPTCP endpoints in step with the path, for every MPTCP program (mptcpize run …): handover (the preferred interface carries, the others are backups), interactive or aggregate (all carry). An interface the connectivity rule leaves out (a portal's while another is validated) or that stands by gets none. Needs CAP_NET_ADMIN.", valueName: "type"))
     var mptcp: String?
 
+    @Flag(name: .customLong("no-stall-demotion"), help: "With --mptcp: leave an interface whose subflows stall as it is (by default it becomes a backup for a hold-down of 1 s, doubling with each stall up to 30 s).")
+    var noStallDemotion = false
+
     @Option(name: .long, help: ArgumentHelp("Serve the path on D-Bus too, as org.roam.PathMonitor1 on the system bus (needs the D-Bus policy make install puts in place) or the user's session bus.", valueName: "system|session"))
     var dbus: String?
 
@@ -53,6 +56,9 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         }
         if dbus != nil, self.private {
             throw ValidationError("--private cannot go with --dbus: the bus sends the path's signals to every local user it lets listen; serve the socket alone with --private")
+        }
+        if noStallDemotion, mptcp == nil {
+            throw ValidationError("--no-stall-demotion goes with --mptcp: without it the daemon keeps no endpoints to demote")
         }
         if let mptcp, MultipathServiceType(rawValue: mptcp).map({ $0 == .none }) ?? true {
             throw ValidationError("--mptcp '\(escapedForMessage(mptcp, maximumLength: 40))' is not a multipath service type: handover, interactive or aggregate")
@@ -90,6 +96,7 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         var cgroupPolicies: CgroupPolicyManager?
         var policyFollowing: PathUpdateSubscription?
         var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
+        var stalls: MPTCPStallDemotion?
         var server: ControlServer?
         var service: PathService?
         // Why a part that runs on its own ended the daemon (the bus went away): exit 2, so that
@@ -101,6 +108,7 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             subscription?.cancel()
             // The endpoints it made are removed, the limits it raised restored; the policy's
             // rules, routes and nftables table removed.
+            stalls?.stop()
             endpoints?.following.cancel()
             endpoints?.manager.stop()
             policyFollowing?.cancel()
@@ -229,6 +237,10 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                     }
                 }
                 endpoints = (manager, following)
+                // Subflows that stall: their interface demoted for a hold-down.
+                if !noStallDemotion {
+                    stalls = try MPTCPStallDemotion(manager: manager) { event in printError("roam daemon: mptcp: \(event)") }
+                }
             } catch {
                 throw fail("--mptcp \(mptcp): \(error)")
             }

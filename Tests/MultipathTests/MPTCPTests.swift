@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Netlink
 import PathMonitor
 import Simulator
@@ -21,8 +22,9 @@ import TestSupport
                            isExpensive: false, isConstrained: false, supportsIPv4: true, supportsIPv6: true, supportsDNS: false, gateways: [])
     }
 
-    func plan(_ path: NetworkPath, _ type: MultipathServiceType, policy: PathPolicy = PathPolicy(), stalled: Set<String> = []) -> [String] {
-        MPTCPPathManager.endpoints(for: path, serviceType: type, policy: policy, stalled: stalled).map { entry in
+    func plan(_ path: NetworkPath, _ type: MultipathServiceType, policy: PathPolicy = PathPolicy(), stalled: Set<String> = [],
+              withdrawn: Set<String> = []) -> [String] {
+        MPTCPPathManager.endpoints(for: path, serviceType: type, policy: policy, stalled: stalled, withdrawn: withdrawn).map { entry in
             "\(entry.interface) \(entry.endpoint.address) #\(entry.endpoint.interfaceIndex ?? 0)" + (entry.endpoint.flags.contains(.backup) ? " backup" : "")
         }
     }
@@ -38,6 +40,16 @@ import TestSupport
 
     @Test func aStalledInterfaceBecomesTheBackup() {
         #expect(plan(both, .handover, stalled: ["wifi"]) == ["cell 198.18.1.1 #3", "wifi 198.18.0.1 #2 backup", "wifi fd00::1 #2 backup"])
+    }
+
+    /// A withdrawn stalled interface has no endpoints while another can carry; the only one left
+    /// keeps its own, as the least preferred.
+    @Test func aWithdrawnInterfaceHasNoEndpointsUnlessItIsTheOnlyOne() {
+        #expect(plan(both, .handover, stalled: ["wifi"], withdrawn: ["wifi"]) == ["cell 198.18.1.1 #3"])
+        #expect(plan(both, .interactive, stalled: ["wifi"], withdrawn: ["wifi"]) == ["cell 198.18.1.1 #3"])
+        var wifiOnly = both
+        wifiOnly.availableInterfaces.remove(at: 1)
+        #expect(plan(wifiOnly, .handover, stalled: ["wifi"], withdrawn: ["wifi"]) == ["wifi 198.18.0.1 #2", "wifi fd00::1 #2"])
     }
 
     @Test func whenWiFiLeavesCellularCarriesTheData() {
@@ -210,5 +222,89 @@ final class MPTCPConnectionTests {
         #expect(overCell < UInt64(received - start) / 4, "back on Wi-Fi: \(overCell) of \(received - start) bytes over cellular; \(MPTCP.subflows(of: client).map { "\($0) \($0.bytesReceived)" })")
         #expect(intact, "no byte lost, duplicated or reordered")
         shutdown(client, Int32(SHUT_RDWR))
+    }
+
+    /// What `roam daemon --mptcp` does for programs it did not write: sock_diag shows every
+    /// subflow of the phone's MPTCP connection (its token, its interface's address, which one is
+    /// the backup); when Wi-Fi passes nothing while an upload runs, its subflow's data goes
+    /// unacknowledged, Wi-Fi is judged stalled and its endpoints withdrawn (the kernel closes its
+    /// subflow and sends what it held over cellular, which stops being the backup) and the upload
+    /// carries on over cellular; after the 1 s hold-down Wi-Fi gets its endpoints back.
+    @Test func aSubflowThatStallsIsDemotedForItsHoldDownAndRestored() throws {
+        try MPTCPPathManager.acceptSubflows(in: serverNamespace)
+        let manager = try MPTCPPathManager(namespace: phone, serviceType: .handover)
+        defer { manager.stop() }
+        let subscription = manager.follow(monitor)
+        defer { subscription.cancel() }
+        #expect(eventually { manager.endpoints.count == 4 }, "\(manager.endpoints)")
+        let events = Mutex<[MPTCPStallDemotion.Event]>([])
+        let demotion = try MPTCPStallDemotion(manager: manager) { event in events.withLock { $0.append(event) } }
+        defer { demotion.stop() }
+
+        let listener = try listen(port: 7504, mptcp: true)
+        defer { close(listener) }
+        let wifiAddress = try net.phoneAddress(on: "wifi")
+        let cellAddress = try net.phoneAddress(on: "cell")
+        let (client, accepted) = try connect(port: 7504, listener: listener, mptcp: true, from: wifiAddress)
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(accepted, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // The phone uploads until it hangs up; the server counts what arrives.
+        let received = Atomic<Int>(0)
+        let stopping = Atomic<Bool>(false)
+        let uploader = Thread {
+            let buffer = [UInt8](repeating: 7, count: 16 * 1024)
+            while !stopping.load(ordering: .relaxed) {
+                if send(client, buffer, buffer.count, Int32(MSG_NOSIGNAL)) < 0 && errno != EAGAIN { break }
+            }
+        }
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            while !stopping.load(ordering: .relaxed) {
+                let count = recv(accepted, &buffer, buffer.count, 0)
+                if count > 0 { received.add(count, ordering: .relaxed) } else if count == 0 || errno != EAGAIN { break }
+            }
+        }
+        uploader.start()
+        reader.start()
+        defer {
+            stopping.store(true, ordering: .relaxed)
+            shutdown(client, Int32(SHUT_RDWR))
+            close(client)
+            close(accepted)
+        }
+
+        // sock_diag sees both subflows of the one connection: Wi-Fi carries, cellular is the backup.
+        let diagnostics = try MPTCPSubflowDiagnostics(namespace: phone)
+        var subflows: [MPTCPSubflowInfo] = []
+        #expect(eventually { subflows = (try? diagnostics.subflows()) ?? []; return subflows.count == 2 }, "\(subflows)")
+        #expect(Set(subflows.map(\.token)).count == 1 && subflows.first?.token != 0, "one connection: \(subflows)")
+        #expect(subflows.first { $0.local == wifiAddress }.map { !$0.isBackup } == true, "\(subflows)")
+        #expect(subflows.first { $0.local == cellAddress }?.isBackup == true, "\(subflows)")
+        #expect(subflows.allSatisfy { $0.remote == server.serviceIPv4 && $0.remotePort == 7504 && $0.state == UInt8(TCP_ESTABLISHED) })
+        #expect(try diagnostics.connectionCount() >= 1)
+        #expect(eventually { received.load(ordering: .relaxed) > 1_000_000 }, "the upload runs")
+        #expect(events.withLock { $0.isEmpty }, "nothing judged while Wi-Fi carries: \(events.withLock { $0 })")
+
+        try net.blackhole("wifi")
+        func demoted() -> SubflowStallJudge.Stall? {
+            events.withLock { events in
+                events.lazy.compactMap { if case let .demoted(stall, _, _) = $0 { stall } else { nil } }.first
+            }
+        }
+        #expect(eventually(10) { demoted() != nil }, "Wi-Fi judged stalled: \(events.withLock { $0 })")
+        #expect(demoted()?.interface == "wifi" && demoted()?.direction == .sending, "\(String(describing: demoted()))")
+        #expect(manager.preferredInterface == "cell")
+        #expect(manager.endpoints.map(\.interface) == ["cell", "cell"] && manager.endpoints.allSatisfy { !$0.endpoint.flags.contains(.backup) },
+                "\(manager.endpoints)")
+        #expect(eventually { ((try? diagnostics.subflows()) ?? []).allSatisfy { $0.local != wifiAddress } }, "Wi-Fi's subflow closed")
+        let atDemotion = received.load(ordering: .relaxed)
+        #expect(eventually(10) { received.load(ordering: .relaxed) > atDemotion + 1_000_000 }, "the upload carries on over cellular")
+
+        // The hold-down passes: Wi-Fi's endpoints back (it is still blackholed, so it may stall
+        // again, held down twice as long).
+        #expect(eventually(5) { events.withLock { $0.contains { if case .restored("wifi", _) = $0 { true } else { false } } } },
+                "restored after 1 s: \(events.withLock { $0 })")
+        #expect(manager.endpoints.filter { $0.interface == "wifi" }.count == 2 || events.withLock { $0.count } > 2, "\(manager.endpoints)")
     }
 }

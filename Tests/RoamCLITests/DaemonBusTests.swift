@@ -283,6 +283,39 @@ struct DaemonBusTests {
         }
     }
 
+    /// `--dbus session`: a user's daemon on the user's session bus (dbus-daemon's own session
+    /// configuration, where any connection may own a name): the same object, and a change of
+    /// the path reaches the property.
+    @Test func servesThePathOnASessionBus() async throws {
+        try await TestNamespace.with { test in
+            let (_, wifiPeer) = try test.addUplink("wl0", subnet: 0, metric: 100, alias: "roam:type=wifi")
+            try test.addUplink("ce0", subnet: 1, metric: 200, alias: "roam:type=cellular")
+            let directory = try sharedDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let address = "unix:path=" + directory + "/session_bus_socket"
+            let session = try RunningCommand("/usr/bin/dbus-daemon", ["--session", "--nofork", "--print-address=1", "--address=" + address])
+            defer { _ = session.stop(with: SIGKILL) }
+            try #require(session.lines.wait(timeout: 20, until: { !$0.isEmpty }) != nil, "the session bus starts: \(session.errors.values)")
+            let notify = try NotifySocket(path: directory + "/notify")
+            let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", "DBUS_SESSION_BUS_ADDRESS=\(address)",
+                                                             roam, "daemon", "--netns", test.name, "--dbus", "session", "--socket", directory + "/path.sock"])
+            let ready = notify.receive()
+            #expect(ready?.contains("READY=1") == true && ready?.contains("org.roam.PathMonitor1 on the session bus") == true,
+                    "\(ready ?? "") \(daemon.errors.values)")
+            func property(_ name: String) throws -> String {
+                try RunningCommand.run("/usr/bin/busctl", ["--address=" + address, "get-property", "org.roam.PathMonitor1", "/org/roam/PathMonitor1",
+                                                           "org.roam.PathMonitor1", name]).output
+            }
+            #expect(try property("PrimaryInterface") == "s \"wl0\"")
+            // The Wi-Fi's peer goes: its carrier with it, and the cellular link is the primary.
+            try test.socket.setLink(index: wifiPeer, up: false)
+            let deadline = Date().addingTimeInterval(10)
+            while try property("PrimaryInterface") != "s \"ce0\"", Date() < deadline { usleep(20_000) }
+            #expect(try property("PrimaryInterface") == "s \"ce0\"" && property("Status") == "s \"satisfied\"")
+            #expect(daemon.stop(with: SIGTERM) == 0, "\(daemon.errors.values)")
+        }
+    }
+
     /// A bus that takes the connection and never answers (a wedged bus daemon: here a socket
     /// that is listened on and never accepted) does not hold the daemon: SIGTERM still ends it,
     /// at once and cleanly, rather than after sd-bus's timeouts.
@@ -505,15 +538,17 @@ struct DaemonCgroupPolicyTests {
         }
     }
 
-    /// Tests/Fixtures/laptop-daemon.yaml: roam daemon inside a run's phone (a command workload
+    /// scenarios/laptop-daemon.yaml: roam daemon inside a run's phone (a command workload
     /// running `$ROAM_EXECUTABLE daemon`) as the phone's path manager. What the server received,
     /// by the link it came over: the backup job's group nothing over the cellular link, the call
-    /// over it while the Wi-Fi was gone; the unmodified program under mptcpize received
-    /// throughout on the daemon's MPTCP endpoints.
+    /// over it while the Wi-Fi was gone; the unmodified programs under mptcpize carried on
+    /// throughout on the daemon's MPTCP endpoints, the upload while the Wi-Fi passed nothing too
+    /// (the daemon judged its subflow stalled and withdrew the Wi-Fi's endpoints: the sink checks
+    /// what arrived then, and the daemon's log says why).
     @Test func theDaemonIsThePhonesPathManagerInARun() throws {
         let report = try TestEnvironment.processScratchDirectory("roam-laptop")
         defer { try? FileManager.default.removeItem(atPath: report) }
-        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/Tests/Fixtures/laptop-daemon.yaml", "--backend", "userspace",
+        let result = try RunningCommand.run(roam, ["run", NetemHost.root + "/scenarios/laptop-daemon.yaml", "--backend", "userspace",
                                                    "--report", report + "/run", "--quiet"], timeout: 120)
         let sink = NetemHost.text(report + "/run/sink.stdout"), download = NetemHost.text(report + "/run/download.stdout")
         let daemon = NetemHost.text(report + "/run/daemon.stderr")
@@ -523,6 +558,8 @@ struct DaemonCgroupPolicyTests {
         let callOverCellularAway = counts.filter { $0.key.hasPrefix("call ") && $0.key.contains("cell") && $0.key.hasSuffix("away") }.values.reduce(0, +)
         #expect(backupOverCellular == 0 && callOverCellularAway > 100_000, "\(counts)")
         #expect(daemon.contains("cgroup policy: roam-") && daemon.contains(": no interface") && daemon.contains("mptcp: added"), "\(daemon)")
+        #expect(daemon.contains("mptcp: wifi stalled sending") && daemon.contains("wifi restored after its hold-down"), "\(daemon)")
+        #expect(sink.contains("'wifi passing nothing': "), "\(sink)")
         print("laptop-daemon: \(sink.split(separator: "\n").dropFirst().first ?? ""); download: \(download.trimmingCharacters(in: .whitespacesAndNewlines))")
     }
 

@@ -33,8 +33,9 @@ final class UserspaceBackendTests: @unchecked Sendable {
     static let scenarios: [String] = {
         let directory = NetemHost.root + "/scenarios"
         // office-walk and crowd run in NetworkScenarioTests, every expectation and derived change
-        // checked; idle-radio below, each request's wait checked.
-        let elsewhere: Set = ["office-walk.yaml", "idle-radio.yaml", "crowd.yaml"]
+        // checked; idle-radio below, each request's wait checked; laptop-daemon in DaemonBusTests, at
+        // full length (its programs keep the scenario's clock).
+        let elsewhere: Set = ["office-walk.yaml", "idle-radio.yaml", "crowd.yaml", "laptop-daemon.yaml"]
         return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") && !elsewhere.contains($0) }.sorted()
     }()
 

@@ -18,8 +18,8 @@ import Synchronization
 ///   is full, so `aggregate` uses the sum of the paths.
 /// - `none`: no endpoints.
 ///
-/// An interface that stalled (``markStalled(_:)``) counts as least preferred until
-/// ``clearStalled(_:)``. The manager only touches the endpoints it made; ``stop()`` removes them.
+/// An interface that stalled counts as least preferred (``markStalled(_:)``), or has no
+/// endpoints while another can carry (``withdrawStalled(_:)``), until ``clearStalled(_:)``. The manager only touches the endpoints it made; ``stop()`` removes them.
 public final class MPTCPPathManager: Sendable {
     public let namespace: NetworkNamespace
     public let serviceType: MultipathServiceType
@@ -50,6 +50,8 @@ public final class MPTCPPathManager: Sendable {
         /// Endpoints this manager added, by address.
         var managed: [IPAddress: Managed] = [:]
         var stalled: Set<String> = []
+        /// Stalled interfaces whose endpoints are withdrawn (``withdrawStalled(_:)``).
+        var withdrawn: Set<String> = []
         var lastPath: NetworkPath?
         var originalLimits: MPTCPLimits?
         var limits: MPTCPLimits?
@@ -90,6 +92,13 @@ public final class MPTCPPathManager: Sendable {
     ///   flagged as a backup where the service type makes it one.
     public static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: PathPolicy,
                                  stalled: Set<String> = []) -> [(interface: String, endpoint: MPTCPEndpoint)] {
+        endpoints(for: path, serviceType: serviceType, policy: policy, stalled: stalled, withdrawn: [])
+    }
+
+    /// ``endpoints(for:serviceType:policy:stalled:)`` without the `withdrawn` interfaces' while
+    /// another interface can carry (one that is the only one left keeps its endpoints).
+    static func endpoints(for path: NetworkPath, serviceType: MultipathServiceType, policy: PathPolicy,
+                          stalled: Set<String>, withdrawn: Set<String>) -> [(interface: String, endpoint: MPTCPEndpoint)] {
         guard serviceType != .none, case .success(let permitted) = policy.permittedInterfaces(of: path) else { return [] }
         // The connectivity rule (`PathPolicy/validation`): subflows only over interfaces that
         // carry, none over one standing by (still being checked while one is validated: a
@@ -97,7 +106,9 @@ public final class MPTCPPathManager: Sendable {
         let best = ValidationRule.bestRank(among: permitted)
         let usable = permitted.filter { $0.type != .loopback && policy.validation.role(of: $0, bestRank: best) == .carries }
         // Stalled interfaces go last, keeping the path's order otherwise.
-        let ordered = usable.filter { !stalled.contains($0.name) } + usable.filter { stalled.contains($0.name) }
+        var ordered = usable.filter { !stalled.contains($0.name) } + usable.filter { stalled.contains($0.name) }
+        let remaining = ordered.filter { !withdrawn.contains($0.name) }
+        if !remaining.isEmpty { ordered = remaining }
         let preferred = ordered.first?.name
         return ordered.flatMap { interface in
             let isBackup = serviceType == .handover && interface.name != preferred
@@ -167,16 +178,41 @@ public final class MPTCPPathManager: Sendable {
         }
     }
 
-    /// Gives `interface` its place back.
+    /// Withdraws the endpoints of `interface`, whose subflows stalled, until ``clearStalled(_:)``:
+    /// the kernel closes its subflows and sends what they held over the others, as when the
+    /// interface leaves the path. A backup subflow (``markStalled(_:)``) keeps what it holds
+    /// until the kernel gives up on it, which is what stalls a connection behind a path that
+    /// passes nothing. An interface that is the only one that can carry keeps its endpoints, as
+    /// least preferred.
     ///
-    /// - Parameter interface: An interface ``markStalled(_:)`` demoted.
+    /// - Parameter interface: The interface that stalled.
+    /// - Returns: The endpoints changed.
+    /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer.
+    @discardableResult
+    public func withdrawStalled(_ interface: String) throws(MultipathError) -> [Change] {
+        try Self.system("withdraw \(interface)'s MPTCP endpoints") { () throws(NetlinkError) in
+            try state.withLock { state throws(NetlinkError) -> [Change] in
+                let stalled = state.stalled.insert(interface).inserted
+                let withdrawn = state.withdrawn.insert(interface).inserted
+                guard stalled || withdrawn, let path = state.lastPath else { return [] }
+                return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
+            }
+        }
+    }
+
+    /// Gives `interface` its place back (and its endpoints, if they were withdrawn).
+    ///
+    /// - Parameter interface: An interface ``markStalled(_:)`` demoted or ``withdrawStalled(_:)``
+    ///   withdrew.
     /// - Returns: The endpoints changed.
     /// - Throws: ``MultipathError/system(operation:_:)`` with the kernel's answer.
     @discardableResult
     public func clearStalled(_ interface: String) throws(MultipathError) -> [Change] {
         try Self.system("restore \(interface)'s MPTCP endpoints") { () throws(NetlinkError) in
             try state.withLock { state throws(NetlinkError) -> [Change] in
-                guard state.stalled.remove(interface) != nil, let path = state.lastPath else { return [] }
+                let stalled = state.stalled.remove(interface) != nil
+                let withdrawn = state.withdrawn.remove(interface) != nil
+                guard stalled || withdrawn, let path = state.lastPath else { return [] }
                 return try Self.reconcile(&state, path: path, serviceType: serviceType, policy: policy)
             }
         }
@@ -186,7 +222,16 @@ public final class MPTCPPathManager: Sendable {
     /// not stalled (in `handover`, the only one that is not a backup).
     public var preferredInterface: String? {
         state.withLock { state in
-            state.lastPath.flatMap { Self.endpoints(for: $0, serviceType: serviceType, policy: policy, stalled: state.stalled).first?.interface }
+            state.lastPath.flatMap {
+                Self.endpoints(for: $0, serviceType: serviceType, policy: policy, stalled: state.stalled, withdrawn: state.withdrawn).first?.interface
+            }
+        }
+    }
+
+    /// The interface of the last path that has `address`.
+    func interface(owning address: IPAddress) -> String? {
+        state.withLock { state in
+            state.lastPath?.availableInterfaces.first { $0.addresses.contains { $0.address == address } }?.name
         }
     }
 
@@ -221,7 +266,7 @@ public final class MPTCPPathManager: Sendable {
 
     private static func reconcile(_ state: inout State, path: NetworkPath, serviceType: MultipathServiceType,
                                   policy: PathPolicy) throws(NetlinkError) -> [Change] {
-        let wanted = endpoints(for: path, serviceType: serviceType, policy: policy, stalled: state.stalled)
+        let wanted = endpoints(for: path, serviceType: serviceType, policy: policy, stalled: state.stalled, withdrawn: state.withdrawn)
         var changes: [Change] = []
         let wantedAddresses = Set(wanted.map(\.endpoint.address))
         // Gone, or moved to another interface: remove (the kernel closes their subflows).
