@@ -91,6 +91,8 @@ play_batch() {
 }
 for scenario in scenarios/*.yaml; do
   name=$(basename "$scenario" .yaml)
+  # A scenario can say why it is not played here (a line `# netem-check: skip: REASON`).
+  if reason=$(grep -m1 '^# netem-check: skip: ' "$scenario"); then echo "netem-check [${SECONDS} s]: $name skipped (${reason#\# netem-check: skip: })"; continue; fi
   # Trace-driven links are the userspace emulator's alone.
   if grep -q '^ *\(up\|down\)\?.*trace:' "$scenario"; then echo "netem-check [${SECONDS} s]: $name uses traces; skipped"; continue; fi
   # So are a cellular radio's RRC states (netem refuses them).

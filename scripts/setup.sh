@@ -49,6 +49,7 @@ packages=(
   conntrack                                       # networks: rebind (a NAT forgets its mappings)
   curl                                            # the bundled network scenarios' clients
   bind9-dnsutils                                  # dig: the flow and DNS fixtures' lookups
+  irtt                                            # roam import irtt: recordings made and replayed in tests
 )
 if [ "$vm" = 1 ]; then
   packages+=(

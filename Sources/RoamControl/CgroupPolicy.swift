@@ -362,6 +362,9 @@ package final class CgroupPolicyManager: Sendable {
         try load("table inet \(CgroupPolicyPlan.nftTable) {}\ndelete table inet \(CgroupPolicyPlan.nftTable)\n")
     }
 
+    /// How long one `nft -f` may take.
+    static let nftTimeout: Duration = .seconds(10)
+
     /// Runs `nft -f` with `ruleset` in the namespace; where cgroup2 is not at /sys/fs/cgroup
     /// (nft looks for groups there), in a mount namespace of the thread's own where it is.
     private func load(_ ruleset: String) throws(CgroupPolicyError) {
@@ -380,15 +383,32 @@ package final class CgroupPolicyManager: Sendable {
                         pid = try spawnProcess([nft, "-f", "/dev/fd/3"], environment: [], standardOutput: writer, standardError: writer,
                                                newProcessGroup: false, inheriting: [(input, 3)])
                     }
+                    // Its output until it ends, for at most `nftTimeout`: an nft that hangs must
+                    // not hold the daemon's paths (this runs on the monitor's delivery thread),
+                    // so it is killed and the next path tries again.
                     var output: [UInt8] = []
                     var chunk = [UInt8](repeating: 0, count: 4096)
+                    let deadline = MonotonicInstant.now + Self.nftTimeout
+                    var timedOut = false
                     while output.count < 65536 {
+                        var entry = pollfd(fd: reader.rawValue, events: Int16(POLLIN), revents: 0)
+                        let left = deadline - .now
+                        if left <= .zero { timedOut = true; break }
+                        let ready = poll(&entry, 1, Int32(min(1000, max(1, left / .milliseconds(1)))))
+                        if ready < 0 && errno == EINTR { continue }
+                        if ready == 0 { continue }
                         let count = read(reader.rawValue, &chunk, chunk.count)
                         if count < 0 && errno == EINTR { continue }
                         if count <= 0 { break }
                         output += chunk[..<count]
                     }
                     try? reader.close()
+                    if timedOut {
+                        kill(pid, SIGKILL)
+                        _ = try? waitForExit(pid)
+                        return (TerminationStatus(waitStatus: SIGKILL),
+                                "nft did not finish within \(Self.nftTimeout.components.seconds) s and was killed" + (output.isEmpty ? "" : ": " + String(decoding: output, as: UTF8.self)))
+                    }
                     return (try waitForExit(pid), String(decoding: output, as: UTF8.self))
                 }
             }

@@ -53,14 +53,21 @@ package enum ControlClient {
             }
         let channel: Channel
         var headers = HTTPHeaders()
-        switch address {
-        case .unix(let path):
-            channel = try bootstrap.connect(unixDomainSocketPath: path).wait()
-            headers.add(name: "Host", value: "roam")
-        case .loopback(let port, let token):
-            channel = try bootstrap.connect(host: "127.0.0.1", port: port).wait()
-            headers.add(name: "Host", value: "127.0.0.1:\(port)")
-            headers.add(name: "Authorization", value: "Bearer \(token)")
+        do {
+            switch address {
+            case .unix(let path):
+                channel = try bootstrap.connect(unixDomainSocketPath: path).wait()
+                headers.add(name: "Host", value: "roam")
+            case .loopback(let port, let token):
+                channel = try bootstrap.connect(host: "127.0.0.1", port: port).wait()
+                headers.add(name: "Host", value: "127.0.0.1:\(port)")
+                headers.add(name: "Authorization", value: "Bearer \(token)")
+            }
+        } catch {
+            // Nothing will answer it: a promise left unanswered traps in debug builds ("leaking
+            // promise"), as `roam monitor --daemon` did when the daemon's socket was not there yet.
+            done.fail(error)
+            throw error
         }
         headers.add(name: "Connection", value: "close")
         if let body {

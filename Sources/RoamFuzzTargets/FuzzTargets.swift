@@ -37,6 +37,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// `roam import mahimahi`: a trace's file name and its text, split at the first NUL byte,
     /// made into a profile that reads back as exactly one profile (no YAML of the name's making).
     case `import`
+    /// IRTT's JSON output (`roam import irtt`): read or refused with a message; what is read
+    /// becomes windows and a scenario the reader accepts, its size bounded by the windows.
+    case irtt
     /// Two runs compared in one page (`roam report A B`): summary, timeline, summary, timeline,
     /// split at NUL bytes; one script, the page's own, and a size bounded by the input's.
     case compare
@@ -97,6 +100,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .report: Self.report(bytes)
         case .export: Self.export(text)
         case .import: Self.importProfile(bytes)
+        case .irtt: Self.irtt(bytes)
         case .compare: Self.compare(bytes)
         case .diagnostics: Self.diagnostics(text)
         case .probe: Self.probe(bytes)
@@ -326,6 +330,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
         precondition(Array(document.keys) == ["profiles"], "the profile holds keys of the file name's making: \(document.keys.sorted())")
         precondition((document["profiles"] as? [String: Any])?.keys.sorted() == ["lab"], "more than one profile")
+    }
+
+    static func irtt(_ bytes: UnsafeRawBufferPointer) {
+        guard case .success(let recording) = IRTTImport.parse(Array(bytes)) else { return }
+        let width = Duration.seconds(1)
+        // As `roam import irtt` refuses more windows than this.
+        guard (recording.roundTrips.map(\.at).max() ?? .zero) / width < 50_000 else { return }
+        let (windows, _, notes) = IRTTImport.windows(recording, width: width)
+        precondition(!windows.isEmpty && windows.count <= 50_000, "\(windows.count) windows")
+        let yaml = IRTTImport.scenarioYAML(name: "imported", windows: windows, type: "cellular", recording: recording, notes: notes, source: "f.json")
+        let errors = ScenarioReader.parse(yaml, file: "imported.yaml").errors
+        precondition(errors.isEmpty, "the scenario does not validate: \(errors.prefix(3).map(\.message)) in \(yaml.prefix(600))")
+        precondition(yaml.utf8.count <= 4096 + 200 * windows.count, "\(yaml.utf8.count) bytes for \(windows.count) windows")
     }
 
     static func compare(_ bytes: UnsafeRawBufferPointer) {

@@ -95,6 +95,7 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         var networkManager: NetworkManagerMetered?
         var cgroupPolicies: CgroupPolicyManager?
         var policyFollowing: PathUpdateSubscription?
+        var policyWorker: LatestPathWorker?
         var endpoints: (manager: MPTCPPathManager, following: PathUpdateSubscription)?
         var stalls: MPTCPStallDemotion?
         var server: ControlServer?
@@ -112,6 +113,7 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
             endpoints?.following.cancel()
             endpoints?.manager.stop()
             policyFollowing?.cancel()
+            policyWorker?.stop()
             cgroupPolicies?.stop()
             monitor.cancel()
             networkManager?.stop()
@@ -225,7 +227,18 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 printError("roam daemon: cgroup policy: \(error)")
             }
         }
-        policyFollowing = cgroupPolicies.map { manager in monitor.onUpdate { applyPolicies(manager, $0) } }
+        // On a thread of its own, the latest path first: nft can take seconds (a module the kernel
+        // loads on its first use, slowly on a loaded machine), and the paths the socket, the bus
+        // and the MPTCP endpoints follow must not wait for it.
+        if let manager = cgroupPolicies {
+            do {
+                let worker = try LatestPathWorker(name: "roam-cgroup-pol") { applyPolicies(manager, $0) }
+                policyWorker = worker
+                policyFollowing = monitor.onUpdate { worker.submit($0) }
+            } catch {
+                throw fail("--cgroup-policy: \(error)")
+            }
+        }
         // MPTCP endpoints for unmodified programs, as the simulator's path manager keeps them.
         if let mptcp, let serviceType = MultipathServiceType(rawValue: mptcp) {
             do {
@@ -259,10 +272,54 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         // Until a signal; a monitor that stopped by itself (netlink failed), or a bus that went
         // away, ends the daemon with exit 2, so that its service manager restarts it.
         while stopped.wait(for: .seconds(1)) {
-            if let cgroupPolicies, cgroupPolicies.groupsChanged, let path = monitor.currentPath { applyPolicies(cgroupPolicies, path) }
+            if let cgroupPolicies, cgroupPolicies.groupsChanged, let path = monitor.currentPath { policyWorker?.submit(path) }
             if let failure = monitor.failure { throw fail("\(failure)") }
         }
         if let reason = ended.withLock({ $0 }) { throw fail(reason) }
         stop()
+    }
+}
+
+/// Runs `body` on a thread of its own for the latest path submitted: a path submitted while the
+/// one before is being handled replaces any still waiting, so a slow `body` never holds up the
+/// monitor that submits, and always ends on the newest path.
+final class LatestPathWorker: Sendable {
+    private final class Shared: Sendable {
+        let pending = Mutex<NetworkPath?>(nil)
+        let stopping = Atomic<Bool>(false)
+    }
+
+    private let shared = Shared()
+    private let wake: EventSignal
+    private let thread: Mutex<PinnedThread?>
+
+    init(name: String, _ body: @escaping @Sendable (NetworkPath) -> Void) throws {
+        let wake = try EventSignal()
+        self.wake = wake
+        let shared = self.shared
+        thread = Mutex(try PinnedThread(name: name) {
+            while !shared.stopping.load(ordering: .acquiring) {
+                wake.wait(for: .seconds(1))
+                wake.reset()
+                if shared.stopping.load(ordering: .acquiring) { return }
+                if let path = shared.pending.withLock({ path in defer { path = nil }; return path }) { body(path) }
+            }
+        })
+    }
+
+    /// Hands `path` to the thread, in place of one still waiting.
+    func submit(_ path: NetworkPath) {
+        shared.pending.withLock { $0 = path }
+        wake.signal()
+    }
+
+    /// Ends the thread after the path it is handling, if any.
+    func stop() {
+        shared.stopping.store(true, ordering: .releasing)
+        wake.signal()
+        thread.withLock { thread in
+            thread?.join()
+            thread = nil
+        }
     }
 }

@@ -8,10 +8,19 @@ import RoamSystem
 import ScenarioModel
 import Simulator
 
-/// `roam import mahimahi`: traces made into a link profile.
+/// `roam import`: recordings of real networks made into what a scenario plays.
 struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
+        abstract: "Make recordings of real networks into what a scenario plays: mahimahi traces, IRTT round trips.",
+        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self]
+    )
+}
+
+/// `roam import mahimahi`: traces made into a link profile.
+struct ImportMahimahiCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mahimahi",
         abstract: "Make mahimahi delivery traces into a link profile for a scenario's profiles: section.",
         discussion: """
             A mahimahi trace lists, one per line, the millisecond of each 1500-byte delivery opportunity, and \
@@ -21,13 +30,6 @@ struct ImportCommand: ParsableCommand {
             directory when it goes to standard output, as scenarios name traces relative to their own directory.
             """
     )
-
-    enum Source: String, ExpressibleByArgument, CaseIterable {
-        case mahimahi
-    }
-
-    @Argument(help: "The kind of trace.")
-    var source: Source
 
     @Option(help: ArgumentHelp("The uplink trace (from the first node of the link).", valueName: "file"))
     var up: String

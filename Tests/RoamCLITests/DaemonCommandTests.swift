@@ -24,6 +24,18 @@ struct DaemonCommandTests {
         #expect(result.error.contains(message), "stderr: \(result.error)")
         #expect(result.output.isEmpty)
     }
+
+    /// `roam monitor --daemon` with no daemon there: a clear error and exit 2, not a trap (a
+    /// failed connection once left a promise unanswered, which a debug build traps on).
+    @Test(.enabled(if: TestEnvironment.roamExecutable != nil, "needs the built roam executable"))
+    func monitorWithNoDaemonSaysSo() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-no-daemon")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try RunningCommand.run(roam, ["monitor", "--daemon", "--socket", directory + "/path.sock"], timeout: 30)
+        #expect(result.status == 2, "\(result.status): \(result.error)")
+        #expect(result.error.contains("cannot read roam daemon's path at") && result.error.contains("is roam daemon running?"), "\(result.error)")
+        #expect(!result.error.contains("Fatal error"), "\(result.error)")
+    }
 }
 
 /// A datagram socket standing in for systemd's `NOTIFY_SOCKET`.
