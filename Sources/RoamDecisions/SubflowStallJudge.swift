@@ -34,6 +34,8 @@ public struct SubflowStallJudge: Sendable {
         /// How long a subflow's losses count towards a receiving stall.
         public var lossMemory: Duration = .seconds(5)
 
+        /// The defaults: a threshold from 300 ms to 10 s, three samples with data make a
+        /// stream, losses count for 5 s.
         public init() {}
     }
 
@@ -58,6 +60,20 @@ public struct SubflowStallJudge: Sendable {
         public var outOfOrderPacketsReceived: UInt32
         public var retransmissions: UInt32
 
+        /// A sample, each value as sock_diag gives it.
+        ///
+        /// - Parameters:
+        ///   - interface: The interface its local address is on.
+        ///   - connection: Its connection's MPTCP token.
+        ///   - subflow: The socket's cookie.
+        ///   - isBackup: Whether this end made it a backup.
+        ///   - unacknowledged: Segments out and not acknowledged.
+        ///   - sinceDataReceived: Time since data last arrived.
+        ///   - sinceAcknowledgementReceived: Time since an acknowledgement last arrived.
+        ///   - smoothedRTT: The smoothed round-trip time, if measured.
+        ///   - dataSegmentsReceived: Data segments in, over its life.
+        ///   - outOfOrderPacketsReceived: Packets in out of order, over its life.
+        ///   - retransmissions: Retransmissions, over its life.
         public init(interface: String, connection: UInt32, subflow: UInt64, isBackup: Bool, unacknowledged: Int,
                     sinceDataReceived: Duration, sinceAcknowledgementReceived: Duration, smoothedRTT: Duration?,
                     dataSegmentsReceived: UInt32, outOfOrderPacketsReceived: UInt32, retransmissions: UInt32) {
@@ -109,6 +125,9 @@ public struct SubflowStallJudge: Sendable {
     private var subflows: [UInt64: Subflow] = [:]
     private var connections: [UInt32: Connection] = [:]
 
+    /// A judge that has seen nothing yet.
+    ///
+    /// - Parameter configuration: The rules' parameters.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }

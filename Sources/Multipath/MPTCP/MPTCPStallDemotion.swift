@@ -9,17 +9,17 @@ import Synchronization
 ///
 /// A few times a second it reads the namespace's subflows from the kernel (sock_diag: each
 /// subflow's `tcp_info` and MPTCP flags, only while the namespace has MPTCP connections) and
-/// hands them to ``SubflowStallJudge``. An interface judged stalled has its endpoints withdrawn
+/// hands them to `SubflowStallJudge`. An interface judged stalled has its endpoints withdrawn
 /// in ``MPTCPPathManager`` (``MPTCPPathManager/withdrawStalled(_:)``: the kernel closes its
 /// subflows and sends what they held over the others; one that is the only interface left
-/// stays, least preferred) and is held down as ``StalledPaths`` holds a flow's interface: one
+/// stays, least preferred) and is held down as `StalledPaths` holds a flow's interface: one
 /// second the first time, doubling with each stall up to thirty. When the hold ends it gets its
 /// endpoints back (``MPTCPPathManager/clearStalled(_:)``: new subflows join over it); one that
 /// stalls again is held down twice as long.
 ///
 /// What it cannot see: a connection that only receives, whose peer sends into a path that loses,
 /// is judged from the silence after a stream and the subflow's losses on the way in (the rule in
-/// ``SubflowStallJudge``); a peer that stops sending on a clean path is idle, not stalled, and is
+/// `SubflowStallJudge`); a peer that stops sending on a clean path is idle, not stalled, and is
 /// left alone.
 public final class MPTCPStallDemotion: Sendable {
     /// What it did.
@@ -65,7 +65,8 @@ public final class MPTCPStallDemotion: Sendable {
     ///   - interval: How often the subflows are read.
     ///   - judge: The stall rules' parameters.
     ///   - initialHold: An interface's hold-down after its first stall, doubling with each
-    ///     further one up to `maximumHold`.
+    ///     further one.
+    ///   - maximumHold: The most a hold-down grows to.
     ///   - onEvent: Hears each demotion, restoration or failure, on the watcher's thread.
     /// - Throws: ``MultipathError/system(operation:_:)`` when the namespace's socket diagnostics
     ///   cannot be opened.

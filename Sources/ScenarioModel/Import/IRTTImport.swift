@@ -223,7 +223,9 @@ public enum IRTTImport {
     ///
     /// - Parameters:
     ///   - name: The scenario's name.
+    ///   - link: The link's name.
     ///   - windows: From ``windows(_:width:)``.
+    ///   - recording: The recording the windows were cut from (its figures go into the comments).
     ///   - type: The link's interface type (`cellular`, ...), if given.
     ///   - notes: What could not be carried over, written as comments.
     ///   - source: The file it came from, for the description (escaped).
