@@ -219,7 +219,9 @@ package final class CgroupPolicyManager: Sendable {
     private let state = Mutex(State())
 
     /// Checks what the policies need: nft, the cgroup2 hierarchy, a route socket in `namespace`;
-    /// removes what a daemon that died left.
+    /// removes the rules and routes a daemon that died left (its nftables table is replaced by
+    /// the first ``apply(_:)`` in the same transaction, or removed by ``stop()``: one nft fewer
+    /// before the policy is in force, which on a loaded machine is seconds).
     ///
     /// - Throws: ``CgroupPolicyError`` when one is missing.
     package init(namespace: NetworkNamespace, policies: CgroupPolicies) throws(CgroupPolicyError) {
@@ -233,7 +235,7 @@ package final class CgroupPolicyManager: Sendable {
         self.policies = policies
         self.cgroupRoot = root
         self.nft = nft
-        try removeEverything()
+        try removeEverything(nftables: false)
     }
 
     /// Where cgroup2 is mounted in this mount namespace (/sys/fs/cgroup, or /sys/fs/cgroup/unified
@@ -350,7 +352,7 @@ package final class CgroupPolicyManager: Sendable {
             && a.nextHops.map(\.interfaceIndex) == b.nextHops.map(\.interfaceIndex) && a.nextHops.map(\.gateway) == b.nextHops.map(\.gateway)
     }
 
-    private func removeEverything() throws(CgroupPolicyError) {
+    private func removeEverything(nftables: Bool = true) throws(CgroupPolicyError) {
         let socket = try route()
         let range = CgroupPolicyPlan.tableBase..<(CgroupPolicyPlan.tableBase + UInt32(CgroupPolicies.maximumEntries))
         do throws(NetlinkError) {
@@ -359,7 +361,7 @@ package final class CgroupPolicyManager: Sendable {
         } catch {
             throw CgroupPolicyError("cannot read the routes of the \(namespace): \(error)")
         }
-        try load("table inet \(CgroupPolicyPlan.nftTable) {}\ndelete table inet \(CgroupPolicyPlan.nftTable)\n")
+        if nftables { try load("table inet \(CgroupPolicyPlan.nftTable) {}\ndelete table inet \(CgroupPolicyPlan.nftTable)\n") }
     }
 
     /// How long one `nft -f` may take.

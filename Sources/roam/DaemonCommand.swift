@@ -219,13 +219,23 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
                 throw fail("--cgroup-policy: \(error)")
             }
         }
+        // The first application's failure ends the daemon (exit 2: the policy was never in
+        // force, nft or the kernel's nf_tables missing); a later one is said and the next path
+        // tries again.
+        let firstPolicyFailure = Mutex<String??>(.none)
         @Sendable func applyPolicies(_ manager: CgroupPolicyManager, _ path: NetworkPath) {
+            var failure: String?
             do {
                 let changes = try manager.apply(path)
                 if !changes.isEmpty { printError("roam daemon: cgroup policy: \(changes.joined(separator: "; "))") }
             } catch {
-                printError("roam daemon: cgroup policy: \(error)")
+                failure = "\(error)"
             }
+            let first = firstPolicyFailure.withLock { first in
+                defer { if first == nil { first = .some(failure) } }
+                return first == nil
+            }
+            if let failure, !first { printError("roam daemon: cgroup policy: \(failure)") }
         }
         // On a thread of its own, the latest path first: nft can take seconds (a module the kernel
         // loads on its first use, slowly on a loaded machine), and the paths the socket, the bus
@@ -266,6 +276,20 @@ struct DaemonCommand: ParsableCommand, SignalHandlingCommand {
         } catch {
             throw fail("\(error)")
         }
+        // Ready once the per-program policy is in force for the first path: a unit ordered after
+        // the daemon (systemd's Type=notify) must not start while its group's traffic is still
+        // unmarked and free to take any link (the first nft can take seconds while the kernel
+        // loads its modules). The first SIGTERM or Ctrl-C still ends the wait.
+        if let policyWorker {
+            var entries = [stopped.pollEntry, policyWorker.handledFirst.pollEntry]
+            while !policyWorker.handledFirst.isSignalled && !stopped.isSignalled { _ = poll(&entries, 2, -1) }
+            if stopped.isSignalled {
+                if let reason = ended.withLock({ $0 }) { throw fail(reason) }
+                stop()
+                return
+            }
+            if case .some(.some(let failure)) = firstPolicyFailure.withLock({ $0 }) { throw fail("--cgroup-policy: \(failure)") }
+        }
         let status = "serving the path of the \(namespace) on \(listening.path)" + (bus.map { " and as \(PathBus.name) on the \($0.bus.rawValue) bus" } ?? "")
         ServiceNotification.send("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())")
         printError("roam daemon: \(status)")
@@ -292,17 +316,25 @@ final class LatestPathWorker: Sendable {
     private let shared = Shared()
     private let wake: EventSignal
     private let thread: Mutex<PinnedThread?>
+    /// Signalled once `body` has returned for a first path (and never reset): what the daemon
+    /// waits on before it says it is ready.
+    let handledFirst: EventSignal
 
     init(name: String, _ body: @escaping @Sendable (NetworkPath) -> Void) throws {
         let wake = try EventSignal()
+        let handledFirst = try EventSignal()
         self.wake = wake
+        self.handledFirst = handledFirst
         let shared = self.shared
         thread = Mutex(try PinnedThread(name: name) {
             while !shared.stopping.load(ordering: .acquiring) {
                 wake.wait(for: .seconds(1))
                 wake.reset()
                 if shared.stopping.load(ordering: .acquiring) { return }
-                if let path = shared.pending.withLock({ path in defer { path = nil }; return path }) { body(path) }
+                if let path = shared.pending.withLock({ path in defer { path = nil }; return path }) {
+                    body(path)
+                    handledFirst.signal()
+                }
             }
         })
     }

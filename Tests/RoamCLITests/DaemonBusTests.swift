@@ -469,7 +469,13 @@ struct DaemonCgroupPolicyTests {
             let notify = try NotifySocket(path: directory + "/notify")
             let daemon = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", roam, "daemon", "--netns", test.name,
                                                              "--socket", directory + "/path.sock", "--cgroup-policy", directory + "/policy"])
+            func policyTable() throws -> String {
+                try RunningCommand.run("/usr/bin/nsenter", ["--net=/run/netns/\(test.name)", "/usr/sbin/nft", "list", "table", "inet", "roam-cgroup-policy"]).output
+            }
             #expect(notify.receive()?.contains("READY=1") == true, "\(daemon.errors.values)")
+            // Ready means in force: the group's mark is set by the time READY=1 is said (a unit
+            // ordered after the daemon starts marked), not after a slow first nft.
+            #expect(try policyTable().contains("meta mark set"), "at READY=1: \(daemon.errors.values)")
             #expect(daemon.errors.wait(timeout: 20, until: { $0.contains { $0.contains("nftables: 1 of 1 group(s) present") } }) != nil, "\(daemon.errors.values)")
 
             // 500 datagrams of 1,000 bytes to an address beyond either gateway, from inside the
@@ -527,7 +533,25 @@ struct DaemonCgroupPolicyTests {
             }
             #expect(back.wifi >= 500_000 && back.cellular < 5_000, "\(back)")
 
-            #expect(daemon.stop(with: SIGTERM) == 0, "\(daemon.errors.values)")
+            // A daemon that dies leaves its table, rules and routes; the next one replaces the
+            // table in its first nft transaction (one table, the group marked once) and carries
+            // on from there.
+            #expect(daemon.stop(with: SIGKILL) == SIGKILL)
+            #expect(try policyTable().contains("meta mark set"), "left by the daemon that died")
+            let notifyAgain = try NotifySocket(path: directory + "/notify-again")
+            let again = try RunningCommand("/usr/bin/env", ["NOTIFY_SOCKET=\(notifyAgain.path)", roam, "daemon", "--netns", test.name,
+                                                            "--socket", directory + "/path-again.sock", "--cgroup-policy", directory + "/policy"])
+            #expect(notifyAgain.receive()?.contains("READY=1") == true, "\(again.errors.values)")
+            let replaced = try RunningCommand.run("/usr/bin/nsenter", ["--net=/run/netns/\(test.name)", "/usr/sbin/nft", "list", "tables"]).output
+            #expect(replaced.components(separatedBy: "roam-cgroup-policy").count == 2, "one table: \(replaced)")
+            #expect(try policyTable().components(separatedBy: "meta mark set").count == 2, "the group marked once")
+            let afterRestart = try moved {
+                let result = try send(inGroup: true)
+                #expect(result.sent == 500, "\(result)")
+            }
+            #expect(afterRestart.wifi >= 500_000 && afterRestart.cellular < 5_000, "\(afterRestart)")
+
+            #expect(again.stop(with: SIGTERM) == 0, "\(again.errors.values)")
             let rules = try RunningCommand.run("/usr/sbin/ip", ["-n", test.name, "rule", "show"]).output
             #expect(!rules.contains("0x524f01"), "the rules are gone: \(rules)")
             let tables = try RunningCommand.run("/usr/sbin/nft", ["list", "tables"])

@@ -128,7 +128,7 @@ enum NetemHost {
 /// (about 30 s) and runs there.
 @Suite(.enabled(if: NetemHost.canRun, "needs root, the built roam, and sch_netem on this kernel or a VM (scripts/setup.sh --vm)"), .serialized)
 struct NetemBackendTests {
-    static let scenarios = ["airplane-wifi", "blackholed-wifi", "elevator", "ipv6-cellular", "low-data-mode", "satellite", "spotty-wifi", "tethered-hotspot", "walk-out-of-home"]
+    static let scenarios = ["airplane-wifi", "blackholed-wifi", "elevator", "ipv6-cellular", "laptop-daemon", "low-data-mode", "satellite", "spotty-wifi", "tethered-hotspot", "walk-out-of-home"]
 
     func output() throws -> String {
         try #require(NetemHost.output, "scripts/netem-check.sh did not complete")

@@ -191,7 +191,9 @@ final class MonitorLoop {
             try settle(events: events, requests: requests)
             if isDirty {
                 isDirty = false
-                core.publish(evaluate())
+                let path = evaluate()
+                logger.trace("evaluated", metadata: ["path": "\(path)"])
+                core.publish(path)
             }
         }
     }
@@ -202,7 +204,9 @@ final class MonitorLoop {
         while true {
             let outcome = try events.receiveNotifications { notification in
                 count += 1
-                switch snapshot.apply(notification) {
+                let effect = snapshot.apply(notification)
+                logger.trace("notification", metadata: ["notification": "\(notification)", "effect": "\(effect)"])
+                switch effect {
                 case .unchanged: break
                 case .changed:
                     isDirty = true
