@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import compare diagnostics probe live segment mobility control proxy daemon)
+[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import irtt gnettrack mptraces compare diagnostics probe live segment mobility control proxy daemon)
 case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh SECONDS [TARGET...]" >&2; exit 2 ;; esac
 
 # SwiftPM does not plan the build again when a source file is added to Roam, a dependency of the

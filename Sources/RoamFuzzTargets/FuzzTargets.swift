@@ -40,6 +40,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// IRTT's JSON output (`roam import irtt`): read or refused with a message; what is read
     /// becomes windows and a scenario the reader accepts, its size bounded by the windows.
     case irtt
+    /// A G-NetTrack Pro log (`roam import gnettrack`): read or refused with a line number; what
+    /// is read becomes a scenario the reader accepts, its size bounded by its windows.
+    case gnettrack
+    /// An MP-Traces pair (`roam import mp-traces`): two files split at the first NUL byte, read
+    /// or refused with a line number; what is read becomes a two-link scenario the reader
+    /// accepts, its size bounded by its windows.
+    case mptraces
     /// Two runs compared in one page (`roam report A B`): summary, timeline, summary, timeline,
     /// split at NUL bytes; one script, the page's own, and a size bounded by the input's.
     case compare
@@ -101,6 +108,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .export: Self.export(text)
         case .import: Self.importProfile(bytes)
         case .irtt: Self.irtt(bytes)
+        case .gnettrack: Self.gnettrack(bytes)
+        case .mptraces: Self.mptraces(bytes)
         case .compare: Self.compare(bytes)
         case .diagnostics: Self.diagnostics(text)
         case .probe: Self.probe(bytes)
@@ -343,6 +352,35 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let errors = ScenarioReader.parse(yaml, file: "imported.yaml").errors
         precondition(errors.isEmpty, "the scenario does not validate: \(errors.prefix(3).map(\.message)) in \(yaml.prefix(600))")
         precondition(yaml.utf8.count <= 4096 + 200 * windows.count, "\(yaml.utf8.count) bytes for \(windows.count) windows")
+    }
+
+    /// A scenario from recorded interfaces: the reader accepts it, and its size is bounded by
+    /// its windows (each window at most one event a direction and link).
+    static func checkRecordingScenario(_ interfaces: [RateRecording.Interface], header: [String], notes: [String]) {
+        let width = Duration.seconds(1)
+        let count = RateRecording.windowCount(interfaces, width: width)
+        // As `roam import` refuses more.
+        guard count <= RateRecording.maximumWindows else { return }
+        let yaml = RateRecording.scenarioYAML(name: "imported", interfaces: interfaces, width: width, start: .seconds(1), header: header, notes: notes)
+        let errors = ScenarioReader.parse(yaml, file: "imported.yaml").errors
+        precondition(errors.isEmpty, "the scenario does not validate: \(errors.prefix(3).map(\.message)) in \(yaml.prefix(600))")
+        precondition(yaml.utf8.count <= 8192 + 2 * interfaces.count * 120 * count, "\(yaml.utf8.count) bytes for \(count) windows")
+    }
+
+    static func gnettrack(_ bytes: UnsafeRawBufferPointer) {
+        guard case .success(let log) = GNetTrackImport.parse(Array(bytes)) else { return }
+        precondition(!log.rows.isEmpty && log.rows.allSatisfy { $0.at >= .zero && $0.at <= ScenarioLimits.maximumDuration }, "rows outside the day")
+        precondition(zip(log.rows, log.rows.dropFirst()).allSatisfy { $0.at <= $1.at }, "rows not in time order")
+        let (interface, notes) = GNetTrackImport.interface(log)
+        checkRecordingScenario([interface], header: GNetTrackImport.header(log, source: "f.csv", width: .seconds(1)), notes: notes)
+    }
+
+    static func mptraces(_ bytes: UnsafeRawBufferPointer) {
+        let split = parts(bytes, 2)
+        guard split.count == 2, case .success(let wifi) = MPTracesImport.parse(Array(split[0].utf8)),
+              case .success(let cellular) = MPTracesImport.parse(Array(split[1].utf8)) else { return }
+        let (interfaces, notes) = MPTracesImport.interfaces(wifi: wifi, cellular: cellular, wifiDelay: .milliseconds(5), cellularDelay: nil)
+        checkRecordingScenario(interfaces, header: MPTracesImport.header(wifi: wifi, cellular: cellular, sources: ("w.csv", "c.csv"), width: .seconds(1)), notes: notes)
     }
 
     static func compare(_ bytes: UnsafeRawBufferPointer) {

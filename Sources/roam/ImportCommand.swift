@@ -12,8 +12,8 @@ import Simulator
 struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Make recordings of real networks into what a scenario plays: mahimahi traces, IRTT round trips.",
-        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self]
+        abstract: "Make recordings of real networks into what a scenario plays: mahimahi traces, IRTT round trips, G-NetTrack Pro logs, MP-Traces pairs.",
+        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self, ImportGNetTrackCommand.self, ImportMPTracesCommand.self]
     )
 }
 
@@ -81,7 +81,7 @@ struct ImportMahimahiCommand: ParsableCommand {
         let canonicalType = type.flatMap { InterfaceType(name: $0) }.map(\.rawValue)
         let oneWay = delay.flatMap { try? Units.duration($0).get() }
         let lossFraction = loss.flatMap { try? Units.percentage($0).get() }
-        do {
+        try importing {
             let upTrace = try MahimahiImport.read(up), downTrace = try MahimahiImport.read(down)
             let upSummary = MahimahiImport.summarize(upTrace), downSummary = MahimahiImport.summarize(downTrace)
             let yaml = MahimahiImport.profileYAML(
@@ -104,12 +104,6 @@ struct ImportMahimahiCommand: ParsableCommand {
             } else {
                 writeLine(yaml)
             }
-        } catch let error as ScenarioError {
-            printError("roam import: \(error.message)")
-            throw ExitCode.badInput
-        } catch let error as ReportError {
-            printError("roam import: \(error.message)")
-            throw ExitCode.badInput
         }
     }
 

@@ -57,7 +57,7 @@ struct ImportIRTTCommand: ParsableCommand {
     func run() throws {
         let width = (try? Units.duration(window).get()) ?? .seconds(1)
         let offset = (try? Units.duration(start).get()) ?? .zero
-        do {
+        try importing {
             let recording = try IRTTImport.read(file)
             let span = recording.roundTrips.map(\.at).max() ?? .zero
             guard span / width < 50_000 else {
@@ -66,24 +66,7 @@ struct ImportIRTTCommand: ParsableCommand {
             let (windows, _, notes) = IRTTImport.windows(recording, width: width)
             let yaml = IRTTImport.scenarioYAML(name: name, windows: windows, type: type.flatMap { InterfaceType(name: $0) }.map(\.rawValue),
                                                recording: recording, notes: notes, source: file, start: offset)
-            // What it writes must be a scenario the reader accepts.
-            let problems = ScenarioReader.parse(yaml, file: "\(name).yaml").errors
-            guard problems.isEmpty else {
-                throw ScenarioError("the scenario would not validate: " + problems.prefix(3).map(\.message).joined(separator: "; "))
-            }
-            for note in notes { printError("roam import: note: \(note)") }
-            if let output {
-                try writeTextFile(yaml, to: output)
-                writeLine("\(output): scenario '\(name)', \(windows.count) windows of \(width.roamDescription); add workloads to play across its link")
-            } else {
-                writeLine(yaml)
-            }
-        } catch let error as ScenarioError {
-            printError("roam import: \(error.message)")
-            throw ExitCode.badInput
-        } catch let error as ReportError {
-            printError("roam import: \(error.message)")
-            throw ExitCode.badInput
+            try writeImportedScenario(yaml, name: name, notes: notes, output: output, summary: "\(windows.count) windows of \(width.roamDescription)")
         }
     }
 }

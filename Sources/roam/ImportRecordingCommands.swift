@@ -1,0 +1,180 @@
+import ArgumentParser
+import RoamCore
+import RoamReport
+import RoamSystem
+import ScenarioModel
+
+/// What every `roam import` subcommand does with a reader's refusal: one line on standard
+/// error and exit 2.
+func importing(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as ScenarioError {
+        printError("roam import: \(error.message)")
+        throw ExitCode.badInput
+    } catch let error as ReportError {
+        printError("roam import: \(error.message)")
+        throw ExitCode.badInput
+    }
+}
+
+/// Refuses more windows than a scenario's timeline holds.
+func checkWindowCount(_ interfaces: [RateRecording.Interface], width: Duration) throws {
+    let count = RateRecording.windowCount(interfaces, width: width)
+    guard count <= RateRecording.maximumWindows else {
+        throw ScenarioError("\(count) windows of \(width.roamDescription): more than \(RateRecording.maximumWindows) (a timeline's bound); choose a wider --window")
+    }
+}
+
+/// Checks that `yaml` is a scenario the reader accepts, says the notes, and writes it to
+/// `output` or standard output.
+func writeImportedScenario(_ yaml: String, name: String, notes: [String], output: String?, summary: String) throws {
+    let problems = ScenarioReader.parse(yaml, file: "\(name).yaml").errors
+    guard problems.isEmpty else {
+        throw ScenarioError("the scenario would not validate: " + problems.prefix(3).map(\.message).joined(separator: "; "))
+    }
+    for note in notes { printError("roam import: note: \(note)") }
+    if let output {
+        try writeTextFile(yaml, to: output)
+        writeLine("\(output): scenario '\(name)', \(summary); add workloads to play across its links")
+    } else {
+        writeLine(yaml)
+    }
+}
+
+/// The options every recording import shares: the scenario's name, the windows, the start.
+struct RecordingImportOptions: ParsableArguments {
+    @Option(help: "The scenario's name (letters, digits, '-', '_').")
+    var name: String
+
+    @Option(help: ArgumentHelp("Each window's length: the resolution of what the links play (1s to 60s).", valueName: "duration"))
+    var window: String = "1s"
+
+    @Option(help: ArgumentHelp("When the recording's first second falls in the scenario (the links hold their first window's conditions until then: time for its programs to start).", valueName: "duration"))
+    var start: String = "0s"
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Write the scenario here instead of standard output.", valueName: "file"))
+    var output: String?
+
+    func validate() throws {
+        guard ScenarioReader.isProfileName(name) else {
+            throw ValidationError("--name \(escapedForMessage(name)): start with a letter and use letters, digits, '-', '_' (at most 64)")
+        }
+        guard case .success(let width) = Units.duration(window), width >= .seconds(1), width <= .seconds(60) else {
+            throw ValidationError("--window \(escapedForMessage(window)): expected a duration from 1s to 60s, such as 1s (the recordings have a sample a second)")
+        }
+        guard case .success(let offset) = Units.duration(start), offset >= .zero, offset <= .seconds(3600) else {
+            throw ValidationError("--start \(escapedForMessage(start)): expected a duration from 0s to 1h, such as 2s")
+        }
+    }
+
+    var width: Duration { (try? Units.duration(window).get()) ?? .seconds(1) }
+    var offset: Duration { (try? Units.duration(start).get()) ?? .zero }
+}
+
+/// `roam import gnettrack`: a G-NetTrack Pro log made into a scenario.
+struct ImportGNetTrackCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gnettrack",
+        abstract: "Make a G-NetTrack Pro log (a phone's drive test, as in Raca et al.'s 5G dataset) into a scenario whose cellular link plays its rates.",
+        discussion: """
+            G-NetTrack Pro logs, about once a second, what the phone's radio and the test app saw: the downlink and \
+            uplink rates it measured (DL_bitrate, UL_bitrate, kbit/s), whether the app was downloading (State D) or \
+            idle (I), pings, the cell and network mode, the position. The scenario has one cellular link between \
+            phone and server whose downlink rate follows the rates measured while downloading (an idle phone's rate \
+            says nothing of the link; the uplink's is the download's acknowledgements and is not played), a rate of \
+            zero passing nothing, and whose delay follows half the pings' round trips. What could not be carried over (position, the radio's figures, cell changes) is said in comments \
+            at the top. Add workloads to play something across it.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The log (a CSV file whose header starts Timestamp,Longitude,Latitude,...).", valueName: "file"))
+    var file: String
+
+    @OptionGroup var options: RecordingImportOptions
+
+    @Option(help: ArgumentHelp("The State values whose rates are the link's capacity, comma-separated.", valueName: "states"))
+    var states: String = "D"
+
+    @Option(help: "The link's name.")
+    var link: String = "cell"
+
+    func validate() throws {
+        guard ScenarioReader.isProfileName(link) else {
+            throw ValidationError("--link \(escapedForMessage(link)): start with a letter and use letters, digits, '-', '_' (at most 64)")
+        }
+        let values = states.split(separator: ",").map { String($0.filter { $0 != " " }) }
+        guard !values.isEmpty, values.count <= 16, values.allSatisfy({ !$0.isEmpty && $0.count <= 8 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }) else {
+            throw ValidationError("--states \(escapedForMessage(states)): expected State values separated by commas, such as D or D,VD")
+        }
+    }
+
+    func run() throws {
+        try importing {
+            let log = try GNetTrackImport.read(file)
+            let wanted = Set(states.split(separator: ",").map { String($0.filter { $0 != " " }) })
+            let (interface, notes) = GNetTrackImport.interface(log, link: link, states: wanted)
+            try checkWindowCount([interface], width: options.width)
+            let count = RateRecording.windowCount([interface], width: options.width)
+            let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
+                                                  header: GNetTrackImport.header(log, source: file, width: options.width), notes: notes)
+            try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
+                                      summary: "\(count) windows of \(options.width.roamDescription) on link '\(link)'")
+        }
+    }
+}
+
+/// `roam import mp-traces`: a pair of MP-Traces files made into a two-link scenario.
+struct ImportMPTracesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mp-traces",
+        abstract: "Make an MP-Traces pair (Wi-Fi and cellular recorded at the same time and place) into a scenario with a link for each.",
+        discussion: """
+            MP-Traces records, on a walk, what a download over the phone's Wi-Fi and one over its cellular link each \
+            received every second (PATH_TRIAL_wifi.csv and PATH_TRIAL_cellular.csv, lines timeInSeconds,BytesPerSecond). \
+            The scenario has a wifi and a cell link between phone and server on one clock, each link's downlink rate \
+            following its recording (a second that received nothing passes nothing), so that a multipath or handover \
+            client moves where the phone's Wi-Fi really collapsed. The recordings carry no delay: give each link's \
+            with --wifi-delay and --cellular-delay.
+            """
+    )
+
+    @Option(help: ArgumentHelp("The Wi-Fi recording (PATH_TRIAL_wifi.csv).", valueName: "file"))
+    var wifi: String
+
+    @Option(help: ArgumentHelp("The cellular recording (PATH_TRIAL_cellular.csv).", valueName: "file"))
+    var cellular: String
+
+    @OptionGroup var options: RecordingImportOptions
+
+    @Option(name: .customLong("wifi-delay"), help: ArgumentHelp("The Wi-Fi's one-way delay, such as 5ms.", valueName: "duration"))
+    var wifiDelay: String?
+
+    @Option(name: .customLong("cellular-delay"), help: ArgumentHelp("The cellular link's one-way delay, such as 30ms.", valueName: "duration"))
+    var cellularDelay: String?
+
+    func validate() throws {
+        for (flag, value) in [("--wifi-delay", wifiDelay), ("--cellular-delay", cellularDelay)] {
+            guard let value else { continue }
+            guard case .success(let delay) = Units.duration(value), delay >= .zero, delay <= ScenarioLimits.maximumDelay else {
+                throw ValidationError("\(flag) \(escapedForMessage(value)): expected a one-way delay from 0ms to \(ScenarioLimits.maximumDelay.roamDescription), such as 20ms")
+            }
+        }
+    }
+
+    func run() throws {
+        try importing {
+            let wifiSeconds = try MPTracesImport.read(wifi), cellularSeconds = try MPTracesImport.read(cellular)
+            let (interfaces, notes) = MPTracesImport.interfaces(wifi: wifiSeconds, cellular: cellularSeconds,
+                                                                wifiDelay: wifiDelay.flatMap { try? Units.duration($0).get() },
+                                                                cellularDelay: cellularDelay.flatMap { try? Units.duration($0).get() })
+            try checkWindowCount(interfaces, width: options.width)
+            let count = RateRecording.windowCount(interfaces, width: options.width)
+            let header = MPTracesImport.header(wifi: wifiSeconds, cellular: cellularSeconds, sources: (wifi, cellular), width: options.width)
+            let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: interfaces, width: options.width, start: options.offset,
+                                                  header: header, notes: notes)
+            try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
+                                      summary: "\(count) windows of \(options.width.roamDescription) on links 'wifi' and 'cell'")
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// `roam import gnettrack` and `roam import mp-traces` through the binary: a real G-NetTrack Pro
+/// excerpt becomes a scenario `roam validate` accepts; an MP-Traces pair becomes a scenario in
+/// which Roam's handover client moves to the cellular link where the recorded Wi-Fi collapsed;
+/// bad input is refused with exit 2 and nothing written.
+@Suite(.enabled(if: TestEnvironment.roamExecutable != nil, "needs the built roam"), .serialized)
+struct ImportRecordingCommandTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    @Test func aGNetTrackLogBecomesAScenarioThatValidates() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-import-gnettrack")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let log = NetemHost.root + "/Tests/Fixtures/traces/gnettrack/download-driving-handovers.csv"
+        let imported = try RunningCommand.run(roam, ["import", "gnettrack", log, "--name", "drive", "--start", "2s", "-o", directory + "/drive.yaml"])
+        #expect(imported.status == 0, "\(imported.error)")
+        #expect(imported.output.contains("drive.yaml: scenario 'drive', 120 windows of 1s on link 'cell'"), "\(imported.output)")
+        #expect(imported.error.contains("note: UL_bitrate is not played") && imported.error.contains("of cell or network mode"), "\(imported.error)")
+        let validated = try RunningCommand.run(roam, ["validate", directory + "/drive.yaml"])
+        #expect(validated.status == 0 && validated.output.contains("'drive', 122s, 2 nodes, 1 links"), "\(validated.output)\(validated.error)")
+    }
+
+    @Test func badInputIsRefused() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-import-recording-bad")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "Timestamp,DL_bitrate,UL_bitrate\n2019.12.16_07.22.43,fast,1\n".write(toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
+        let bad = try RunningCommand.run(roam, ["import", "gnettrack", directory + "/bad.csv", "--name", "x", "-o", directory + "/out.yaml"])
+        #expect(bad.status == 2 && bad.error.contains("bad.csv: line 2: DL_bitrate 'fast' is not a number"), "\(bad.error)")
+        #expect(access(directory + "/out.yaml", F_OK) != 0, "nothing written")
+        let window = try RunningCommand.run(roam, ["import", "gnettrack", directory + "/bad.csv", "--name", "x", "--window", "500ms"])
+        #expect(window.status == 2 && window.error.contains("--window 500ms: expected a duration from 1s to 60s"), "\(window.error)")
+        let states = try RunningCommand.run(roam, ["import", "gnettrack", directory + "/bad.csv", "--name", "x", "--states", "D;rm"])
+        #expect(states.status == 2 && states.error.contains("--states D;rm: expected State values separated by commas"), "\(states.error)")
+        try "1,100\n2,lots\n".write(toFile: directory + "/w.csv", atomically: true, encoding: .utf8)
+        let pair = try RunningCommand.run(roam, ["import", "mp-traces", "--wifi", directory + "/w.csv", "--cellular", directory + "/w.csv", "--name", "x"])
+        #expect(pair.status == 2 && pair.error.contains("w.csv: line 2: '2,lots' is not timeInSeconds,BytesPerSecond"), "\(pair.error)")
+        let delay = try RunningCommand.run(roam, ["import", "mp-traces", "--wifi", directory + "/w.csv", "--cellular", directory + "/w.csv", "--name", "x", "--wifi-delay", "2min"])
+        #expect(delay.status == 2 && delay.error.contains("--wifi-delay 2min: expected a one-way delay from 0ms to 60s"), "\(delay.error)")
+        let link = try RunningCommand.run(roam, ["import", "gnettrack", directory + "/bad.csv", "--name", "x", "--link", "a b"])
+        #expect(link.status == 2 && link.error.contains("--link a b:"), "\(link.error)")
+    }
+
+    /// A walk in MP-Traces' format: the Wi-Fi carries 4 MB/s, then nothing for 6 s, then 2 MB/s;
+    /// the cellular link 1 MB/s throughout. Imported with delays, a handover client's requests
+    /// added: it moves to the cellular link inside the recorded collapse, and every request is
+    /// answered within its bound.
+    @Test func aHandoverClientMovesWhereTheRecordedWiFiCollapsed() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-import-mp-traces")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try (1...16).map { "\($0),\($0 <= 5 ? 4_000_000 : $0 <= 11 ? 0 : 2_000_000)" }.joined(separator: "\n").write(toFile: directory + "/7_1_wifi.csv", atomically: true, encoding: .utf8)
+        try (1...16).map { "\($0),1000000" }.joined(separator: "\n").write(toFile: directory + "/7_1_cellular.csv", atomically: true, encoding: .utf8)
+        let imported = try RunningCommand.run(roam, ["import", "mp-traces", "--wifi", directory + "/7_1_wifi.csv", "--cellular", directory + "/7_1_cellular.csv",
+                                                     "--name", "walk", "--wifi-delay", "5ms", "--cellular-delay", "30ms", "--start", "2s", "-o", directory + "/walk.yaml"])
+        try #require(imported.status == 0, "\(imported.error)")
+        let scenario = try String(contentsOfFile: directory + "/walk.yaml", encoding: .utf8)
+        // The collapse: the recording's sixth second, 2 s into the scenario.
+        #expect(scenario.contains("{at: 7000ms, link: wifi, direction: down, set: {loss: 100%}}"), "\(scenario)")
+        #expect(scenario.contains("{at: 13000ms, link: wifi, direction: down, set: {rate: 16000kbit, loss: 0%}}"), "\(scenario)")
+        let workloads = """
+            workloads:
+              - { name: api, kind: requests, from: server, to: phone, size: 20kb, interval: 500ms, mode: handover }
+            expect:
+              - { workload: api, maxTimeToFirstByte: 2s }
+            """
+        try (scenario + workloads + "\n").write(toFile: directory + "/walk.yaml", atomically: true, encoding: .utf8)
+        let run = try RunningCommand.run(roam, ["run", directory + "/walk.yaml", "--backend", "userspace", "--quiet", "--report", directory + "/run"], timeout: 120)
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        let switches = NetemHost.text(directory + "/run/timeline.jsonl").split(separator: "\n").filter { $0.contains("\"type\":\"subflow-switch\"") }
+        let toCell = try #require(switches.first { $0.contains("\"to\":\"cell\"") }, "\(switches)")
+        let at = try #require(Double(toCell.split(separator: ",").first?.replacingOccurrences(of: "{\"t\":", with: "") ?? ""))
+        #expect(at > 7 && at < 9, "moved to cell at \(at) s, the recorded Wi-Fi collapsed at 7 s: \(toCell)")
+        print("mp-traces walk: the handover client moved to cell at \(String(format: "%.2f", at)) s (the recorded Wi-Fi passed nothing from 7 s)")
+    }
+}
