@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: bench-path-managers setup setup-vm build install demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
+.PHONY: bench-path-managers bench-replay setup setup-vm build install demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -164,6 +164,11 @@ bench: setup
 BACKEND ?= userspace
 bench-flagship: build
 	ROAM_BINARY="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" python3 Benchmarks/FlagshipBenchmark/flagship_benchmark.py --backend $(BACKEND)
+
+# A recorded drive (the vendored G-NetTrack Pro excerpt) replayed on both backends under a TCP
+# download: what it received each second beside what the recording said (docs/benchmarks.md#replay).
+bench-replay: build
+	python3 Benchmarks/ReplayFidelity/replay_fidelity.py --roam "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" --backend userspace --backend netem
 
 # The same benchmarks on small counts, to check that they still run.
 # roam daemon --mptcp handover against Debian's mptcpd as the phone's path manager, in three
