@@ -99,6 +99,9 @@ struct ImportGNetTrackCommand: ParsableCommand {
     @Option(help: "The link's name.")
     var link: String = "cell"
 
+    @Option(help: ArgumentHelp("Also write the log's GPS fixes here, as a track for mobility: (phones: {phone: {track: FILE}}; SECONDS,X,Y in metres).", valueName: "file"))
+    var track: String?
+
     func validate() throws {
         guard ScenarioReader.isProfileName(link) else {
             throw ValidationError("--link \(escapedForMessage(link)): start with a letter and use letters, digits, '-', '_' (at most 64)")
@@ -118,8 +121,17 @@ struct ImportGNetTrackCommand: ParsableCommand {
             let count = RateRecording.windowCount([interface], width: options.width)
             let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
                                                   header: GNetTrackImport.header(log, source: file, width: options.width), notes: notes)
+            var trackText: String?
+            if track != nil {
+                guard let text = GNetTrackImport.track(log) else { throw ScenarioError("--track: the log has no Latitude and Longitude to make a track of") }
+                trackText = text
+            }
             try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
                                       summary: "\(count) windows of \(options.width.roamDescription) on link '\(link)'")
+            if let track, let trackText {
+                try writeTextFile(trackText, to: track)
+                writeLine("\(track): the drive's track, \(trackText.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
+            }
         }
     }
 }

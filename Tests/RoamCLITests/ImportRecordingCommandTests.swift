@@ -15,10 +15,14 @@ struct ImportRecordingCommandTests {
         let directory = try TestEnvironment.scratchDirectory("roam-import-gnettrack")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let log = NetemHost.root + "/Tests/Fixtures/traces/gnettrack/download-driving-handovers.csv"
-        let imported = try RunningCommand.run(roam, ["import", "gnettrack", log, "--name", "drive", "--start", "2s", "-o", directory + "/drive.yaml"])
+        let imported = try RunningCommand.run(roam, ["import", "gnettrack", log, "--name", "drive", "--start", "2s", "--track", directory + "/drive.track",
+                                                     "-o", directory + "/drive.yaml"])
         #expect(imported.status == 0, "\(imported.error)")
         #expect(imported.output.contains("drive.yaml: scenario 'drive', 120 windows of 1s on link 'cell'"), "\(imported.output)")
         #expect(imported.error.contains("note: UL_bitrate is not played") && imported.error.contains("of cell or network mode"), "\(imported.error)")
+        #expect(imported.output.contains("drive.track: the drive's track, 16 positions"), "\(imported.output)")
+        let track = NetemHost.text(directory + "/drive.track").split(separator: "\n")
+        #expect(track.count == 17 && track[1] == "0,0,0" && track[2] == "5,-66,-76.9", "\(track.prefix(3))")
         let validated = try RunningCommand.run(roam, ["validate", directory + "/drive.yaml"])
         #expect(validated.status == 0 && validated.output.contains("'drive', 122s, 2 nodes, 1 links"), "\(validated.output)\(validated.error)")
     }

@@ -325,7 +325,7 @@ import Testing
         func with(_ phones: String) -> [String] {
             errors(Self.base + Self.mobility.components(separatedBy: "  phones:")[0] + "  phones:\n" + phones)
         }
-        #expect(with("    phone: {start: [0, 0]}").contains { $0.contains("needs exactly one of path (with start), randomWaypoint or gaussMarkov") })
+        #expect(with("    phone: {start: [0, 0]}").contains { $0.contains("needs exactly one of path (with start), track, randomWaypoint or gaussMarkov") })
         #expect(with("    phone: {start: [0, 0], path: [], gaussMarkov: {area: [[0, 0], [5, 5]], speed: 1}}")
             .contains { $0.contains("not path and gaussMarkov") })
         #expect(with("    ghost: {start: [0, 0], path: []}").contains { $0.hasSuffix(":'ghost' is not a node of the scenario") })

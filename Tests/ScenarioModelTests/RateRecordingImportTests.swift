@@ -54,7 +54,7 @@ private let gnettrack = URL(fileURLWithPath: #filePath).deletingLastPathComponen
         #expect(!yaml.contains("{at: 6000ms,"), "\(yaml.prefix(1500))")
         #expect(!yaml.contains("direction: up, set: {rate"), "the uplink is not played")
         #expect(notes.contains { $0.contains("1 in I keep the rate before them") }, "\(notes)")
-        #expect(notes.contains { $0.hasPrefix("UL_bitrate is not played") } && notes.contains { $0.contains("position and speed (58 fixes") }, "\(notes)")
+        #expect(notes.contains { $0.hasPrefix("UL_bitrate is not played") } && notes.contains { $0.contains("position and speed are not played by the link (58 fixes") }, "\(notes)")
         #expect(yaml.hasPrefix("# Imported by roam import gnettrack from drive.csv (G-NetTrack Pro): 58 rows over 59 s, 5G 100%."), "\(yaml.prefix(300))")
     }
 
@@ -183,5 +183,88 @@ private let gnettrack = URL(fileURLWithPath: #filePath).deletingLastPathComponen
     @Test func aHeaderLineIsReadPast() throws {
         let seconds = try MPTracesImport.parse(Array("timeInSeconds,BytesPerSecond\n1,100\n".utf8)).get()
         #expect(seconds.count == 1 && seconds[0].second == 1 && seconds[0].bytesPerSecond == 100)
+    }
+}
+
+/// `phones: {phone: {track: FILE}}`: a recorded movement played as a path that keeps the
+/// recording's times; a G-NetTrack log's fixes made into one; bad tracks refused with their line.
+@Suite struct RecordedTrackTests {
+    @Test func aTrackIsAPathThatArrivesOnTime() throws {
+        let text = "# a drive\n0,0,0\n5,0,0\n10,30,40\n20,30,40.0005\n1000,30,42.0005\n"
+        let points = try RecordedTrack.parse(Array(text.utf8)).get()
+        #expect(points.count == 5 && points[2].at == .seconds(10) && points[2].position == Position(30, 40))
+        let (start, legs) = try RecordedTrack.path(points).get()
+        #expect(start == Position(0, 0))
+        // 5 s standing; 50 m in 5 s; 10 s within a millimetre: standing; 2 m in 980 s: slower
+        // than a path moves, so standing 780 s, then 200 s at 0.01 m/s.
+        #expect(legs == [.pause(.seconds(5)), .move(to: Position(30, 40), speed: 10), .pause(.seconds(10)),
+                         .pause(.seconds(780)), .move(to: Position(30, 42.0005), speed: 0.01)], "\(legs)")
+        let starting = try RecordedTrack.path(RecordedTrack.parse(Array("3,1,1\n4,2,1\n".utf8)).get()).get()
+        #expect(starting.legs.first == .pause(.seconds(3)), "stands at its first position until its time")
+    }
+
+    @Test(arguments: [
+        ("", "line 1: no positions"),
+        ("0,0\n", "line 1: not SECONDS,X,Y"),
+        ("0,0,0\n0,1,1\n", "line 2: 0 s is not after the line before's"),
+        ("0,0,0\n1,1e3,0\n", "line 2: not SECONDS,X,Y"),
+        ("-1,0,0\n", "line 1: -1 s is outside 0 to 24 h"),
+        ("0,2000000,0\n", "line 1: a position more than 1,000 km"),
+    ])
+    func refusesWhatIsNotATrack(_ text: String, _ message: String) {
+        switch RecordedTrack.parse(Array(text.utf8)) {
+        case .success: Issue.record("accepted \(text)")
+        case .failure(let error): #expect("\(error)".contains(message), "\(error)")
+        }
+    }
+
+    @Test func aFixThatJumpsIsRefused() throws {
+        let points = try RecordedTrack.parse(Array("0,0,0\n1,0,0\n2,5000,0\n".utf8)).get()
+        guard case .failure(let error) = RecordedTrack.path(points) else {
+            Issue.record("a jump of 5 km in a second accepted")
+            return
+        }
+        #expect("\(error)" == "line 3: 5000 m in 1.0 s: faster than 350 m/s (a fix that jumped)")
+    }
+
+    /// A scenario names the track relative to its own directory; the phone walks it past a
+    /// cell site, and the reader refuses a missing file and a bad line with the scenario's place.
+    @Test func aScenarioPlaysATrackFromItsDirectory() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("roam-track-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let log = try GNetTrackImport.read(gnettrack + "/download-driving-handovers.csv")
+        let track = try #require(GNetTrackImport.track(log))
+        try track.write(toFile: directory + "/drive.track", atomically: true, encoding: .utf8)
+        let scenario = """
+            name: drive
+            duration: 120s
+            nodes:
+              phone: {}
+            networks:
+              - {name: lte, type: cellular, profile: lte, members: [phone]}
+            mobility:
+              cells:
+                - {name: tower, network: lte, at: [-500, -300]}
+              phones:
+                phone: {track: drive.track}
+
+            """
+        let read = ScenarioReader.parse(scenario, file: "drive.yaml", baseDirectory: directory)
+        #expect(read.errors.isEmpty, "\(read.errors.map(\.message))")
+        let movement = try #require(read.scenario?.mobility?.phones.first)
+        guard case .waypoints(let start, let legs) = movement.model else {
+            Issue.record("not a path: \(movement.model)")
+            return
+        }
+        #expect(start == Position(0, 0) && legs.count >= 15, "\(legs.count) legs")
+        let missing = ScenarioReader.parse(scenario.replacingOccurrences(of: "drive.track", with: "gone.track"), file: "drive.yaml", baseDirectory: directory)
+        #expect(missing.errors.contains { $0.message.contains("cannot read track 'gone.track': no such file") && $0.description.hasPrefix("drive.yaml:11:20:") },
+                "\(missing.errors.map(\.description))")
+        try "0,0,0\nfast\n".write(toFile: directory + "/bad.track", atomically: true, encoding: .utf8)
+        let bad = ScenarioReader.parse(scenario.replacingOccurrences(of: "drive.track", with: "bad.track"), file: "drive.yaml", baseDirectory: directory)
+        #expect(bad.errors.contains { $0.message.contains("track 'bad.track' line 2: not SECONDS,X,Y") }, "\(bad.errors.map(\.description))")
+        let absolute = ScenarioReader.parse(scenario.replacingOccurrences(of: "drive.track", with: "/etc/passwd"), file: "drive.yaml", baseDirectory: directory)
+        #expect(absolute.errors.contains { $0.message.contains("track '/etc/passwd' is an absolute path") }, "\(absolute.errors.map(\.description))")
     }
 }

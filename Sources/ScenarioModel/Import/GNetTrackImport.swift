@@ -1,3 +1,4 @@
+import Glibc
 import RoamCore
 import RoamSystem
 
@@ -228,10 +229,33 @@ public enum GNetTrackImport {
         let fixes = log.rows.filter { $0.latitude != nil && $0.longitude != nil }
         if !fixes.isEmpty {
             let speeds = log.rows.compactMap(\.speed)
-            notes.append("not carried over: position and speed (\(fixes.count) fixes\(speeds.isEmpty ? "" : ", \(Int(speeds.min() ?? 0)) to \(Int(speeds.max() ?? 0)) km/h"))")
+            notes.append("position and speed are not played by the link (\(fixes.count) fixes\(speeds.isEmpty ? "" : ", \(Int(speeds.min() ?? 0)) to \(Int(speeds.max() ?? 0)) km/h")); --track FILE writes them as a track for mobility: (phones: {phone: {track: FILE}})")
         }
         notes.append("not carried over: RSRP, RSRQ, SNR, CQI and RSSI (what the radio gave is in the rates)")
         return (RateRecording.Interface(link: link, type: "cellular", samples: samples), notes)
+    }
+
+    /// The log's GPS fixes as a track file (`phones: {phone: {track: FILE}}`): a line a fix,
+    /// `SECONDS,X,Y`, metres east and north of the first fix (an equirectangular projection,
+    /// within a metre over the tens of kilometres of a drive), a fix a second at most (the
+    /// log's repeated rows and unmoved seconds merged).
+    ///
+    /// - Parameter log: The log.
+    /// - Returns: The file's text, or nil when the log has no fixes.
+    public static func track(_ log: Log) -> String? {
+        let fixes = log.rows.compactMap { row in row.latitude.flatMap { latitude in row.longitude.map { (row.at, latitude, $0) } } }
+        guard let first = fixes.first else { return nil }
+        let metresPerDegree = 6_371_000 * Double.pi / 180
+        let east = metresPerDegree * cos(first.1 * Double.pi / 180)
+        var lines = ["# Imported by roam import gnettrack: the log's GPS fixes, seconds from its first row, metres east and north of its first fix"]
+        var last: (at: Duration, x: Double, y: Double)?
+        for (at, latitude, longitude) in fixes {
+            let x = ((longitude - first.2) * east * 10).rounded() / 10, y = ((latitude - first.1) * metresPerDegree * 10).rounded() / 10
+            if let last, at <= last.at || (last.x == x && last.y == y) { continue }
+            last = (at, x, y)
+            lines.append("\(Int64(at.seconds)),\(x.roamTrimmed),\(y.roamTrimmed)")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     /// The header comments for a scenario made from `log`.

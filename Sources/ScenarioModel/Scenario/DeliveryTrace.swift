@@ -117,9 +117,44 @@ public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "line \(line): \(message)" }
 }
 
-/// Why a scenario's `trace:` could not be used; the message quotes nothing from the file.
+/// Why a scenario's `trace:` (or `track:`) could not be used; the message quotes nothing from the file.
 struct TraceReadError: Error, Sendable, Hashable {
     var message: String
+
+    /// Reads the file a scenario names at `path` (`what`: `trace`, `track`), relative to
+    /// `baseDirectory` (absolute paths are refused), the way `SecureDirectory` resolves paths.
+    /// When the scenario's owner is not the caller (root running a scenario another user wrote),
+    /// only a file that user owns is read, and a file that is missing and one that is not theirs
+    /// get the same answer: the scenario cannot make Roam read, or tell apart, files its author
+    /// could not.
+    static func readFile(_ path: String, what: String, baseDirectory: String, scenarioOwner: uid_t?, maximumBytes: Int) -> Result<[UInt8], TraceReadError> {
+        let shown = escapedForMessage(path)
+        guard !path.hasPrefix("/") else {
+            return .failure(TraceReadError(message: "\(what) '\(shown)' is an absolute path; a \(what) is named relative to the scenario file's "
+                + "directory (for example ../traces/lte-steady.trace)"))
+        }
+        do throws(SafePathError) {
+            let (directory, name) = try SecureDirectory.resolveFile(baseDirectory + "/" + path)
+            if let scenarioOwner, scenarioOwner != geteuid() {
+                guard let status = directory.status(of: name), status.owner == scenarioOwner else {
+                    return .failure(TraceReadError(message: "cannot read \(what) '\(shown)': no such file of uid \(scenarioOwner), who owns the "
+                        + "scenario (a scenario may name only \(what)s its owner owns)"))
+                }
+            }
+            return .success(try directory.readFile(named: name, maximumBytes: maximumBytes))
+        } catch {
+            let reason: String
+            switch error.code {
+            case .system where error.errno == .noSuchFileOrDirectory: reason = "no such file"
+            case .system: reason = error.errno.map { "\($0)" } ?? "cannot be read"
+            case .notRegularFile: reason = "not a regular file"
+            case .tooLarge: reason = "larger than \(byteCountDescription(maximumBytes)), the most Roam reads"
+            case .untrustedLink: reason = "a symbolic link on the way belongs to another user, in a directory other users can write"
+            default: reason = error.message
+            }
+            return .failure(TraceReadError(message: "cannot read \(what) '\(shown)': \(reason)"))
+        }
+    }
 
     /// Reads the trace at `path`, relative to `baseDirectory` (absolute paths are refused), the
     /// way `SecureDirectory` resolves paths. When the scenario's owner is not the caller (root
@@ -127,33 +162,12 @@ struct TraceReadError: Error, Sendable, Hashable {
     /// that is missing and one that is not theirs get the same answer: the scenario cannot make
     /// Roam read, or tell apart, files its author could not.
     static func load(_ path: String, baseDirectory: String, scenarioOwner: uid_t?) -> Result<DeliveryTrace, TraceReadError> {
-        let shown = escapedForMessage(path)
-        guard !path.hasPrefix("/") else {
-            return .failure(TraceReadError(message: "trace '\(shown)' is an absolute path; a trace is named relative to the scenario file's "
-                + "directory (for example ../traces/lte-steady.trace)"))
-        }
         let bytes: [UInt8]
-        do throws(SafePathError) {
-            let (directory, name) = try SecureDirectory.resolveFile(baseDirectory + "/" + path)
-            if let scenarioOwner, scenarioOwner != geteuid() {
-                guard let status = directory.status(of: name), status.owner == scenarioOwner else {
-                    return .failure(TraceReadError(message: "cannot read trace '\(shown)': no such file of uid \(scenarioOwner), who owns the "
-                        + "scenario (a scenario may name only traces its owner owns)"))
-                }
-            }
-            bytes = try directory.readFile(named: name, maximumBytes: ScenarioLimits.maximumTraceFileSize)
-        } catch {
-            let reason: String
-            switch error.code {
-            case .system where error.errno == .noSuchFileOrDirectory: reason = "no such file"
-            case .system: reason = error.errno.map { "\($0)" } ?? "cannot be read"
-            case .notRegularFile: reason = "not a regular file"
-            case .tooLarge: reason = "larger than \(byteCountDescription(ScenarioLimits.maximumTraceFileSize)), the most Roam reads"
-            case .untrustedLink: reason = "a symbolic link on the way belongs to another user, in a directory other users can write"
-            default: reason = error.message
-            }
-            return .failure(TraceReadError(message: "cannot read trace '\(shown)': \(reason)"))
+        switch readFile(path, what: "trace", baseDirectory: baseDirectory, scenarioOwner: scenarioOwner, maximumBytes: ScenarioLimits.maximumTraceFileSize) {
+        case .success(let read): bytes = read
+        case .failure(let error): return .failure(error)
         }
+        let shown = escapedForMessage(path)
         switch DeliveryTrace.parse(bytes) {
         case .success(let trace): return .success(trace)
         case .failure(let problem): return .failure(TraceReadError(message: "trace '\(shown)' line \(problem.line): \(problem.message)"))

@@ -192,9 +192,9 @@ extension ScenarioDecoder {
     /// `start` + `path`, `randomWaypoint: {...}` or `gaussMarkov: {...}`.
     private func movement(_ node: Node, phone: String) -> PhoneMovement.Model? {
         guard var fields = fields(node, "the movement of '\(phone)'") else { return nil }
-        let forms = ["path", "randomWaypoint", "gaussMarkov"].filter { fields.has($0) }
+        let forms = ["path", "track", "randomWaypoint", "gaussMarkov"].filter { fields.has($0) }
         guard forms.count == 1 else {
-            error("the movement of '\(phone)' needs exactly one of path (with start), randomWaypoint or gaussMarkov"
+            error("the movement of '\(phone)' needs exactly one of path (with start), track, randomWaypoint or gaussMarkov"
                 + (forms.isEmpty ? "" : ", not \(forms.joined(separator: " and "))"), at: node)
             return nil
         }
@@ -223,6 +223,22 @@ extension ScenarioDecoder {
             }
             if let start, let legs { model = .waypoints(start: start, legs: legs) }
             finish(fields, known: ["start", "path"])
+        case "track":
+            // A recorded track: a file of SECONDS,X,Y relative to the scenario's directory.
+            model = take(&fields, "track") { value -> PhoneMovement.Model? in
+                guard let path = self.string(value, "track"), !path.isEmpty else { return nil }
+                let outcome = TraceReadError.readFile(path, what: "track", baseDirectory: self.baseDirectory, scenarioOwner: self.scenarioOwner,
+                                                      maximumBytes: RecordedTrack.maximumFileSize)
+                switch outcome.map({ RecordedTrack.parse($0).flatMap(RecordedTrack.path) }) {
+                case .success(.success(let path)): return .waypoints(start: path.start, legs: path.legs)
+                case .success(.failure(let problem)):
+                    self.error("track '\(escapedForMessage(path))' line \(problem.line): \(problem.message)", at: value)
+                case .failure(let problem):
+                    self.error(problem.message, at: value)
+                }
+                return nil
+            } ?? nil
+            finish(fields, known: ["track"])
         case "randomWaypoint":
             let area = take(&fields, "randomWaypoint") { value -> PhoneMovement.Model? in
                 guard var spec = self.fields(value, "randomWaypoint") else { return nil }
