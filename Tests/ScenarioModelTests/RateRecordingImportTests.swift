@@ -96,6 +96,9 @@ private let gnettrack = URL(fileURLWithPath: #filePath).deletingLastPathComponen
         ("\(header)\n\(row.replacingOccurrences(of: ",222,", with: ",-5,"))\n", "line 2: DL_bitrate '-5' is not a number"),
         ("\(header)\n\(row)\n\(row.replacingOccurrences(of: "2019.12.16", with: "2019.12.18"))\n", "line 3: 172800 s from the first row: the log spans more than 24 h"),
         ("\(header)\n\(row.replacingOccurrences(of: "-,-,-,-,-", with: "-,-,-,-,250"))\n", "line 2: PINGLOSS '250' is not a number from 0.0 to 100.0"),
+        // A clock that stepped back a day, then on: more than a day in all (found by the fuzzer).
+        ("\(header)\n\(row)\n\(row.replacingOccurrences(of: "2019.12.16_07.22.43", with: "2019.12.15_07.22.44"))\n\(row.replacingOccurrences(of: "07.22.43", with: "07.22.45"))\n",
+         "line 4: 2 s from the first row: the log spans more than 24 h"),
     ])
     func refusesWhatIsNotALog(_ text: String, _ message: String) {
         guard case .failure(let error) = GNetTrackImport.parse(Array(text.utf8)) else {

@@ -100,6 +100,7 @@ public enum GNetTrackImport {
         var rows: [Row] = []
         rows.reserveCapacity(lines.count - 1)
         var first: Int64?
+        var earliest: Int64?, latest: Int64?
         var outOfOrder = 0
         var previous: Int64?
         for (offset, line) in lines.enumerated().dropFirst() {
@@ -115,7 +116,10 @@ public enum GNetTrackImport {
             let origin = first ?? seconds
             first = origin
             let at = seconds - origin
-            guard (-ScenarioLimits.maximumDuration.components.seconds...ScenarioLimits.maximumDuration.components.seconds).contains(at) else {
+            // The whole log within a day, whichever way its clock stepped.
+            earliest = min(earliest ?? seconds, seconds)
+            latest = max(latest ?? seconds, seconds)
+            guard let earliest, let latest, latest - earliest <= ScenarioLimits.maximumDuration.components.seconds else {
                 return problem("\(at) s from the first row: the log spans more than 24 h")
             }
             if let previous, seconds < previous { outOfOrder += 1 }
