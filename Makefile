@@ -169,6 +169,7 @@ bench-flagship: build
 # download: what it received each second beside what the recording said (docs/benchmarks.md#replay).
 bench-replay: build
 	python3 Benchmarks/ReplayFidelity/replay_fidelity.py --roam "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" --backend userspace --backend netem
+	python3 Benchmarks/ReplayFidelity/replay_fidelity.py --roam "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" --mahimahi --backend userspace --backend netem
 
 # The same benchmarks on small counts, to check that they still run.
 # roam daemon --mptcp handover against Debian's mptcpd as the phone's path manager, in three

@@ -83,6 +83,7 @@ run netem-accuracy Tests/Fixtures/netem-accuracy.yaml
 # expectations must hold on netem (a quarter of the length left a VM's slow first second inside
 # the timeline, a blackhole starting before the connection was fully established).
 batch=()
+traced=()
 play_batch() {
   [ ${#batch[@]} -gt 0 ] || return 0
   echo "${batch[*]}" >> "$out/batches"
@@ -98,12 +99,17 @@ for scenario in scenarios/*.yaml; do
   name=$(basename "$scenario" .yaml)
   # A scenario can say why it is not played here (a line `# netem-check: skip: REASON`).
   if reason=$(grep -m1 '^# netem-check: skip: ' "$scenario"); then echo "netem-check [${SECONDS} s]: $name skipped (${reason#\# netem-check: skip: })"; continue; fi
-  # Trace-driven links are the userspace emulator's alone.
-  if grep -q '^ *\(up\|down\)\?.*trace:' "$scenario"; then echo "netem-check [${SECONDS} s]: $name uses traces; skipped"; continue; fi
+  # Trace-driven links: netem steps the trace's rate every 100 ms. They go in the last batch,
+  # beside the shortest, which keeps the batches' longest runs together.
+  if grep -q '^ *\(up\|down\)\?.*trace:' "$scenario"; then traced+=("$name"); continue; fi
   # So are a cellular radio's RRC states (netem refuses them).
   if grep -q '^ *-\? *{\?.*radio:' "$scenario"; then echo "netem-check [${SECONDS} s]: $name has radio states; skipped"; continue; fi
   # Scenarios with networks play at full length below: their programs keep the scenario's time.
   if grep -q '^networks:' "$scenario"; then continue; fi
+  batch+=("$name")
+  [ ${#batch[@]} -lt 3 ] || play_batch
+done
+for name in "${traced[@]}"; do
   batch+=("$name")
   [ ${#batch[@]} -lt 3 ] || play_batch
 done
@@ -120,6 +126,9 @@ for name in coffee-shop-to-lte carrier-nat-rebind; do
 done
 # Flows (match:): a prio root, a netem band per flow and u32 filters, as the phone reads them back.
 run network-flow-faults Tests/Fixtures/flow-faults.yaml
+# A mahimahi trace stepped as tbf rates under a bulk download: what the download gets against
+# what the trace delivers.
+run trace-replay Tests/Fixtures/trace-replay.yaml
 # Movement: the timeline office-walk derives (rate steps, roams, the lift) played by netem. Its
 # workloads are Roam's own, so it may run at half speed, as NetworkScenarioTests plays it.
 run network-office-walk scenarios/office-walk.yaml --time-scale 0.5
@@ -260,7 +269,7 @@ ip netns del attach-phone; ip netns del attach-server
 echo "netem-check [${SECONDS} s]: attach exited $(cat "$out/attach/exit") (run $(cat "$out/attach-run/exit")), walk-out-of-home attached exited $(cat "$out/attach-walk/exit")"
 
 # Attach equals run for every bundled scenario roam attach can play (those played above: no
-# networks, traces or radio states): played to the end of its timeline and held there by `roam
+# networks or radio states): played to the end of its timeline and held there by `roam
 # attach --hold` on namespaces and veth pairs made here with `ip`, the qdiscs of every interface,
 # read back from the kernel, are those of `roam run --hold` above (NAME/qdiscs); the attached
 # interfaces are left as they were.
@@ -277,7 +286,11 @@ attach_one() { # NAME INDEX: attaches NAME's scenario to namespaces a INDEX-NODE
   done < "$out/links/$name"
   carrier $(for node in $nodes; do echo "a$index-$node"; done)
   interfaces $(for node in $nodes; do echo "a$index-$node"; done) | sed "s/^# a$index-/# /" > "$dir/interfaces-before"
-  "$roam" attach "scenarios/$name.yaml" $(for node in $nodes; do echo "--netns $node=a$index-$node"; done) --quiet --hold --time-scale "$scale" \
+  # A trace plays from time zero at its own speed, whatever the scale: the rate stepped in at the
+  # timeline's end is the run's only at the run's length.
+  local scaled=$scale
+  grep -q '^ *\(up\|down\)\?.*trace:' "scenarios/$name.yaml" && scaled=1
+  "$roam" attach "scenarios/$name.yaml" $(for node in $nodes; do echo "--netns $node=a$index-$node"; done) --quiet --hold --time-scale "$scaled" \
     --report "$dir" > "$dir.console" 2>&1 &
   pid=$!
   held "$dir" && qdiscs $(for node in $nodes; do echo "a$index-$node"; done) > "$dir/qdiscs"

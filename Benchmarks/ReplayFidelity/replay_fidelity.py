@@ -11,9 +11,18 @@ Debian nor PyPI). Seconds the recording has at zero (the link passing nothing) a
 apart: what arrived then is what was in flight.
 
     replay_fidelity.py --roam BIN [--backend userspace] [--backend netem] [--log FILE] [--out DIR]
+    replay_fidelity.py --roam BIN --mahimahi [--backend ...] [--trace-down FILE --trace-up FILE] [--out DIR]
 
 --backend netem runs on this kernel if it has sch_netem, else inside scripts/vm.sh (several
 times slower; said in the output).
+
+--mahimahi: a mahimahi trace pair (default: the vendored first minute of mahimahi's own
+Verizon-LTE-short) on a link of 20 ms each way, with a bulk TCP download and, beside it, a small
+request every 100 ms (100 bytes each way) whose time to first byte is the round trip through the
+download's queue. The userspace emulator plays each delivery opportunity (mahimahi's model: one
+1500-byte packet may leave at each listed millisecond; 1,000 packets of queue, as here); netem
+plays the trace's rate stepped every 100 ms. Each second's received throughput is set beside
+the trace's capacity in that second, and the probes' round trips are given as percentiles.
 """
 import argparse
 import json
@@ -49,6 +58,71 @@ def played_rates(yaml_text, link="cell"):
     return rates
 
 
+def trace_capacity(path, seconds):
+    """Bits the trace can carry in each second from its start, repeating from its last millisecond."""
+    opportunities = [int(line) for line in open(path) if line.strip()]
+    period = opportunities[-1]
+    capacity = [0] * seconds
+    for cycle in range(seconds * 1000 // period + 1):
+        for millisecond in opportunities:
+            second = (cycle * period + millisecond) // 1000
+            if second < seconds:
+                capacity[second] += 1500 * 8
+    return capacity
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def mahimahi(options, backends, out):
+    import shutil
+    for path in (options.trace_down, options.trace_up):
+        shutil.copy(path, out)
+    down, up = os.path.basename(options.trace_down), os.path.basename(options.trace_up)
+    seconds = 63
+    scenario = os.path.join(out, "mahimahi.yaml")
+    with open(scenario, "w") as f:
+        f.write("name: replay-mahimahi\nseed: 1\nduration: %ds\nnodes: {phone: {}, server: {}}\n" % seconds)
+        f.write("links:\n  - {name: cell, between: [phone, server], type: cellular, delay: 20ms, up: {trace: %s}, down: {trace: %s}}\n" % (up, down))
+        f.write("workloads:\n  - {name: download, kind: bulk, from: server, to: phone, start: 1s}\n")
+        f.write("  - {name: probe, kind: requests, from: server, to: phone, requestSize: 100b, size: 100b, interval: 100ms, timeout: 20s, start: 1s}\n")
+    capacity = trace_capacity(options.trace_down, seconds)
+    print("replay fidelity, mahimahi: %s (down) and %s (up), 20 ms each way; a bulk TCP download from 1 s, and a 100-byte request every 100 ms beside it"
+          % (down, up))
+    print("seconds compared: 3 to %d (the download under way), received against the trace's capacity in that second" % (seconds - 1))
+    print()
+    print("| backend | received / capacity, median (p10-p90) | total received / capacity | probe round trip p50 / p90 / p99 (ms) | probes answered |")
+    print("|---|---|---|---|---|")
+    for backend in backends:
+        report = os.path.join(out, "mahimahi-" + backend)
+        where, samples = run(options.roam, backend, scenario, report)
+        ratios, received, offered = [], 0.0, 0.0
+        for second in range(3, seconds - 1):
+            got = samples.get(second + 1)
+            if got is None or capacity[second] == 0:
+                continue
+            ratios.append(got / capacity[second])
+            received += got
+            offered += capacity[second]
+        probes, answered, sent = [], 0, 0
+        with open(os.path.join(report, "timeline.jsonl")) as timeline:
+            for line in timeline:
+                event = json.loads(line)
+                if event.get("type") == "request" and event.get("workload") == "probe":
+                    sent += 1
+                    if event.get("ok"):
+                        answered += 1
+                        probes.append(event["ttfbMs"])
+        deciles = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else [float("nan")] * 9
+        print("| %s | %.2f (%.2f-%.2f) | %.2f | %.0f / %.0f / %.0f | %d of %d |" % (
+            where, statistics.median(ratios) if ratios else float("nan"), deciles[0], deciles[-1], received / offered if offered else 0,
+            percentile(probes, 0.5), percentile(probes, 0.9), percentile(probes, 0.99), answered, sent))
+    print()
+    print("reports: " + out)
+
+
 def run(roam, backend, scenario, report):
     command = [roam, "run", scenario, "--backend", backend, "--quiet", "--report", report]
     if backend == "netem" and not os.path.isdir("/sys/module/sch_netem") and subprocess.run(["modprobe", "-q", "sch_netem"]).returncode != 0:
@@ -75,10 +149,17 @@ def main():
     parser.add_argument("--backend", action="append", choices=["userspace", "netem"])
     parser.add_argument("--log", default=os.path.join(ROOT, "Tests/Fixtures/traces/gnettrack/download-driving-start.csv"))
     parser.add_argument("--out")
+    parser.add_argument("--mahimahi", action="store_true")
+    fixtures = os.path.join(ROOT, "Tests/Fixtures/traces/mahimahi")
+    parser.add_argument("--trace-down", default=os.path.join(fixtures, "Verizon-LTE-short-60s.down"))
+    parser.add_argument("--trace-up", default=os.path.join(fixtures, "Verizon-LTE-short-60s.up"))
     options = parser.parse_args()
     backends = options.backend or ["userspace"]
     out = options.out or tempfile.mkdtemp(prefix="roam-replay-fidelity-")
     os.makedirs(out, exist_ok=True)
+    if options.mahimahi:
+        mahimahi(options, backends, out)
+        return
     scenario = os.path.join(out, "replay.yaml")
     imported = subprocess.run([options.roam, "import", "gnettrack", options.log, "--name", "replay", "--start", "%ds" % START, "-o", scenario],
                               capture_output=True, text=True)

@@ -139,7 +139,7 @@ public struct LinkPipeline: Sendable {
 
     /// The queue limit when a scenario sets none: 1000 packets (netem's default), and with a
     /// rate 100 ms of it in bytes (at least 64 KiB), like the netem backend's tbf.
-    public static let defaultPacketLimit = 1000
+    public static let defaultPacketLimit = LinkConditions.emulatorQueuePackets
 
     /// The most one direction holds, queue and delay line together: 32 MiB. A long delay with a
     /// flood behind it (`delay: 60s` under a UDP blast) would otherwise hold everything sent in

@@ -151,6 +151,10 @@ import Testing
         #expect(trace.opportunity(atOrAfter: 0) == 5 * Self.ms)
         #expect(trace.opportunity(atOrAfter: 6 * Self.ms) == 10 * Self.ms)
         #expect(trace.opportunity(atOrAfter: 11 * Self.ms) == 15 * Self.ms)
+        // A period's last opportunity is at the next one's start: asked for exactly then, it is
+        // the one (it was skipped for the next period's first).
+        #expect(trace.index(atOrAfter: 10 * Self.ms) == 2 && trace.opportunity(atOrAfter: 10 * Self.ms) == 10 * Self.ms)
+        #expect(trace.index(atOrAfter: 20 * Self.ms) == 5 && trace.index(atOrAfter: 20 * Self.ms + 1) == 6)
         var pipeline = LinkPipeline(conditions: LinkConditions(), capacity: .trace(trace, origin: 0), seed: 1)
         for _ in 0..<6 { pipeline.arrive(packet(1500), at: 0) }
         var output: [[UInt8]] = []

@@ -111,6 +111,16 @@ import Testing
         let parameters = try #require(Self.attributes(options.payload)?.first { $0.type == Self.tbfParameters })
         #expect(Self.u32(parameters.payload, 8) == 2_500_000, "rate in bytes per second")
         #expect(Self.u32(parameters.payload, 24) == 250_000, "limit in bytes")
+        // As tc sends them: the link layer said (Ethernet, 1), and the bucket in bytes
+        // (TCA_TBF_BURST, 6) inside the options, which span the rest of the message. Without
+        // them (libnl's request), a tbf whose rate changed every 100 ms passed about a fifth of
+        // its rate in the VM's kernel, its queue full (see TraceSteppingTests).
+        #expect(parameters.payload[parameters.payload.startIndex + 1] == 1, "linklayer ethernet")
+        let inOptions = try #require(Self.attributes(options.payload))
+        let burst = try #require(inOptions.first { $0.type == 6 })
+        #expect(Self.u32(burst.payload, 0) == 10_000)
+        #expect(inOptions.contains { $0.type == 2 }, "the rate table, as before")
+        #expect(options.payload.endIndex == message.bytes.count, "the options end the message")
     }
 
     /// codel and fq_codel under tbf's class (2:1), as `tc qdisc replace ... codel target 5ms

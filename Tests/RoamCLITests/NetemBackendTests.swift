@@ -128,7 +128,7 @@ enum NetemHost {
 /// (about 30 s) and runs there.
 @Suite(.enabled(if: NetemHost.canRun, "needs root, the built roam, and sch_netem on this kernel or a VM (scripts/setup.sh --vm)"), .serialized)
 struct NetemBackendTests {
-    static let scenarios = ["airplane-wifi", "blackholed-wifi", "elevator", "ipv6-cellular", "laptop-daemon", "low-data-mode", "satellite", "spotty-wifi", "tethered-hotspot", "walk-out-of-home"]
+    static let scenarios = ["airplane-wifi", "blackholed-wifi", "commuter-train", "elevator", "ipv6-cellular", "laptop-daemon", "low-data-mode", "satellite", "spotty-wifi", "tethered-hotspot", "walk-out-of-home"]
 
     func output() throws -> String {
         try #require(NetemHost.output, "scripts/netem-check.sh did not complete")
@@ -193,6 +193,55 @@ struct NetemBackendTests {
         let fidelity = try #require(summary.fidelity, "summary.json has a fidelity section")
         #expect(fidelity.deliveryP99 == nil, "delivery lateness is the userspace emulator's")
         #expect(fidelity.qdiscs.contains { $0.kind == "netem" && $0.packets > 0 }, "\(fidelity.qdiscs)")
+    }
+
+    /// commuter-train's traces on netem: each direction's rate stepped as the pure schedule
+    /// steps it (``TimelineSchedule/steppingTraces(until:)``), every step applied and recorded
+    /// with its trace, the run's notes saying so; and the link graded once, by the traces' means.
+    @Test func aTraceIsPlayedAsSteppedRates() throws {
+        let directory = try output() + "/commuter-train"
+        let summary = try #require(NetemHost.summary(directory))
+        #expect(summary.backend == "netem" && summary.timeline.failed.isEmpty)
+        #expect(summary.notes.contains { $0.contains("played by netem as a rate stepped every 100ms") }, "\(summary.notes)")
+        let scenario = try #require(ScenarioReader.read(contentsOf: NetemHost.root + "/scenarios/commuter-train.yaml").scenario)
+        let planned = TimelineSchedule(scenario: scenario).steppingTraces(until: scenario.duration).schedule.changes.compactMap { change -> [String]? in
+            guard case let .conditions(direction, conditions) = change.change else { return nil }
+            return [direction.rawValue, String(Int64(conditions.impairment.rate!.bitsPerSecond.rounded()))]
+        }
+        let lines = NetemHost.lines(directory + "/timeline.jsonl")
+        let played = lines.filter { $0["type"] as? String == "link" && $0["action"] as? String == "trace" }.map { line -> [String] in
+            let conditions = line["conditions"] as? [String: Any]
+            #expect(conditions?["trace"] as? String != nil, "the trace recorded beside its rate: \(line)")
+            return [line["direction"] as? String ?? "?", (conditions?["rateBps"] as? NSNumber).map { "\($0.int64Value)" } ?? "?"]
+        }
+        #expect(planned.count > 100)
+        #expect(played == planned)
+        // One grade for the link all along: no quality change after the start.
+        #expect(lines.filter { $0["type"] as? String == "quality" }.count <= 1)
+    }
+
+    /// A mahimahi trace (its own Verizon LTE) on netem under a bulk download: from its third
+    /// second to its last, the download receives most of what the trace delivers. Before the
+    /// netem backend's tbf requests carried the bucket and the link layer as tc's do, a tbf whose
+    /// rate changed every 100 ms passed about a third of it here (0.37 over a minute).
+    @Test func aTraceReplaysAtItsCapacity() throws {
+        let directory = try output() + "/trace-replay"
+        #expect(NetemHost.text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(NetemHost.text(directory + ".console"))")
+        let down = try #require(try? DeliveryTrace.parse(String(contentsOfFile: NetemHost.root + "/Tests/Fixtures/traces/mahimahi/Verizon-LTE-short-60s.down",
+                                                                     encoding: .utf8)).get())
+        // The trace's bits in each second from the start (it repeats only after a minute).
+        var capacity = [Double](repeating: 0, count: 16)
+        for millisecond in down.opportunities where millisecond < 16_000 { capacity[Int(millisecond / 1000)] += 12_000 }
+        var received = [Double](repeating: 0, count: 17)
+        for line in NetemHost.lines(directory + "/timeline.jsonl") where line["type"] as? String == "sample" && line["workload"] as? String == "download" {
+            guard let t = line["t"] as? Double, let bits = (line["throughputBps"] as? NSNumber)?.doubleValue else { continue }
+            let second = Int(t.rounded())
+            if second < received.count { received[second] = bits }
+        }
+        // The sample at t covers the second before it.
+        let got = (3..<15).reduce(0.0) { $0 + received[$1 + 1] }, offered = (3..<15).reduce(0.0) { $0 + capacity[$1] }
+        print("trace-replay (netem): received \(got) of the trace's \(offered) bits, \(got / offered)")
+        #expect(got / offered > 0.6 && got / offered < 1.15, "received \(got / offered) of the trace's capacity: \(received)")
     }
 
     /// Handover over MPTCP on the kernel netem ran on (in the VM, Debian 12's 6.1): `auto`
@@ -448,7 +497,8 @@ struct NetemBackendTests {
         #expect(NetemHost.text(walk + "/interfaces-after") == before)
     }
 
-    /// Every bundled scenario roam attach can play (no networks, traces or radio states), played
+    /// Every bundled scenario roam attach can play (no networks or radio states; a trace's rate
+    /// stepped, at the run's own speed), played
     /// to the end of its timeline and held there, by `roam run --hold` (the runs of
     /// ``bundledScenarioPasses(_:)``) and by `roam attach --hold` on namespaces and veth pairs the
     /// check made with `ip`: every interface's qdiscs, as the kernel shows them (`tc -d qdisc

@@ -61,7 +61,8 @@ import TestSupport
     @Test(arguments: attachable)
     func attachAsksTheKernelForExactlyWhatRunDoes(_ path: String) throws {
         let scenario = try #require(ScenarioReader.read(contentsOf: path).scenario)
-        let schedule = TimelineSchedule(scenario: scenario)
+        // As both play it on netem: a trace's rate stepped.
+        let schedule = TimelineSchedule(scenario: scenario).played(on: .netem, scenario: scenario).schedule
         #expect(!schedule.changes.isEmpty || scenario.links.count > 0)
 
         // roam run: the topology it builds.

@@ -230,7 +230,29 @@ public final class NetlinkMessage {
                                 Int32(clamping: configuration.bucket), 0)
         var built: OpaquePointer?
         try libnlCall("build tbf request") { rtnl_qdisc_build_add_request(qdisc, flags, &built) }
-        return NetlinkMessage(adopting: built!)
+        let message = NetlinkMessage(adopting: built!)
+        try message.completeTokenBucket(bucket: configuration.bucket)
+        return message
+    }
+
+    /// What `tc` sends and libnl does not: the rate's link layer said (Ethernet), and the
+    /// bucket in bytes (`TCA_TBF_BURST`), from which the kernel takes the bucket's time exactly
+    /// instead of from libnl's ticks.
+    private func completeTokenBucket(bucket: UInt32) throws(NetlinkError) {
+        let header = nlmsg_hdr(handle)!
+        guard let options = nlmsg_find_attr(header, Int32(MemoryLayout<tcmsg>.size), Int32(TCA_OPTIONS)),
+              let parameters = nla_find(nla_data(options).assumingMemoryBound(to: nlattr.self), nla_len(options), Int32(TCA_TBF_PARMS)),
+              nla_len(parameters) >= Int32(MemoryLayout<tc_tbf_qopt>.size) else {
+            throw NetlinkError(.libnl(NLE_MISSING_ATTR), operation: "find TCA_TBF_PARMS in the tbf request")
+        }
+        let optionsOffset = UnsafeRawPointer(options) - UnsafeRawPointer(header)
+        nla_data(parameters).assumingMemoryBound(to: tc_tbf_qopt.self).pointee.rate.linklayer = UInt8(TC_LINKLAYER_ETHERNET.rawValue)
+        try libnlCall("put TCA_TBF_BURST") { nla_put_u32(handle, Int32(TCA_TBF_BURST), bucket) }
+        // The message may have moved while growing: find the options again and stretch them.
+        let grown = nlmsg_hdr(handle)!
+        let start = UnsafeMutableRawPointer(grown) + optionsOffset
+        let end = UnsafeMutableRawPointer(grown) + Int(grown.pointee.nlmsg_len)
+        start.assumingMemoryBound(to: nlattr.self).pointee.nla_len = UInt16(end - start)
     }
 }
 

@@ -66,7 +66,7 @@ public enum MahimahiImport {
                 + "\(escapedForMessage(sources.1, maximumLength: 256)) (down).",
             "# up:   \(up)",
             "# down: \(down)",
-            "# Trace-driven capacity needs the userspace backend (roam run --backend userspace).",
+            "# The userspace backend plays each delivery opportunity; netem (and roam attach) the trace's rate stepped every 100 ms.",
             "profiles:",
             "  \(name):",
         ]

@@ -1,4 +1,8 @@
 extension LinkConditions {
+    /// The bottleneck queue of Roam's userspace emulator where the scenario sets no `limit` (and
+    /// no `queue:`), in packets: behind a trace, and what the netem backend gives a trace it steps.
+    public static let emulatorQueuePackets = 1000
+
     /// The queues a kernel link needs for these conditions: what the netem backend installs and
     /// what the Chaos Mesh export translates, decided here once.
     ///

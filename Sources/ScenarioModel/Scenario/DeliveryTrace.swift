@@ -88,8 +88,14 @@ public struct DeliveryTrace: Sendable, Hashable {
     /// trace began), counting every opportunity of every earlier period.
     public func index(atOrAfter time: Int64) -> Int64 {
         let periodNanoseconds = period * 1_000_000
-        let cycle = max(0, time) / periodNanoseconds
-        let offset = max(0, time) - cycle * periodNanoseconds
+        var cycle = max(0, time) / periodNanoseconds
+        var offset = max(0, time) - cycle * periodNanoseconds
+        // A period's last opportunity is at its end, the next period's start: asked for that
+        // moment, it is the first (the next period's would skip it).
+        if offset == 0, cycle > 0 {
+            cycle -= 1
+            offset = periodNanoseconds
+        }
         var low = 0, high = opportunities.count
         while low < high {
             let middle = (low + high) / 2

@@ -24,10 +24,11 @@ extension LinkQuality {
         public static let minimalFromLoss = 0.10
     }
 
-    /// The grade of one direction's impairment: its rate (a trace's mean rate), delay and
+    /// The grade of one direction's impairment: its rate (a trace's mean rate, which comes first,
+    /// as in the userspace emulator: a trace the netem backend steps keeps one grade), delay and
     /// long-run loss against ``Grading``. An unimpaired direction is `good`.
     public init(grading impairment: Impairment) {
-        let rate = impairment.rate?.bitsPerSecond ?? impairment.trace?.trace.meanRate
+        let rate = impairment.trace?.trace.meanRate ?? impairment.rate?.bitsPerSecond
         let delay = impairment.delay ?? .zero
         let loss = impairment.loss?.meanLoss ?? 0
         if rate.map({ $0 < Grading.minimalBelowRate.bitsPerSecond }) == true || delay >= Grading.minimalFromDelay

@@ -81,7 +81,9 @@ public struct Impairment: Sendable, Hashable {
     public var limitBytes: Int?
     /// How the bottleneck queue drops (`queue:`); nil: as before (drop-tail by default).
     public var queue: QueueDiscipline?
-    /// Capacity from a mahimahi trace instead of a fixed `rate` (userspace backend).
+    /// Capacity from a mahimahi trace instead of a fixed `rate`: each delivery opportunity on the
+    /// userspace backend, the rate stepped every 100 ms on netem
+    /// (``TimelineSchedule/steppingTraces(until:)``).
     public var trace: LinkTrace?
 
     public init(delay: Duration? = nil, jitter: Duration? = nil, delayCorrelation: Double? = nil, distribution: DelayDistribution? = nil,

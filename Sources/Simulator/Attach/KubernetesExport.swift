@@ -81,7 +81,13 @@ package enum KubernetesExport {
     /// The manifests for `scenario`, read from `source` (the file's text, which the ConfigMap
     /// holds as written). `remove` gives the manifests that take Roam out again.
     package static func export(_ scenario: Scenario, source: String, options: Options, remove: Bool = false) throws(Refusal) -> Result {
-        let problems = ScenarioAttacher.problems(scenario)
+        var problems = ScenarioAttacher.problems(scenario)
+        // roam attach steps a trace's rate, but reads the trace's file beside the scenario: the
+        // ConfigMap holds the scenario file alone.
+        if let link = scenario.firstTracedLink {
+            problems.append("link '\(link.name)' takes its capacity from a trace file, which the ConfigMap (the scenario file alone) does not carry; "
+                + "give the link a rate (its mean is in `roam import mahimahi`'s comments), or run roam attach where the trace is")
+        }
         guard problems.isEmpty else {
             throw Refusal(message: "the scenario cannot be played by roam attach in pods: " + problems.joined(separator: "; "))
         }

@@ -130,7 +130,7 @@ package final class ScenarioAttacher: Sendable {
         // a sidecar has not. A kernel without it refuses the first qdisc, and nothing is set.
         let backend = NetemBackend(plan: plan, seed: seed, interfaces: interfaces,
                                    elsewhere: " on the host (roam attach plays links with the kernel's netem: it has no userspace emulator for interfaces it did not make)")
-        let schedule = TimelineSchedule(scenario: scenario)
+        let (schedule, steppedNote) = TimelineSchedule(scenario: scenario).played(on: .netem, scenario: scenario)
         backend.expectFlows(schedule)
         for initial in schedule.initial {
             try backend.apply(initial.conditions, link: initial.link, direction: initial.direction)
@@ -140,6 +140,7 @@ package final class ScenarioAttacher: Sendable {
         // Time zero passed already: the changes due before now are applied at once, in order.
         let log = try RunLog(start: .now + (startDelay < .zero ? startDelay : max(ScenarioRunner.lead, startDelay)), directory: report)
         var notes = interfaces.notes
+        if let steppedNote { notes.append(steppedNote) }
         if startDelay < .zero {
             notes.append("started \((Duration.zero - startDelay).roamDescription) after time zero (--start-at): the changes due before then were applied at once, late")
         }

@@ -37,6 +37,9 @@ package final class NetemBackend: LinkBackend {
     private var cutAtFirstEnd: Set<String> = []
     private var lastApplied: [String: LinkConditions] = [:]
     private var tokenBuckets: Set<String> = []
+    /// The netem settings each qdisc was last given: a change that leaves them as they are (a
+    /// trace's next rate, a ramp's rate step) does not touch netem.
+    private var netemApplied: [String: NetemConfiguration] = [:]
     private var managedQueues: Set<String> = []
     private var distributions: [DelayDistribution: [Int16]] = [:]
     /// Resolves the flows' `server` and `dns` to addresses, as the userspace backend does.
@@ -148,6 +151,7 @@ package final class NetemBackend: LinkBackend {
                 throw SimulatorError("apply \(what): a prio qdisc for its flows", error)
             }
             prioRoots.insert(key)
+            netemApplied[key] = nil
             tokenBuckets.remove(key)
             managedQueues.remove(key)
         }
@@ -181,7 +185,10 @@ package final class NetemBackend: LinkBackend {
         if let kind = conditions.impairment.distribution { distribution = try table(for: kind) }
         let (netem, bucket) = conditions.qdiscConfiguration(seed: seed, distribution: distribution)
         do throws(NetlinkError) {
-            try socket.replaceNetem(netem, interfaceIndex: interface, handle: handles.netem, parent: handles.netemParent)
+            if netemApplied[key] != netem {
+                try socket.replaceNetem(netem, interfaceIndex: interface, handle: handles.netem, parent: handles.netemParent)
+                netemApplied[key] = netem
+            }
             if let bucket {
                 try socket.replaceTokenBucket(bucket, interfaceIndex: interface, handle: handles.tokenBucket, parent: handles.tokenBucketParent)
                 tokenBuckets.insert(key)

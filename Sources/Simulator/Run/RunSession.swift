@@ -96,6 +96,12 @@ final class RunSession {
             case .userspace:
                 selection = try options.backend.resolve(netemProbe: options.netemProbe)
             }
+        } else if let link = scenario.firstTracedLink, options.backend == .auto {
+            // Both play a trace; the userspace emulator plays each delivery opportunity.
+            var chosen = try BackendChoice.userspace.resolve(netemProbe: options.netemProbe)
+            chosen.reason = "auto: link '\(link.name)' takes its capacity from a trace, whose every delivery opportunity Roam's userspace "
+                + "link emulator plays (netem plays it as a stepped rate: --backend netem)"
+            selection = chosen
         } else {
             selection = try options.backend.resolve(netemProbe: options.netemProbe)
         }
@@ -106,7 +112,9 @@ final class RunSession {
         runID = options.runID ?? RunRegistry.newRunID(avoiding: options.hostRegistry)
         plan = try TopologyPlan(scenario: scenario, runID: runID)
         directory = options.reportDirectory ?? ScenarioRunner.defaultReportDirectory(scenario: scenario.name, runID: runID)
-        schedule = TimelineSchedule(scenario: scenario)
+        let played = TimelineSchedule(scenario: scenario).played(on: selection.kind, scenario: scenario)
+        schedule = played.schedule
+        if let note = played.note { notes.append(note) }
         if let opened = options.openedReportDirectory {
             report = opened
         } else {

@@ -28,16 +28,34 @@ extension Scenario {
 
 extension Scenario {
     /// The first link with something only the userspace emulator plays, and what it is: a
-    /// trace's capacity, or a cellular radio's RRC states (netem delays every packet alike and
-    /// cannot wake on traffic).
+    /// cellular radio's RRC states (netem delays every packet alike and cannot wake on traffic).
     var userspaceOnly: (link: LinkSpec, why: String)? {
-        if let traced = tracedLinks.first, let link = links.first(where: { $0.name == traced }) {
-            return (link, "takes its capacity from a trace")
-        }
         if let link = links.first(where: { $0.radio != nil }) {
             return (link, "has a cellular radio's RRC states (radio:), which hold the first packet after a silence for a promotion")
         }
         return nil
+    }
+
+    /// The first link that takes its capacity from a trace: the userspace emulator plays each
+    /// delivery opportunity, netem the trace's rate stepped every
+    /// ``TimelineSchedule/traceStep``; `--backend auto` chooses the userspace emulator for it.
+    package var firstTracedLink: LinkSpec? {
+        tracedLinks.first.flatMap { traced in links.first { $0.name == traced } }
+    }
+}
+
+extension TimelineSchedule {
+    /// The schedule a backend plays: as it is for the userspace emulator; for netem, each
+    /// trace stepped as a rate (``steppingTraces(until:)``), with a note saying so.
+    package func played(on backend: BackendKind, scenario: Scenario) -> (schedule: TimelineSchedule, note: String?) {
+        guard backend == .netem else { return (self, nil) }
+        let (stepped, window) = steppingTraces(until: scenario.duration)
+        guard let window else { return (self, nil) }
+        let traced = scenario.tracedLinks.map { "'\($0)'" }.joined(separator: ", ")
+        return (stepped, "trace capacity on link\(scenario.tracedLinks.count == 1 ? "" : "s") \(traced) played by netem as a rate stepped every "
+                    + "\(window.roamDescription) (each window's rate is the trace's delivery opportunities in it; a window without one passes "
+                    + "\(TimelineSchedule.silentTraceRate(window: window)), a frame a window); the userspace backend plays each opportunity "
+                    + "(--backend userspace)")
     }
 }
 
