@@ -119,28 +119,20 @@ public final class NetlinkMessage {
         let needsModel: Bool
         if case .gilbertElliott = configuration.loss { needsModel = true } else { needsModel = false }
         guard needsModel || configuration.seed != nil else { return }
-        let header = nlmsg_hdr(handle)!
-        guard let options = nlmsg_find_attr(header, Int32(MemoryLayout<tcmsg>.size), Int32(TCA_OPTIONS)) else {
-            throw NetlinkError(.libnl(NLE_MISSING_ATTR), operation: "find TCA_OPTIONS in the netem request")
-        }
-        let optionsOffset = UnsafeRawPointer(options) - UnsafeRawPointer(header)
-        if case let .gilbertElliott(p, r, bad, good) = configuration.loss {
-            var model = tc_netem_gemodel(p: NetemConfiguration.scaled(p), r: NetemConfiguration.scaled(r),
-                                         h: NetemConfiguration.scaled(1 - bad), k1: NetemConfiguration.scaled(good))
-            guard let nest = nla_nest_start(handle, Int32(TCA_NETEM_LOSS)) else {
-                throw NetlinkError(.libnl(NLE_NOMEM), operation: "nest TCA_NETEM_LOSS")
+        try appendingToOptions(of: "netem") { _ throws(NetlinkError) in
+            if case let .gilbertElliott(p, r, bad, good) = configuration.loss {
+                var model = tc_netem_gemodel(p: NetemConfiguration.scaled(p), r: NetemConfiguration.scaled(r),
+                                             h: NetemConfiguration.scaled(1 - bad), k1: NetemConfiguration.scaled(good))
+                guard let nest = nla_nest_start(handle, Int32(TCA_NETEM_LOSS)) else {
+                    throw NetlinkError(.libnl(NLE_NOMEM), operation: "nest TCA_NETEM_LOSS")
+                }
+                try libnlCall("put NETEM_LOSS_GE") { nla_put(handle, Int32(NETEM_LOSS_GE), Int32(MemoryLayout<tc_netem_gemodel>.size), &model) }
+                try libnlCall("end TCA_NETEM_LOSS") { nla_nest_end(handle, nest) }
             }
-            try libnlCall("put NETEM_LOSS_GE") { nla_put(handle, Int32(NETEM_LOSS_GE), Int32(MemoryLayout<tc_netem_gemodel>.size), &model) }
-            try libnlCall("end TCA_NETEM_LOSS") { nla_nest_end(handle, nest) }
+            if let seed = configuration.seed {
+                try libnlCall("put TCA_NETEM_PRNG_SEED") { nla_put_u64(handle, netemPRNGSeedAttribute, seed) }
+            }
         }
-        if let seed = configuration.seed {
-            try libnlCall("put TCA_NETEM_PRNG_SEED") { nla_put_u64(handle, netemPRNGSeedAttribute, seed) }
-        }
-        // The message may have moved while growing: find the options again and stretch them.
-        let grown = nlmsg_hdr(handle)!
-        let start = UnsafeMutableRawPointer(grown) + optionsOffset
-        let end = UnsafeMutableRawPointer(grown) + Int(grown.pointee.nlmsg_len)
-        start.assumingMemoryBound(to: nlattr.self).pointee.nla_len = UInt16(end - start)
     }
 
     /// A libnl qdisc object of `kind` at `handle` under `parent`; the caller puts it.
@@ -239,16 +231,27 @@ public final class NetlinkMessage {
     /// bucket in bytes (`TCA_TBF_BURST`), from which the kernel takes the bucket's time exactly
     /// instead of from libnl's ticks.
     private func completeTokenBucket(bucket: UInt32) throws(NetlinkError) {
+        try appendingToOptions(of: "tbf") { options throws(NetlinkError) in
+            guard let parameters = nla_find(nla_data(options).assumingMemoryBound(to: nlattr.self), nla_len(options), Int32(TCA_TBF_PARMS)),
+                  nla_len(parameters) >= Int32(MemoryLayout<tc_tbf_qopt>.size) else {
+                throw NetlinkError(.libnl(NLE_MISSING_ATTR), operation: "find TCA_TBF_PARMS in the tbf request")
+            }
+            nla_data(parameters).assumingMemoryBound(to: tc_tbf_qopt.self).pointee.rate.linklayer = UInt8(TC_LINKLAYER_ETHERNET.rawValue)
+            try libnlCall("put TCA_TBF_BURST") { nla_put_u32(handle, Int32(TCA_TBF_BURST), bucket) }
+        }
+    }
+
+    /// Runs `append` (given the request's `TCA_OPTIONS`, the last attribute libnl wrote), which
+    /// appends attributes at the message's end, then stretches the options over them: a
+    /// qdisc's options must span the rest of the message.
+    private func appendingToOptions(of kind: String, _ append: (UnsafeMutablePointer<nlattr>) throws(NetlinkError) -> Void) throws(NetlinkError) {
         let header = nlmsg_hdr(handle)!
-        guard let options = nlmsg_find_attr(header, Int32(MemoryLayout<tcmsg>.size), Int32(TCA_OPTIONS)),
-              let parameters = nla_find(nla_data(options).assumingMemoryBound(to: nlattr.self), nla_len(options), Int32(TCA_TBF_PARMS)),
-              nla_len(parameters) >= Int32(MemoryLayout<tc_tbf_qopt>.size) else {
-            throw NetlinkError(.libnl(NLE_MISSING_ATTR), operation: "find TCA_TBF_PARMS in the tbf request")
+        guard let options = nlmsg_find_attr(header, Int32(MemoryLayout<tcmsg>.size), Int32(TCA_OPTIONS)) else {
+            throw NetlinkError(.libnl(NLE_MISSING_ATTR), operation: "find TCA_OPTIONS in the \(kind) request")
         }
         let optionsOffset = UnsafeRawPointer(options) - UnsafeRawPointer(header)
-        nla_data(parameters).assumingMemoryBound(to: tc_tbf_qopt.self).pointee.rate.linklayer = UInt8(TC_LINKLAYER_ETHERNET.rawValue)
-        try libnlCall("put TCA_TBF_BURST") { nla_put_u32(handle, Int32(TCA_TBF_BURST), bucket) }
-        // The message may have moved while growing: find the options again and stretch them.
+        try append(options)
+        // The message may have moved while growing: find the options again by their offset.
         let grown = nlmsg_hdr(handle)!
         let start = UnsafeMutableRawPointer(grown) + optionsOffset
         let end = UnsafeMutableRawPointer(grown) + Int(grown.pointee.nlmsg_len)
