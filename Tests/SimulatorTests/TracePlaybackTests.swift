@@ -27,4 +27,27 @@ struct TracePlaybackTests {
         #expect(plain.schedule == TimelineSchedule(scenario: walk) && plain.note == nil)
         #expect(walk.firstTracedLink == nil)
     }
+
+    /// A flow's trace is a trace too: auto picks the emulator for it, and netem steps it, saying so.
+    @Test func aFlowsTraceIsSteppedAndNamed() throws {
+        let outcome = ScenarioReader.parse("""
+            name: flow-trace
+            duration: 2s
+            nodes: {phone: {}, server: {}}
+            links:
+              - name: cell
+                between: [phone, server]
+                rate: 20mbit
+                flows:
+                  - {match: {protocol: tcp, port: 443}, direction: down, trace: Verizon-LTE-short-60s.down}
+
+            """, file: "flow-trace.yaml", baseDirectory: Self.root + "/Tests/Fixtures/traces/mahimahi")
+        let scenario = try #require(outcome.scenario, "\(outcome.errors.map(\.message))")
+        #expect(scenario.firstTracedLink?.name == "cell")
+        let netem = TimelineSchedule(scenario: scenario).played(on: .netem, scenario: scenario)
+        #expect(netem.note?.hasPrefix("trace capacity on link 'cell' played by netem") == true, "\(String(describing: netem.note))")
+        let down = try #require(netem.schedule.initial.first { $0.direction == .down }?.conditions)
+        #expect(down.impairment.rate == .mbit(20) && down.flows.first?.impairment.rate != nil && down.flows.first?.impairment.trace != nil)
+        #expect(!netem.schedule.changes.isEmpty && netem.schedule.changes.allSatisfy { $0.action == "trace" })
+    }
 }

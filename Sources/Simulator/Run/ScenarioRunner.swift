@@ -11,9 +11,11 @@ import Synchronization
 import SystemPackage
 
 extension Scenario {
-    /// Links whose capacity comes from a trace, at the start or in the timeline.
+    /// Links whose capacity (or a flow's on them) comes from a trace, at the start or in the timeline.
     var tracedLinks: [String] {
-        var names = links.filter { $0.up.trace != nil || $0.down.trace != nil }.map(\.name)
+        var names = links.filter { link in
+            link.up.trace != nil || link.down.trace != nil || link.flows.contains { $0.impairment.trace != nil }
+        }.map(\.name)
         for event in timeline {
             switch event.action {
             case .set(let impairment), .ramp(let impairment, _):
