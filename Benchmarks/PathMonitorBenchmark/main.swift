@@ -402,7 +402,7 @@ print("")
 print("Differential stress: seed \(seed), \(stressReport.sequences) sequences, \(stressReport.operations) operations (\(stressReport.refused) refused by the kernel) in \(String(format: "%.0f", stressReport.seconds)) s")
 print("  operations: " + stressReport.operationCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
 print("  final paths: " + stressReport.finalStatuses.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-print("  mismatches with a fresh dump: \(stressReport.mismatches.count)")
+print("  mismatches with a fresh dump: \(stressReport.mismatches.count); comparisons made again because the kernel notified a change during them: \(stressReport.comparisonsRepeated)")
 for mismatch in stressReport.mismatches.prefix(3) { print("    \(mismatch)") }
 print("  settle time from the last change to the final path (ms):")
 print("  monitor                           p50     p99     max   overruns  full dumps  route dumps")

@@ -36,7 +36,7 @@ struct PathStressTests {
         #expect(report.statistics["4 KiB buffer"].map { $0.overruns > 0 } == true, "seed \(seed): the 4 KiB monitor never overflowed")
         let settle = report.settleNanoseconds.values.flatMap { $0 }.max() ?? 0
         print("PathStress: seed \(seed), \(report.sequences) sequences, \(report.operations) operations (\(report.refused) refused), "
-              + "\(report.mismatches.count) mismatches, worst settle \(settle / 1_000_000) ms, \(String(format: "%.1f", report.seconds)) s")
+              + "\(report.mismatches.count) mismatches (\(report.comparisonsRepeated) comparisons made again), worst settle \(settle / 1_000_000) ms, \(String(format: "%.1f", report.seconds)) s")
         #expect(NetworkNamespace.list().filter(names.contains).isEmpty, "the stress test's namespaces are gone")
         let after = try HostNetworkState.capture()
         #expect(after.links == before.links)
