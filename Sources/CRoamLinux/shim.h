@@ -2,7 +2,8 @@
 #define ROAM_CROAMLINUX_SHIM_H
 
 // The Linux interfaces Roam uses beyond what Swift's Glibc module declares: event and inotify
-// descriptors, ppoll and epoll, namespaces and mounts, MPTCP and TCP socket options, posix_spawn, TUN.
+// descriptors, ppoll and epoll, namespaces and mounts, MPTCP and TCP socket options, posix_spawn, TUN,
+// recvmmsg.
 // No code lives here but constants Swift cannot import and one-line system call wrappers: see
 // Sources/RoamSystem.
 // libnl (rtnetlink, generic netlink) is CNetlink's, and only Netlink imports it.
@@ -113,6 +114,29 @@ static inline int roam_malloc_trim(void) { return malloc_trim(0); }
 // Every thread's allocations from the main arena (glibc; 1 if set).
 static inline int roam_malloc_one_arena(void) { return mallopt(M_ARENA_MAX, 1); }
 static inline int roam_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+// recvmmsg(2) without waiting, into `count` (at most 16) rooms of `room` bytes laid end to end
+// at `buffer`: how many datagrams it read, each one's length in `lengths` (-1 for one longer than
+// its room, MSG_TRUNC), or -1 with errno. By number, with mmsghdr's layout: glibc declares both
+// only under _GNU_SOURCE, which Swift's Glibc module is not built with.
+struct roam_mmsghdr { struct msghdr msg_hdr; unsigned int msg_len; };
+static inline int roam_receive_datagrams(int fd, void *buffer, unsigned int count, size_t room, long *lengths) {
+    struct roam_mmsghdr messages[16];
+    struct iovec vectors[16];
+    if (count > 16) count = 16;
+    memset(messages, 0, sizeof messages);
+    for (unsigned int i = 0; i < count; i++) {
+        vectors[i].iov_base = (char *)buffer + i * room;
+        vectors[i].iov_len = room;
+        messages[i].msg_hdr.msg_iov = &vectors[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+    }
+    int received = (int)syscall(SYS_recvmmsg, fd, messages, count, MSG_DONTWAIT, NULL);
+    for (int i = 0; i < received; i++) {
+        lengths[i] = (messages[i].msg_hdr.msg_flags & MSG_TRUNC) ? -1 : (long)messages[i].msg_len;
+    }
+    return received;
+}
 static inline int roam_pidfd_send_signal(int pidfd, int signal) { return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0); }
 
 // From linux/if_tun.h, whose ioctl numbers are function-like macros Swift does not import.

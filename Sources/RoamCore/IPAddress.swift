@@ -17,12 +17,19 @@ public enum IPAddress: Sendable, Hashable, Comparable, CustomStringConvertible {
     }
 
     /// Makes an address from its bytes: 4 for IPv4, 16 for IPv6.
+    ///
+    /// Inlinable, so that a caller in another module gets it specialized for its collection (a
+    /// slice of a packet, an array) and an IPv4 address is made without an array.
+    @inlinable
     public init?(bytes: some Collection<UInt8>) {
-        let array = Array(bytes)
-        switch array.count {
-        case 4: self = .v4(array[0], array[1], array[2], array[3])
-        case 16: self = .v6(IPv6Bytes(array)!)
-        default: return nil
+        switch bytes.count {
+        case 4:
+            var iterator = bytes.makeIterator()
+            self = .v4(iterator.next()!, iterator.next()!, iterator.next()!, iterator.next()!)
+        case 16:
+            self = .v6(IPv6Bytes(Array(bytes))!)
+        default:
+            return nil
         }
     }
 

@@ -100,6 +100,27 @@ struct NetlinkKernelTests {
         }
     }
 
+    /// One call reads everything queued, in order, however many reads of
+    /// ``NetlinkSocket/datagramsPerRead`` it takes, and the next finds nothing.
+    @Test func drainsEveryQueuedNotificationInOrder() async throws {
+        try await TestNamespace.with { test in
+            let events = try NetlinkSocket(.route, in: test.namespace)
+            try events.subscribe(to: [.link])
+            try events.setNonBlocking()
+            // Room for them all (a link message takes about 9 KB of the socket's buffer).
+            try events.setReceiveBufferSize(4 << 20)
+            let lo = try test.index(of: "lo")
+            let count = 5 * NetlinkSocket.datagramsPerRead + 3
+            for n in 0..<count { try test.socket.setLink(index: lo, alias: "queued \(n)") }
+            var aliases: [String] = []
+            #expect(try events.receiveNotifications { if case .newLink(let link) = $0, let alias = link.alias { aliases.append(alias) } } == .drained)
+            #expect(aliases == (0..<count).map { "queued \($0)" })
+            var more = 0
+            #expect(try events.receiveNotifications { _ in more += 1 } == .drained)
+            #expect(more == 0)
+        }
+    }
+
     @Test func reportsOverrunWhenTheReceiveBufferOverflows() async throws {
         try await TestNamespace.with { test in
             let events = try NetlinkSocket(.route, in: test.namespace)

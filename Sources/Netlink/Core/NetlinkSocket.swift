@@ -160,34 +160,51 @@ public final class NetlinkSocket {
     /// re-read the state it follows; messages already queued after the overrun are still delivered
     /// by later calls.
     public func receiveNotifications(_ handler: (NetlinkNotification) -> Void) throws(NetlinkError) -> ReceiveOutcome {
-        let buffer = receiveBuffer ?? {
-            let allocated = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 8)
-            receiveBuffer = allocated
-            return allocated
-        }()
-        return try withoutActuallyEscaping(handler) { handler throws(NetlinkError) -> ReceiveOutcome in
+        try withoutActuallyEscaping(handler) { handler throws(NetlinkError) -> ReceiveOutcome in
             let context = ParseContext(handler: handler)
             defer { withExtendedLifetime(context) {} }
             let opaque = Unmanaged.passUnretained(context).toOpaque()
-            return try drainDatagrams(into: buffer) { NetlinkSocket.parse($0, context: opaque) }
+            return try drainDatagrams { NetlinkSocket.parse($0, context: opaque) }
         }
     }
 
-    /// Reads every queued datagram into `buffer` and hands each to `body`, without blocking.
-    func drainDatagrams(into buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) throws(NetlinkError) -> ReceiveOutcome {
+    /// How many datagrams one read takes, and the room for each: the kernel's largest netlink
+    /// datagram (a dump's, `SKB_WITH_OVERHEAD(32768)` at most) fits.
+    package static let datagramsPerRead = 8
+    package static let datagramRoom = 32 * 1024
+
+    /// Reads every queued datagram and hands each to `body`, without blocking: up to
+    /// ``datagramsPerRead`` a `recvmmsg(2)`, into a buffer the socket keeps, so that a wake-up
+    /// for a few notifications is one system call, not one more that finds the queue empty.
+    /// A datagram larger than its room (it cannot be from the kernel) is an overrun: the state
+    /// built from notifications is to be read again.
+    func drainDatagrams(_ body: (UnsafeRawBufferPointer) -> Void) throws(NetlinkError) -> ReceiveOutcome {
+        let slots = Self.datagramsPerRead, room = Self.datagramRoom
+        let buffer = receiveBuffer ?? {
+            let allocated = UnsafeMutableRawBufferPointer.allocate(byteCount: slots * room, alignment: 8)
+            receiveBuffer = allocated
+            return allocated
+        }()
         let fd = fileDescriptor
-        while true {
-            let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-            if count < 0 {
-                switch errno {
-                case EINTR: continue
-                case EAGAIN: return .drained
-                case ENOBUFS: return .overrun
-                case let code: throw NetlinkError.posix("recv(netlink)", errno: code)
+        return try withUnsafeTemporaryAllocation(of: Int.self, capacity: slots) { lengths throws(NetlinkError) -> ReceiveOutcome in
+            while true {
+                let count = Int(roam_receive_datagrams(fd, buffer.baseAddress, UInt32(slots), room, lengths.baseAddress))
+                if count < 0 {
+                    switch errno {
+                    case EINTR: continue
+                    case EAGAIN: return .drained
+                    case ENOBUFS: return .overrun
+                    case let code: throw NetlinkError.posix("recvmmsg(netlink)", errno: code)
+                    }
                 }
+                for slot in 0..<count {
+                    guard lengths[slot] >= 0 else { return .overrun }
+                    body(UnsafeRawBufferPointer(start: buffer.baseAddress! + slot * room, count: lengths[slot]))
+                }
+                // Fewer than asked for: the queue was empty (an error after them, an overrun,
+                // waits on the socket and wakes its poll).
+                if count < slots { return .drained }
             }
-            if count == 0 { return .drained }
-            body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }
     }
 

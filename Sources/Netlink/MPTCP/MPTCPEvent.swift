@@ -110,9 +110,7 @@ extension NetlinkSocket {
         guard let family = genericFamilies[MPTCP_PM_NAME] else {
             throw NetlinkError(.errno(EINVAL), operation: "receive MPTCP events", hint: "subscribe to them first")
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
-        defer { buffer.deallocate() }
-        return try drainDatagrams(into: buffer) { datagram in
+        return try drainDatagrams { datagram in
             NetlinkSocket.forEachMessage(in: datagram) { type, _, payload in
                 if type == family, let event = MPTCPEvent(message: payload) { handler(event) }
             }
