@@ -143,8 +143,8 @@ def main():
     arguments = parser.parse_args()
     counts = [2] if arguments.quick else [int(part) for part in arguments.counts.split(",")]
     duration = 5 if arguments.quick else arguments.duration
-    if duration < 5 or any(count < 1 or count > 200 for count in counts):
-        raise SystemExit("scale_benchmark: counts in 1...200 and a duration of at least 5 s")
+    if duration < 5 or any(count < 1 or count > 1000 for count in counts):
+        raise SystemExit("scale_benchmark: counts in 1...1000 (a run has at most 1,022 nodes) and a duration of at least 5 s")
     if not os.access(arguments.roam, os.X_OK):
         raise SystemExit(f"scale_benchmark: no roam binary at {arguments.roam} (swift build -c release --product roam)")
     directory = tempfile.mkdtemp(prefix="roam-scale-")

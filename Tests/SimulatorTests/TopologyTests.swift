@@ -44,12 +44,46 @@ func walkOutOfHome() throws -> Scenario {
         let plan = try TopologyPlan(scenario: scenario, runID: "abc123")
         #expect(plan.node("phone")?.interfaces[299].ipv4 == IPPrefix("198.19.43.1/24")!)
         #expect(plan.node("phone")?.interfaces[299].ipv6 == IPPrefix("fd72:6f61:6d00:12b::1/64")!)
-        scenario.links = (0..<513).map { index in
+        #expect(plan.addressing == .wide)
+        scenario.links = (0..<8129).map { index in
             var link = template
             link.name = "l\(index)"
             return link
         }
         #expect(throws: SimulatorError.self) { try TopologyPlan(scenario: scenario, runID: "abc123") }
+    }
+
+    /// A scenario larger than the /24 plan (500 phones with a Wi-Fi and a cellular link each:
+    /// 1,000 links, 501 nodes) takes the dense one: a /28 a link, service addresses in
+    /// 198.19.252.0/22; every address in it is distinct, each link's two ends share its subnet,
+    /// and no link's subnet reaches the service addresses.
+    @Test func aCrowdTakesTheDensePlan() throws {
+        var yaml = "name: crowd\nduration: 5s\nnodes:\n  server: {}\n" + (1...500).map { "  phone\($0): {}\n" }.joined()
+        yaml += "links:\n" + (1...500).map { "  - { name: wifi\($0), between: [phone\($0), server] }\n  - { name: cell\($0), between: [phone\($0), server] }\n" }.joined()
+        let scenario = try #require(ScenarioReader.parse(yaml, file: "crowd.yaml").scenario)
+        let plan = try TopologyPlan(scenario: scenario, runID: "abc123")
+        #expect(plan.addressing == .dense)
+        #expect(plan.node("server")?.serviceIPv4 == IPAddress("198.19.252.1"))
+        #expect(plan.node("phone500")?.serviceIPv4 == IPAddress("198.19.253.245"))
+        let last = try #require(plan.node("phone500")?.interfaces.last)
+        #expect(last.ipv4 == IPPrefix("198.18.62.113/28")!)
+        #expect(last.peerIPv4 == IPAddress("198.18.62.114"))
+        #expect(last.ipv6 == IPPrefix("fd72:6f61:6d00:3e7::1/64")!)
+        let interfaces = plan.nodes.flatMap(\.interfaces)
+        #expect(interfaces.count == 2000)
+        #expect(Set(interfaces.map(\.ipv4.address)).count == 2000)
+        #expect(Set(interfaces.map(\.ipv6.address)).count == 2000)
+        let services = Set(plan.nodes.map(\.serviceIPv4))
+        #expect(services.count == 501)
+        let serviceBlock = IPPrefix("198.19.252.0/22")!
+        for interface in interfaces {
+            #expect(interface.ipv4.contains(interface.peerIPv4), "\(interface.name): \(interface.ipv4) and its peer \(interface.peerIPv4)")
+            #expect(!serviceBlock.contains(interface.ipv4.address))
+        }
+        #expect(services.allSatisfy { serviceBlock.contains($0) })
+        // More nodes than the dense plan holds are refused, with the limit.
+        let tooMany = Scenario(name: "many", duration: .seconds(1), nodes: (0...1022).map { ScenarioNode("n\($0)") })
+        #expect(throws: SimulatorError.self) { try TopologyPlan(scenario: tooMany, runID: "abc123") }
     }
 }
 

@@ -9,8 +9,9 @@ import ScenarioModel
 /// - Each node is a namespace `roam-RUN-NODE`.
 /// - Link number `i` (in file order) is a veth pair, its end in each node named after the link,
 ///   with `198.18.0.0/15` split into /24s (`198.18.0.0/24` for link 0, `198.18.1.0/24` for link 1,
-///   ..., 512 links at most): the first node of `between` gets `.1`, the second `.2`. IPv6 the same
-///   way under `fd72:6f61:6d00::/48` ("roam"): `fd72:6f61:6d00:i::1/64` and `::2`.
+///   ..., 511 links at most): the first node of `between` gets `.1`, the second `.2`. IPv6 the same
+///   way under `fd72:6f61:6d00::/48` ("roam"): `fd72:6f61:6d00:i::1/64` and `::2`. A scenario with
+///   more links or nodes than that plan holds takes the dense one (``AddressPlan/dense``).
 /// - Every node has a default route over each of its links through the peer, metric 100 for its
 ///   first-listed link, 110 for the next, and so on, so the first-listed link carries traffic
 ///   while it is up. Forwarding is on, so nodes reach nodes they share no link with.
@@ -128,12 +129,53 @@ package struct TopologyPlan: Sendable, Hashable {
         }
     }
 
-    /// 198.18.0.0/15 holds 512 /24s; the last one holds the nodes' service addresses.
-    package static let maximumLinks = 511
-    package static let maximumNodes = 254
+    /// How `198.18.0.0/15` is shared between links and nodes' service addresses.
+    package enum AddressPlan: Sendable, Hashable {
+        /// A /24 a link (`198.18.i.0/24` for link i, 511 at most), the last /24 the nodes'
+        /// service addresses (`198.19.255.N`, 254 at most): addresses a reader picks out at a
+        /// glance, and every scenario within it has always had them.
+        case wide
+        /// For a scenario with more links or nodes than ``wide`` holds (a crowd of phones with
+        /// two links each): a /28 a link (`198.18.0.0/28` for link 0, `198.18.0.16/28` for link
+        /// 1, ..., 8,128 at most, up to `198.19.251.255`), and `198.19.252.0/22` the nodes'
+        /// service addresses (`198.19.252.1` for the first node, 1,022 at most). IPv6 is the
+        /// same in both: a /64 a link, the node's number in `ffff::N`.
+        case dense
+
+        /// The plan that holds `links` links and `nodes` nodes, or nil when none does.
+        package static func holding(links: Int, nodes: Int) -> AddressPlan? {
+            if links <= wide.maximumLinks && nodes <= wide.maximumNodes { return .wide }
+            if links <= dense.maximumLinks && nodes <= dense.maximumNodes { return .dense }
+            return nil
+        }
+
+        package var maximumLinks: Int { self == .wide ? 511 : 508 * 256 / 16 }
+        package var maximumNodes: Int { self == .wide ? 254 : 1022 }
+
+        /// Link `index`'s subnet (the first end is `.1` in it, the second `.2`).
+        package func linkSubnet(_ index: Int) -> IPPrefix {
+            let size = self == .wide ? 256 : 16
+            let offset = UInt32(index * size)
+            return IPPrefix(.v4(198, 18 + UInt8(offset >> 16), UInt8((offset >> 8) & 0xff), UInt8(offset & 0xff)), length: self == .wide ? 24 : 28)
+        }
+
+        /// The service IPv4 address of the node at `index`.
+        package func serviceIPv4(_ index: Int) -> IPAddress {
+            switch self {
+            case .wide: return .v4(198, 19, 255, UInt8(index + 1))
+            case .dense: return .v4(198, 19, 252 + UInt8((index + 1) >> 8), UInt8((index + 1) & 0xff))
+            }
+        }
+    }
+
+    /// The most links and nodes a scenario may have (the dense plan's).
+    package static let maximumLinks = AddressPlan.dense.maximumLinks
+    package static let maximumNodes = AddressPlan.dense.maximumNodes
     package static let ipv6Prefix = "fd72:6f61:6d00"
 
     package var runID: String
+    /// How links and nodes are addressed: ``AddressPlan/wide`` unless the scenario is larger.
+    package var addressing: AddressPlan
     package var nodes: [Node]
     package var links: [Link]
     /// The networks, with the addresses each hands out.
@@ -207,11 +249,13 @@ package struct TopologyPlan: Sendable, Hashable {
     /// The plan for `scenario` in run `runID`.
     package init(scenario: Scenario, runID: String) throws(SimulatorError) {
         guard scenario.links.count <= Self.maximumLinks else {
-            throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumLinks) links (198.18.0.0/15 in /24s); this one has \(scenario.links.count)")
+            throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumLinks) links (198.18.0.0/15 in /28s); this one has \(scenario.links.count)")
         }
         guard scenario.nodes.count <= Self.maximumNodes else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNodes) nodes; this one has \(scenario.nodes.count)")
         }
+        let addressing = AddressPlan.holding(links: scenario.links.count, nodes: scenario.nodes.count) ?? .dense
+        self.addressing = addressing
         guard scenario.networks.count <= Self.maximumNetworks else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNetworks) networks; this one has \(scenario.networks.count)")
         }
@@ -230,8 +274,8 @@ package struct TopologyPlan: Sendable, Hashable {
         let serviceIndex = Dictionary(scenario.nodes.enumerated().map { ($0.element.name, $0.offset) }, uniquingKeysWith: { first, _ in first })
         var interfaces: [String: [Interface]] = [:]
         for (index, link) in scenario.links.enumerated() {
-            let v4 = (first: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 1),
-                      second: IPAddress.v4(198, 18 + UInt8(index / 256), UInt8(index % 256), 2))
+            let subnet = addressing.linkSubnet(index)
+            let v4 = (first: subnet.address.host(1), second: subnet.address.host(2))
             let v6 = (first: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::1")!,
                       second: IPAddress("\(Self.ipv6Prefix):\(String(index, radix: 16))::2")!)
             let alias = links[index].alias(quality: LinkQuality(grading: LinkConditions(impairment: link.up), LinkConditions(impairment: link.down)))
@@ -243,7 +287,7 @@ package struct TopologyPlan: Sendable, Hashable {
                 let order = interfaces[node, default: []].count
                 ends.append(Interface(
                     name: link.interfaceName(end), link: link.name, peer: peer,
-                    ipv4: IPPrefix(mine, length: 24), ipv6: IPPrefix(mine6, length: 64), peerIPv4: theirs, peerIPv6: theirs6,
+                    ipv4: IPPrefix(mine, length: subnet.length), ipv6: IPPrefix(mine6, length: 64), peerIPv4: theirs, peerIPv6: theirs6,
                     alias: alias, metric: 100 + 10 * UInt32(order), table: RouteTable(1000 + UInt32(index)), rulePriority: 1000 + UInt32(index),
                     families: link.families))
             }
@@ -273,7 +317,7 @@ package struct TopologyPlan: Sendable, Hashable {
                 ends[1].routing = .transit(behind: [networkIndex[network]?.prefixIPv6].compactMap { $0 })
             case .attachment(let server):
                 let position = serviceIndex[server] ?? 0
-                ends[0].routing = .transit(behind: [IPPrefix(Self.serviceIPv4(position), length: 32), IPPrefix(Self.serviceIPv6(position), length: 128)])
+                ends[0].routing = .transit(behind: [IPPrefix(addressing.serviceIPv4(position), length: 32), IPPrefix(Self.serviceIPv6(position), length: 128)])
                 ends[1].routing = .upstream
             }
             interfaces[link.endpoints.0, default: []].append(ends[0])
@@ -281,7 +325,7 @@ package struct TopologyPlan: Sendable, Hashable {
         }
         self.nodes = scenario.nodes.enumerated().map { index, node in
             Node(name: node.name, role: node.role, namespaceName: Self.namespaceName(runID: runID, node: node.name), interfaces: interfaces[node.name] ?? [],
-                 serviceIPv4: Self.serviceIPv4(index), serviceIPv6: Self.serviceIPv6(index))
+                 serviceIPv4: addressing.serviceIPv4(index), serviceIPv6: Self.serviceIPv6(index))
         }
     }
 
@@ -289,8 +333,7 @@ package struct TopologyPlan: Sendable, Hashable {
     /// phone's IPv6 default route goes through, as a router advertisement would give it.
     package static let gatewayLinkLocal = IPAddress("fe80::1")!
 
-    /// The service addresses of the node at `index`.
-    static func serviceIPv4(_ index: Int) -> IPAddress { .v4(198, 19, 255, UInt8(index + 1)) }
+    /// The IPv6 service address of the node at `index` (its IPv4 one is the plan's).
     static func serviceIPv6(_ index: Int) -> IPAddress { IPAddress("\(ipv6Prefix):ffff::\(String(index + 1, radix: 16))")! }
 
     /// A phone's address after its network renumbered it `generation` times: IPv4 moves 64
@@ -317,4 +360,14 @@ package struct TopologyPlan: Sendable, Hashable {
     package func node(_ name: String) -> Node? { nodes.first { $0.name == name } }
 
     package func link(_ name: String) -> Link? { links.first { $0.name == name } }
+}
+
+extension IPAddress {
+    /// Host `number` of the IPv4 subnet this address starts (its last byte is 0 and the subnet
+    /// holds more than `number` hosts).
+    fileprivate func host(_ number: UInt8) -> IPAddress {
+        var bytes = self.bytes
+        bytes[3] += number
+        return IPAddress(bytes: bytes)!
+    }
 }
