@@ -485,8 +485,8 @@ do {
     print("")
     print("Two links at once, each a TCP transfer through 100 µs of delay (every wire packet through the pipeline), \(Int(phase)) s")
     print("")
-    print("| emulator threads | link 1 | link 2 | together | CPU-seconds of the emulator |")
-    print("|---|---|---|---|---|")
+    print("| emulator threads | link 1 | link 2 | together | CPU-seconds of the emulator | the machine's cores busy, of \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) |")
+    print("|---|---|---|---|---|---|")
     var totals: [Double] = []
     for threads in [1, 2] {
         let (topology, backend) = makeTopology(measuresLateness: false, threads: threads)
@@ -498,18 +498,22 @@ do {
         final class Box: @unchecked Sendable { var rate = 0.0; let topology: Topology; init(_ topology: Topology) { self.topology = topology } }
         let box = Box(topology)
         let done = DispatchSemaphore(value: 0)
-        let cpuBefore = cpuSeconds(ofThreadsNamed: "roam-emulator")
+        let cpuBefore = cpuSeconds(ofThreadsNamed: "roam-emulator"), ticksBefore = machineTicks()
         _ = thread {
             box.rate = tcpThroughput(box.topology, to: second, port: UInt16(5030 + threads), seconds: phase)
             done.signal()
         }
         let first = tcpThroughput(topology, to: emu, port: UInt16(5040 + threads), seconds: phase)
         done.wait()
-        let cpu = cpuSeconds(ofThreadsNamed: "roam-emulator") - cpuBefore
+        let cpu = cpuSeconds(ofThreadsNamed: "roam-emulator") - cpuBefore, ticksAfter = machineTicks()
+        // The senders, receivers and their kernel TCP share the cores with the emulator: where
+        // the machine is busy all through with one thread, a second has no core to run on.
+        let busy = ticksAfter.total > ticksBefore.total
+            ? (ticksAfter.busy - ticksBefore.busy) / (ticksAfter.total - ticksBefore.total) * Double(sysconf(Int32(_SC_NPROCESSORS_ONLN))) : 0
         backend.stop()
         topology.teardown()
         totals.append(first + box.rate)
-        print(String(format: "| %d | %.2f Gbit/s | %.2f Gbit/s | %.2f Gbit/s | %.2f |", threads, first / 1e9, box.rate / 1e9, (first + box.rate) / 1e9, cpu))
+        print(String(format: "| %d | %.2f Gbit/s | %.2f Gbit/s | %.2f Gbit/s | %.2f | %.2f |", threads, first / 1e9, box.rate / 1e9, (first + box.rate) / 1e9, cpu, busy))
     }
     print(String(format: "Two threads / one: %.2f.", totals[1] / totals[0]))
 } catch {

@@ -69,14 +69,34 @@ def measure(roam: str, directory: str, phones: int, duration: int, threads, back
         command += ["--emulator-threads", str(threads)]
     started = time.monotonic()
     # A fresh process per N: RUSAGE_CHILDREN's peak is the largest child's so far, so each run
-    # is measured in a child of its own that reports its own child's figures.
+    # is measured in a child of its own that reports its own child's figures. It also counts the
+    # run's open descriptors every 50 ms (their peak), and reads the soft limit the run raised
+    # itself to from 1,024 (the descriptors it reserved: ScenarioRunner.descriptorsNeeded, at
+    # least 4,096).
     probe = subprocess.run(
         [sys.executable, "-c", (
-            "import resource, subprocess, sys, json\n"
-            "result = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
+            "import os, resource, subprocess, sys, json, time\n"
+            "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+            "process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,"
+            " preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard)))\n"
+            "peak, reserved, errors = 0, None, []\n"
+            "import threading\n"
+            "reader = threading.Thread(target=lambda: errors.append(process.stderr.read()))\n"
+            "reader.start()\n"
+            "while process.poll() is None:\n"
+            "    try:\n"
+            "        peak = max(peak, len(os.listdir(f'/proc/{process.pid}/fd')))\n"
+            "        with open(f'/proc/{process.pid}/limits') as limits:\n"
+            "            for line in limits:\n"
+            "                if line.startswith('Max open files'): reserved = max(reserved or 0, int(line.split()[3]))\n"
+            "    except (OSError, ValueError):\n"
+            "        pass\n"
+            "    time.sleep(0.05)\n"
+            "reader.join()\n"
             "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-            "print(json.dumps({'status': result.returncode, 'cpu': usage.ru_utime + usage.ru_stime,"
-            " 'maxrss': usage.ru_maxrss, 'stderr': result.stderr.decode(errors='replace')[-2000:]}))\n"
+            "print(json.dumps({'status': process.returncode, 'cpu': usage.ru_utime + usage.ru_stime,"
+            " 'maxrss': usage.ru_maxrss, 'descriptors': peak, 'reserved': reserved,"
+            " 'stderr': b''.join(errors).decode(errors='replace')[-2000:]}))\n"
         )] + command,
         capture_output=True, text=True, timeout=duration * 4 + 300)
     wall = time.monotonic() - started
@@ -121,6 +141,7 @@ def measure(roam: str, directory: str, phones: int, duration: int, threads, back
         "ttfb50": statistics.median([v for v in ttfb50 if v is not None] or [0]),
         "ttfb95": max([v for v in ttfb95 if v is not None] or [0]),
         "refused": refused, "stderr": outcome["stderr"],
+        "descriptors": outcome.get("descriptors"), "reserved": outcome.get("reserved"),
         "faithful": fidelity.get("faithful"),
         "delivery_p99": (fidelity.get("deliveryLatenessMs") or {}).get("p99"),
         "timeline_p99": fidelity.get("timelineP99Ms"),
@@ -158,8 +179,8 @@ def main():
     print()
     print("| phones | links | CPU per phone | memory | per phone above 1 | stream delivered / offered (min, median) "
           "| streams that stalled | longest stall | requests answered / failed | TTFB p50 / p95 | refused by TUN "
-          "| faithful | delivery lateness p99 | timeline p99 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| faithful | delivery lateness p99 | timeline p99 | descriptors, peak (per phone) / reserved |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for result in results:
         extra = (result["maxrss_mb"] - base["maxrss_mb"]) / max(1, result["phones"] - base["phones"]) if result is not base else 0
         print(f"| {result['phones']} | {2 * result['phones']} | {100 * result['cpu'] / result['phones'] / duration:.1f}% of a core "
@@ -167,7 +188,8 @@ def main():
               f"| {result['stalled']} of {result['streams']} | {result['longest_stall_ms']:.0f} ms "
               f"| {result['answered']} / {result['failed']} | {result['ttfb50']:.0f} / {result['ttfb95']:.0f} ms | {result['refused']} "
               f"| {'yes' if result['faithful'] else 'no' if result['faithful'] is not None else '?'} "
-              f"| {milliseconds(result['delivery_p99'])} | {milliseconds(result['timeline_p99'])} |")
+              f"| {milliseconds(result['delivery_p99'])} | {milliseconds(result['timeline_p99'])} "
+              f"| {result['descriptors']} ({result['descriptors'] / result['phones']:.1f}) / {result['reserved']} |")
     broken = next((r["phones"] for r in results if r["faithful"] is False), None)
     print()
     print(f"fidelity breaks at {broken} phones" if broken else f"faithful at every count measured (up to {results[-1]['phones']} phones)")

@@ -1,3 +1,4 @@
+import CRoamLinux
 import Glibc
 
 /// systemd's service notifications (`sd_notify(3)`), for a service of `Type=notify`: it says
