@@ -142,11 +142,10 @@ package struct TopologyPlan: Sendable, Hashable {
         /// same in both: a /64 a link, the node's number in `ffff::N`.
         case dense
 
-        /// The plan that holds `links` links and `nodes` nodes, or nil when none does.
-        package static func holding(links: Int, nodes: Int) -> AddressPlan? {
-            if links <= wide.maximumLinks && nodes <= wide.maximumNodes { return .wide }
-            if links <= dense.maximumLinks && nodes <= dense.maximumNodes { return .dense }
-            return nil
+        /// The plan for `links` links and `nodes` nodes, within the dense plan's bounds: the wide
+        /// one where they fit it.
+        package static func holding(links: Int, nodes: Int) -> AddressPlan {
+            links <= wide.maximumLinks && nodes <= wide.maximumNodes ? .wide : .dense
         }
 
         package var maximumLinks: Int { self == .wide ? 511 : 508 * 256 / 16 }
@@ -254,7 +253,7 @@ package struct TopologyPlan: Sendable, Hashable {
         guard scenario.nodes.count <= Self.maximumNodes else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNodes) nodes; this one has \(scenario.nodes.count)")
         }
-        let addressing = AddressPlan.holding(links: scenario.links.count, nodes: scenario.nodes.count) ?? .dense
+        let addressing = AddressPlan.holding(links: scenario.links.count, nodes: scenario.nodes.count)
         self.addressing = addressing
         guard scenario.networks.count <= Self.maximumNetworks else {
             throw SimulatorError(.invalidScenario, "a scenario has at most \(Self.maximumNetworks) networks; this one has \(scenario.networks.count)")
