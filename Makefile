@@ -6,7 +6,7 @@ BUILD_FLAGS ?=
 # example that uses it.
 SHARED_BUILD = --scratch-path $(CURDIR)/.build
 
-.PHONY: bench-path-managers bench-replay setup setup-vm build install demo demo-vm monitor-demo test example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
+.PHONY: bench-path-managers bench-replay setup setup-vm build install demo demo-vm monitor-demo test prebuild example nio real-clients python toxiproxy-go samples docs api-check api-baseline bench bench-flagship bench-quick soak fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -56,11 +56,24 @@ monitor-demo: build
 # The netem backend's tests run on this kernel where it has sch_netem, in a VM otherwise.
 # Tests run one at a time: kernel tests share one kernel, and leak checks count process-wide.
 # A VM's checks go on beside the suites that wait on scenario clocks (scripts/test-suites.sh).
+# The suites run from the test binary, as `swift test` runs it, but without `swift test
+# --skip-build`, which holds SwiftPM's lock on .build for the whole run: so that CI builds the
+# other packages in .build meanwhile (ROAM_BUILD_BESIDE_TESTS: `make prebuild`).
 test:
 	@scripts/setup.sh --vm-if-needed --browser --dbus
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	@scripts/test-suites.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
-	@scripts/rootless-check.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roam" "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)/roamPackageTests.xctest"
+	@bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" && \
+		scripts/test-suites.sh "$$bin/roam" "$$bin/roamPackageTests.xctest" --testing-library swift-testing --no-parallel
+	@bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" && scripts/rootless-check.sh "$$bin/roam" "$$bin/roamPackageTests.xctest"
+
+# What the steps after `make test` build (the examples, RoamNIO and its benchmark, RealClients:
+# products and tests, in Roam's .build), so that they find it built. CI runs it beside the
+# suites, in the idle scheduling class (scripts/test-suites.sh); it needs `make test`'s build.
+prebuild:
+	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests
+	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --product RoamNIOBenchmark
+	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests
 
 # Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client
 # against spotty Wi-Fi with RoamTesting (Swift Testing and XCTest).

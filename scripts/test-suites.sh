@@ -8,16 +8,25 @@
 # 50-90%); then every other suite, which reads the VM's results from ROAM_VM_CHECKS. Every test
 # runs once: the second command skips exactly what the first ran. Elsewhere it is the one command.
 #
-#   scripts/test-suites.sh ROAM TEST-COMMAND...     e.g. .build/debug/roam swift test --skip-build --no-parallel
+# ROAM_BUILD_BESIDE_TESTS, when set, is a command (CI's `make prebuild`) run beside all of it in
+# the idle scheduling class (SCHED_IDLE, chrt --idle: it gets only the CPU the suites and the VM
+# leave; `nice` does not hold for a Swift build, whose threads set their own nice values), and
+# waited for at the end. Its failure is shown, not counted: the step that needs what it builds
+# builds it again and fails there. Each phase's time is printed after it.
+#
+#   scripts/test-suites.sh ROAM TEST-COMMAND...
+#   e.g. .build/debug/roam .build/debug/roamPackageTests.xctest --testing-library swift-testing --no-parallel
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/test-suites.sh ROAM TEST-COMMAND..." >&2; exit 2; }
 roam=$1; shift
 cd "$(dirname "$0")/.."
+began=$SECONDS
+took() { echo "== $1 took $((SECONDS - began)) s"; began=$SECONDS; }
 
 # Suites (and tests) that spend their time waiting on a scenario's clock (Swift Testing's
 # regular expressions over test identifiers). Not the crowd of thirty phones: it keeps both
 # cores busy for half a minute.
-CLOCK_BOUND='NetworkScenarioTests/(?!thirtyWandering)|UserspaceBackendTests/bundledScenarioRuns|IPv6ScenarioTests|HandoverTests|BlackholedWiFiTests|CommandMultipathTests|PathEventTests|SoakTests'
+CLOCK_BOUND='NetworkScenarioTests/(?!thirtyWandering)|UserspaceBackendTests/bundledScenarioRuns|IPv6ScenarioTests|HandoverTests|BlackholedWiFiTests|CommandMultipathTests|PathEventTests|SoakTests|RecordCommandTests'
 
 needs_vm() {
   [ "$(id -u)" = 0 ] || return 1
@@ -32,19 +41,45 @@ has_wifi_tools() {
   find /lib/modules/*/kernel/drivers/net/wireless -name 'mac80211_hwsim.ko*' 2>/dev/null | grep -q .
 }
 
-if ! needs_vm; then
-  exec scripts/test.sh "$@"
-fi
-
 checks=$(mktemp -d /tmp/roam-vm-checks-XXXXXX)
 vm=
+beside=
 cleanup() {
   [ -z "$vm" ] || kill -- "-$vm" 2>/dev/null || true
+  [ -z "$beside" ] || kill -- "-$beside" 2>/dev/null || true
   rm -rf "$checks"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+if [ -n "${ROAM_BUILD_BESIDE_TESTS:-}" ]; then
+  echo "== beside the suites, in the idle class: $ROAM_BUILD_BESIDE_TESTS"
+  # Its own process group (set -m), so that an interrupted `make test` stops it too.
+  set -m
+  ( chrt --idle 0 bash -c "$ROAM_BUILD_BESIDE_TESTS" > "$checks/beside.log" 2>&1
+    echo $? > "$checks/beside-status" ) &
+  beside=$!
+  set +m
+fi
+# What went on beside the suites: waited for, its failure shown.
+wait_beside() {
+  [ -n "$beside" ] || return 0
+  local waited=$SECONDS
+  wait "$beside"
+  beside=
+  local status
+  status=$(cat "$checks/beside-status" 2>/dev/null || echo '(no status)')
+  echo "== the build beside the suites exited $status ($((SECONDS - waited)) s waited for it after the suites)"
+  [ "$status" = 0 ] || tail -n 40 "$checks/beside.log"
+}
+
+if ! needs_vm; then
+  scripts/test.sh "$@"
+  status=$?
+  took "the suites"
+  wait_beside
+  exit "$status"
+fi
 wifi=(); has_wifi_tools && wifi=(--wifi)
 echo "== the VM's checks (scripts/vm-checks.sh) in the background; beside them, the suites that wait on scenario clocks"
 # Its own process group (set -m), so that an interrupted `make test` stops QEMU too.
@@ -55,11 +90,15 @@ vm=$!
 set +m
 scripts/test.sh "$@" --filter "$CLOCK_BOUND"
 first=$?
+took "the suites that wait on clocks"
 wait "$vm"
 vm=
+took "the VM's checks, after those suites,"
 echo "== the VM's checks exited $(cat "$checks/vm-status" 2>/dev/null || echo '(no status)'); what the guest printed:"
 cat "$checks/vm.log"
 echo "== every other suite"
 ROAM_VM_CHECKS=$checks scripts/test.sh "$@" --skip "$CLOCK_BOUND"
 second=$?
+took "every other suite"
+wait_beside
 [ "$first" = 0 ] && [ "$second" = 0 ]
