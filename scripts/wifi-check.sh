@@ -5,7 +5,8 @@
 # then forced (54 Mbit/s by rate control, then 11, then 1, then free again) and, at each step,
 # `iw`'s station dump is written beside what the monitor published, so that the test compares
 # Roam's nl80211 reading with iw's. Runs where mac80211_hwsim exists: inside scripts/vm.sh here
-# (Debian's kernel has it as a module). Tests/RoamCLITests/WiFiTests.swift reads what it writes.
+# (Debian's kernel has it as a module). `roam record` records the client's radio meanwhile, and
+# writes the scenario that replays it. Tests/RoamCLITests/WiFiTests.swift reads what it writes.
 #
 #   scripts/wifi-check.sh ROAM OUT
 set -uo pipefail
@@ -72,6 +73,13 @@ ip -n "$ap" addr add 198.18.0.1/24 dev "$apdev"
 ip -n "$phone" addr add 198.18.0.2/24 dev "$phonedev"
 ip -n "$phone" route add default via 198.18.0.1 dev "$phonedev"
 ip netns exec "$phone" ping -c 20 -i 0.1 -W 2 198.18.0.1 > "$out/ping.txt" 2>&1
+# roam record on the phone's radio from here until the client has left: the access point, its
+# signal and the bitrates nl80211 gives, and echoes to the access point's address.
+ip netns exec "$phone" "$roam" record --interface "$phonedev" --target 198.18.0.1 --interval 500ms --echoes 4 \
+  --output "$out/recording.jsonl" --scenario "$out/recorded-wifi.yaml" > "$out/record.stdout" 2> "$out/record.stderr" &
+recorder=$!
+pids+=($recorder)
+until_true test -s "$out/recording.jsonl" || fail "roam record wrote nothing"
 
 # The quality the monitor last published for the phone's radio.
 published() {
@@ -101,5 +109,11 @@ kill "$wpa"
 until_true sh -c "! ip netns exec $phone iw dev $phonedev link | grep -q Connected"
 until_true sh -c "tail -n 1 '$out/monitor.jsonl' | grep -q '\"status\":\"unsatisfied\"'"
 ip netns exec "$phone" cat "/sys/class/net/$phonedev/ifalias" > "$out/alias" 2>/dev/null || true
+# A second of the radio without its access point, then roam record interrupted as a user would.
+sleep 1
+kill -INT "$recorder"
+wait "$recorder"
+echo $? > "$out/record.exit"
+ip netns exec "$ap" cat "/sys/class/net/$apdev/address" > "$out/ap-address"
 echo "wifi-check: done"
 exit 0

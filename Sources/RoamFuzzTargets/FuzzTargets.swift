@@ -47,6 +47,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// or refused with a line number; what is read becomes a two-link scenario the reader
     /// accepts, its size bounded by its windows.
     case mptraces
+    /// A recording of `roam record` (`roam import recording`): read or refused with a line
+    /// number; what is read becomes a scenario the reader accepts, its size bounded by its
+    /// windows, and every sample written again reads back as itself.
+    case recording
     /// Two runs compared in one page (`roam report A B`): summary, timeline, summary, timeline,
     /// split at NUL bytes; one script, the page's own, and a size bounded by the input's.
     case compare
@@ -110,6 +114,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .irtt: Self.irtt(bytes)
         case .gnettrack: Self.gnettrack(bytes)
         case .mptraces: Self.mptraces(bytes)
+        case .recording: Self.recording(bytes)
         case .compare: Self.compare(bytes)
         case .diagnostics: Self.diagnostics(text)
         case .probe: Self.probe(bytes)
@@ -381,6 +386,17 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
               case .success(let cellular) = MPTracesImport.parse(Array(split[1].utf8)) else { return }
         let (interfaces, notes) = MPTracesImport.interfaces(wifi: wifi, cellular: cellular, wifiDelay: .milliseconds(5), cellularDelay: nil)
         checkRecordingScenario(interfaces, header: MPTracesImport.header(wifi: wifi, cellular: cellular, sources: ("w.csv", "c.csv"), width: .seconds(1)), notes: notes)
+    }
+
+    static func recording(_ bytes: UnsafeRawBufferPointer) {
+        guard case .success(let recording) = DeviceRecording.parse(Array(bytes)) else { return }
+        precondition(!recording.samples.isEmpty && recording.samples.allSatisfy { $0.at >= .zero && $0.at <= DeviceRecording.maximumSpan }, "samples outside the day")
+        // What roam record writes of what was read reads back as the same recording.
+        let text = ([DeviceRecording.headerLine(recording)] + recording.samples.map(DeviceRecording.line)).joined(separator: "\n")
+        guard case .success(let again) = DeviceRecording.parse(Array(text.utf8)) else { preconditionFailure("a recording written again does not read back: \(text.prefix(600))") }
+        precondition(again.interfaces == recording.interfaces && again.samples.count == recording.samples.count, "written again, it reads back otherwise")
+        let (interfaces, notes) = DeviceRecording.interfaces(recording)
+        checkRecordingScenario(interfaces, header: DeviceRecording.header(recording, source: "r.jsonl", width: .seconds(1)), notes: notes)
     }
 
     static func compare(_ bytes: UnsafeRawBufferPointer) {

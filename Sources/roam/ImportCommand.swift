@@ -13,7 +13,7 @@ struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Make recordings of real networks into what a scenario plays: mahimahi traces, IRTT round trips, G-NetTrack Pro logs, MP-Traces pairs.",
-        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self, ImportGNetTrackCommand.self, ImportMPTracesCommand.self]
+        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self, ImportGNetTrackCommand.self, ImportMPTracesCommand.self, ImportRecordingCommand.self]
     )
 }
 

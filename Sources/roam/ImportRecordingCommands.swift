@@ -190,3 +190,69 @@ struct ImportMPTracesCommand: ParsableCommand {
         }
     }
 }
+
+/// `roam import recording`: what `roam record` measured made into a scenario.
+struct ImportRecordingCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recording",
+        abstract: "Make a recording of roam record into a scenario with a link for each recorded interface.",
+        discussion: """
+            Each recorded interface becomes a link between phone and server, all on the recording's one clock: \
+            its rate each way the Wi-Fi bitrates the radio used (of which 65% reaches the transport, as mobility: \
+            derives it; not limited where none was recorded), its delay half the echoes' round trip, its loss the \
+            share of echoes lost, and nothing at all while its carrier was down. What could not be carried over is \
+            said in comments at the top. Add workloads to play something across it.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The recording (roam record --output FILE).", valueName: "file"))
+    var file: String
+
+    @Option(help: "The scenario's name (letters, digits, '-', '_').")
+    var name: String
+
+    @Option(help: ArgumentHelp("Each window's length (100ms to 60s; the recording's interval by default).", valueName: "duration"))
+    var window: String?
+
+    @Option(help: ArgumentHelp("When the recording's first interval falls in the scenario (the links hold their first window's conditions until then: time for its programs to start).", valueName: "duration"))
+    var start: String = "0s"
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Write the scenario here instead of standard output.", valueName: "file"))
+    var output: String?
+
+    func validate() throws {
+        guard ScenarioReader.isProfileName(name) else {
+            throw ValidationError("--name \(escapedForMessage(name)): start with a letter and use letters, digits, '-', '_' (at most 64)")
+        }
+        if let window {
+            guard case .success(let width) = Units.duration(window), width >= .milliseconds(100), width <= .seconds(60) else {
+                throw ValidationError("--window \(escapedForMessage(window)): expected a duration from 100ms to 60s, such as 1s")
+            }
+        }
+        guard case .success(let offset) = Units.duration(start), offset >= .zero, offset <= .seconds(3600) else {
+            throw ValidationError("--start \(escapedForMessage(start)): expected a duration from 0s to 1h, such as 2s")
+        }
+    }
+
+    func run() throws {
+        try importing {
+            let recording = try DeviceRecording.read(file)
+            let width = window.flatMap { try? Units.duration($0).get() } ?? recording.interval
+            let made = try Self.scenario(recording, name: name, source: file, width: width, start: (try? Units.duration(start).get()) ?? .zero)
+            try writeImportedScenario(made.yaml, name: name, notes: made.notes, output: output, summary: made.summary)
+        }
+    }
+
+    /// The scenario that replays `recording`, what it could not carry over, and a summary.
+    static func scenario(_ recording: DeviceRecording.Recording, name: String, source: String, width: Duration,
+                         start: Duration) throws(ScenarioError) -> (yaml: String, notes: [String], summary: String) {
+        let (interfaces, notes) = DeviceRecording.interfaces(recording)
+        let count = RateRecording.windowCount(interfaces, width: width)
+        guard count <= RateRecording.maximumWindows else {
+            throw ScenarioError("\(count) windows of \(width.roamDescription): more than \(RateRecording.maximumWindows) (a timeline's bound); choose a wider --window")
+        }
+        let yaml = RateRecording.scenarioYAML(name: name, interfaces: interfaces, width: width, start: start,
+                                              header: DeviceRecording.header(recording, source: source, width: width), notes: notes)
+        return (yaml, notes, "\(count) windows of \(width.roamDescription) on link\(interfaces.count == 1 ? "" : "s") \(interfaces.map { "'\($0.link)'" }.joined(separator: ", "))")
+    }
+}

@@ -16,7 +16,7 @@ struct Roam: ParsableCommand {
 
             Diagnostics of Roam's libraries (a path monitor that lost notifications, an emulator that could not keep up) go to standard error at level warning and above; ROAM_LOG_LEVEL=trace|debug|info|notice|warning|error|critical changes the level.
             """,
-        subcommands: [RunCommand.self, AttachCommand.self, CtlCommand.self, ExecCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, ImportCommand.self, MonitorCommand.self, DaemonCommand.self, CleanupCommand.self]
+        subcommands: [RunCommand.self, AttachCommand.self, CtlCommand.self, ExecCommand.self, ValidateCommand.self, ReportCommand.self, ExportCommand.self, ImportCommand.self, RecordCommand.self, MonitorCommand.self, DaemonCommand.self, CleanupCommand.self]
     )
 
     /// Parses and runs, mapping every failure to Roam's exit codes: usage errors and bad input

@@ -131,6 +131,30 @@ struct WiFiTests {
         #expect(Array(grades.suffix(4)) == ["good", "moderate", "minimal", "good"], "\(grades)")
     }
 
+    /// `roam record` on the same radio through the forced rates: the access point it is
+    /// associated with, its signal and the bitrates nl80211 gives (11 and 1 Mbit/s among them),
+    /// echoes to the access point answered; once the client left, no access point; interrupted,
+    /// exit 0, and the scenario written plays 65% of each bitrate recorded.
+    @Test func roamRecordReadsTheRadioAndReplaysItsBitrates() throws {
+        let directory = try output()
+        let radio = NetemHost.text(directory + "/interface").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(NetemHost.text(directory + "/record.exit").trimmingCharacters(in: .whitespacesAndNewlines) == "0",
+                "\(NetemHost.text(directory + "/record.stderr"))")
+        let recording = try DeviceRecording.read(directory + "/recording.jsonl")
+        #expect(recording.interfaces == [DeviceRecording.Interface(name: radio, type: "wifi", target: IPAddress("198.18.0.1"))], "\(recording.interfaces)")
+        let accessPoint = NetemHost.text(directory + "/ap-address").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let associated = recording.samples.filter { $0.bssid != nil }
+        #expect(associated.count >= 4 && associated.allSatisfy { $0.bssid == accessPoint && $0.signal != nil && $0.carrier == true },
+                "\(accessPoint): \(associated)")
+        let rates = Set(associated.compactMap(\.transmitBitrate))
+        #expect(rates.contains(11_000_000) && rates.contains(1_000_000), "\(rates)")
+        #expect(associated.contains { $0.received > 0 && $0.roundTrip != nil }, "\(associated)")
+        #expect(recording.samples.last?.bssid == nil, "the client left its access point: \(recording.samples.suffix(3))")
+        let scenario = NetemHost.text(directory + "/recorded-wifi.yaml")
+        #expect(ScenarioReader.parse(scenario, file: "recorded-wifi.yaml").errors.isEmpty, "\(scenario.prefix(2000))")
+        #expect(scenario.contains("rate: 650kbit") && scenario.contains("rate: 7150kbit"), "\(scenario.prefix(3000))")
+    }
+
     /// `iw dev X station dump`'s signal average (else signal) and tx bitrate.
     static func station(fromIwDump text: String) -> WirelessStation? {
         var station = WirelessStation()

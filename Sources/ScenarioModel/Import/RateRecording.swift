@@ -24,6 +24,9 @@ public enum RateRecording {
         /// A round trip measured then, and the share of round trips lost.
         public var roundTrip: Duration?
         public var loss: Double?
+        /// Whether the link passed nothing at all then (its carrier down: true) or could pass
+        /// (false); nil when the sample does not say.
+        public var blocked: Bool?
 
         /// A sample.
         ///
@@ -33,12 +36,15 @@ public enum RateRecording {
         ///   - up: The rate from the phone, if recorded.
         ///   - roundTrip: A round-trip time, if recorded.
         ///   - loss: The share of round trips lost (0 to 1), if recorded.
-        public init(at: Duration, down: Rate?, up: Rate?, roundTrip: Duration? = nil, loss: Double? = nil) {
+        ///   - blocked: Whether the link passed nothing at all (true) or could pass (false), if
+        ///     recorded.
+        public init(at: Duration, down: Rate?, up: Rate?, roundTrip: Duration? = nil, loss: Double? = nil, blocked: Bool? = nil) {
             self.at = at
             self.down = down
             self.up = up
             self.roundTrip = roundTrip
             self.loss = loss
+            self.blocked = blocked
         }
     }
 
@@ -78,6 +84,9 @@ public enum RateRecording {
         /// The mean round trip and the mean share lost, where recorded.
         public var roundTrip: Duration?
         public var loss: Double?
+        /// Whether a sample in it passed nothing at all (true), else whether one said the link
+        /// could pass (false); nil when none said.
+        public var blocked: Bool?
     }
 
     /// `samples` cut into `count` windows of `width` from the recording's start.
@@ -88,8 +97,8 @@ public enum RateRecording {
     ///   - count: How many windows (the longest interface's span decides it for all).
     /// - Returns: The windows, in order.
     public static func windows(_ samples: [Sample], width: Duration, count: Int) -> [Window] {
-        var sums = [(samples: Int, down: Double, downs: Int, up: Double, ups: Int, rtt: Double, rtts: Int, loss: Double, losses: Int)](
-            repeating: (0, 0, 0, 0, 0, 0, 0, 0, 0), count: max(count, 1))
+        var sums = [(samples: Int, down: Double, downs: Int, up: Double, ups: Int, rtt: Double, rtts: Int, loss: Double, losses: Int, blocked: Bool?)](
+            repeating: (0, 0, 0, 0, 0, 0, 0, 0, 0, nil), count: max(count, 1))
         let widthSeconds = width.seconds
         for sample in samples {
             let index = min(sums.count - 1, max(0, Int(sample.at.seconds / widthSeconds)))
@@ -98,13 +107,14 @@ public enum RateRecording {
             if let up = sample.up { sums[index].up += up.bitsPerSecond; sums[index].ups += 1 }
             if let rtt = sample.roundTrip { sums[index].rtt += rtt.seconds; sums[index].rtts += 1 }
             if let loss = sample.loss { sums[index].loss += loss; sums[index].losses += 1 }
+            if let blocked = sample.blocked { sums[index].blocked = (sums[index].blocked ?? false) || blocked }
         }
         return sums.enumerated().map { index, sum in
             Window(start: width * index, samples: sum.samples,
                    down: sum.downs > 0 ? Rate(bitsPerSecond: sum.down / Double(sum.downs)) : nil,
                    up: sum.ups > 0 ? Rate(bitsPerSecond: sum.up / Double(sum.ups)) : nil,
                    roundTrip: sum.rtts > 0 ? .seconds(sum.rtt / Double(sum.rtts)) : nil,
-                   loss: sum.losses > 0 ? sum.loss / Double(sum.losses) : nil)
+                   loss: sum.losses > 0 ? sum.loss / Double(sum.losses) : nil, blocked: sum.blocked)
         }
     }
 
@@ -162,6 +172,11 @@ public enum RateRecording {
                     if let recorded = window[keyPath: rate] {
                         lastZero = recorded.bitsPerSecond <= 0
                         if !lastZero { lastRate = recorded }
+                    }
+                    // A link that passed nothing at all, and one that could pass again where no
+                    // rate says otherwise (a link whose rate was never recorded is unlimited).
+                    if let blocked = window.blocked {
+                        if blocked { lastZero = true } else if window[keyPath: rate] == nil { lastZero = false }
                     }
                     if let roundTrip = window.roundTrip { lastDelay = roundTrip / 2 }
                     if lossApplies, let loss = window.loss { lastLoss = loss }

@@ -1,0 +1,410 @@
+import RoamCore
+import RoamSystem
+
+/// What `roam record` measured on a real device's interfaces, interval by interval, and the
+/// scenario that replays it (`roam import recording`).
+///
+/// The file is JSON Lines. The first line says what was recorded:
+///
+///     {"roamRecording":1,"interval":1,"interfaces":[{"name":"wlan0","type":"wifi","target":"192.168.1.1"}]}
+///
+/// and each line after it is one interval of one interface, `t` seconds from the recording's
+/// start (the end of the interval):
+///
+///     {"t":1,"interface":"wlan0","carrier":true,"bssid":"02:00:00:00:01:00","signal":-52,
+///      "txBitrate":65000000,"rxBitrate":72200000,"sent":5,"received":5,"rtt":0.0123}
+///
+/// `carrier` is the interface's operational state; `bssid`, `signal` (dBm), `txBitrate` and
+/// `rxBitrate` (bits per second: the rates the driver's rate controller used last toward the
+/// access point and from it) are nl80211's station information, on a Wi-Fi client interface that
+/// is associated; `sent` and `received` count the interval's ICMP echoes to the target through
+/// the interface, `rtt` is the mean round trip of those answered (seconds). Every member but `t`
+/// and `interface` may be missing.
+///
+/// Replayed, each interface is a link between `phone` and `server` (``RateRecording``): its
+/// rate each way is the Wi-Fi bitrate times 0.65 (what reaches the
+/// transport at that bitrate, as `mobility:` derives it), its delay half the round trip, its
+/// loss the share of echoes lost; an interval whose carrier was down, or in which nothing came
+/// back, passes nothing.
+public enum DeviceRecording {
+    /// The format's version, `roamRecording` in the first line.
+    public static let version: Int64 = 1
+    /// The largest file read: a day at one interval a second on four interfaces is about 60 MiB.
+    public static let maximumFileSize = 64 << 20
+    /// The longest line read.
+    public static let maximumLineLength = 4096
+    /// The most interfaces a recording has.
+    public static let maximumInterfaces = 8
+    /// The longest recording: a day.
+    public static let maximumSpan = Duration.seconds(86_400)
+
+    /// One recorded interface.
+    public struct Interface: Sendable, Hashable {
+        /// Its name on the device (`wlan0`): also the replayed link's name.
+        public var name: String
+        /// Its type: `wifi`, `cellular`, `wiredEthernet` or `other`.
+        public var type: String
+        /// The address its echoes went to, if any were sent.
+        public var target: IPAddress?
+
+        /// An interface.
+        ///
+        /// - Parameters:
+        ///   - name: Its name on the device.
+        ///   - type: Its interface type's name.
+        ///   - target: The address its echoes went to.
+        public init(name: String, type: String, target: IPAddress? = nil) {
+            self.name = name
+            self.type = type
+            self.target = target
+        }
+    }
+
+    /// One interval of one interface.
+    public struct Sample: Sendable, Hashable {
+        /// The interval's end, from the recording's start.
+        public var at: Duration
+        /// The interface's name.
+        public var interface: String
+        /// Whether its carrier was up (operationally), if read.
+        public var carrier: Bool?
+        /// The access point (its address, `02:00:00:00:01:00`), its signal (dBm) and the bitrates
+        /// toward it and from it (bits per second), on an associated Wi-Fi client.
+        public var bssid: String?
+        public var signal: Int?
+        public var transmitBitrate: UInt64?
+        public var receiveBitrate: UInt64?
+        /// ICMP echoes sent to the target in the interval, those answered, and their mean round
+        /// trip.
+        public var sent: Int
+        public var received: Int
+        public var roundTrip: Duration?
+
+        /// A sample.
+        ///
+        /// - Parameters:
+        ///   - at: The interval's end, from the recording's start.
+        ///   - interface: The interface's name.
+        ///   - carrier: Whether its carrier was up, if read.
+        ///   - bssid: The access point's address, on an associated Wi-Fi client.
+        ///   - signal: Its signal, dBm.
+        ///   - transmitBitrate: The bitrate toward it, bits per second.
+        ///   - receiveBitrate: The bitrate from it, bits per second.
+        ///   - sent: Echoes sent in the interval.
+        ///   - received: Echoes answered.
+        ///   - roundTrip: The answered echoes' mean round trip.
+        public init(at: Duration, interface: String, carrier: Bool? = nil, bssid: String? = nil, signal: Int? = nil, transmitBitrate: UInt64? = nil,
+                    receiveBitrate: UInt64? = nil, sent: Int = 0, received: Int = 0, roundTrip: Duration? = nil) {
+            self.at = at
+            self.interface = interface
+            self.carrier = carrier
+            self.bssid = bssid
+            self.signal = signal
+            self.transmitBitrate = transmitBitrate
+            self.receiveBitrate = receiveBitrate
+            self.sent = sent
+            self.received = received
+            self.roundTrip = roundTrip
+        }
+    }
+
+    /// A recording as read.
+    public struct Recording: Sendable, Hashable {
+        /// The interval between samples of an interface.
+        public var interval: Duration
+        public var interfaces: [Interface]
+        /// In the file's order.
+        public var samples: [Sample]
+
+        /// A recording.
+        ///
+        /// - Parameters:
+        ///   - interval: The interval between samples.
+        ///   - interfaces: The recorded interfaces.
+        ///   - samples: Their samples.
+        public init(interval: Duration, interfaces: [Interface], samples: [Sample] = []) {
+            self.interval = interval
+            self.interfaces = interfaces
+            self.samples = samples
+        }
+    }
+
+    // MARK: - Writing
+
+    /// The first line of a recording.
+    ///
+    /// - Parameter recording: What is recorded (its samples are not written).
+    /// - Returns: The line, without its line break.
+    public static func headerLine(_ recording: Recording) -> String {
+        let interfaces = recording.interfaces.map { interface -> JSONValue in
+            var members: [(String, JSONValue)] = [("name", .string(interface.name)), ("type", .string(interface.type))]
+            if let target = interface.target { members.append(("target", .string("\(target)"))) }
+            return .object(members)
+        }
+        return JSONValue.object([("roamRecording", .int(version)), ("interval", .double(recording.interval.seconds)), ("interfaces", .array(interfaces))]).serialized
+    }
+
+    /// One sample's line.
+    ///
+    /// - Parameter sample: The sample.
+    /// - Returns: The line, without its line break.
+    public static func line(_ sample: Sample) -> String {
+        var members: [(String, JSONValue)] = [("t", .double(milliseconds(sample.at))), ("interface", .string(sample.interface))]
+        if let carrier = sample.carrier { members.append(("carrier", .bool(carrier))) }
+        if let bssid = sample.bssid { members.append(("bssid", .string(bssid))) }
+        if let signal = sample.signal { members.append(("signal", .int(Int64(signal)))) }
+        if let rate = sample.transmitBitrate { members.append(("txBitrate", .int(Int64(clamping: rate)))) }
+        if let rate = sample.receiveBitrate { members.append(("rxBitrate", .int(Int64(clamping: rate)))) }
+        members.append(("sent", .int(Int64(sample.sent))))
+        members.append(("received", .int(Int64(sample.received))))
+        if let roundTrip = sample.roundTrip { members.append(("rtt", .double((roundTrip.seconds * 1e6).rounded() / 1e6))) }
+        return JSONValue.object(members).serialized
+    }
+
+    /// Seconds rounded to the millisecond.
+    private static func milliseconds(_ value: Duration) -> Double {
+        (value.seconds * 1000).rounded() / 1000
+    }
+
+    // MARK: - Reading
+
+    /// Reads a recording; the error names the file and what is wrong, and where.
+    ///
+    /// - Parameter path: The file (never through a symbolic link; at most ``maximumFileSize``).
+    /// - Returns: The recording.
+    /// - Throws: ``ScenarioError`` when it cannot be read or is not a recording.
+    public static func read(_ path: String) throws(ScenarioError) -> Recording {
+        let bytes: [UInt8]
+        do throws(SafePathError) {
+            bytes = try readRegularFile(atPath: path, maximumBytes: maximumFileSize)
+        } catch {
+            throw ScenarioError("cannot read the recording: \(error.message)")
+        }
+        switch parse(bytes) {
+        case .success(let recording): return recording
+        case .failure(let error): throw ScenarioError("\(escapedForMessage(path, maximumLength: 256)): \(error.message)")
+        }
+    }
+
+    /// Parses a recording's bytes.
+    ///
+    /// - Parameter bytes: The file's bytes.
+    /// - Returns: The recording, or what is wrong and on which line.
+    public static func parse(_ bytes: [UInt8]) -> Result<Recording, ScenarioError> {
+        guard bytes.count <= maximumFileSize else {
+            return .failure(ScenarioError("\(bytes.count) bytes: more than \(maximumFileSize >> 20) MiB: not a recording roam record wrote"))
+        }
+        var recording: Recording?
+        var names: [String: Int] = [:]
+        var last: [Duration] = []
+        for (offset, line) in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            if line.isEmpty || line.allSatisfy({ $0 == 0x20 || $0 == 0x0d }) { continue }
+            func problem(_ message: String) -> Result<Recording, ScenarioError> {
+                .failure(ScenarioError("line \(offset + 1): \(message)"))
+            }
+            guard line.count <= maximumLineLength else { return problem("\(line.count) bytes: longer than a line roam record writes") }
+            let value: JSONValue
+            do throws(JSONParseError) {
+                value = try JSONValue.parse(String(decoding: line, as: UTF8.self))
+            } catch {
+                return problem("not JSON: \(error)")
+            }
+            guard case .object = value else { return problem("not a JSON object") }
+            guard var current = recording else {
+                switch header(value) {
+                case .success(let read):
+                    recording = read
+                    for (index, interface) in read.interfaces.enumerated() { names[interface.name] = index }
+                    last = Array(repeating: .seconds(-1), count: read.interfaces.count)
+                    continue
+                case .failure(let error):
+                    return problem(error.message)
+                }
+            }
+            switch sample(value) {
+            case .failure(let error):
+                return problem(error.message)
+            case .success(let sample):
+                guard let index = names[sample.interface] else {
+                    return problem("interface '\(escapedForMessage(sample.interface, maximumLength: 32))' is not in the first line's interfaces")
+                }
+                guard sample.at > last[index] else {
+                    return problem("t \(sample.at.seconds) is not after \(sample.interface)'s sample before it")
+                }
+                last[index] = sample.at
+                current.samples.append(sample)
+                recording = current
+            }
+        }
+        guard let recording else { return .failure(ScenarioError("an empty file: not a recording roam record wrote")) }
+        guard !recording.samples.isEmpty else { return .failure(ScenarioError("no samples after the first line: nothing was recorded")) }
+        return .success(recording)
+    }
+
+    private static func header(_ value: JSONValue) -> Result<Recording, ScenarioError> {
+        guard let format = value["roamRecording"]?.intValue else {
+            return .failure(ScenarioError("the first line has no roamRecording: not a recording roam record wrote"))
+        }
+        guard format == version else { return .failure(ScenarioError("roamRecording \(format): this roam reads version \(version)")) }
+        guard let seconds = value["interval"]?.doubleValue, seconds >= 0.1, seconds <= 60 else {
+            return .failure(ScenarioError("interval is not a number of seconds from 0.1 to 60"))
+        }
+        guard let list = value["interfaces"]?.arrayValue, !list.isEmpty, list.count <= maximumInterfaces else {
+            return .failure(ScenarioError("interfaces is not a list of 1 to \(maximumInterfaces) interfaces"))
+        }
+        var interfaces: [Interface] = []
+        for (index, entry) in list.enumerated() {
+            guard let name = entry["name"]?.stringValue, isInterfaceName(name) else {
+                return .failure(ScenarioError("interfaces[\(index)].name is not an interface name (1 to 15 letters, digits, '-', '_', '.')"))
+            }
+            guard let type = entry["type"]?.stringValue, let interfaceType = InterfaceType(name: type), interfaceType != .loopback else {
+                return .failure(ScenarioError("interfaces[\(index)].type is not wifi, cellular, wiredEthernet or other"))
+            }
+            guard !interfaces.contains(where: { $0.name == name }) else {
+                return .failure(ScenarioError("interfaces[\(index)]: '\(name)' a second time"))
+            }
+            var target: IPAddress?
+            if let given = entry["target"] {
+                guard let text = given.stringValue, text.utf8.count <= 64, let address = IPAddress(text) else {
+                    return .failure(ScenarioError("interfaces[\(index)].target is not an IP address"))
+                }
+                target = address
+            }
+            interfaces.append(Interface(name: name, type: interfaceType.rawValue, target: target))
+        }
+        return .success(Recording(interval: .seconds(seconds), interfaces: interfaces))
+    }
+
+    private static func sample(_ value: JSONValue) -> Result<Sample, ScenarioError> {
+        guard let seconds = value["t"]?.doubleValue, seconds >= 0, seconds <= maximumSpan.seconds else {
+            return .failure(ScenarioError("t is not a number of seconds from 0 to a day"))
+        }
+        guard let interface = value["interface"]?.stringValue else { return .failure(ScenarioError("no interface")) }
+        // To the millisecond and the microsecond, as written: what is read is what was written.
+        var sample = Sample(at: .milliseconds(Int64((seconds * 1000).rounded())), interface: interface)
+        if let carrier = value["carrier"] {
+            guard let up = carrier.boolValue else { return .failure(ScenarioError("carrier is not true or false")) }
+            sample.carrier = up
+        }
+        if let bssid = value["bssid"] {
+            guard let text = bssid.stringValue, isHardwareAddress(text) else { return .failure(ScenarioError("bssid is not a hardware address (02:00:00:00:01:00)")) }
+            sample.bssid = text
+        }
+        if let signal = value["signal"] {
+            guard let dBm = signal.intValue, (-150...0).contains(dBm) else { return .failure(ScenarioError("signal is not a whole number of dBm from -150 to 0")) }
+            sample.signal = Int(dBm)
+        }
+        for (key, path) in [("txBitrate", \Sample.transmitBitrate), ("rxBitrate", \Sample.receiveBitrate)] {
+            guard let rate = value[key] else { continue }
+            guard let bits = rate.intValue, bits >= 0, Double(bits) <= ScenarioLimits.maximumRate.bitsPerSecond else {
+                return .failure(ScenarioError("\(key) is not a whole number of bits per second up to 100 Gbit/s"))
+            }
+            sample[keyPath: path] = UInt64(bits)
+        }
+        guard let sent = value["sent"]?.intValue ?? .some(0), let received = value["received"]?.intValue ?? .some(0),
+              (0...10_000).contains(sent), (0...sent).contains(received) else {
+            return .failure(ScenarioError("sent and received are not counts (0 to 10,000, received at most sent)"))
+        }
+        sample.sent = Int(sent)
+        sample.received = Int(received)
+        if let rtt = value["rtt"] {
+            guard let seconds = rtt.doubleValue, seconds >= 0, seconds <= 60 else { return .failure(ScenarioError("rtt is not a number of seconds from 0 to 60")) }
+            sample.roundTrip = .microseconds(Int64((seconds * 1e6).rounded()))
+        }
+        return .success(sample)
+    }
+
+    /// A Linux interface name: 1 to 15 bytes of letters, digits, `-`, `_`, `.`.
+    public static func isInterfaceName(_ name: String) -> Bool {
+        (1...15).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || byte == 0x2d || byte == 0x5f || byte == 0x2e
+        }
+    }
+
+    private static func isHardwareAddress(_ text: String) -> Bool {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
+    }
+
+    // MARK: - Replaying
+
+    /// The recording as interfaces a scenario plays (``RateRecording``), on the recording's
+    /// clock, and what could not be carried over.
+    ///
+    /// - Parameter recording: The recording.
+    /// - Returns: One interface per recorded one, in the first line's order, and the notes.
+    public static func interfaces(_ recording: Recording) -> (interfaces: [RateRecording.Interface], notes: [String]) {
+        var notes: [String] = []
+        var result: [RateRecording.Interface] = []
+        for interface in recording.interfaces {
+            let samples = recording.samples.filter { $0.interface == interface.name }
+            var played: [RateRecording.Sample] = []
+            var bitrates = 0, down = 0
+            for sample in samples {
+                // A sample speaks for the interval that ends at it.
+                let at = max(.zero, sample.at - recording.interval)
+                let efficiency = WiFiRates.efficiency
+                var up = sample.transmitBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
+                var downRate = sample.receiveBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
+                if up != nil || downRate != nil { bitrates += 1 }
+                var loss: Double? = sample.sent > 0 ? 1 - Double(sample.received) / Double(sample.sent) : nil
+                if sample.carrier == false {
+                    // Down: nothing passes, whatever was read of the radio.
+                    up = nil
+                    downRate = nil
+                    loss = nil
+                    down += 1
+                }
+                played.append(RateRecording.Sample(at: at, down: downRate, up: up, roundTrip: sample.roundTrip, loss: loss,
+                                                   blocked: sample.carrier.map { !$0 }))
+            }
+            if bitrates == 0 {
+                notes.append("\(interface.name): no Wi-Fi bitrate was recorded (\(interface.type == "wifi" ? "not associated, or no nl80211" : "not a Wi-Fi client")): its rate is not limited, only its delay and loss are played")
+            }
+            if down > 0 { notes.append("\(interface.name): \(down) interval\(down == 1 ? "" : "s") with the carrier down pass nothing") }
+            if !samples.contains(where: { $0.roundTrip != nil }) {
+                notes.append("\(interface.name): no echo came back: no round trip to play, the delay is none")
+            }
+            result.append(RateRecording.Interface(link: linkName(interface.name), type: interface.type, samples: played))
+        }
+        notes.append("a round trip's losses are played on the uplink; the bitrates are the radio's, of which \(Int(WiFiRates.efficiency * 100))% is played as the link's rate (what reaches the transport, as mobility: derives it)")
+        return (result, notes)
+    }
+
+    /// A link name for an interface: a scenario's names start with a letter and are letters,
+    /// digits, `-` and `_`, so a `.` (a VLAN's `eth0.100`) becomes `-`, and a name that starts
+    /// otherwise, or that Linux keeps for itself (`lo`, `all`, `default`), gets `if-` before it.
+    public static func linkName(_ interface: String) -> String {
+        let name = String(interface.map { $0 == "." ? "-" : $0 })
+        return name.first?.isLetter == true && !["lo", "all", "default"].contains(name) ? name : "if-" + name
+    }
+
+    /// The header comments for a scenario made from a recording.
+    ///
+    /// - Parameters:
+    ///   - recording: The recording.
+    ///   - source: The file's name.
+    ///   - width: The windows' length.
+    /// - Returns: The comment lines.
+    public static func header(_ recording: Recording, source: String, width: Duration) -> [String] {
+        var lines = [
+            "Imported by roam import recording from \(source) (roam record: \(recording.interfaces.map { "\($0.name) (\($0.type)\($0.target.map { ", echoes to \($0)" } ?? ""))" }.joined(separator: ", ")), every \(RateRecording.milliseconds(recording.interval))).",
+            "Played in windows of \(RateRecording.milliseconds(width)): each link's rate, delay and loss the means recorded in it.",
+        ]
+        for interface in recording.interfaces {
+            let samples = recording.samples.filter { $0.interface == interface.name }
+            let signals = samples.compactMap(\.signal)
+            let roundTrips = samples.compactMap(\.roundTrip).map { $0.seconds * 1000 }
+            let sent = samples.map(\.sent).reduce(0, +), received = samples.map(\.received).reduce(0, +)
+            var parts = ["\(samples.count) samples"]
+            if let least = signals.min(), let most = signals.max() { parts.append("signal \(least) to \(most) dBm") }
+            if !roundTrips.isEmpty {
+                let mean = roundTrips.reduce(0, +) / Double(roundTrips.count)
+                parts.append("round trip mean \((mean * 10).rounded() / 10) ms")
+            }
+            if sent > 0 { parts.append("\(sent - received) of \(sent) echoes lost") }
+            lines.append("\(interface.name) as recorded: " + parts.joined(separator: ", "))
+        }
+        return lines
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Glibc
+import ScenarioModel
+import Testing
+import TestSupport
+
+/// `roam record` end to end, inside a phone of a run as on a real device: a link whose round
+/// trip, loss and carrier are known is recorded (Tests/Fixtures/record-device.yaml), the
+/// recording imported with `roam import recording` and replayed, recorded again the same way.
+/// The recording must hold what the link was set to, and the replay what the recording held.
+@Suite(.enabled(if: TestEnvironment.roamExecutable != nil && getuid() == 0, "needs the built roam, as root (a run and raw ICMP sockets)"), .serialized)
+struct RecordCommandTests {
+    let roam = TestEnvironment.roamExecutable ?? "roam"
+
+    /// The fixture's recorder, as the replay's workload.
+    static let workloads = """
+        workloads:
+          - name: recorder
+            kind: command
+            from: phone
+            start: 1s
+            run: [sh, -c, 'exec "$ROAM_EXECUTABLE" record --interface wifi --target "$ROAM_SERVER_WIFI_ADDR" --duration 10s --interval 500ms --echoes 10 --output "$ROAM_REPORT_DIR/recording.jsonl"']
+        expect:
+          - { workload: recorder, exitCode: 0 }
+        """
+
+    func samples(_ path: String) throws -> [DeviceRecording.Sample] {
+        let recording = try DeviceRecording.read(path)
+        #expect(recording.interfaces.map(\.name) == ["wifi"] && recording.interval == .milliseconds(500))
+        return recording.samples
+    }
+
+    func milliseconds(_ value: Duration?) -> Double {
+        value.map { Double($0.components.seconds) * 1000 + Double($0.components.attoseconds) / 1e15 } ?? .nan
+    }
+
+    /// The share of echoes lost over the samples whose interval ended within `range` seconds.
+    func lost(_ samples: [DeviceRecording.Sample], _ range: ClosedRange<Double>) -> Double {
+        let chosen = samples.filter { range.contains($0.at.seconds) }
+        let sent = chosen.reduce(0) { $0 + $1.sent }
+        return sent == 0 ? .nan : 1 - Double(chosen.reduce(0) { $0 + $1.received }) / Double(sent)
+    }
+
+    @Test func aRecordingImportedReplaysWhatWasRecorded() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-record")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let record = try RunningCommand.run(roam, ["run", NetemHost.root + "/Tests/Fixtures/record-device.yaml", "--backend", "userspace",
+                                                   "--quiet", "--report", directory + "/record"], timeout: 120)
+        try #require(record.status == 0, "\(record.output)\(record.error)\(NetemHost.text(directory + "/record/recorder.stderr"))")
+        let header = NetemHost.text(directory + "/record/recording.jsonl").split(separator: "\n").first.map(String.init) ?? ""
+        // The link's type as the path monitor classifies the phone's interface (Roam's tag), and
+        // the target named.
+        #expect(header.contains(#""name":"wifi","type":"wifi","target":"198.1"#), "\(header)")
+        let recorded = try samples(directory + "/record/recording.jsonl")
+        // The recorder starts about 1 s into the run: its clock is the run's less one second.
+        let steady = recorded.filter { (0.5...3.5).contains($0.at.seconds) || (9.0...10.0).contains($0.at.seconds) }
+        #expect(steady.count >= 8, "\(recorded)")
+        for sample in steady {
+            // 20 ms up and 35 down, plus the emulator's and the kernel's fraction of a millisecond.
+            #expect(sample.sent == 10 && sample.received == 10 && sample.carrier == true, "\(sample)")
+            #expect(abs(milliseconds(sample.roundTrip) - 55) < 6, "\(sample)")
+        }
+        // 40% of the phone's packets lost from 5 s of the run: 40 echoes from 5.5 s to 7.5 s.
+        let recordedLoss = lost(recorded, 4.6...6.5)
+        #expect(recordedLoss > 0.15 && recordedLoss < 0.65, "lost \(recordedLoss): \(recorded)")
+        // The carrier down from 8 s to 9 s: nothing came back, and the carrier read down.
+        let down = recorded.filter { (7.1...8.0).contains($0.at.seconds) }
+        #expect(!down.isEmpty && down.allSatisfy { $0.received == 0 } && down.contains { $0.carrier == false }, "\(down)")
+
+        let imported = try RunningCommand.run(roam, ["import", "recording", directory + "/record/recording.jsonl", "--name", "replay",
+                                                     "--start", "1s", "-o", directory + "/replay.yaml"])
+        try #require(imported.status == 0, "\(imported.error)")
+        #expect(imported.error.contains("note: wifi: no Wi-Fi bitrate was recorded"), "\(imported.error)")
+        let scenario = try String(contentsOfFile: directory + "/replay.yaml", encoding: .utf8)
+        let lengthened = scenario.split(separator: "\n").map { $0.hasPrefix("duration: ") ? "duration: 12s" : String($0) }.joined(separator: "\n")
+        try (lengthened + "\n" + Self.workloads + "\n").write(toFile: directory + "/replay.yaml", atomically: true, encoding: .utf8)
+        let replay = try RunningCommand.run(roam, ["run", directory + "/replay.yaml", "--backend", "userspace", "--quiet",
+                                                   "--report", directory + "/replay"], timeout: 120)
+        try #require(replay.status == 0, "\(replay.output)\(replay.error)\n\(scenario)")
+        let replayed = try samples(directory + "/replay/recording.jsonl")
+
+        var rows: [String] = []
+        for sample in steady {
+            guard let again = replayed.first(where: { $0.at == sample.at }) else {
+                Issue.record("the replay has no sample at \(sample.at): \(replayed)")
+                continue
+            }
+            rows.append(String(format: "%5.1f s: recorded %.1f ms %d/%d, replayed %.1f ms %d/%d", sample.at.seconds, milliseconds(sample.roundTrip),
+                               sample.received, sample.sent, milliseconds(again.roundTrip), again.received, again.sent))
+            // The replay's delay is half the recorded round trip each way, to a tenth of a millisecond.
+            #expect(abs(milliseconds(again.roundTrip) - milliseconds(sample.roundTrip)) < 4 && again.received == again.sent, "\(rows.last!)")
+        }
+        let replayedLoss = lost(replayed, 4.6...6.5)
+        rows.append(String(format: "4.6-6.5 s: lost %.2f recorded, %.2f replayed", recordedLoss, replayedLoss))
+        #expect(abs(replayedLoss - recordedLoss) < 0.3, "\(rows.last!)")
+        // Where the carrier was down, the replay's link passes nothing (its carrier stays up).
+        let quiet = replayed.filter { (7.1...8.0).contains($0.at.seconds) }
+        #expect(!quiet.isEmpty && quiet.allSatisfy { $0.received == 0 }, "\(quiet)")
+        print("roam record and replay:\n" + rows.joined(separator: "\n"))
+    }
+
+    /// Bad input: exit 2 with what is wrong, and nothing written.
+    @Test func aBadOptionOrInterfaceIsRefused() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-record-bad")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for (arguments, expected) in [
+            (["--output", directory + "/r.jsonl"], "name an --interface to record"),
+            (["--interface", "lo", "--target", "example.com", "--output", directory + "/r.jsonl"], "--target example.com: 'gateway' or an IP address"),
+            (["--interface", "lo=radio", "--output", directory + "/r.jsonl"], "the type is wifi, cellular, wired"),
+            (["--interface", "lo", "--interval", "5ms", "--output", directory + "/r.jsonl"], "--interval 5ms: expected a duration from 100ms to 60s"),
+            (["--interface", "no-such-link0", "--output", directory + "/r.jsonl"], "there is no interface no-such-link0 here"),
+            (["--interface", "lo", "--output", directory + "/r.jsonl"], "lo has no default gateway to send echoes to"),
+        ] {
+            let result = try RunningCommand.run(roam, ["record"] + arguments, timeout: 20)
+            #expect(result.status == 2 && result.error.contains(expected), "\(arguments): \(result.error)")
+            #expect(access(directory + "/r.jsonl", F_OK) != 0, "\(arguments) wrote a recording")
+        }
+        let bad = directory + "/bad.jsonl"
+        try "{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"b\"}\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let imported = try RunningCommand.run(roam, ["import", "recording", bad, "--name", "x", "-o", directory + "/out.yaml"])
+        #expect(imported.status == 2 && imported.error.contains("bad.jsonl: line 2: interface 'b' is not in the first line's interfaces"), "\(imported.error)")
+        #expect(access(directory + "/out.yaml", F_OK) != 0)
+    }
+}

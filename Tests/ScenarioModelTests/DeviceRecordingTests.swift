@@ -1,0 +1,100 @@
+import RoamCore
+import ScenarioModel
+import Testing
+
+/// `roam record`'s recordings (JSON Lines): written and read back, refused with the line and
+/// what is wrong, and replayed as links whose rate, delay and loss are what was recorded.
+@Suite struct DeviceRecordingTests {
+    static let wifi = DeviceRecording.Interface(name: "wlan0", type: "wifi", target: IPAddress("192.168.1.1"))
+    static let cell = DeviceRecording.Interface(name: "wwan0", type: "cellular", target: IPAddress("10.64.0.1"))
+
+    static func text(_ recording: DeviceRecording.Recording) -> String {
+        ([DeviceRecording.headerLine(recording)] + recording.samples.map(DeviceRecording.line)).joined(separator: "\n") + "\n"
+    }
+
+    static let recording = DeviceRecording.Recording(interval: .seconds(1), interfaces: [wifi, cell], samples: [
+        .init(at: .seconds(1), interface: "wlan0", carrier: true, bssid: "02:00:00:00:01:00", signal: -52, transmitBitrate: 65_000_000,
+              receiveBitrate: 72_200_000, sent: 5, received: 5, roundTrip: .milliseconds(12)),
+        .init(at: .seconds(1), interface: "wwan0", carrier: true, sent: 5, received: 4, roundTrip: .milliseconds(48)),
+        .init(at: .seconds(2), interface: "wlan0", carrier: true, bssid: "02:00:00:00:01:00", signal: -71, transmitBitrate: 13_000_000,
+              receiveBitrate: 19_500_000, sent: 5, received: 3, roundTrip: .milliseconds(30)),
+        .init(at: .seconds(2), interface: "wwan0", carrier: true, sent: 5, received: 5, roundTrip: .milliseconds(46)),
+        .init(at: .seconds(3), interface: "wlan0", carrier: false, sent: 5, received: 0),
+        .init(at: .seconds(3), interface: "wwan0", carrier: true, sent: 5, received: 5, roundTrip: .milliseconds(46)),
+    ])
+
+    @Test func whatIsWrittenReadsBackAsItself() throws {
+        let text = Self.text(Self.recording)
+        #expect(text.hasPrefix(#"{"roamRecording":1,"interval":1.0,"interfaces":[{"name":"wlan0","type":"wifi","target":"192.168.1.1"}"#), "\(text)")
+        #expect(text.contains(#"{"t":1.0,"interface":"wlan0","carrier":true,"bssid":"02:00:00:00:01:00","signal":-52,"txBitrate":65000000,"rxBitrate":72200000,"sent":5,"received":5,"rtt":0.012}"#), "\(text)")
+        let read = try DeviceRecording.parse(Array(text.utf8)).get()
+        #expect(read == Self.recording)
+    }
+
+    /// Each link plays 65% of the radio's bitrates (mobility:'s efficiency), half the echoes'
+    /// round trip each way, the share of echoes lost on the uplink, and nothing while the
+    /// carrier was down; a link with no bitrate recorded is not limited, and the notes say so.
+    @Test func eachInterfaceIsALinkPlayingWhatItRecorded() throws {
+        let (interfaces, notes) = DeviceRecording.interfaces(Self.recording)
+        let yaml = RateRecording.scenarioYAML(name: "walk", interfaces: interfaces, width: .seconds(1),
+                                              header: DeviceRecording.header(Self.recording, source: "walk.jsonl", width: .seconds(1)), notes: notes)
+        let read = ScenarioReader.parse(yaml, file: "walk.yaml")
+        #expect(read.errors.isEmpty, "\(read.errors.map(\.message))\n\(yaml)")
+        // 72.2 Mbit/s from the access point and 65 toward it: 46.93 and 42.25 Mbit/s played.
+        #expect(yaml.contains("  - {name: wlan0, between: [phone, server], type: wifi, up: {rate: 42250kbit, delay: 6ms, loss: 0%}, down: {rate: 46930kbit, delay: 6ms, loss: 0%}}"), "\(yaml)")
+        #expect(yaml.contains("  - {name: wwan0, between: [phone, server], type: cellular, up: {delay: 24ms, loss: 20%}, down: {delay: 24ms, loss: 0%}}"), "\(yaml)")
+        for event in ["{at: 1000ms, link: wlan0, direction: up, set: {rate: 8450kbit, delay: 15ms, loss: 40%}}",
+                      "{at: 1000ms, link: wlan0, direction: down, set: {rate: 12675kbit, delay: 15ms}}",
+                      "{at: 1000ms, link: wwan0, direction: up, set: {delay: 23ms, loss: 0%}}",
+                      "{at: 2000ms, link: wlan0, direction: up, set: {loss: 100%}}",
+                      "{at: 2000ms, link: wlan0, direction: down, set: {loss: 100%}}"] {
+            #expect(yaml.contains(event), "\(event) in \(yaml)")
+        }
+        #expect(notes.contains("wwan0: no Wi-Fi bitrate was recorded (not a Wi-Fi client): its rate is not limited, only its delay and loss are played"), "\(notes)")
+        #expect(notes.contains("wlan0: 1 interval with the carrier down pass nothing"), "\(notes)")
+        #expect(yaml.contains("# wlan0 as recorded: 3 samples, signal -71 to -52 dBm, round trip mean 21.0 ms, 7 of 15 echoes lost"), "\(yaml)")
+    }
+
+    @Test func aNameThatIsNotALinksIsMadeOne() {
+        #expect(DeviceRecording.linkName("eth0.100") == "eth0-100")
+        #expect(DeviceRecording.linkName("5gmodem") == "if-5gmodem")
+        #expect(DeviceRecording.linkName("wlan0") == "wlan0")
+        #expect(DeviceRecording.linkName("lo") == "if-lo" && DeviceRecording.linkName("default") == "if-default")
+    }
+
+    /// Bad input: refused with the line and what is wrong, never trapped on.
+    @Test(arguments: [
+        ("", "an empty file"),
+        ("{\"t\":1}\n", "line 1: the first line has no roamRecording"),
+        ("{\"roamRecording\":2,\"interval\":1,\"interfaces\":[]}\n", "line 1: roamRecording 2: this roam reads version 1"),
+        ("{\"roamRecording\":1,\"interval\":0.01,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n", "line 1: interval is not a number of seconds from 0.1 to 60"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a b\",\"type\":\"wifi\"}]}\n", "line 1: interfaces[0].name is not an interface name"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"loopback\"}]}\n", "line 1: interfaces[0].type is not wifi"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\",\"target\":\"example.com\"}]}\n", "line 1: interfaces[0].target is not an IP address"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n", "no samples after the first line"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"b\"}\n", "line 2: interface 'b' is not in the first line's interfaces"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":2,\"interface\":\"a\"}\n{\"t\":2,\"interface\":\"a\"}\n", "line 3: t 2.0 is not after a's sample before it"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"sent\":2,\"received\":3}\n", "line 2: sent and received are not counts"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"signal\":20}\n", "line 2: signal is not a whole number of dBm"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"bssid\":\"zz\"}\n", "line 2: bssid is not a hardware address"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1e9,\"interface\":\"a\"}\n", "line 2: t is not a number of seconds from 0 to a day"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n[1]\n", "line 2: not a JSON object"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"rtt\":-1}\n", "line 2: rtt is not a number of seconds from 0 to 60"),
+    ])
+    func aMalformedRecordingIsRefusedWithItsLine(_ input: String, _ expected: String) {
+        guard case .failure(let error) = DeviceRecording.parse(Array(input.utf8)) else {
+            Issue.record("\(input) was read")
+            return
+        }
+        #expect(error.message.contains(expected), "\(error.message)")
+    }
+
+    @Test func aLineLongerThanRoamWritesIsRefusedUnread() {
+        let input = "{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"x\":\"" + String(repeating: "y", count: 5000) + "\"}\n"
+        guard case .failure(let error) = DeviceRecording.parse(Array(input.utf8)) else {
+            Issue.record("a line of 5 KB was read")
+            return
+        }
+        #expect(error.message.hasPrefix("line 2: ") && error.message.contains("bytes: longer than a line roam record writes"), "\(error.message)")
+    }
+}
