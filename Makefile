@@ -67,13 +67,15 @@ test:
 	@bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" && scripts/rootless-check.sh "$$bin/roam" "$$bin/roamPackageTests.xctest"
 
 # What the steps after `make test` build (the examples, RoamNIO and its benchmark, RealClients:
-# products and tests, in Roam's .build), so that they find it built. CI runs it beside the
-# suites, in the idle scheduling class (scripts/test-suites.sh); it needs `make test`'s build.
+# products and tests, in Roam's .build; the fuzzers, with their sanitizers, in Fuzz/.build), so
+# that they find it built. CI runs it beside the suites, in the idle scheduling class
+# (scripts/test-suites.sh); it needs `make test`'s build.
 prebuild:
 	cd Examples/SpottyWiFi && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests
 	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests
 	cd RoamNIO && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --product RoamNIOBenchmark
 	cd Examples/RealClients && $(SWIFT) build $(BUILD_FLAGS) $(SHARED_BUILD) --build-tests
+	$(SWIFT) build --package-path Fuzz -c debug -Xswiftc -sanitize=fuzzer,address
 
 # Examples/SpottyWiFi: another package that depends on Roam by path and tests its HTTP client
 # against spotty Wi-Fi with RoamTesting (Swift Testing and XCTest).

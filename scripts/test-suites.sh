@@ -8,11 +8,14 @@
 # 50-90%); then every other suite, which reads the VM's results from ROAM_VM_CHECKS. Every test
 # runs once: the second command skips exactly what the first ran. Elsewhere it is the one command.
 #
-# ROAM_BUILD_BESIDE_TESTS, when set, is a command (CI's `make prebuild`) run beside all of it in
-# the idle scheduling class (SCHED_IDLE, chrt --idle: it gets only the CPU the suites and the VM
-# leave; `nice` does not hold for a Swift build, whose threads set their own nice values), and
-# waited for at the end. Its failure is shown, not counted: the step that needs what it builds
-# builds it again and fails there. Each phase's time is printed after it.
+# ROAM_BUILD_BESIDE_TESTS, when set, is a command (CI's `make prebuild`) run beside the suites
+# in the idle scheduling class (SCHED_IDLE, chrt --idle: it gets only the CPU they leave; `nice`
+# does not hold for a Swift build, whose threads set their own nice values), and waited for at
+# the end. Never beside the VM: QEMU's emulated CPUs ran its programs about three times slower
+# beside idle-class builds (measured: the netem checks took 755 s instead of 570, and a
+# fixture's timed part started 6 s late), so with a VM it starts with every other suite, once
+# the VM is done. Its failure is shown, not counted: the step that needs what it builds builds
+# it again and fails there. Each phase's time is printed after it.
 #
 #   scripts/test-suites.sh ROAM TEST-COMMAND...
 #   e.g. .build/debug/roam .build/debug/roamPackageTests.xctest --testing-library swift-testing --no-parallel
@@ -52,7 +55,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-if [ -n "${ROAM_BUILD_BESIDE_TESTS:-}" ]; then
+# Starts ROAM_BUILD_BESIDE_TESTS, if set.
+start_beside() {
+  [ -n "${ROAM_BUILD_BESIDE_TESTS:-}" ] || return 0
   echo "== beside the suites, in the idle class: $ROAM_BUILD_BESIDE_TESTS"
   # Its own process group (set -m), so that an interrupted `make test` stops it too.
   set -m
@@ -60,7 +65,7 @@ if [ -n "${ROAM_BUILD_BESIDE_TESTS:-}" ]; then
     echo $? > "$checks/beside-status" ) &
   beside=$!
   set +m
-fi
+}
 # What went on beside the suites: waited for, its failure shown.
 wait_beside() {
   [ -n "$beside" ] || return 0
@@ -74,6 +79,7 @@ wait_beside() {
 }
 
 if ! needs_vm; then
+  start_beside
   scripts/test.sh "$@"
   status=$?
   took "the suites"
@@ -97,6 +103,7 @@ took "the VM's checks, after those suites,"
 echo "== the VM's checks exited $(cat "$checks/vm-status" 2>/dev/null || echo '(no status)'); what the guest printed:"
 cat "$checks/vm.log"
 echo "== every other suite"
+start_beside
 ROAM_VM_CHECKS=$checks scripts/test.sh "$@" --skip "$CLOCK_BOUND"
 second=$?
 took "every other suite"

@@ -83,11 +83,16 @@ final class EchoProbe {
         }
     }
 
-    /// Reads every answer queued: the round trip of each that answers an echo still outstanding.
+    /// The most datagrams one call reads: a raw socket sees every echo answer of the namespace,
+    /// and a flood of them must not keep the recorder from ending its interval.
+    static let maximumReads = 256
+
+    /// Reads the answers queued (at most ``maximumReads``): the round trip of each that answers
+    /// an echo still outstanding.
     func receive(at now: MonotonicInstant) -> [Duration] {
         var roundTrips: [Duration] = []
         var buffer = [UInt8](repeating: 0, count: 1500)
-        while true {
+        for _ in 0..<Self.maximumReads {
             var source = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let count = buffer.withUnsafeMutableBytes { bytes in

@@ -144,8 +144,9 @@ struct WiFiTests {
         #expect(recording.interfaces == [DeviceRecording.Interface(name: radio, type: "wifi", target: IPAddress("198.18.0.1"))], "\(recording.interfaces)")
         let accessPoint = NetemHost.text(directory + "/ap-address").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
         let associated = recording.samples.filter { $0.bssid != nil }
-        #expect(associated.count >= 4 && associated.allSatisfy { $0.bssid == accessPoint && $0.signal != nil && $0.carrier == true },
-                "\(accessPoint): \(associated)")
+        // (The carrier may read down in the interval the client left in, its station not yet gone.)
+        #expect(associated.count >= 4 && associated.allSatisfy { $0.bssid == accessPoint && $0.signal != nil }
+                    && associated.filter { $0.carrier == true }.count >= associated.count - 1, "\(accessPoint): \(associated)")
         let rates = Set(associated.compactMap(\.transmitBitrate))
         #expect(rates.contains(11_000_000) && rates.contains(1_000_000), "\(rates)")
         #expect(associated.contains { $0.received > 0 && $0.roundTrip != nil }, "\(associated)")

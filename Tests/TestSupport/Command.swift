@@ -12,7 +12,23 @@ public final class RunningCommand: @unchecked Sendable {
     private let stdout = Pipe()
     private let stderr = Pipe()
 
+    /// The ending signals a test process ignores put back at their defaults, once, before its
+    /// first child: an ignored signal is inherited across exec, so a test binary started under
+    /// `nohup` (SIGHUP) or in a script's background (SIGINT) would start every command ignoring
+    /// it, and `roam ctl events --follow`, which ends by the signal's default action, would not
+    /// end. `swift test` starts the binary with every signal at its default; `make test` runs the
+    /// binary itself. SIGPIPE stays as it is.
+    private static let defaultEndingSignals: Void = {
+        for signal in [SIGHUP, SIGINT, SIGTERM, SIGQUIT] {
+            var current = sigaction()
+            if sigaction(signal, nil, &current) == 0, unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == 1 {
+                Glibc.signal(signal, SIG_DFL)
+            }
+        }
+    }()
+
     public init(_ executable: String, _ arguments: [String]) throws {
+        _ = Self.defaultEndingSignals
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardOutput = stdout
