@@ -108,6 +108,13 @@ public final class TestNamespace: @unchecked Sendable {
         let peer = try self.index(of: name + "p")
         try socket.setLink(index: index, up: true, alias: alias)
         try socket.setLink(index: peer, up: true)
+        // The kernel makes a veth operationally up in its linkwatch work, after the request that
+        // set it up has returned: a monitor started at once could still dump it without its
+        // carrier (seen once in CI, under load). The uplink is ready when the kernel says so.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while try socket.link(index: index)?.isRunning != true, ContinuousClock.now < deadline {
+            usleep(1_000)
+        }
         try socket.addAddress(IPPrefix("198.18.\(subnet).2/24")!, interfaceIndex: index)
         try socket.addRoute(.defaultRoute(via: IPAddress("198.18.\(subnet).1")!, interfaceIndex: index, metric: metric))
         return (index, peer)
