@@ -79,6 +79,10 @@ enum FlowFaultsCheck {
                              "match 000001bb/0000ffff at 20"] {
                 #expect(kernel.contains(expected), "\(expected) in \(kernel)", sourceLocation: sourceLocation)
             }
+            // The 443 flow's coming replaced the filters make-before-break: the new set at the
+            // second priorities (257 and up), the first set (1 to 4) deleted after.
+            #expect(kernel.contains(" pref 257 ") && kernel.contains(" pref 261 ") && !kernel.contains(" pref 1 "),
+                    "the filters replaced at their second priorities: \(kernel)", sourceLocation: sourceLocation)
         } else {
             #expect(kernel.contains("tc filter show dev wifi") && !kernel.contains("qdisc prio") && !kernel.contains("qdisc netem") && !kernel.contains("u32"), "\(kernel)",
                     sourceLocation: sourceLocation)

@@ -84,7 +84,42 @@ import Testing
         without.flows = []
         try backend.apply(without, link: "wifi", direction: .up)
         #expect(phone.prio.contains(index) && (phone.filters[index] ?? []).isEmpty)
-        #expect(phone.shaping.last == "wifi delete filters 1:")
+        #expect(phone.shaping.suffix(2) == ["wifi delete filters 1: prio 1", "wifi delete filters 1: prio 2"])
+    }
+
+    /// A change of a direction's flows replaces its filters make-before-break: a flow that
+    /// stays is matched at every moment, and one that goes is matched until the new set is in.
+    @Test func aFlowThatStaysIsMatchedWhileAnotherGoes() throws {
+        let built = try Built(link: """
+            delay: 10ms, flows: [{match: {protocol: udp, port: 53}, delay: 200ms}, {match: {protocol: tcp, port: 443}, loss: 100%}]
+            """, runID: "flows3")
+        let (scenario, network, plan, backend) = (built.scenario, built.network, built.plan, built.backend)
+        defer { built.topology.teardown() }
+        let phone = try #require(network.namespace(plan.nodes[0].namespaceName))
+        let index = try #require(phone.link("wifi")).index
+        let up = try #require(TimelineSchedule(scenario: scenario).initial.first { $0.direction == .up })
+        try backend.apply(up.conditions, link: "wifi", direction: .up)
+        let udpBand = QdiscHandle(major: 1, minor: 2), tcpBand = QdiscHandle(major: 1, minor: 3)
+        #expect(Set((phone.filters[index] ?? []).map(\.classID)) == [udpBand, tcpBand])
+        let settled = phone.filterHistory[index]?.count ?? 0
+
+        // The 443 flow is reset away, then comes back, then both go: three replacements.
+        var onlyUDP = up.conditions
+        onlyUDP.flows.removeLast()
+        for conditions in [onlyUDP, up.conditions, onlyUDP] {
+            try backend.apply(conditions, link: "wifi", direction: .up)
+        }
+        let during = Array((phone.filterHistory[index] ?? []).dropFirst(settled))
+        #expect(during.count >= 6, "each replacement adds, then deletes: \(during.count) changes")
+        for (step, filters) in during.enumerated() {
+            #expect(filters.filter { $0.classID == udpBand }.count >= 2, "the UDP flow unmatched after change \(step + 1): \(filters)")
+        }
+        // 443's filters stayed until the set without them was in, and none is left.
+        #expect((phone.filters[index] ?? []).map(\.classID) == [udpBand, udpBand])
+        #expect(Set((phone.filters[index] ?? []).map(\.priority)).count == 2)
+        let lastAdd = try #require(phone.shaping.lastIndex { $0.hasPrefix("wifi filter 1: ") })
+        let lastDelete = try #require(phone.shaping.lastIndex { $0.hasPrefix("wifi delete filters 1: prio") })
+        #expect(lastAdd < lastDelete, "the new filters go in before the old go")
     }
 
     /// A direction the timeline gives its first flow later starts with the prio root, so that

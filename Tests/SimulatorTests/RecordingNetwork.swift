@@ -22,6 +22,9 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
         /// Interfaces with a prio root (flows), and their filters in order.
         var prio: Set<Int32> = []
         var filters: [Int32: [U32Filter]] = [:]
+        /// The filters an interface had after each change to them, in order: a packet sent
+        /// between two calls meets one of these sets.
+        var filterHistory: [Int32: [[U32Filter]]] = [:]
         var operations = 0
         /// Every qdisc and link-state call, in order, by interface name: what a kernel would be
         /// asked to do to shape the links (``RecordingNetwork/shaping(in:)``).
@@ -290,13 +293,20 @@ final class RecordingNetwork: NetworkControl, @unchecked Sendable {
                 throw NetlinkError(.errno(EINVAL), operation: "a filter of another protocol at priority \(filter.priority)")
             }
             state.filters[interfaceIndex, default: []].append(filter)
+            state.filterHistory[interfaceIndex, default: []].append(state.filters[interfaceIndex] ?? [])
             state.shaping.append("\(state.name(interfaceIndex)) filter \(parent) \(filter)")
         }
 
-        func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError) {
+        func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle, priority: UInt16) throws(NetlinkError) {
             let state = try state("deleteFilters")
-            state.filters[interfaceIndex] = nil
-            state.shaping.append("\(state.name(interfaceIndex)) delete filters \(parent)")
+            if priority == 0 {
+                state.filters[interfaceIndex] = nil
+                state.shaping.append("\(state.name(interfaceIndex)) delete filters \(parent)")
+            } else {
+                state.filters[interfaceIndex]?.removeAll { $0.priority == priority }
+                state.shaping.append("\(state.name(interfaceIndex)) delete filters \(parent) prio \(priority)")
+            }
+            state.filterHistory[interfaceIndex, default: []].append(state.filters[interfaceIndex] ?? [])
         }
 
         /// The qdiscs the recording holds, with no counters (nothing passes a recording).

@@ -96,6 +96,27 @@ extension NetlinkSocket {
         try request("delete the filters of interface \(interfaceIndex) under \(parent)") { rtnl_cls_delete($0, classifier, 0) }
     }
 
+    /// Deletes the filters at `priority` under the qdisc `parent`, of every protocol (none
+    /// there is not an error); `priority` 0 deletes every filter there, as
+    /// ``deleteFilters(interfaceIndex:parent:)`` does. With new filters added first at other
+    /// priorities, this replaces a set of filters without a moment in which none matches.
+    public func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle, priority: UInt16) throws(NetlinkError) {
+        guard priority != 0 else { return try deleteFilters(interfaceIndex: interfaceIndex, parent: parent) }
+        let classifier = rtnl_cls_alloc()!
+        defer { rtnl_cls_put(classifier) }
+        rtnl_tc_set_ifindex(classifier, interfaceIndex)
+        rtnl_tc_set_parent(classifier, parent.rawValue)
+        rtnl_cls_set_prio(classifier, priority)
+        rtnl_cls_set_protocol(classifier, 0)
+        do throws(NetlinkError) {
+            try request("delete the filters at priority \(priority) of interface \(interfaceIndex) under \(parent)") {
+                rtnl_cls_delete($0, classifier, 0)
+            }
+        } catch where error.errno == ENOENT {
+            return
+        }
+    }
+
     /// The `u32` filters under the qdisc `parent`, as the kernel holds them (its hash-table
     /// entries left out).
     public func u32Filters(interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError) -> [U32Filter] {

@@ -12,6 +12,10 @@ extension NetemBackend {
     /// The most `u32` filters one direction's flows may need (a filter per combination of
     /// family, protocol, address and port block).
     package static let maximumFilters = 256
+    /// Where a direction's second set of filter priorities begins: a change of its flows adds
+    /// the new filters at the set the old ones do not use, then deletes the old (their base
+    /// priorities are 1 to 2 × ``ScenarioLimits/maximumFlows``).
+    package static let filterGenerationOffset: UInt16 = 0x100
 
     /// The qdiscs of band `band` (0: the link's own packets) under the `prio` root.
     package static func bandHandles(_ band: Int) -> (netem: QdiscHandle, netemParent: QdiscHandle, tokenBucket: QdiscHandle,

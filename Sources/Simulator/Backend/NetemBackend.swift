@@ -52,8 +52,9 @@ package final class NetemBackend: LinkBackend {
     private var prioAhead: Set<String> = []
     /// Each such direction's flows by band (1...8), kept while the flow stays.
     private var bands: [String: [FlowMatch: Int]] = [:]
-    /// The filters each such direction has, to skip rewriting them when only settings change.
-    private var filtered: [String: [U32Filter]] = [:]
+    /// The filters each such direction has (at their base priorities), to skip rewriting them
+    /// when only settings change, and the offset their priorities have in the kernel.
+    private var filtered: [String: (filters: [U32Filter], offset: UInt16)] = [:]
 
     /// What to do instead where the kernel lacks a qdisc, after `modprobe`: for `roam run`, its
     /// userspace backend; `roam attach` has none (the interfaces are not its own).
@@ -163,17 +164,29 @@ package final class NetemBackend: LinkBackend {
                             what: "\(what), flow \(flow.match)", seed: Self.seed(seed, band: band), handles: Self.bandHandles(band))
         }
         bands[key] = assigned
-        guard filtered[key] != filters else { return }
+        let old = filtered[key] ?? ([], 0)
+        guard old.filters != filters else { return }
+        // Make before break: the new filters go in at the other set of priorities, then the old
+        // ones go, so that every packet meets either the old set or the new one (a flow that
+        // stays keeps its band throughout). Deleting first left a moment in which a flow's
+        // packets matched nothing and took the link's own band: a UDP echo came back in 0.213 s
+        // where its flow delays it 0.4 s, at another flow's reset (the VM's flow-faults check).
+        let offset = old.filters.isEmpty ? 0 : Self.filterGenerationOffset - old.offset
         do throws(NetlinkError) {
-            try socket.deleteFilters(interfaceIndex: interface, parent: Self.prioHandle)
-            for filter in filters { try socket.addU32Filter(filter, interfaceIndex: interface, parent: Self.prioHandle) }
+            for var filter in filters {
+                filter.priority += offset
+                try socket.addU32Filter(filter, interfaceIndex: interface, parent: Self.prioHandle)
+            }
+            for priority in Set(old.filters.map(\.priority)).sorted() {
+                try socket.deleteFilters(interfaceIndex: interface, parent: Self.prioHandle, priority: priority + old.offset)
+            }
         } catch {
             if error.errno == ENOENT || error.errno == EOPNOTSUPP {
                 throw SimulatorError(.environment, "apply \(what): the kernel has no cls_u32 (\(error)); load it with `modprobe cls_u32`\(elsewhere)")
             }
             throw SimulatorError("apply \(what): the filters of its flows", error)
         }
-        filtered[key] = filters
+        filtered[key] = (filters, offset)
     }
 
     /// netem (and tbf, and CoDel) for one set of conditions at the handles given: the root's

@@ -23,7 +23,8 @@ package protocol RouteSocket: AnyObject {
     func qdiscs() throws(NetlinkError) -> [Qdisc]
     func replacePrio(bands: Int, interfaceIndex: Int32, handle: QdiscHandle, parent: QdiscHandle) throws(NetlinkError)
     func addU32Filter(_ filter: U32Filter, interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError)
-    func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle) throws(NetlinkError)
+    /// The filters at `priority` (0: every filter) under `parent`.
+    func deleteFilters(interfaceIndex: Int32, parent: QdiscHandle, priority: UInt16) throws(NetlinkError)
 }
 
 extension NetlinkSocket: RouteSocket {}
