@@ -10,6 +10,9 @@
 #   scripts/setup.sh --browser
 #                             also headless Chromium, which the tests load report.html in (make test)
 #   scripts/setup.sh --go     also Go, which builds toxiproxy's own Go client (make toxiproxy-go)
+#   scripts/setup.sh --dbus   also dbus-daemon, sd-bus's headers, dbus-next and python-dbusmock
+#                             (Debian's, and PyPI's for its ModemManager template): the D-Bus tests
+#   scripts/setup.sh --mptcpd also mptcpd, for the path managers' comparison
 set -euo pipefail
 
 # Whether the running kernel has netem: loaded, built in, or a module it can load.
@@ -50,6 +53,7 @@ packages=(
   curl                                            # the bundled network scenarios' clients
   bind9-dnsutils                                  # dig: the flow and DNS fixtures' lookups
   irtt                                            # roam import irtt: recordings made and replayed in tests
+  gpsd                                            # roam record's positions: gpsd fed NMEA in the tests
 )
 if [ "$vm" = 1 ]; then
   packages+=(
@@ -72,6 +76,7 @@ if [ "$dbus" = 1 ]; then
     gcc libsystemd-dev                            # Examples/PathBus: the C reader on sd-bus
     python3-dbus-next                             # Examples/PathBus: the Python reader
     python3-dbusmock                              # NetworkManager's Metered, mocked on that bus
+    python3-venv                                  # python-dbusmock from PyPI (below)
   )
 fi
 
@@ -104,6 +109,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   if printf '%s\n' "${missing[@]}" | grep -qx unbound && [ -d /run/systemd/system ]; then
     systemctl disable --now unbound.service unbound-resolvconf.service >/dev/null 2>&1 || true
   fi
+  # Likewise gpsd: the tests start their own, in their namespaces; the package's socket on the
+  # host's port 2947 is not wanted.
+  if printf '%s\n' "${missing[@]}" | grep -qx gpsd && [ -d /run/systemd/system ]; then
+    systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
+  fi
 fi
 
 if [ "$vm" = 1 ] && ! command -v vng >/dev/null 2>&1; then
@@ -116,6 +126,19 @@ if [ "$vm" = 1 ] && ! command -v vng >/dev/null 2>&1; then
     [ -x "$python" ] || python=$(command -v python3)
     "$python" -m venv "$venv"
     "$venv/bin/pip" install -q "virtme-ng==1.42"
+  fi
+fi
+
+if [ "$dbus" = 1 ]; then
+  # python-dbusmock from PyPI for its ModemManager template (roam record's modem, in the tests;
+  # Debian 12's python3-dbusmock 0.28 has none), in a virtual environment of its own over
+  # Debian's dbus-python (--system-site-packages: PyPI's would be built from source).
+  venv="${ROAM_DBUSMOCK_VENV:-$HOME/.cache/roam/dbusmock}"
+  if ! "$venv/bin/python" -c 'import dbusmock.templates.modemmanager' >/dev/null 2>&1; then
+    echo "roam setup: installing python-dbusmock into $venv" >&2
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "python-dbusmock==0.38.1"
   fi
 fi
 

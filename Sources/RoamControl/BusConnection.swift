@@ -87,6 +87,34 @@ package final class BusConnection: @unchecked Sendable {
             return roam_bus_message_read_basic(pointer, CChar(UInt8(ascii: "u")), &value) > 0 ? value : nil
         }
 
+        /// Reads the next argument, a boolean.
+        package func readBool() -> Bool? {
+            var value: Int32 = 0
+            return roam_bus_message_read_basic(pointer, CChar(UInt8(ascii: "b")), &value) > 0 ? value != 0 : nil
+        }
+
+        /// Reads the next argument, a double.
+        package func readDouble() -> Double? {
+            var value: Double = 0
+            return roam_bus_message_read_basic(pointer, CChar(UInt8(ascii: "d")), &value) > 0 ? value : nil
+        }
+
+        /// Enters a container (`a`, `r` for a struct, `e`, `v`) holding `contents`; false when
+        /// the next argument is not one, or at the end of an array.
+        package func enter(_ type: Character, _ contents: String) -> Bool {
+            roam_bus_message_enter_container(pointer, CChar(type.asciiValue!), contents) > 0
+        }
+
+        /// Leaves the container entered last.
+        package func exit() -> Bool {
+            roam_bus_message_exit_container(pointer) >= 0
+        }
+
+        /// Skips the next arguments, of `signature`.
+        package func skip(_ signature: String) -> Bool {
+            roam_bus_message_skip(pointer, signature) >= 0
+        }
+
         /// Reads an array of object paths.
         package func readObjectPaths() -> [String]? {
             guard roam_bus_message_enter_container(pointer, CChar(UInt8(ascii: "a")), "o") > 0 else { return nil }

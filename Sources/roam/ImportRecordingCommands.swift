@@ -220,6 +220,9 @@ struct ImportRecordingCommand: ParsableCommand {
     @Option(name: [.short, .long], help: ArgumentHelp("Write the scenario here instead of standard output.", valueName: "file"))
     var output: String?
 
+    @Option(help: ArgumentHelp("Also write the positions gpsd gave here, as a track for mobility: (phones: {phone: {track: FILE}}; SECONDS,X,Y in metres).", valueName: "file"))
+    var track: String?
+
     func validate() throws {
         guard ScenarioReader.isProfileName(name) else {
             throw ValidationError("--name \(escapedForMessage(name)): start with a letter and use letters, digits, '-', '_' (at most 64)")
@@ -239,7 +242,16 @@ struct ImportRecordingCommand: ParsableCommand {
             let recording = try DeviceRecording.read(file)
             let width = window.flatMap { try? Units.duration($0).get() } ?? recording.interval
             let made = try Self.scenario(recording, name: name, source: file, width: width, start: (try? Units.duration(start).get()) ?? .zero)
+            var trackText: String?
+            if track != nil {
+                guard let text = DeviceRecording.track(recording) else { throw ScenarioError("--track: the recording has no positions (gpsd gave roam record none)") }
+                trackText = text
+            }
             try writeImportedScenario(made.yaml, name: name, notes: made.notes, output: output, summary: made.summary)
+            if let track, let trackText {
+                try writeTextFile(trackText, to: track)
+                writeLine("\(track): the recording's track, \(trackText.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
+            }
         }
     }
 

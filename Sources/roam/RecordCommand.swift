@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Netlink
 import PathMonitor
+import RoamControl
 import RoamCore
 import RoamSystem
 import ScenarioModel
@@ -12,12 +13,16 @@ import SystemPackage
 struct RecordCommand: ParsableCommand, SignalHandlingCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Record what this device's interfaces carry (Wi-Fi signal and bitrates, round trips and loss) as a recording Roam replays.",
+        abstract: "Record what this device's interfaces carry (Wi-Fi and cellular signal, bitrates, round trips and loss) as a recording Roam replays.",
         discussion: """
             Every interval, for each --interface: its carrier; on a Wi-Fi client, the access point, its signal and \
-            the bitrates toward it and from it (nl80211, as iw's station dump); and --echoes ICMP echoes sent \
+            the bitrates toward it and from it (nl80211, as iw's station dump); on a cellular interface whose modem \
+            ModemManager drives, its access technology, signal quality and LTE or 5G RSRP, RSRQ and SNR (ModemManager's \
+            D-Bus API, as mmcli shows them; its signal polling is turned on while recording where it was off); and \
+            --echoes ICMP echoes sent \
             through it to the target, spread over the interval's first half, of which those answered within the \
             interval are timed (a later answer counts as lost). \
+            Where gpsd runs (--gpsd), the device's latest position fix of each interval is recorded too. \
             The target is each interface's own default gateway unless --target names a host: roam record never \
             probes an address you did not give it or your network did not. One JSON line per interface and \
             interval is written to --output as it is measured, so an interrupted recording keeps what it had. \
@@ -45,6 +50,9 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
 
     @Option(help: ArgumentHelp("Also write the scenario that replays the recording here (its name is the file's, without .yaml).", valueName: "file"))
     var scenario: String?
+
+    @Option(help: ArgumentHelp("Where gpsd is, for the device's position: 'auto' (127.0.0.1 port 2947, if it answers), 'off', or ADDRESS:PORT ([ADDRESS]:PORT for IPv6).", valueName: "address"))
+    var gpsd: String = "auto"
 
     func validate() throws {
         guard !interfaces.isEmpty else { throw ValidationError("name an --interface to record (ip link lists them)") }
@@ -76,6 +84,9 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             throw ValidationError("--interval \(escapedForMessage(interval)): expected a duration from 100ms to 60s, such as 1s")
         }
         guard (0...100).contains(echoes) else { throw ValidationError("--echoes \(echoes): from 0 to 100") }
+        guard gpsd == "auto" || gpsd == "off" || Self.endpoint(gpsd) != nil else {
+            throw ValidationError("--gpsd \(escapedForMessage(gpsd)): 'auto', 'off', or ADDRESS:PORT such as 127.0.0.1:2947 ([ADDRESS]:PORT for IPv6; a name is not looked up)")
+        }
         if let scenario {
             guard ScenarioReader.isProfileName(Self.scenarioName(scenario)) else {
                 throw ValidationError("--scenario \(escapedForMessage(scenario)): the file's name, without .yaml, is the scenario's: start it with a letter and use letters, digits, '-', '_'")
@@ -86,6 +97,14 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
     static func split(_ entry: String) -> (name: String, type: String?) {
         guard let equals = entry.firstIndex(of: "=") else { return (entry, nil) }
         return (String(entry[..<equals]), String(entry[entry.index(after: equals)...]))
+    }
+
+    /// `ADDRESS:PORT` or `[ADDRESS]:PORT`.
+    static func endpoint(_ text: String) -> (address: IPAddress, port: UInt16)? {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]), port > 0 else { return nil }
+        var host = text[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return IPAddress(String(host)).map { ($0, port) }
     }
 
     static func scenarioName(_ path: String) -> String {
@@ -100,6 +119,8 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
         var type: InterfaceType
         var wireless: Bool
         var probe: EchoProbe?
+        /// Its modem's object path, for a cellular interface ModemManager drives.
+        var modem: String?
         var sent = 0
         var roundTrips: [Duration] = []
     }
@@ -158,6 +179,43 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             recorded.append(Recorded(name: name, index: link.index, type: type == .loopback ? .other : type, wireless: wireless, probe: probe))
         }
 
+        // Cellular interfaces: their modems, as ModemManager knows them. Without it the rest is
+        // recorded, and said.
+        var radio: ModemManagerRadio?
+        let cellular = recorded.indices.filter { recorded[$0].type == .cellular }
+        if !cellular.isEmpty {
+            do {
+                let modems = try ModemManagerRadio()
+                let byInterface = try modems.modemsByInterface()
+                for index in cellular {
+                    guard let path = byInterface[recorded[index].name] else {
+                        printError("roam record: \(byInterface.isEmpty ? "ModemManager is not running, or has no modem" : "ModemManager has no modem whose network port is \(recorded[index].name)"): \(recorded[index].name)'s radio is not recorded")
+                        continue
+                    }
+                    recorded[index].modem = path
+                    if !modems.startSignalPolling(path, every: every) {
+                        printError("roam record: \(recorded[index].name)'s modem has no signal interface (Modem.Signal): its RSRP is not recorded")
+                    }
+                }
+                radio = modems
+            } catch {
+                printError("roam record: ModemManager cannot be read (\(error)): the cellular interfaces' radio is not recorded")
+            }
+        }
+        defer { radio?.stop() }
+
+        // The device's position, from gpsd where it runs.
+        var positions: GPSDFeed?
+        if gpsd != "off" {
+            let (address, port) = Self.endpoint(gpsd) ?? (IPAddress("127.0.0.1")!, 2947)
+            do {
+                positions = try GPSDFeed(address: address, port: port)
+            } catch {
+                guard gpsd == "auto" else { throw error }
+                printError("roam record: no gpsd at \(address) port \(port) (\(error.message)): no position is recorded")
+            }
+        }
+
         let header = DeviceRecording.Recording(
             interval: every, interfaces: recorded.map { DeviceRecording.Interface(name: $0.name, type: $0.type.rawValue, target: $0.probe?.target) })
         let file: FileDescriptor
@@ -178,7 +236,7 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             throw RecordError("cannot wait for a signal: \(error)")
         }
         CommandSignals.watch("record", nil) { stopped.signal() }
-        printError("roam record: recording \(recorded.map { "\($0.name) (\($0.type.rawValue)\($0.probe.map { ", echoes to \($0.target)" } ?? ""))" }.joined(separator: ", ")) every \(every.roamDescription)\(length.map { " for \($0.roamDescription)" } ?? " until interrupted") into \(output)")
+        printError("roam record: recording \(recorded.map { "\($0.name) (\($0.type.rawValue)\($0.probe.map { ", echoes to \($0.target)" } ?? ""))" }.joined(separator: ", "))\(positions.map { " and gpsd's position (\($0.address) port \($0.port))" } ?? "") every \(every.roamDescription)\(length.map { " for \($0.roamDescription)" } ?? " until interrupted") into \(output)")
 
         let start = MonotonicInstant.now
         var tick = 0
@@ -203,12 +261,13 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
                 }
                 if now >= ends { break }
                 let wake = next < due.count ? min(due[next].at, ends) : ends
-                let entries = recorded.compactMap { $0.probe?.pollEntry }
+                let entries = recorded.compactMap { $0.probe?.pollEntry } + (positions.map { [$0.pollEntry] } ?? [])
                 if !stopped.wait(until: wake, wakingOn: entries) {
                     running = false
                     break
                 }
                 let arrived = MonotonicInstant.now
+                positions?.receive()
                 for index in recorded.indices {
                     if let probe = recorded[index].probe { recorded[index].roundTrips += probe.receive(at: arrived) }
                 }
@@ -232,11 +291,22 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
                     sample.transmitBitrate = station.transmitBitrate
                     sample.receiveBitrate = station.receiveBitrate
                 }
+                if let path = recorded[index].modem, let reading = try? radio?.read(path) {
+                    sample.technology = reading.technology
+                    sample.quality = reading.quality
+                    sample.rsrp = reading.rsrp.map { min(0, max(-200, $0)) }
+                    sample.rsrq = reading.rsrq.map { min(20, max(-50, $0)) }
+                    sample.snr = reading.snr.map { min(60, max(-50, $0)) }
+                }
                 try write(DeviceRecording.line(sample), to: file)
                 samples += 1
                 recorded[index].probe?.forgetOutstanding()
                 recorded[index].sent = 0
                 recorded[index].roundTrips.removeAll(keepingCapacity: true)
+            }
+            positions?.receive()
+            if let fix = positions?.take() {
+                try write(DeviceRecording.line(DeviceRecording.Fix(at: at, latitude: fix.latitude, longitude: fix.longitude, speed: fix.speed)), to: file)
             }
             tick += 1
             if let length, every * tick >= length { running = false }

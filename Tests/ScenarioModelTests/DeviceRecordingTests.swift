@@ -50,9 +50,70 @@ import Testing
                       "{at: 2000ms, link: wlan0, direction: down, set: {loss: 100%}}"] {
             #expect(yaml.contains(event), "\(event) in \(yaml)")
         }
-        #expect(notes.contains("wwan0: no Wi-Fi bitrate was recorded (not a Wi-Fi client): its rate is not limited, only its delay and loss are played"), "\(notes)")
+        #expect(notes.contains("wwan0: no modem signal was recorded (no ModemManager, or no RSRP from it): its rate is not limited, only its delay and loss are played"), "\(notes)")
         #expect(notes.contains("wlan0: 1 interval with the carrier down pass nothing"), "\(notes)")
         #expect(yaml.contains("# wlan0 as recorded: 3 samples, signal -71 to -52 dBm, round trip mean 21.0 ms, 7 of 15 echoes lost"), "\(yaml)")
+    }
+
+    /// A modem's readings (ModemManager's) are written and read back, and a cellular link plays
+    /// the rates of its RSRP's band as `mobility:` derives them (``CellularBands``), with its
+    /// hysteresis: -75 dBm is excellent, -105 poor, and -89 after poor is fair, not good (a
+    /// better band needs 2 dB more than its edge). Without an echo, the band's delay.
+    @Test func aModemsSignalPlaysItsBandsRates() throws {
+        func sample(_ seconds: Int64, _ rsrp: Double, _ technology: String, roundTrip: Duration? = .milliseconds(50)) -> DeviceRecording.Sample {
+            var sample = DeviceRecording.Sample(at: .seconds(seconds), interface: "wwan0", carrier: true, sent: roundTrip == nil ? 0 : 2,
+                                                received: roundTrip == nil ? 0 : 2, roundTrip: roundTrip)
+            sample.technology = technology
+            sample.quality = 60
+            sample.rsrp = rsrp
+            sample.rsrq = -11
+            sample.snr = 13.5
+            return sample
+        }
+        let recording = DeviceRecording.Recording(interval: .seconds(1), interfaces: [Self.cell], samples: [
+            sample(1, -75, "lte"), sample(2, -105, "umts"), sample(3, -89, "5gnr,lte"), sample(4, -89, "lte", roundTrip: nil),
+        ])
+        let text = Self.text(recording)
+        #expect(text.contains(#"{"t":2.0,"interface":"wwan0","carrier":true,"technology":"umts","quality":60,"rsrp":-105.0,"rsrq":-11.0,"snr":13.5,"sent":2,"received":2,"rtt":0.05}"#), "\(text)")
+        #expect(try DeviceRecording.parse(Array(text.utf8)).get() == recording)
+
+        let (interfaces, notes) = DeviceRecording.interfaces(recording)
+        let yaml = RateRecording.scenarioYAML(name: "drive", interfaces: interfaces, width: .seconds(1),
+                                              header: DeviceRecording.header(recording, source: "drive.jsonl", width: .seconds(1)), notes: notes)
+        #expect(ScenarioReader.parse(yaml, file: "drive.yaml").errors.isEmpty, "\(yaml)")
+        // Excellent (60 and 20 Mbit/s), then poor (4 and 1), then fair (12 and 4); 25 ms each
+        // way from the echoes, then the fair band's 28 ms where none was answered.
+        #expect(yaml.contains("  - {name: wwan0, between: [phone, server], type: cellular, up: {rate: 20000kbit, delay: 25ms, loss: 0%}, down: {rate: 60000kbit, delay: 25ms, loss: 0%}}"), "\(yaml)")
+        for event in ["{at: 1000ms, link: wwan0, direction: up, set: {rate: 1000kbit}}", "{at: 1000ms, link: wwan0, direction: down, set: {rate: 4000kbit}}",
+                      "{at: 2000ms, link: wwan0, direction: up, set: {rate: 4000kbit}}", "{at: 2000ms, link: wwan0, direction: down, set: {rate: 12000kbit}}",
+                      "{at: 3000ms, link: wwan0, direction: up, set: {delay: 28ms}}"] {
+            #expect(yaml.contains(event), "\(event) in \(yaml)")
+        }
+        #expect(notes.last == "a round trip's losses are played on the uplink", "no Wi-Fi bitrate: \(notes)")
+        #expect(notes.contains("wwan0: 4 intervals played at the rates of the modem's RSRP band (mobility:'s cellular bands, not a measured throughput); 1 without an echo answered play the band's delay"), "\(notes)")
+        #expect(yaml.contains("# wwan0 as recorded: 4 samples, RSRP -105.0 to -75.0 dBm, technology lte then umts then 5gnr,lte then lte, round trip mean 50.0 ms"), "\(yaml)")
+    }
+
+    /// gpsd's fixes: lines of their own, read back as written, and a track of metres east and
+    /// north of the first fix (unmoved fixes merged), which mobility: reads.
+    @Test func positionsAreATrack() throws {
+        var recording = Self.recording
+        recording.fixes = [
+            .init(at: .seconds(1), latitude: 48.8583701, longitude: 2.2944813, speed: 1.4),
+            .init(at: .seconds(2), latitude: 48.8583701, longitude: 2.2944813, speed: 0),
+            .init(at: .seconds(3), latitude: 48.8584601, longitude: 2.2946813),
+        ]
+        let text = Self.text(recording) + recording.fixes.map(DeviceRecording.line).joined(separator: "\n") + "\n"
+        #expect(text.contains(#"{"t":1.0,"lat":48.8583701,"lon":2.2944813,"speed":1.4}"#), "\(text)")
+        #expect(try DeviceRecording.parse(Array(text.utf8)).get() == recording)
+        let track = try #require(DeviceRecording.track(recording))
+        let points = try RecordedTrack.parse(Array(track.utf8)).get()
+        // 0.00009° north is 10.0 m; 0.0002° east at 48.86° north is 14.6 m.
+        #expect(points.map(\.at) == [.seconds(1), .seconds(3)], "\(track)")
+        #expect(points.last?.position == Position(14.6, 10), "\(track)")
+        #expect(DeviceRecording.track(Self.recording) == nil)
+        let notes = DeviceRecording.interfaces(recording).notes
+        #expect(notes.contains("position is not played by the links (3 fixes from gpsd, 0 to 1.4 m/s); --track FILE writes them as a track for mobility: (phones: {phone: {track: FILE}})"), "\(notes)")
     }
 
     @Test func aNameThatIsNotALinksIsMadeOne() {
@@ -80,6 +141,14 @@ import Testing
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1e9,\"interface\":\"a\"}\n", "line 2: t is not a number of seconds from 0 to a day"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n[1]\n", "line 2: not a JSON object"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"rtt\":-1}\n", "line 2: rtt is not a number of seconds from 0 to 60"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"technology\":\"LTE\"}\n", "line 2: technology is not a list of access technologies"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\"}\n{\"t\":1,\"lat\":91,\"lon\":0}\n", "line 3: lat and lon are not degrees"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":2,\"lat\":1,\"lon\":1}\n{\"t\":2,\"lat\":1,\"lon\":1}\n", "line 3: t 2.0 is not after the position before it"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":2,\"lat\":1,\"lon\":1,\"speed\":-1}\n", "line 2: speed is not a number of m/s"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"technology\":\"lte,,umts\"}\n", "line 2: technology is not a list of access technologies"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"quality\":101}\n", "line 2: quality is not a percentage"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"rsrp\":12}\n", "line 2: rsrp is not a number of dBm from -200 to 0"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"snr\":\"high\"}\n", "line 2: snr is not a number of dB from -50 to 60"),
     ])
     func aMalformedRecordingIsRefusedWithItsLine(_ input: String, _ expected: String) {
         guard case .failure(let error) = DeviceRecording.parse(Array(input.utf8)) else {

@@ -18,14 +18,26 @@ import RoamSystem
 /// `rxBitrate` (bits per second: the rates the driver's rate controller used last toward the
 /// access point and from it) are nl80211's station information, on a Wi-Fi client interface that
 /// is associated; `sent` and `received` count the interval's ICMP echoes to the target through
-/// the interface, `rtt` is the mean round trip of those answered (seconds). Every member but `t`
-/// and `interface` may be missing.
+/// the interface, `rtt` is the mean round trip of those answered (seconds). On a cellular
+/// interface whose modem ModemManager drives, `technology` (its access technologies, ModemManager's
+/// names joined by `,`: `lte`, `5gnr,lte`, `umts`), `quality` (its signal quality, a percentage),
+/// and from its `Modem.Signal` the LTE (else 5G NR) `rsrp` (dBm), `rsrq` (dB) and `snr` (dB):
+///
+///     {"t":1,"interface":"wwan0","carrier":true,"technology":"lte","quality":70,"rsrp":-95,
+///      "rsrq":-11,"snr":13.5,"sent":5,"received":5,"rtt":0.0481}
+///
+/// Every member but `t` and `interface` may be missing. Where gpsd gave the device a fix in the
+/// interval, a line without an interface holds the latest one, degrees north and east and the
+/// speed over ground (m/s):
+///
+///     {"t":1,"lat":48.8583701,"lon":2.2944813,"speed":1.4}
 ///
 /// Replayed, each interface is a link between `phone` and `server` (``RateRecording``): its
 /// rate each way is the Wi-Fi bitrate times 0.65 (what reaches the
-/// transport at that bitrate, as `mobility:` derives it), its delay half the round trip, its
-/// loss the share of echoes lost; an interval whose carrier was down, or in which nothing came
-/// back, passes nothing.
+/// transport at that bitrate, as `mobility:` derives it), or on a cellular interface the rates
+/// of the RSRP's band (``CellularBands``, as `mobility:` derives a cellular link), its delay half
+/// the round trip, its loss the share of echoes lost; an interval whose carrier was down, or in
+/// which nothing came back, passes nothing.
 public enum DeviceRecording {
     /// The format's version, `roamRecording` in the first line.
     public static let version: Int64 = 1
@@ -79,6 +91,14 @@ public enum DeviceRecording {
         public var sent: Int
         public var received: Int
         public var roundTrip: Duration?
+        /// On a cellular interface: the modem's access technologies (ModemManager's names, joined
+        /// by `,`), its signal quality (a percentage), and its LTE (else 5G NR) RSRP (dBm), RSRQ
+        /// (dB) and SNR (dB).
+        public var technology: String?
+        public var quality: Int?
+        public var rsrp: Double?
+        public var rsrq: Double?
+        public var snr: Double?
 
         /// A sample.
         ///
@@ -108,6 +128,31 @@ public enum DeviceRecording {
         }
     }
 
+    /// The device's position at the end of an interval, from gpsd.
+    public struct Fix: Sendable, Hashable {
+        /// The interval's end, from the recording's start.
+        public var at: Duration
+        /// Degrees north and east.
+        public var latitude: Double
+        public var longitude: Double
+        /// Speed over ground, m/s, where gpsd gave one.
+        public var speed: Double?
+
+        /// A fix.
+        ///
+        /// - Parameters:
+        ///   - at: The interval's end, from the recording's start.
+        ///   - latitude: Degrees north.
+        ///   - longitude: Degrees east.
+        ///   - speed: Speed over ground, m/s.
+        public init(at: Duration, latitude: Double, longitude: Double, speed: Double? = nil) {
+            self.at = at
+            self.latitude = latitude
+            self.longitude = longitude
+            self.speed = speed
+        }
+    }
+
     /// A recording as read.
     public struct Recording: Sendable, Hashable {
         /// The interval between samples of an interface.
@@ -115,6 +160,8 @@ public enum DeviceRecording {
         public var interfaces: [Interface]
         /// In the file's order.
         public var samples: [Sample]
+        /// The device's positions, in time order.
+        public var fixes: [Fix]
 
         /// A recording.
         ///
@@ -122,10 +169,12 @@ public enum DeviceRecording {
         ///   - interval: The interval between samples.
         ///   - interfaces: The recorded interfaces.
         ///   - samples: Their samples.
-        public init(interval: Duration, interfaces: [Interface], samples: [Sample] = []) {
+        ///   - fixes: The device's positions.
+        public init(interval: Duration, interfaces: [Interface], samples: [Sample] = [], fixes: [Fix] = []) {
             self.interval = interval
             self.interfaces = interfaces
             self.samples = samples
+            self.fixes = fixes
         }
     }
 
@@ -155,9 +204,27 @@ public enum DeviceRecording {
         if let signal = sample.signal { members.append(("signal", .int(Int64(signal)))) }
         if let rate = sample.transmitBitrate { members.append(("txBitrate", .int(Int64(clamping: rate)))) }
         if let rate = sample.receiveBitrate { members.append(("rxBitrate", .int(Int64(clamping: rate)))) }
+        if let technology = sample.technology { members.append(("technology", .string(technology))) }
+        if let quality = sample.quality { members.append(("quality", .int(Int64(quality)))) }
+        for (key, value) in [("rsrp", sample.rsrp), ("rsrq", sample.rsrq), ("snr", sample.snr)] {
+            // To the tenth of a decibel, as modems report them.
+            if let value { members.append((key, .double((value * 10).rounded() / 10))) }
+        }
         members.append(("sent", .int(Int64(sample.sent))))
         members.append(("received", .int(Int64(sample.received))))
         if let roundTrip = sample.roundTrip { members.append(("rtt", .double((roundTrip.seconds * 1e6).rounded() / 1e6))) }
+        return JSONValue.object(members).serialized
+    }
+
+    /// One fix's line.
+    ///
+    /// - Parameter fix: The fix.
+    /// - Returns: The line, without its line break.
+    public static func line(_ fix: Fix) -> String {
+        // Degrees to the ten-millionth (about a centimetre), as gpsd gives them.
+        var members: [(String, JSONValue)] = [("t", .double(milliseconds(fix.at))), ("lat", .double((fix.latitude * 1e7).rounded() / 1e7)),
+                                              ("lon", .double((fix.longitude * 1e7).rounded() / 1e7))]
+        if let speed = fix.speed { members.append(("speed", .double((speed * 1000).rounded() / 1000))) }
         return JSONValue.object(members).serialized
     }
 
@@ -219,6 +286,19 @@ public enum DeviceRecording {
                     continue
                 case .failure(let error):
                     return problem(error.message)
+                }
+            }
+            if value["interface"] == nil, value["lat"] != nil {
+                switch fix(value) {
+                case .failure(let error):
+                    return problem(error.message)
+                case .success(let fix):
+                    if let before = current.fixes.last, fix.at <= before.at {
+                        return problem("t \(fix.at.seconds) is not after the position before it")
+                    }
+                    current.fixes.append(fix)
+                    recording = current
+                    continue
                 }
             }
             switch sample(value) {
@@ -307,6 +387,23 @@ public enum DeviceRecording {
         }
         sample.sent = Int(sent)
         sample.received = Int(received)
+        if let technology = value["technology"] {
+            guard let text = technology.stringValue, isTechnologyList(text) else {
+                return .failure(ScenarioError("technology is not a list of access technologies (lte, 5gnr, umts, ... joined by ',')"))
+            }
+            sample.technology = text
+        }
+        if let quality = value["quality"] {
+            guard let percent = quality.intValue, (0...100).contains(percent) else { return .failure(ScenarioError("quality is not a percentage (0 to 100)")) }
+            sample.quality = Int(percent)
+        }
+        for (key, range, path) in [("rsrp", -200.0...0.0, \Sample.rsrp), ("rsrq", -50.0...20.0, \Sample.rsrq), ("snr", -50.0...60.0, \Sample.snr)] {
+            guard let given = value[key] else { continue }
+            guard let decibels = given.doubleValue, range.contains(decibels) else {
+                return .failure(ScenarioError("\(key) is not a number of \(key == "rsrp" ? "dBm" : "dB") from \(Int(range.lowerBound)) to \(Int(range.upperBound))"))
+            }
+            sample[keyPath: path] = (decibels * 10).rounded() / 10
+        }
         if let rtt = value["rtt"] {
             guard let seconds = rtt.doubleValue, seconds >= 0, seconds <= 60 else { return .failure(ScenarioError("rtt is not a number of seconds from 0 to 60")) }
             sample.roundTrip = .microseconds(Int64((seconds * 1e6).rounded()))
@@ -314,10 +411,35 @@ public enum DeviceRecording {
         return .success(sample)
     }
 
+    private static func fix(_ value: JSONValue) -> Result<Fix, ScenarioError> {
+        guard let seconds = value["t"]?.doubleValue, seconds >= 0, seconds <= maximumSpan.seconds else {
+            return .failure(ScenarioError("t is not a number of seconds from 0 to a day"))
+        }
+        guard let latitude = value["lat"]?.doubleValue, (-90...90).contains(latitude),
+              let longitude = value["lon"]?.doubleValue, (-180...180).contains(longitude) else {
+            return .failure(ScenarioError("lat and lon are not degrees (-90 to 90 and -180 to 180)"))
+        }
+        var fix = Fix(at: .milliseconds(Int64((seconds * 1000).rounded())), latitude: latitude, longitude: longitude)
+        if let speed = value["speed"] {
+            guard let metres = speed.doubleValue, metres >= 0, metres < 1000 else { return .failure(ScenarioError("speed is not a number of m/s from 0 to 1000")) }
+            fix.speed = metres
+        }
+        return .success(fix)
+    }
+
     /// A Linux interface name: 1 to 15 bytes of letters, digits, `-`, `_`, `.`.
     public static func isInterfaceName(_ name: String) -> Bool {
         (1...15).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
             (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || byte == 0x2d || byte == 0x5f || byte == 0x2e
+        }
+    }
+
+    /// Access technologies as `roam record` writes them: 1 to 8 names of lowercase letters,
+    /// digits and `-`, joined by `,`.
+    private static func isTechnologyList(_ text: String) -> Bool {
+        let names = text.split(separator: ",", omittingEmptySubsequences: false)
+        return (1...8).contains(names.count) && names.allSatisfy { name in
+            (1...16).contains(name.utf8.count) && name.utf8.allSatisfy { (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2d }
         }
     }
 
@@ -336,10 +458,12 @@ public enum DeviceRecording {
     public static func interfaces(_ recording: Recording) -> (interfaces: [RateRecording.Interface], notes: [String]) {
         var notes: [String] = []
         var result: [RateRecording.Interface] = []
+        var anyBitrate = false
         for interface in recording.interfaces {
             let samples = recording.samples.filter { $0.interface == interface.name }
             var played: [RateRecording.Sample] = []
-            var bitrates = 0, down = 0
+            var bitrates = 0, down = 0, signals = 0, modelledDelays = 0
+            var band: Int?
             for sample in samples {
                 // A sample speaks for the interval that ends at it.
                 let at = max(.zero, sample.at - recording.interval)
@@ -347,6 +471,20 @@ public enum DeviceRecording {
                 var up = sample.transmitBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
                 var downRate = sample.receiveBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
                 if up != nil || downRate != nil { bitrates += 1 }
+                var roundTrip = sample.roundTrip
+                if up == nil, downRate == nil, let rsrp = sample.rsrp {
+                    // A modem's signal: its band's rates, with mobility:'s hysteresis between
+                    // bands; its delay where no echo measured one.
+                    let index = CellularBands.band(rsrp: rsrp, current: band)
+                    band = index
+                    up = CellularBands.bands[index].up
+                    downRate = CellularBands.bands[index].down
+                    signals += 1
+                    if roundTrip == nil {
+                        roundTrip = CellularBands.bands[index].delay * 2
+                        modelledDelays += 1
+                    }
+                }
                 var loss: Double? = sample.sent > 0 ? 1 - Double(sample.received) / Double(sample.sent) : nil
                 if sample.carrier == false {
                     // Down: nothing passes, whatever was read of the radio.
@@ -355,11 +493,17 @@ public enum DeviceRecording {
                     loss = nil
                     down += 1
                 }
-                played.append(RateRecording.Sample(at: at, down: downRate, up: up, roundTrip: sample.roundTrip, loss: loss,
+                played.append(RateRecording.Sample(at: at, down: downRate, up: up, roundTrip: roundTrip, loss: loss,
                                                    blocked: sample.carrier.map { !$0 }))
             }
-            if bitrates == 0 {
-                notes.append("\(interface.name): no Wi-Fi bitrate was recorded (\(interface.type == "wifi" ? "not associated, or no nl80211" : "not a Wi-Fi client")): its rate is not limited, only its delay and loss are played")
+            if bitrates > 0 { anyBitrate = true }
+            if signals > 0 {
+                notes.append("\(interface.name): \(signals) interval\(signals == 1 ? "" : "s") played at the rates of the modem's RSRP band (mobility:'s cellular bands, not a measured throughput)"
+                    + (modelledDelays > 0 ? "; \(modelledDelays) without an echo answered play the band's delay" : ""))
+            } else if bitrates == 0 {
+                let why = interface.type == "wifi" ? "no Wi-Fi bitrate was recorded (not associated, or no nl80211)"
+                    : interface.type == "cellular" ? "no modem signal was recorded (no ModemManager, or no RSRP from it)" : "no radio was recorded"
+                notes.append("\(interface.name): \(why): its rate is not limited, only its delay and loss are played")
             }
             if down > 0 { notes.append("\(interface.name): \(down) interval\(down == 1 ? "" : "s") with the carrier down pass nothing") }
             if !samples.contains(where: { $0.roundTrip != nil }) {
@@ -367,8 +511,33 @@ public enum DeviceRecording {
             }
             result.append(RateRecording.Interface(link: linkName(interface.name), type: interface.type, samples: played))
         }
-        notes.append("a round trip's losses are played on the uplink; the bitrates are the radio's, of which \(Int(WiFiRates.efficiency * 100))% is played as the link's rate (what reaches the transport, as mobility: derives it)")
+        if !recording.fixes.isEmpty {
+            let speeds = recording.fixes.compactMap(\.speed)
+            notes.append("position is not played by the links (\(recording.fixes.count) fixes from gpsd\(speeds.isEmpty ? "" : ", \((speeds.min() ?? 0).roamTrimmed) to \((speeds.max() ?? 0).roamTrimmed) m/s")); --track FILE writes them as a track for mobility: (phones: {phone: {track: FILE}})")
+        }
+        notes.append("a round trip's losses are played on the uplink"
+            + (anyBitrate ? "; the Wi-Fi bitrates are the radio's, of which \(Int(WiFiRates.efficiency * 100))% is played as the link's rate (what reaches the transport, as mobility: derives it)" : ""))
         return (result, notes)
+    }
+
+    /// The recording's positions as a track file (`phones: {phone: {track: FILE}}`): a line a
+    /// fix, `SECONDS,X,Y`, seconds from the recording's start and metres east and north of its
+    /// first fix (``RecordedTrack/Projection``), fixes that did not move merged.
+    ///
+    /// - Parameter recording: The recording.
+    /// - Returns: The file's text, or nil when it has no fixes.
+    public static func track(_ recording: Recording) -> String? {
+        guard let first = recording.fixes.first else { return nil }
+        let projection = RecordedTrack.Projection(latitude: first.latitude, longitude: first.longitude)
+        var lines = ["# Imported by roam import recording: gpsd's fixes, seconds from the recording's start, metres east and north of its first fix"]
+        var last: (x: Double, y: Double)?
+        for fix in recording.fixes {
+            let (x, y) = projection.metres(latitude: fix.latitude, longitude: fix.longitude)
+            if let last, last.x == x && last.y == y { continue }
+            last = (x, y)
+            lines.append("\(((fix.at.seconds * 1000).rounded() / 1000).roamTrimmed),\(x.roamTrimmed),\(y.roamTrimmed)")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     /// A link name for an interface: a scenario's names start with a letter and are letters,
@@ -398,6 +567,13 @@ public enum DeviceRecording {
             let sent = samples.map(\.sent).reduce(0, +), received = samples.map(\.received).reduce(0, +)
             var parts = ["\(samples.count) samples"]
             if let least = signals.min(), let most = signals.max() { parts.append("signal \(least) to \(most) dBm") }
+            let rsrps = samples.compactMap(\.rsrp)
+            if let least = rsrps.min(), let most = rsrps.max() { parts.append("RSRP \(least) to \(most) dBm") }
+            var technologies: [String] = []
+            for technology in samples.compactMap(\.technology) where technologies.last != technology && technologies.count < 16 {
+                technologies.append(technology)
+            }
+            if !technologies.isEmpty { parts.append("technology " + technologies.joined(separator: " then ")) }
             if !roundTrips.isEmpty {
                 let mean = roundTrips.reduce(0, +) / Double(roundTrips.count)
                 parts.append("round trip mean \((mean * 10).rounded() / 10) ms")

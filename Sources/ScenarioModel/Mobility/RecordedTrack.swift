@@ -1,3 +1,4 @@
+import Glibc
 import RoamCore
 
 /// A phone's recorded movement (`phones: {phone: {track: FILE}}`): a file of positions over
@@ -10,6 +11,28 @@ public enum RecordedTrack {
     public static let maximumPoints = 20_000
     /// The largest track file read.
     public static let maximumFileSize = 2 << 20
+
+    /// Positions on the Earth as metres east and north of an origin: an equirectangular
+    /// projection, within a metre over the tens of kilometres of a drive, to the decimetre.
+    /// What `roam import gnettrack --track` and `roam import recording --track` write.
+    public struct Projection: Sendable {
+        public let latitude: Double
+        public let longitude: Double
+        private let metresPerDegree = 6_371_000 * Double.pi / 180
+        private let east: Double
+
+        /// A projection whose origin is `latitude`, `longitude` (degrees).
+        public init(latitude: Double, longitude: Double) {
+            self.latitude = latitude
+            self.longitude = longitude
+            east = metresPerDegree * cos(latitude * Double.pi / 180)
+        }
+
+        /// Where `latitude`, `longitude` is: metres east and north of the origin.
+        public func metres(latitude: Double, longitude: Double) -> (x: Double, y: Double) {
+            (((longitude - self.longitude) * east * 10).rounded() / 10, ((latitude - self.latitude) * metresPerDegree * 10).rounded() / 10)
+        }
+    }
 
     /// Parses a track's text.
     ///
