@@ -63,8 +63,8 @@ test:
 	@scripts/setup.sh --vm-if-needed --browser --dbus
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	@bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" && \
+		ROAM_AFTER_SUITES="scripts/rootless-check.sh $$(printf '%q ' "$$bin/roam" "$$bin/roamPackageTests.xctest")" \
 		scripts/test-suites.sh "$$bin/roam" "$$bin/roamPackageTests.xctest" --testing-library swift-testing --no-parallel
-	@bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" && scripts/rootless-check.sh "$$bin/roam" "$$bin/roamPackageTests.xctest"
 
 # What the steps after `make test` build (the examples, RoamNIO and its benchmark, RealClients:
 # products and tests, in Roam's .build; the fuzzers, with their sanitizers, in Fuzz/.build), so

@@ -9,6 +9,7 @@
 # runs once: the second command skips exactly what the first ran. Elsewhere it is the one command.
 #
 # ROAM_BUILD_BESIDE_TESTS, when set, is a command (CI's `make prebuild`) run beside the suites
+# (and beside ROAM_AFTER_SUITES, make test's rootless checks, which follow them)
 # in the idle scheduling class (SCHED_IDLE, chrt --idle: it gets only the CPU they leave; `nice`
 # does not hold for a Swift build, whose threads set their own nice values), and waited for at
 # the end. Never beside the VM: QEMU's emulated CPUs ran its programs about three times slower
@@ -83,11 +84,22 @@ wait_beside() {
   [ "$status" = 0 ] || tail -n 40 "$checks/beside.log"
 }
 
+# ROAM_AFTER_SUITES (make test's rootless checks): run after the suites, while the build beside
+# them (if any) goes on, before it is waited for. Its failure fails the run.
+after_suites() {
+  [ -n "${ROAM_AFTER_SUITES:-}" ] || return 0
+  bash -c "$ROAM_AFTER_SUITES"
+  local status=$?
+  took "what follows the suites ($ROAM_AFTER_SUITES)"
+  return "$status"
+}
+
 if ! needs_vm; then
   start_beside
   scripts/test.sh "$@"
   status=$?
   took "the suites"
+  after_suites || status=1
   wait_beside
   exit "$status"
 fi
@@ -112,5 +124,7 @@ start_beside
 ROAM_VM_CHECKS=$checks scripts/test.sh "$@" --skip "$CLOCK_BOUND"
 second=$?
 took "every other suite"
+after_suites
+third=$?
 wait_beside
-[ "$first" = 0 ] && [ "$second" = 0 ]
+[ "$first" = 0 ] && [ "$second" = 0 ] && [ "$third" = 0 ]

@@ -35,7 +35,8 @@ import RoamSystem
 /// Replayed, each interface is a link between `phone` and `server` (``RateRecording``): its
 /// rate each way is the Wi-Fi bitrate times 0.65 (what reaches the
 /// transport at that bitrate, as `mobility:` derives it), or on a cellular interface the rates
-/// of the RSRP's band (``CellularBands``, as `mobility:` derives a cellular link), its delay half
+/// of the RSRP's band (as `mobility:` derives a cellular link: 60 Mbit/s down and 20 up from
+/// -80 dBm, down to 1 Mbit/s and 250 kbit/s below -110), its delay half
 /// the round trip, its loss the share of echoes lost; an interval whose carrier was down, or in
 /// which nothing came back, passes nothing.
 public enum DeviceRecording {
