@@ -63,7 +63,7 @@ test:
 	@scripts/setup.sh --vm-if-needed --browser --dbus
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	@bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" && \
-		ROAM_AFTER_SUITES="scripts/rootless-check.sh $$(printf '%q ' "$$bin/roam" "$$bin/roamPackageTests.xctest")" \
+		ROAM_BIN="$$bin" ROAM_AFTER_SUITES='scripts/rootless-check.sh "$$ROAM_BIN/roam" "$$ROAM_BIN/roamPackageTests.xctest"' \
 		scripts/test-suites.sh "$$bin/roam" "$$bin/roamPackageTests.xctest" --testing-library swift-testing --no-parallel
 
 # What the steps after `make test` build (the examples, RoamNIO and its benchmark, RealClients:
