@@ -67,8 +67,10 @@ start_beside() {
   echo "== beside the suites, in the idle class: $ROAM_BUILD_BESIDE_TESTS"
   # Its own process group (set -m), so that an interrupted `make test` stops it too.
   set -m
+  beside_started=$SECONDS
   ( chrt --idle 0 bash -c "$ROAM_BUILD_BESIDE_TESTS" > "$checks/beside.log" 2>&1
-    echo $? > "$checks/beside-status" ) &
+    echo $? > "$checks/beside-status"
+    echo "$SECONDS" > "$checks/beside-ended" ) &
   beside=$!
   set +m
 }
@@ -80,7 +82,9 @@ wait_beside() {
   beside=
   local status
   status=$(cat "$checks/beside-status" 2>/dev/null || echo '(no status)')
-  echo "== the build beside the suites exited $status ($((SECONDS - waited)) s waited for it after the suites)"
+  local ended
+  ended=$(cat "$checks/beside-ended" 2>/dev/null || echo "$SECONDS")
+  echo "== the build beside the suites exited $status after $((ended - beside_started)) s ($((SECONDS - waited)) s waited for it after the suites)"
   [ "$status" = 0 ] || tail -n 40 "$checks/beside.log"
 }
 
