@@ -4,13 +4,13 @@
 # in Fuzz/.build (not committed); a crash is left as Fuzz/.build/crashes/TARGET-crash-*, to be
 # minimised (-minimize_crash=1) and committed to Fuzz/Regressions/TARGET with its fix.
 #
-#   [FUZZ_JOBS=N] scripts/fuzz.sh SECONDS [TARGET...]     TARGET: scenario trace interfaces json report export import irtt gnettrack mptraces recording compare diagnostics probe live segment mobility control proxy daemon
+#   [FUZZ_JOBS=N] scripts/fuzz.sh SECONDS [TARGET...]     TARGET: scenario trace interfaces json report export import irtt gnettrack lumos5g mptraces recording compare diagnostics probe live segment mobility control proxy daemon
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import irtt gnettrack mptraces recording compare diagnostics probe live segment mobility control proxy daemon)
+[ ${#targets[@]} -gt 0 ] || targets=(scenario trace interfaces json report export import irtt gnettrack lumos5g mptraces recording compare diagnostics probe live segment mobility control proxy daemon)
 case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh SECONDS [TARGET...]" >&2; exit 2 ;; esac
 
 # SwiftPM does not plan the build again when a source file is added to Roam, a dependency of the

@@ -43,6 +43,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A G-NetTrack Pro log (`roam import gnettrack`): read or refused with a line number; what
     /// is read becomes a scenario the reader accepts, its size bounded by its windows.
     case gnettrack
+    /// Lumos5G's CSV (`roam import lumos5g`): read or refused with a line number; every run read
+    /// becomes a scenario the reader accepts, its size bounded by its windows, and a track the
+    /// track reader accepts.
+    case lumos5g
     /// An MP-Traces pair (`roam import mp-traces`): two files split at the first NUL byte, read
     /// or refused with a line number; what is read becomes a two-link scenario the reader
     /// accepts, its size bounded by its windows.
@@ -113,6 +117,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .import: Self.importProfile(bytes)
         case .irtt: Self.irtt(bytes)
         case .gnettrack: Self.gnettrack(bytes)
+        case .lumos5g: Self.lumos5g(bytes)
         case .mptraces: Self.mptraces(bytes)
         case .recording: Self.recording(bytes)
         case .compare: Self.compare(bytes)
@@ -378,6 +383,24 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(zip(log.rows, log.rows.dropFirst()).allSatisfy { $0.at <= $1.at }, "rows not in time order")
         let (interface, notes) = GNetTrackImport.interface(log)
         checkRecordingScenario([interface], header: GNetTrackImport.header(log, source: "f.csv", width: .seconds(1)), notes: notes)
+    }
+
+    static func lumos5g(_ bytes: UnsafeRawBufferPointer) {
+        guard case .success(let runs) = Lumos5GImport.parse(Array(bytes)) else { return }
+        precondition(!runs.isEmpty && runs.allSatisfy { !$0.rows.isEmpty }, "a run without rows")
+        for run in runs.prefix(4) {
+            precondition(zip(run.rows, run.rows.dropFirst()).allSatisfy { $0.second <= $1.second }, "rows not in time order")
+            let (interface, notes) = Lumos5GImport.interface(run, delay: .milliseconds(10))
+            checkRecordingScenario([interface], header: Lumos5GImport.header(run, source: "f.csv", width: .seconds(1)), notes: notes)
+            if let track = Lumos5GImport.track(run), track.utf8.count <= RecordedTrack.maximumFileSize,
+               track.split(separator: "\n").count <= RecordedTrack.maximumPoints {
+                // A run that spans more than the map (1,000 km from its first fix) is refused
+                // where the scenario reads the track, with its line.
+                if case .failure(let error) = RecordedTrack.parse(Array(track.utf8)) {
+                    precondition("\(error)".contains("more than 1,000 km"), "the track does not read back (\(error)): \(track.prefix(600))")
+                }
+            }
+        }
     }
 
     static func mptraces(_ bytes: UnsafeRawBufferPointer) {

@@ -12,8 +12,8 @@ import Simulator
 struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Make recordings of real networks into what a scenario plays: mahimahi traces, IRTT round trips, G-NetTrack Pro logs, MP-Traces pairs.",
-        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self, ImportGNetTrackCommand.self, ImportMPTracesCommand.self, ImportRecordingCommand.self]
+        abstract: "Make recordings of real networks into what a scenario plays: mahimahi traces, IRTT round trips, G-NetTrack Pro logs, Lumos5G runs, MP-Traces pairs.",
+        subcommands: [ImportMahimahiCommand.self, ImportIRTTCommand.self, ImportGNetTrackCommand.self, ImportLumos5GCommand.self, ImportMPTracesCommand.self, ImportRecordingCommand.self]
     )
 }
 

@@ -136,6 +136,89 @@ struct ImportGNetTrackCommand: ParsableCommand {
     }
 }
 
+/// `roam import lumos5g`: one run of the Lumos5G dataset made into a scenario.
+struct ImportLumos5GCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lumos5g",
+        abstract: "Make a run of the Lumos5G dataset (a phone on mmWave 5G, walking or driving a loop) into a scenario whose cellular link plays its throughput.",
+        discussion: """
+            Lumos5G's CSV has a row a second of each run: the TCP downlink iPerf measured (Throughput, Mbit/s), \
+            whether the phone was on 5G (nrStatus CONNECTED) or LTE, the radio's figures, the position and speed. \
+            The scenario has one cellular link between phone and server whose downlink rate follows the run's \
+            Throughput (a second of 0 passes nothing); the dataset has no uplink rate and no delay: the uplink is \
+            left unlimited, and --delay gives the link one. The file holds many runs: choose one with --run (and \
+            --mobility, --direction where a number names several); a file of one run needs none. What could not \
+            be carried over is said in comments at the top.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The dataset's CSV (Lumos5G-v1.0.csv, or rows of it under its header).", valueName: "file"))
+    var file: String
+
+    @OptionGroup var options: RecordingImportOptions
+
+    @Option(name: .customLong("run"), help: ArgumentHelp("The run's run_num.", valueName: "number"))
+    var runNumber: Int?
+
+    @Option(help: ArgumentHelp("The run's mobility_mode (walking, driving), where --run names several.", valueName: "mode"))
+    var mobility: String?
+
+    @Option(help: ArgumentHelp("The run's trajectory_direction (CW, ACW), where --run names several.", valueName: "direction"))
+    var direction: String?
+
+    @Option(help: ArgumentHelp("A one-way delay for the link, such as 15ms (the dataset measures none).", valueName: "duration"))
+    var delay: String?
+
+    @Option(help: "The link's name.")
+    var link: String = "cell"
+
+    @Option(help: ArgumentHelp("Also write the run's positions here, as a track for mobility: (phones: {phone: {track: FILE}}; SECONDS,X,Y in metres).", valueName: "file"))
+    var track: String?
+
+    func validate() throws {
+        guard ScenarioReader.isProfileName(link) else {
+            throw ValidationError("--link \(escapedForMessage(link)): start with a letter and use letters, digits, '-', '_' (at most 64)")
+        }
+        if let runNumber, !(0...1_000_000).contains(runNumber) {
+            throw ValidationError("--run \(runNumber): expected a run_num from 0 to 1000000")
+        }
+        for (flag, value) in [("--mobility", mobility), ("--direction", direction)] {
+            guard let value else { continue }
+            guard !value.isEmpty, value.count <= 32, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) else {
+                throw ValidationError("\(flag) \(escapedForMessage(value)): expected a word as the file has it, such as walking or CW")
+            }
+        }
+        if let delay {
+            guard case .success(let value) = Units.duration(delay), value >= .zero, value <= ScenarioLimits.maximumDelay else {
+                throw ValidationError("--delay \(escapedForMessage(delay)): expected a one-way delay from 0ms to \(ScenarioLimits.maximumDelay.roamDescription), such as 15ms")
+            }
+        }
+    }
+
+    func run() throws {
+        try importing {
+            let runs = try Lumos5GImport.read(file)
+            let chosen = try Lumos5GImport.select(runs, number: runNumber, mobility: mobility, direction: direction)
+            let (interface, notes) = Lumos5GImport.interface(chosen, link: link, delay: delay.flatMap { try? Units.duration($0).get() })
+            try checkWindowCount([interface], width: options.width)
+            let count = RateRecording.windowCount([interface], width: options.width)
+            let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
+                                                  header: Lumos5GImport.header(chosen, source: file, width: options.width), notes: notes)
+            var trackText: String?
+            if track != nil {
+                guard let text = Lumos5GImport.track(chosen) else { throw ScenarioError("--track: \(chosen.label) has no latitude and longitude to make a track of") }
+                trackText = text
+            }
+            try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
+                                      summary: "\(chosen.label): \(count) windows of \(options.width.roamDescription) on link '\(link)'")
+            if let track, let trackText {
+                try writeTextFile(trackText, to: track)
+                writeLine("\(track): the run's track, \(trackText.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
+            }
+        }
+    }
+}
+
 /// `roam import mp-traces`: a pair of MP-Traces files made into a two-link scenario.
 struct ImportMPTracesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -27,6 +27,35 @@ struct ImportRecordingCommandTests {
         #expect(validated.status == 0 && validated.output.contains("'drive', 122s, 2 nodes, 1 links"), "\(validated.output)\(validated.error)")
     }
 
+    /// A file of several Lumos5G runs: without --run, the runs listed and exit 2; with a run, a
+    /// scenario `roam validate` accepts and a track; a bad row refused with its line and nothing
+    /// written.
+    @Test func aLumos5GRunBecomesAScenarioThatValidates() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-import-lumos5g")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = NetemHost.root + "/Tests/Fixtures/traces/lumos5g/loop-excerpt.csv"
+        let unchosen = try RunningCommand.run(roam, ["import", "lumos5g", file, "--name", "loop", "-o", directory + "/loop.yaml"])
+        #expect(unchosen.status == 2 && unchosen.error.contains("the file has 3 runs: run 3 walking CW (23 rows), run 3 driving CW (8 rows), run 4 walking ACW (5 rows)"), "\(unchosen.error)")
+        #expect(access(directory + "/loop.yaml", F_OK) != 0, "nothing written")
+        let imported = try RunningCommand.run(roam, ["import", "lumos5g", file, "--run", "3", "--mobility", "walking", "--delay", "12ms", "--name", "loop",
+                                                     "--start", "2s", "--track", directory + "/loop.track", "-o", directory + "/loop.yaml"])
+        #expect(imported.status == 0, "\(imported.error)")
+        #expect(imported.output.contains("loop.yaml: scenario 'loop', run 3 walking CW: 24 windows of 1s on link 'cell'"), "\(imported.output)")
+        #expect(imported.output.contains("loop.track: the run's track, 23 positions"), "\(imported.output)")
+        #expect(imported.error.contains("note: on 5G (nrStatus CONNECTED) 18 of 23 s; 2 changes between 5G and LTE"), "\(imported.error)")
+        let validated = try RunningCommand.run(roam, ["validate", directory + "/loop.yaml"])
+        #expect(validated.status == 0 && validated.output.contains("'loop', 26s, 2 nodes, 1 links"), "\(validated.output)\(validated.error)")
+        let rows = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        try (rows.prefix(3) + [rows[3].replacingOccurrences(of: ",870,", with: ",870 Mbit,")]).joined(separator: "\n").write(toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
+        let bad = try RunningCommand.run(roam, ["import", "lumos5g", directory + "/bad.csv", "--name", "x", "-o", directory + "/out.yaml"])
+        #expect(bad.status == 2 && bad.error.contains("bad.csv: line 4: Throughput '870 Mbit' is not a number"), "\(bad.error)")
+        #expect(access(directory + "/out.yaml", F_OK) != 0, "nothing written")
+        let delay = try RunningCommand.run(roam, ["import", "lumos5g", file, "--run", "4", "--name", "x", "--delay", "soon"])
+        #expect(delay.status == 2 && delay.error.contains("--delay soon: expected a one-way delay"), "\(delay.error)")
+        let mode = try RunningCommand.run(roam, ["import", "lumos5g", file, "--run", "4", "--name", "x", "--mobility", "on foot"])
+        #expect(mode.status == 2 && mode.error.contains("--mobility on foot: expected a word"), "\(mode.error)")
+    }
+
     @Test func badInputIsRefused() throws {
         let directory = try TestEnvironment.scratchDirectory("roam-import-recording-bad")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -528,17 +528,8 @@ public enum DeviceRecording {
     /// - Parameter recording: The recording.
     /// - Returns: The file's text, or nil when it has no fixes.
     public static func track(_ recording: Recording) -> String? {
-        guard let first = recording.fixes.first else { return nil }
-        let projection = RecordedTrack.Projection(latitude: first.latitude, longitude: first.longitude)
-        var lines = ["# Imported by roam import recording: gpsd's fixes, seconds from the recording's start, metres east and north of its first fix"]
-        var last: (x: Double, y: Double)?
-        for fix in recording.fixes {
-            let (x, y) = projection.metres(latitude: fix.latitude, longitude: fix.longitude)
-            if let last, last.x == x && last.y == y { continue }
-            last = (x, y)
-            lines.append("\(((fix.at.seconds * 1000).rounded() / 1000).roamTrimmed),\(x.roamTrimmed),\(y.roamTrimmed)")
-        }
-        return lines.joined(separator: "\n") + "\n"
+        RecordedTrack.text(recording.fixes.map { ($0.at, $0.latitude, $0.longitude) },
+                           comment: "Imported by roam import recording: gpsd's fixes, seconds from the recording's start, metres east and north of its first fix")
     }
 
     /// A link name for an interface: a scenario's names start with a letter and are letters,

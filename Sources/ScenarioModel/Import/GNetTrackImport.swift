@@ -248,17 +248,7 @@ public enum GNetTrackImport {
     /// - Returns: The file's text, or nil when the log has no fixes.
     public static func track(_ log: Log) -> String? {
         let fixes = log.rows.compactMap { row in row.latitude.flatMap { latitude in row.longitude.map { (row.at, latitude, $0) } } }
-        guard let first = fixes.first else { return nil }
-        let projection = RecordedTrack.Projection(latitude: first.1, longitude: first.2)
-        var lines = ["# Imported by roam import gnettrack: the log's GPS fixes, seconds from its first row, metres east and north of its first fix"]
-        var last: (at: Duration, x: Double, y: Double)?
-        for (at, latitude, longitude) in fixes {
-            let (x, y) = projection.metres(latitude: latitude, longitude: longitude)
-            if let last, at <= last.at || (last.x == x && last.y == y) { continue }
-            last = (at, x, y)
-            lines.append("\(Int64(at.seconds)),\(x.roamTrimmed),\(y.roamTrimmed)")
-        }
-        return lines.joined(separator: "\n") + "\n"
+        return RecordedTrack.text(fixes, comment: "Imported by roam import gnettrack: the log's GPS fixes, seconds from its first row, metres east and north of its first fix")
     }
 
     /// The header comments for a scenario made from `log`.

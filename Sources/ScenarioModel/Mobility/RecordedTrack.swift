@@ -34,6 +34,28 @@ public enum RecordedTrack {
         }
     }
 
+    /// GPS fixes as a track file's text: a line a fix, `SECONDS,X,Y`, metres east and north of the
+    /// first fix (``Projection``), to the millisecond; a fix not after the one before, or where it
+    /// was, left out. What every importer's `--track` writes.
+    ///
+    /// - Parameters:
+    ///   - fixes: Each fix's time from the start and its position, in time order.
+    ///   - comment: The file's first line, a comment saying where it came from.
+    /// - Returns: The text, or nil without fixes.
+    public static func text(_ fixes: [(at: Duration, latitude: Double, longitude: Double)], comment: String) -> String? {
+        guard let first = fixes.first else { return nil }
+        let projection = Projection(latitude: first.latitude, longitude: first.longitude)
+        var lines = ["# " + comment.filter { $0 != "\n" && $0 != "\r" }]
+        var last: (at: Duration, x: Double, y: Double)?
+        for fix in fixes {
+            let (x, y) = projection.metres(latitude: fix.latitude, longitude: fix.longitude)
+            if let last, fix.at <= last.at || (last.x == x && last.y == y) { continue }
+            last = (fix.at, x, y)
+            lines.append("\(((fix.at.seconds * 1000).rounded() / 1000).roamTrimmed),\(x.roamTrimmed),\(y.roamTrimmed)")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
     /// Parses a track's text.
     ///
     /// - Parameter bytes: The file's bytes.
