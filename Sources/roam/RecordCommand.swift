@@ -22,6 +22,9 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             --echoes ICMP echoes sent \
             through it to the target, spread over the interval's first half, of which those answered within the \
             interval are timed (a later answer counts as lost). \
+            With --throughput URL, the URL is downloaded through each interface for the whole recording (curl, \
+            started again whenever it ends) and what it received is counted every interval: the downlink a TCP flow \
+            got, which the replay plays as the link's rate. \
             Where gpsd runs (--gpsd), the device's latest position fix of each interval is recorded too. \
             The target is each interface's own default gateway unless --target names a host: roam record never \
             probes an address you did not give it or your network did not. One JSON line per interface and \
@@ -50,6 +53,9 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
 
     @Option(help: ArgumentHelp("Also write the scenario that replays the recording here (its name is the file's, without .yaml).", valueName: "file"))
     var scenario: String?
+
+    @Option(help: ArgumentHelp("Also measure each interface's downlink: a URL (http:// or https://, of a large file or an endless stream on a server you may load) downloaded through each interface for the whole recording, and what it received counted every interval.", valueName: "url"))
+    var throughput: String?
 
     @Option(help: ArgumentHelp("Where gpsd is, for the device's position: 'auto' (127.0.0.1 port 2947, if it answers), 'off', or ADDRESS:PORT ([ADDRESS]:PORT for IPv6).", valueName: "address"))
     var gpsd: String = "auto"
@@ -84,6 +90,9 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             throw ValidationError("--interval \(escapedForMessage(interval)): expected a duration from 100ms to 60s, such as 1s")
         }
         guard (0...100).contains(echoes) else { throw ValidationError("--echoes \(echoes): from 0 to 100") }
+        if let throughput, !ThroughputDownload.isURL(throughput) {
+            throw ValidationError("--throughput \(escapedForMessage(throughput, maximumLength: 100)): expected an http:// or https:// URL (no spaces, no user name or password, at most 2048 characters)")
+        }
         guard gpsd == "auto" || gpsd == "off" || Self.endpoint(gpsd) != nil else {
             throw ValidationError("--gpsd \(escapedForMessage(gpsd)): 'auto', 'off', or ADDRESS:PORT such as 127.0.0.1:2947 ([ADDRESS]:PORT for IPv6; a name is not looked up)")
         }
@@ -236,7 +245,10 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             throw RecordError("cannot wait for a signal: \(error)")
         }
         CommandSignals.watch("record", nil) { stopped.signal() }
-        printError("roam record: recording \(recorded.map { "\($0.name) (\($0.type.rawValue)\($0.probe.map { ", echoes to \($0.target)" } ?? ""))" }.joined(separator: ", "))\(positions.map { " and gpsd's position (\($0.address) port \($0.port))" } ?? "") every \(every.roamDescription)\(length.map { " for \($0.roamDescription)" } ?? " until interrupted") into \(output)")
+        // The downloads, one an interface, once the recording's file is open.
+        let downloads = throughput.map { url in recorded.map { ThroughputDownload(url: url, interface: $0.name) } } ?? []
+        defer { for download in downloads { download.stop() } }
+        printError("roam record: recording \(recorded.map { "\($0.name) (\($0.type.rawValue)\($0.probe.map { ", echoes to \($0.target)" } ?? ""))" }.joined(separator: ", "))\(throughput.map { ", downloading \(escapedForMessage($0, maximumLength: 200)) through each" } ?? "")\(positions.map { " and gpsd's position (\($0.address) port \($0.port))" } ?? "") every \(every.roamDescription)\(length.map { " for \($0.roamDescription)" } ?? " until interrupted") into \(output)")
 
         let start = MonotonicInstant.now
         var tick = 0
@@ -251,6 +263,7 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
                 for echo in 0..<echoes { due.append((begins + every * echo / (2 * echoes), index)) }
             }
             due.sort { $0.at < $1.at }
+            for download in downloads { try download.startIfIdle(at: MonotonicInstant.now) }
             var next = 0
             while true {
                 let now = MonotonicInstant.now
@@ -261,13 +274,14 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
                 }
                 if now >= ends { break }
                 let wake = next < due.count ? min(due[next].at, ends) : ends
-                let entries = recorded.compactMap { $0.probe?.pollEntry } + (positions.map { [$0.pollEntry] } ?? [])
+                let entries = recorded.compactMap { $0.probe?.pollEntry } + (positions.map { [$0.pollEntry] } ?? []) + downloads.flatMap(\.pollEntries)
                 if !stopped.wait(until: wake, wakingOn: entries) {
                     running = false
                     break
                 }
                 let arrived = MonotonicInstant.now
                 positions?.receive()
+                for download in downloads { download.receive() }
                 for index in recorded.indices {
                     if let probe = recorded[index].probe { recorded[index].roundTrips += probe.receive(at: arrived) }
                 }
@@ -275,6 +289,7 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             guard running else { break }
             // The interval's sample of each interface.
             let at = every * (tick + 1)
+            for download in downloads { download.receive() }
             for index in recorded.indices {
                 var sample = DeviceRecording.Sample(at: at, interface: recorded[index].name, sent: recorded[index].sent,
                                                     received: recorded[index].roundTrips.count)
@@ -291,6 +306,7 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
                     sample.transmitBitrate = station.transmitBitrate
                     sample.receiveBitrate = station.receiveBitrate
                 }
+                if index < downloads.count { sample.throughput = downloads[index].take(intervalStart: begins, interval: every) }
                 if let path = recorded[index].modem, let reading = try? radio?.read(path) {
                     sample.technology = reading.technology
                     sample.quality = reading.quality
@@ -310,6 +326,10 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
             }
             tick += 1
             if let length, every * tick >= length { running = false }
+        }
+        for download in downloads { download.stop() }
+        for download in downloads where download.ends > 0 {
+            printError("roam record: \(download.interface)'s download ended \(download.ends) time\(download.ends == 1 ? "" : "s") and was started again (the first: \(download.firstEnd ?? "?")); the intervals it did not cover have no throughput")
         }
         writeLine("\(output): \(samples / max(recorded.count, 1)) intervals of \(every.roamDescription) on \(recorded.map(\.name).joined(separator: ", "))")
         if let scenario {

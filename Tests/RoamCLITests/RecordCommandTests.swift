@@ -99,6 +99,68 @@ struct RecordCommandTests {
         print("roam record and replay:\n" + rows.joined(separator: "\n"))
     }
 
+    /// `--throughput`: a download through the phone's link, whose downlink carries 16 Mbit/s
+    /// then 4 Mbit/s (Tests/Fixtures/record-throughput.yaml), counted every 500 ms; imported,
+    /// the scenario plays what was counted as the downlink's rate, and recording its replay the
+    /// same way counts the same within bounds (a replay's download gets what a TCP flow gets of
+    /// the rate played: its headers' share less, about 3%).
+    @Test func aRecordedThroughputReplaysWithinBounds() throws {
+        let directory = try TestEnvironment.scratchDirectory("roam-record-throughput")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fixture = NetemHost.root + "/Tests/Fixtures/record-throughput.yaml"
+        let record = try RunningCommand.run(roam, ["run", fixture, "--backend", "userspace", "--quiet", "--report", directory + "/record"], timeout: 120)
+        try #require(record.status == 0, "\(record.output)\(record.error)\(NetemHost.text(directory + "/record/recorder.stderr"))")
+        let recorded = try samples(directory + "/record/recording.jsonl")
+        // The recorder's clock is the run's less one second: 16 Mbit/s until 4 s, 4 Mbit/s from
+        // 4 s (the queue of the faster rate drained by 4.5 s).
+        // 4 s, and steady again from 6.5 s once TCP has recovered what the rate's fall and its
+        // queue's overflow lost (interval by interval, a recovery releases held data at once).
+        let fast = recorded.filter { (1.0...4.0).contains($0.at.seconds) }, slow = recorded.filter { (6.5...8.0).contains($0.at.seconds) }
+        // (Interval by interval the replay differs more: its delays are the recorded round trips,
+        // which held the recording's queue, and its own download queues again.)
+        #expect(fast.count == 7 && slow.count == 4, "\(recorded)")
+        for sample in fast { #expect(sample.throughput.map { (14_000_000...16_000_000).contains($0) } == true, "16 Mbit/s: \(sample)") }
+        for sample in slow { #expect(sample.throughput.map { (3_400_000...4_000_000).contains($0) } == true, "4 Mbit/s: \(sample)") }
+        let falling = recorded.filter { (4.5...8.0).contains($0.at.seconds) }.compactMap(\.throughput)
+        let fallingMean = Double(falling.reduce(0, +)) / Double(max(falling.count, 1))
+        #expect(falling.count == 8 && fallingMean > 3_400_000 && fallingMean < 4_100_000, "from 4.5 s: \(falling)")
+        #expect(recorded.first?.throughput == nil, "\(recorded.first.map { "\($0)" } ?? "none")")
+
+        let imported = try RunningCommand.run(roam, ["import", "recording", directory + "/record/recording.jsonl", "--name", "replay",
+                                                     "--start", "1s", "-o", directory + "/replay.yaml"])
+        try #require(imported.status == 0, "\(imported.error)")
+        #expect(imported.error.contains("note: wifi: 15 intervals play the download's throughput as the downlink's rate"), "\(imported.error)")
+        let scenario = try String(contentsOfFile: directory + "/replay.yaml", encoding: .utf8)
+        // The fixture's server and recorder, on the replay's links.
+        let fixtureText = try String(contentsOfFile: fixture, encoding: .utf8)
+        let found = try #require(fixtureText.range(of: "workloads:"))
+        let workloads = String(fixtureText[found.lowerBound...])
+        let lengthened = scenario.split(separator: "\n").map { $0.hasPrefix("duration: ") ? "duration: 10s" : String($0) }.joined(separator: "\n")
+        try (lengthened + "\n" + workloads).write(toFile: directory + "/replay.yaml", atomically: true, encoding: .utf8)
+        let replay = try RunningCommand.run(roam, ["run", directory + "/replay.yaml", "--backend", "userspace", "--quiet", "--report", directory + "/replay"], timeout: 120)
+        try #require(replay.status == 0, "\(replay.output)\(replay.error)\n\(scenario)")
+        let replayed = try samples(directory + "/replay/recording.jsonl")
+        var rows: [String] = []
+        func mean(_ samples: [DeviceRecording.Sample]) -> Double {
+            let values = samples.compactMap(\.throughput)
+            return values.isEmpty ? .nan : Double(values.reduce(0, +)) / Double(values.count) / 1e6
+        }
+        for sample in recorded where sample.throughput != nil {
+            let again = replayed.first { $0.at == sample.at }?.throughput
+            rows.append(String(format: "%4.1f s: recorded %6.2f Mbit/s, replayed %6.2f", sample.at.seconds, Double(sample.throughput ?? 0) / 1e6, Double(again ?? 0) / 1e6))
+        }
+        // Over each rate's span, its fall included (a loss's recovery moves bytes between the
+        // intervals of a span, not out of it).
+        for (name, range) in [("16 Mbit/s", 1.0...4.0), ("4 Mbit/s", 4.5...8.0)] {
+            let segment = recorded.filter { range.contains($0.at.seconds) }
+            let again = replayed.filter { range.contains($0.at.seconds) }
+            let ratio = mean(again) / mean(segment)
+            rows.append(String(format: "%@, %.1f-%.1f s: recorded %.2f Mbit/s, replayed %.2f (%.3f×)", name, range.lowerBound, range.upperBound, mean(segment), mean(again), ratio))
+            #expect(again.count == segment.count && ratio > 0.9 && ratio < 1.03, "\(rows.last!)")
+        }
+        print("roam record --throughput and its replay:\n" + rows.joined(separator: "\n"))
+    }
+
     /// Bad input: exit 2 with what is wrong, and nothing written.
     @Test func aBadOptionOrInterfaceIsRefused() throws {
         let directory = try TestEnvironment.scratchDirectory("roam-record-bad")
@@ -110,6 +172,8 @@ struct RecordCommandTests {
             (["--interface", "lo", "--interval", "5ms", "--output", directory + "/r.jsonl"], "--interval 5ms: expected a duration from 100ms to 60s"),
             (["--interface", "no-such-link0", "--output", directory + "/r.jsonl"], "there is no interface no-such-link0 here"),
             (["--interface", "lo", "--output", directory + "/r.jsonl"], "lo has no default gateway to send echoes to"),
+            (["--interface", "lo", "--throughput", "ftp://198.18.0.2/big", "--output", directory + "/r.jsonl"], "--throughput ftp://198.18.0.2/big: expected an http:// or https:// URL"),
+            (["--interface", "lo", "--throughput", "https://me:secret@198.18.0.2/big", "--output", directory + "/r.jsonl"], "no user name or password"),
         ] {
             let result = try RunningCommand.run(roam, ["record"] + arguments, timeout: 20)
             #expect(result.status == 2 && result.error.contains(expected), "\(arguments): \(result.error)")

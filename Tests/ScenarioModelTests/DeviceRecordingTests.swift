@@ -94,6 +94,36 @@ import Testing
         #expect(yaml.contains("# wwan0 as recorded: 4 samples, RSRP -105.0 to -75.0 dBm, technology lte then umts then 5gnr,lte then lte, round trip mean 50.0 ms"), "\(yaml)")
     }
 
+    /// `--throughput`: what a download received is written and read back, and played as the
+    /// downlink's rate over the radio's estimate; an interval without a whole one of download
+    /// keeps the measured rate before it, and one that received nothing passes nothing.
+    @Test func aMeasuredThroughputIsTheDownlinksRate() throws {
+        func sample(_ seconds: Int64, _ throughput: UInt64?) -> DeviceRecording.Sample {
+            var sample = DeviceRecording.Sample(at: .seconds(seconds), interface: "wlan0", carrier: true, bssid: "02:00:00:00:01:00", signal: -60,
+                                                transmitBitrate: 65_000_000, receiveBitrate: 72_200_000, sent: 2, received: 2, roundTrip: .milliseconds(20))
+            sample.throughput = throughput
+            return sample
+        }
+        let recording = DeviceRecording.Recording(interval: .seconds(1), interfaces: [Self.wifi], samples: [
+            sample(1, nil), sample(2, 31_250_000), sample(3, nil), sample(4, 0), sample(5, 8_000_000),
+        ])
+        let text = Self.text(recording)
+        #expect(text.contains(#""rxBitrate":72200000,"throughput":31250000,"sent":2"#), "\(text)")
+        #expect(try DeviceRecording.parse(Array(text.utf8)).get() == recording)
+        let (interfaces, notes) = DeviceRecording.interfaces(recording)
+        let yaml = RateRecording.scenarioYAML(name: "walk", interfaces: interfaces, width: .seconds(1),
+                                              header: DeviceRecording.header(recording, source: "walk.jsonl", width: .seconds(1)), notes: notes)
+        #expect(ScenarioReader.parse(yaml, file: "walk.yaml").errors.isEmpty, "\(yaml)")
+        // The first measured rate from the start (not 65% of 72.2 Mbit/s), the uplink the
+        // bitrate's 42.25; 3 s keeps 31.25; 4 s passes nothing; 5 s plays 8.
+        #expect(yaml.contains("up: {rate: 42250kbit, delay: 10ms, loss: 0%}, down: {rate: 31250kbit, delay: 10ms, loss: 0%}}"), "\(yaml)")
+        #expect(!yaml.contains("{at: 1000ms, link: wlan0, direction: down") && !yaml.contains("{at: 2000ms, link: wlan0, direction: down"), "\(yaml)")
+        for event in ["{at: 3000ms, link: wlan0, direction: down, set: {loss: 100%}}", "{at: 4000ms, link: wlan0, direction: down, set: {rate: 8000kbit, loss: 0%}}"] {
+            #expect(yaml.contains(event), "\(event) in \(yaml)")
+        }
+        #expect(notes.contains("wlan0: 3 intervals play the download's throughput as the downlink's rate (one TCP flow's: a lower bound of the capacity); 2 without a whole interval of it keep the rate before"), "\(notes)")
+    }
+
     /// gpsd's fixes: lines of their own, read back as written, and a track of metres east and
     /// north of the first fix (unmoved fixes merged), which mobility: reads.
     @Test func positionsAreATrack() throws {
@@ -149,6 +179,8 @@ import Testing
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"quality\":101}\n", "line 2: quality is not a percentage"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"rsrp\":12}\n", "line 2: rsrp is not a number of dBm from -200 to 0"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"snr\":\"high\"}\n", "line 2: snr is not a number of dB from -50 to 60"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"throughput\":-5}\n", "line 2: throughput is not a whole number of bits per second"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"throughput\":1e12}\n", "line 2: throughput is not a whole number of bits per second up to 100 Gbit/s"),
     ])
     func aMalformedRecordingIsRefusedWithItsLine(_ input: String, _ expected: String) {
         guard case .failure(let error) = DeviceRecording.parse(Array(input.utf8)) else {

@@ -100,6 +100,9 @@ public enum DeviceRecording {
         public var rsrp: Double?
         public var rsrq: Double?
         public var snr: Double?
+        /// What a download through the interface received in the interval, bits per second
+        /// (`roam record --throughput`), where one ran for the whole interval.
+        public var throughput: UInt64?
 
         /// A sample.
         ///
@@ -211,6 +214,7 @@ public enum DeviceRecording {
             // To the tenth of a decibel, as modems report them.
             if let value { members.append((key, .double((value * 10).rounded() / 10))) }
         }
+        if let throughput = sample.throughput { members.append(("throughput", .int(Int64(clamping: throughput)))) }
         members.append(("sent", .int(Int64(sample.sent))))
         members.append(("received", .int(Int64(sample.received))))
         if let roundTrip = sample.roundTrip { members.append(("rtt", .double((roundTrip.seconds * 1e6).rounded() / 1e6))) }
@@ -375,7 +379,7 @@ public enum DeviceRecording {
             guard let dBm = signal.intValue, (-150...0).contains(dBm) else { return .failure(ScenarioError("signal is not a whole number of dBm from -150 to 0")) }
             sample.signal = Int(dBm)
         }
-        for (key, path) in [("txBitrate", \Sample.transmitBitrate), ("rxBitrate", \Sample.receiveBitrate)] {
+        for (key, path) in [("txBitrate", \Sample.transmitBitrate), ("rxBitrate", \Sample.receiveBitrate), ("throughput", \Sample.throughput)] {
             guard let rate = value[key] else { continue }
             guard let bits = rate.intValue, bits >= 0, Double(bits) <= ScenarioLimits.maximumRate.bitsPerSecond else {
                 return .failure(ScenarioError("\(key) is not a whole number of bits per second up to 100 Gbit/s"))
@@ -463,7 +467,8 @@ public enum DeviceRecording {
         for interface in recording.interfaces {
             let samples = recording.samples.filter { $0.interface == interface.name }
             var played: [RateRecording.Sample] = []
-            var bitrates = 0, down = 0, signals = 0, modelledDelays = 0
+            var bitrates = 0, down = 0, signals = 0, modelledDelays = 0, measured = 0
+            let downloaded = samples.contains { $0.throughput != nil }
             var band: Int?
             for sample in samples {
                 // A sample speaks for the interval that ends at it.
@@ -486,6 +491,16 @@ public enum DeviceRecording {
                         modelledDelays += 1
                     }
                 }
+                if let throughput = sample.throughput {
+                    // What a download received: the downlink's rate, measured (an interval that
+                    // received nothing passes nothing).
+                    downRate = Rate(bitsPerSecond: Double(throughput))
+                    measured += 1
+                } else if downloaded {
+                    // An interval without a whole one of download (it was starting again) keeps
+                    // the measured rate before it, not the radio's estimate.
+                    downRate = nil
+                }
                 var loss: Double? = sample.sent > 0 ? 1 - Double(sample.received) / Double(sample.sent) : nil
                 if sample.carrier == false {
                     // Down: nothing passes, whatever was read of the radio.
@@ -498,13 +513,18 @@ public enum DeviceRecording {
                                                    blocked: sample.carrier.map { !$0 }))
             }
             if bitrates > 0 { anyBitrate = true }
+            if measured > 0 {
+                let unmeasured = samples.count - measured
+                notes.append("\(interface.name): \(measured) interval\(measured == 1 ? " plays" : "s play") the download's throughput as the downlink's rate (one TCP flow's: a lower bound of the capacity)"
+                    + (unmeasured > 0 ? "; \(unmeasured) without a whole interval of it keep\(unmeasured == 1 ? "s" : "") the rate before" : ""))
+            }
             if signals > 0 {
                 notes.append("\(interface.name): \(signals) interval\(signals == 1 ? "" : "s") played at the rates of the modem's RSRP band (mobility:'s cellular bands, not a measured throughput)"
                     + (modelledDelays > 0 ? "; \(modelledDelays) without an echo answered play the band's delay" : ""))
             } else if bitrates == 0 {
                 let why = interface.type == "wifi" ? "no Wi-Fi bitrate was recorded (not associated, or no nl80211)"
                     : interface.type == "cellular" ? "no modem signal was recorded (no ModemManager, or no RSRP from it)" : "no radio was recorded"
-                notes.append("\(interface.name): \(why): its rate is not limited, only its delay and loss are played")
+                notes.append("\(interface.name): \(why): " + (measured > 0 ? "its uplink's rate is not limited" : "its rate is not limited, only its delay and loss are played"))
             }
             if down > 0 { notes.append("\(interface.name): \(down) interval\(down == 1 ? "" : "s") with the carrier down pass nothing") }
             if !samples.contains(where: { $0.roundTrip != nil }) {
