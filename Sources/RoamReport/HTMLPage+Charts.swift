@@ -35,15 +35,17 @@ extension Page {
         return text + "</g>"
     }
 
-    /// A panel of step lines for each direction, from `top`, `height` high.
-    func panel(_ svg: inout SVG, top: Double, height: Double, label: String, unit: String, series: [String: ReportModel.Series]) {
-        let maximum = series.values.map(\.maximum).max() ?? 0
+    /// A panel of step lines for each direction, from `top`, `height` high; `carried`, drawn
+    /// over them thin and dotted, on the same scale.
+    func panel(_ svg: inout SVG, top: Double, height: Double, label: String, unit: String, series: [String: ReportModel.Series],
+               carried: [String: ReportModel.Series] = [:]) {
+        let maximum = (series.values.map(\.maximum) + carried.values.map(\.maximum)).max() ?? 0
         let scale = maximum > 0 ? maximum * 1.15 : 1
         svg.add("<rect class=panel x=\"\(Page.left)\" y=\"\(top)\" width=\"\(plotWidth)\" height=\"\(height)\"/>")
         svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"\(top + height / 2 + 4)\" text-anchor=end>\(escape(label))</text>")
         svg.add("<text class=tick x=\"\(Page.left + 4)\" y=\"\(top + 11)\">\(escape(format3(scale)))\(escape(unit))</text>")
-        for direction in ["up", "down"] {
-            guard let points = series[direction]?.points, !points.isEmpty else { continue }
+        for (kind, direction) in [("", "up"), ("", "down"), ("carried ", "up"), ("carried ", "down")] {
+            guard let points = (kind.isEmpty ? series : carried)[direction]?.points, !points.isEmpty else { continue }
             var segments: [String] = []
             var current: [String] = []
             for (index, point) in points.enumerated() {
@@ -57,7 +59,7 @@ extension Page {
             }
             if !current.isEmpty { segments.append(current.joined(separator: " ")) }
             for segment in segments {
-                svg.add("<polyline class=\"series \(classToken(direction))\" points=\"\(segment)\"><title>\(escape(direction))</title></polyline>")
+                svg.add("<polyline class=\"series \(kind)\(classToken(direction))\" points=\"\(segment)\"><title>\(escape(kind + direction))</title></polyline>")
             }
         }
     }
@@ -70,11 +72,13 @@ extension Page {
     }
 
     mutating func link(_ link: ReportModel.Link, tag: String?) {
-        let title = "\(tag.map { "[\($0)] " } ?? "")link \(link.name) — up (solid), down (dashed); grey: carrier down, black: blackhole"
+        let title = "\(tag.map { "[\($0)] " } ?? "")link \(link.name) — up (solid), down (dashed)"
+            + (link.carried.isEmpty ? "" : "; rate: as set, and what the link carried (thin, dotted: counted by the receiving interface)")
+            + "; grey: carrier down, black: blackhole"
         let html = chart("link", title: title, height: 196) { svg in
             panel(&svg, top: 4, height: 50, label: "delay", unit: " ms", series: link.delay)
             panel(&svg, top: 60, height: 50, label: "loss", unit: " %", series: link.loss)
-            panel(&svg, top: 116, height: 50, label: "rate", unit: " Mbit/s", series: link.rate)
+            panel(&svg, top: 116, height: 50, label: "rate", unit: " Mbit/s", series: link.rate, carried: link.carried)
             svg.add("<text class=label x=\"\(Page.left - 8)\" y=\"\(186)\" text-anchor=end>state</text>")
             svg.add("<rect class=\"band up\" x=\"\(Page.left)\" y=\"174\" width=\"\(plotWidth)\" height=\"18\"/>")
             band(&svg, top: 174, height: 18, intervals: link.down, kind: "down")

@@ -11,7 +11,7 @@ extension Page {
     tr.pass td.result{color:#145c2a;font-weight:600}tr.fail td{background:#fdeeee}tr.fail td.result{color:#8a1111;font-weight:700}tr.differs td{background:#f3f7ff}
     figure.chart{margin:10px 0 18px}figcaption{font-size:13px;color:#333;margin-bottom:2px}svg{display:block;max-width:100%;height:auto;font-size:11px}
     .panel{fill:#fafafa;stroke:#e2e2e2}.label{fill:#444}.tick{fill:#888}.axis line{stroke:#999}.axis text{fill:#666}
-    .series{fill:none;stroke-width:1.6}.series.up{stroke:#2f6fd8}.series.down{stroke:#d8572f;stroke-dasharray:5 3}.series.throughput{stroke:#2f6fd8;stroke-width:2}.series.buffer{stroke:#3a9a5b}
+    .series{fill:none;stroke-width:1.6}.series.up{stroke:#2f6fd8}.series.down{stroke:#d8572f;stroke-dasharray:5 3}.series.carried{stroke-width:1;stroke-dasharray:1.5 2;opacity:.9}.series.carried.up{stroke:#173f85}.series.carried.down{stroke:#8a3014}.series.throughput{stroke:#2f6fd8;stroke-width:2}.series.buffer{stroke:#3a9a5b}
     .band.up{fill:#d9f2df}.band.down{fill:#9a9a9a}.band.blackhole{fill:#111}.band.shade{fill:#000;opacity:.06}.band.stall{fill:#e0301e;opacity:.28}
     .marker.connect{fill:#3a9a5b}.marker.failure{fill:#c1121f;font-size:13px;font-weight:700}.marker.multipath{fill:#7b3fbf}
     rect.path{stroke:#fff;stroke-width:.5}.path.wifi{fill:#4a8fe7}.path.cellular{fill:#f09a36}.path.wiredEthernet{fill:#3a9a5b}.path.other,.path.loopback{fill:#999}.path.unsatisfied{fill:#e5e5e5}

@@ -17,6 +17,10 @@ extension ReportModel {
             for (direction, series) in links[index].delay where over(series.points) { links[index].delay[direction] = Self.worst(series, width, >) }
             for (direction, series) in links[index].loss where over(series.points) { links[index].loss[direction] = Self.worst(series, width, >) }
             for (direction, series) in links[index].rate where over(series.points) { links[index].rate[direction] = Self.worst(series, width, <) }
+            // What was carried: each column's mean (nothing counted where nothing was read).
+            for (direction, series) in links[index].carried where over(series.points) {
+                links[index].carried[direction] = Self.mean(series, width)
+            }
             if over(links[index].down) { links[index].down = Self.merged(links[index].down, width) }
             for (direction, intervals) in links[index].blackholed where over(intervals) { links[index].blackholed[direction] = Self.merged(intervals, width) }
         }
@@ -63,6 +67,29 @@ extension ReportModel {
             current = (column, point.t, point.value)
         }
         if let open = current { result.points.append((open.t, open.value)) }
+        return result
+    }
+
+    /// One point per column, from the column's first time: the mean of its values (nil where it
+    /// has none).
+    static func mean(_ series: Series, _ width: Double) -> Series {
+        var result = Series()
+        var open: (column: Int, t: Double, sum: Double, count: Int)?
+        func close() {
+            if let open { result.points.append((open.t, open.count > 0 ? open.sum / Double(open.count) : nil)) }
+        }
+        for point in series.points {
+            let column = column(point.t, width)
+            if open?.column != column {
+                close()
+                open = (column, point.t, 0, 0)
+            }
+            if let value = point.value {
+                open!.sum += value
+                open!.count += 1
+            }
+        }
+        close()
         return result
     }
 

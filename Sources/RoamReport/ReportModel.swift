@@ -20,6 +20,8 @@ struct ReportModel {
         var delay: [String: Series] = [:]
         var loss: [String: Series] = [:]
         var rate: [String: Series] = [:]
+        /// What the link carried each way (Mbit/s), each value over the interval from its time.
+        var carried: [String: Series] = [:]
         var down: [Interval] = []
         var blackholed: [String: [Interval]] = [:]
     }
@@ -177,6 +179,13 @@ struct ReportModel {
                     if !blackholed, let start = openBlackhole.removeValue(forKey: key) {
                         links[name]!.blackholed[direction, default: []].append(Interval(start: start, end: t, label: "blackhole \(direction)"))
                     }
+                }
+            case .carried(let carried):
+                // A link the timeline never named (none of its events came first) is not drawn.
+                guard links[carried.link] != nil else { return }
+                let start = min(max(seconds - carried.interval.seconds, 0), duration)
+                for (direction, bits) in [("up", carried.up), ("down", carried.down)] {
+                    links[carried.link]!.carried[direction, default: Series()].points.append((start, bits.map { Double($0) / 1e6 }))
                 }
             case let .path(node, summary, path):
                 // Paths published while the network is taken down after the end are not the run's.

@@ -29,6 +29,10 @@ public enum RunEvent: Sendable {
     case link(LinkChange)
     /// `quality`: a link's Wi-Fi quality was tagged for path monitors after a change.
     case quality(link: String, quality: String, error: String?)
+    /// `carried`: what a link carried each way over the sample interval that ends at the event,
+    /// bits per second, as the receiving end's interface counted it (the bytes the kernel says
+    /// it received): what the link played, beside the conditions it was set to.
+    case carried(Carried)
     /// `path`: a node's path monitor published a path.
     case path(node: String, summary: String, path: JSONValue)
     /// `mark`: something the code under test marked (RoamTesting's `mark`).
@@ -105,6 +109,24 @@ public enum RunEvent: Sendable {
             self.step = step
             self.line = line
             self.error = error
+        }
+    }
+
+    /// What a link carried each way over a sample interval (``RunEvent/carried(_:)``).
+    public struct Carried: Sendable, Hashable {
+        public var link: String
+        /// The interval that ends at the event.
+        public var interval: Duration
+        /// Bits per second received by the link's second node (up) and first node (down); nil
+        /// where that end's interface could not be read.
+        public var up: Int64?
+        public var down: Int64?
+
+        public init(link: String, interval: Duration, up: Int64?, down: Int64?) {
+            self.link = link
+            self.interval = interval
+            self.up = up
+            self.down = down
         }
     }
 
@@ -265,6 +287,7 @@ extension RunEvent {
         case .run: "run"
         case .link: "link"
         case .quality: "quality"
+        case .carried: "carried"
         case .path: "path"
         case .mark: "mark"
         case .mptcp: "mptcp"
@@ -298,7 +321,7 @@ extension RunEvent {
         case .subflow(let subflow): subflow.workload
         case .pathStalled(let stalled): stalled.workload
         case .command(let command): command.workload
-        case .run, .link, .quality, .path, .mark, .mptcp, .unknown: nil
+        case .run, .link, .quality, .carried, .path, .mark, .mptcp, .unknown: nil
         }
     }
 }
@@ -347,6 +370,9 @@ extension RunEvent {
             return [("node", .string(node)), ("summary", .string(summary)), ("path", path)]
         case let .mark(text, node):
             return [("text", .string(text))] + (node.map { [("node", .string($0))] } ?? [])
+        case .carried(let carried):
+            return [("link", .string(carried.link)), ("intervalMs", .milliseconds(carried.interval))]
+                + (carried.up.map { [("upBps", .int($0))] } ?? []) + (carried.down.map { [("downBps", .int($0))] } ?? [])
         case let .mptcp(node, changes, error):
             return [("node", .string(node))] + (error.map { [("error", .string($0))] } ?? [("changes", strings(changes))])
         case let .workload(name, started):
@@ -471,6 +497,15 @@ extension RunEvent {
         case "path":
             guard let path = f.object["path"], case .object = path else { throw f.error("no 'path' object") }
             self = .path(node: try f.string("node"), summary: try f.optionalString("summary") ?? "", path: path)
+        case "carried":
+            let interval = try f.milliseconds("intervalMs")
+            guard interval > .zero, interval <= .seconds(3600) else { throw f.error("'intervalMs' that is not from 0 to an hour") }
+            func rate(_ key: String) throws(ReportError) -> Int64? {
+                guard let value = try f.optionalInt(key) else { return nil }
+                guard value >= 0 else { throw f.error("'\(key)' that is negative") }
+                return value
+            }
+            self = .carried(Carried(link: try f.string("link"), interval: interval, up: try rate("upBps"), down: try rate("downBps")))
         case "mark":
             self = .mark(text: try f.string("text"), node: try f.optionalString("node"))
         case "mptcp":

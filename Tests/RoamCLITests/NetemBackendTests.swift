@@ -407,6 +407,17 @@ struct NetemBackendTests {
         let transfer = try #require(summary.workloads.first { $0.name == "transfer" })
         let throughput = Double(transfer.transfer?.throughput ?? 0)
         #expect(throughput > 10e6 && throughput <= 20e6, "\(throughput) bit/s")
+        // What the link carried toward the client each second, as its veth counted it (IP
+        // packets and their Ethernet headers, of which tbf's rate counts the IP bytes): the
+        // rate while the transfer runs, within what a busy VM's seconds allow.
+        let carried = NetemHost.timeline(try output() + "/netem-accuracy").compactMap { record -> (Double, Int64)? in
+            guard case .carried(let carried) = record.event, carried.link == "shaped", let down = carried.down else { return nil }
+            return (record.time.seconds, down)
+        }
+        let steady = carried.filter { (3...17).contains($0.0) }.map { Double($0.1) }.sorted()
+        #expect(steady.count >= 12, "\(carried)")
+        let median = steady.isEmpty ? 0 : steady[steady.count / 2]
+        #expect(median > 18e6 && median < 21e6, "carried \(median) bit/s of 20 Mbit/s: \(carried)")
     }
 
     @Test func signalsTearEverythingDownAndKeepTheReport() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import RoamReport
 import ScenarioModel
 import Testing
 import TestSupport
@@ -124,6 +125,23 @@ struct RecordCommandTests {
         let falling = recorded.filter { (4.5...8.0).contains($0.at.seconds) }.compactMap(\.throughput)
         let fallingMean = Double(falling.reduce(0, +)) / Double(max(falling.count, 1))
         #expect(falling.count == 8 && fallingMean > 3_400_000 && fallingMean < 4_100_000, "from 4.5 s: \(falling)")
+        // The run's own count of what the link carried toward the phone each second (the
+        // phone's interface's received bytes, in its timeline and its report's chart): the rates
+        // the link was set to, exactly (the emulator holds its rate; the TUN interface counts IP
+        // bytes, as the rate does).
+        // Each second's count, by the second it began: 16 Mbit/s from 2 s to 5 s, 4 from 6 s.
+        let carried = try RecordedRun.load(directory: directory + "/record").events.compactMap { record -> (Double, Double)? in
+            guard case .carried(let carried) = record.event, carried.link == "wifi", let down = carried.down else { return nil }
+            return ((record.time - carried.interval).seconds, Double(down))
+        }
+        let steadily = carried.filter { (1.9...4.1).contains($0.0) || (5.9...8.1).contains($0.0) }
+        for (second, bits) in steadily {
+            let set = second < 5 ? 16e6 : 4e6
+            #expect(abs(bits / set - 1) < 0.03, "from \(second) s the link carried \(bits) bit/s of \(set)")
+        }
+        #expect(steadily.count == 6, "\(carried)")
+        #expect(NetemHost.text(directory + "/record/report.html").contains("class=\"series carried down\""), "the report draws what was carried")
+        // The first interval holds the connection's start: not counted.
         #expect(recorded.first?.throughput == nil, "\(recorded.first.map { "\($0)" } ?? "none")")
 
         let imported = try RunningCommand.run(roam, ["import", "recording", directory + "/record/recording.jsonl", "--name", "replay",
@@ -156,7 +174,7 @@ struct RecordCommandTests {
             let again = replayed.filter { range.contains($0.at.seconds) }
             let ratio = mean(again) / mean(segment)
             rows.append(String(format: "%@, %.1f-%.1f s: recorded %.2f Mbit/s, replayed %.2f (%.3f×)", name, range.lowerBound, range.upperBound, mean(segment), mean(again), ratio))
-            #expect(again.count == segment.count && ratio > 0.9 && ratio < 1.03, "\(rows.last!)")
+            #expect(again.count == segment.count && ratio > 0.88 && ratio < 1.03, "\(rows.last!)")
         }
         print("roam record --throughput and its replay:\n" + rows.joined(separator: "\n"))
     }

@@ -123,6 +123,33 @@ struct HTMLReportTests {
         #expect(held.map(\.start) == [0, 6] && held.map(\.end) == [2.5, 8], "\(cell.down)")
     }
 
+    /// What a link carried (`carried` events) is a series of its own beside the rate it was set
+    /// to, each count over the interval before it, drawn thin and dotted on the rate panel's scale.
+    @Test func whatALinkCarriedIsDrawnBesideItsRate() throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/report").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("roam-report-carried-\(getpid())").path
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.copyItem(atPath: source + "/summary.json", toPath: directory + "/summary.json")
+        var timeline = try String(contentsOfFile: source + "/timeline.jsonl", encoding: .utf8)
+        timeline += #"{"t":1.0,"type":"carried","link":"wifi","intervalMs":1000,"upBps":250000,"downBps":7900000}"# + "\n"
+        timeline += #"{"t":2.0,"type":"carried","link":"wifi","intervalMs":1000,"upBps":120000,"downBps":4000000}"# + "\n"
+        timeline += #"{"t":2.5,"type":"carried","link":"nowhere","intervalMs":500,"downBps":1}"# + "\n"
+        try timeline.write(toFile: directory + "/timeline.jsonl", atomically: true, encoding: .utf8)
+        let run = try RecordedRun.load(directory: directory)
+        let model = ReportModel(run)
+        let wifi = try #require(model.links.first { $0.name == "wifi" })
+        #expect(wifi.carried["down"]?.points.map(\.t) == [0, 1] && wifi.carried["down"]?.points.map(\.value) == [7.9, 4], "\(wifi.carried)")
+        #expect(wifi.carried["up"]?.points.map(\.value) == [0.25, 0.12])
+        #expect(!model.links.contains { $0.name == "nowhere" }, "a link the timeline never set is not drawn")
+        let html = HTMLReport.render(run)
+        #expect(html.contains("<polyline class=\"series carried down\"") && html.contains("<title>carried down</title>"))
+        #expect(html.contains("rate: as set, and what the link carried (thin, dotted"))
+        #expect(!HTMLReport.render(try reportFixture()).contains("series carried"), "a run without carried events draws none")
+    }
+
     @Test func aComparisonPutsBothRunsOnOneAxisAndTheirFiguresSideBySide() throws {
         let a = try reportFixture()
         var b = a

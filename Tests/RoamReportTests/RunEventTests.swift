@@ -24,6 +24,8 @@ import Testing
                     step: "2/5", line: 14, error: "boom")),
         .quality(link: "wifi", quality: "moderate", error: nil),
         .quality(link: "wifi", quality: "good", error: "cannot tag"),
+        .carried(.init(link: "wifi", interval: .milliseconds(1000), up: 278_202, down: 16_006_253)),
+        .carried(.init(link: "cell", interval: .milliseconds(500), up: nil, down: 0)),
         .path(node: "phone", summary: "satisfied via wifi", path: .object([("status", "satisfied")])),
         .mark(text: "exchanged", node: nil),
         .mark(text: "done", node: "phone"),
@@ -83,6 +85,8 @@ import Testing
         (#"{"t":"soon","type":"mark","text":"x"}"#, "a 'mark' event with 't' that is not a number"),
         (#"{"t":1,"type":"complete","workload":"w","bytes":"many"}"#, "a 'complete' event with 'bytes' that is not a number"),
         (#"{"t":1}"#, "a 'event' event with no 'type'"),
+        (#"{"t":1,"type":"carried","link":"wifi","intervalMs":0,"downBps":5}"#, "a 'carried' event with 'intervalMs' that is not from 0 to an hour"),
+        (#"{"t":1,"type":"carried","link":"wifi","intervalMs":1000,"downBps":-5}"#, "a 'carried' event with 'downBps' that is negative"),
         (#"{"t":1,"type":"run","event":"paused"}"#, "a 'run' event with an unknown run event 'paused'"),
     ])
     func damageIsNamed(line: String, message: String) throws {

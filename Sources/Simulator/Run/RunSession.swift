@@ -484,6 +484,8 @@ final class RunSession {
         // A long run gives back, once a minute, the memory its threads freed and the allocator
         // kept (``FreedMemory``): its resident memory stays what it holds.
         var nextRelease = log.start + Self.freedMemoryInterval
+        // What each link carried, from the receiving interfaces' counters (read from now).
+        let carried = topology.map { CarriedSampler(plan: plan, topology: $0) }
         let clock = PlayClock(log: log, duration: scenario.duration, sampleInterval: options.sampleInterval, hold: options.hold,
                               heldMark: "the scenario's timeline is over; the network is held until the run is stopped", stop: stop)
         let pendingStops = { [drivers] in drivers.indices.filter { !stopped.contains($0) }.map { ($0, drivers[$0].driver.context.stopAt) } }
@@ -513,6 +515,9 @@ final class RunSession {
                                                    throughputBitsPerSecond: Int64((throughput?.bitsPerSecond ?? 0).rounded()), rtt: sample.rtt,
                                                    buffered: sample.buffered, stalled: sample.buffered.map { _ in sample.isStalled ?? false })))
                 rows.append((driver.context.workload.name, throughput, detail))
+            }
+            if let carried, now - lastSampleAt > .zero {
+                for link in carried.sample(interval: now - lastSampleAt) { log.record(.carried(link)) }
             }
             lastSampleAt = now
             if now >= nextRelease {
