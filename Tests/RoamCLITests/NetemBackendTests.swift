@@ -506,6 +506,11 @@ struct NetemBackendTests {
         #expect(summary.backendReason.contains("server/wifi (pid "))
         #expect(summary.timeline.changes > 10)
         #expect(NetemHost.text(walk + "/interfaces-after") == before)
+        // What each link carried, counted on the attached interfaces: both ends of both links.
+        let carried = NetemHost.timeline(walk).compactMap { record -> RunEvent.Carried? in
+            if case .carried(let carried) = record.event { return carried } else { return nil }
+        }
+        #expect(Set(carried.map(\.link)) == ["wifi", "cell"] && carried.allSatisfy { $0.up != nil && $0.down != nil }, "\(carried.prefix(6))")
     }
 
     /// Every bundled scenario roam attach can play (no networks or radio states; a trace's rate

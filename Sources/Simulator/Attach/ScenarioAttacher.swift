@@ -156,8 +156,16 @@ package final class ScenarioAttacher: Sendable {
         try player.start()
         let clock = PlayClock(log: log, duration: scenario.duration, sampleInterval: options.sampleInterval, hold: options.hold,
                               heldMark: "the scenario's timeline is over; the links keep their last conditions until roam attach is stopped", stop: stop)
+        // What each played link carried, where its receiving end is attached.
+        let carried = CarriedSampler(interfaces.receivingEnds(plan: plan))
+        var lastSampleAt = log.start
         clock.run(nextMoment: { nil }) { now, sampleDue in
-            guard sampleDue, let progress else { return }
+            guard sampleDue else { return }
+            if now - lastSampleAt > .zero {
+                for link in carried.sample(interval: now - lastSampleAt) { log.record(.carried(link)) }
+            }
+            lastSampleAt = now
+            guard let progress else { return }
             let states = player.linkStates
             progress(RunProgress(elapsed: min(now - log.start, scenario.duration), duration: scenario.duration,
                                  links: scenario.links.map { ($0.name, states[$0.name]?.summary ?? "?") }, workloads: [], runID: runID))
@@ -235,6 +243,17 @@ package final class AttachedInterfaces: NetemInterfaces, @unchecked Sendable {
         self.snapshots = snapshots
         self.namespaces = namespaces
         self.notes = notes
+    }
+
+    /// Where each of `plan`'s links arrives each way (up: its second node, down: its first),
+    /// where that node is attached: for counting what the link carried.
+    func receivingEnds(plan: TopologyPlan) -> [(link: String, up: CarriedSampler.End?, down: CarriedSampler.End?)] {
+        let byNode = Dictionary(namespaces.map { ($0.node, $0) }, uniquingKeysWith: { a, _ in a })
+        func end(_ link: String, _ node: String) -> CarriedSampler.End? {
+            guard let side = sides[Side(link: link, node: node)], let attached = byNode[node] else { return nil }
+            return CarriedSampler.End(namespace: attached.namespace, node: node, interface: side.interface)
+        }
+        return plan.links.map { ($0.name, end($0.name, $0.second), end($0.name, $0.first)) }
     }
 
     /// `node/interface (namespace)` for each side played, for the report.

@@ -15,33 +15,49 @@ final class CarriedSampler {
     /// The most links sampled.
     static let maximumLinks = 16
 
+    /// Where a link's traffic arrives: a node's namespace and the link's interface there.
+    struct End {
+        var namespace: NetworkNamespace
+        var node: String
+        var interface: String
+    }
+
     private struct Sampled {
         var link: String
-        /// The receiving end of each direction: the second node for up, the first for down.
-        var up: (node: String, interface: String)
-        var down: (node: String, interface: String)
+        /// The receiving end of each direction: the second node for up, the first for down; nil
+        /// where that node is not Roam's to read (roam attach's other side).
+        var up: End?
+        var down: End?
         var last: (up: UInt64?, down: UInt64?)
     }
 
     private var links: [Sampled]
     private var sockets: [String: NetlinkSocket] = [:]
 
-    /// A sampler of `plan`'s first links in `topology`'s namespaces, its baseline read now.
-    init(plan: TopologyPlan, topology: Topology) {
-        links = plan.links.prefix(Self.maximumLinks).map { link in
-            Sampled(link: link.name, up: (link.second, link.secondInterface), down: (link.first, link.firstInterface), last: (nil, nil))
-        }
-        for node in Set(links.flatMap { [$0.up.node, $0.down.node] }) {
-            if let namespace = topology.namespace(of: node), let socket = try? NetlinkSocket(.route, in: namespace) { sockets[node] = socket }
+    /// A sampler of `links` (at most ``maximumLinks`` of them), each with the ends its traffic
+    /// arrives at each way; its baseline read now.
+    init(_ links: [(link: String, up: End?, down: End?)]) {
+        self.links = links.prefix(Self.maximumLinks).map { Sampled(link: $0.link, up: $0.up, down: $0.down, last: (nil, nil)) }
+        for end in self.links.flatMap({ [$0.up, $0.down] }).compactMap({ $0 }) where sockets[end.node] == nil {
+            if let socket = try? NetlinkSocket(.route, in: end.namespace) { sockets[end.node] = socket }
         }
         _ = sample(interval: .zero)
+    }
+
+    /// A sampler of `plan`'s links in `topology`'s namespaces.
+    convenience init(plan: TopologyPlan, topology: Topology) {
+        self.init(plan.links.map { link in
+            (link.name, topology.namespace(of: link.second).map { End(namespace: $0, node: link.second, interface: link.secondInterface) },
+             topology.namespace(of: link.first).map { End(namespace: $0, node: link.first, interface: link.firstInterface) })
+        })
     }
 
     /// Each sampled link's rates over the `interval` since the last call (none on the first
     /// call, which only reads the baseline).
     func sample(interval: Duration) -> [RunEvent.Carried] {
         var counters: [String: [String: InterfaceCounters]] = [:]
-        func received(_ end: (node: String, interface: String)) -> UInt64? {
+        func received(_ end: End?) -> UInt64? {
+            guard let end else { return nil }
             if counters[end.node] == nil { counters[end.node] = (try? sockets[end.node]?.interfaceCounters()) ?? [:] }
             return counters[end.node]?[end.interface]?.receivedBytes
         }
