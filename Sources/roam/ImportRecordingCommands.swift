@@ -19,7 +19,7 @@ func importing(_ body: () throws -> Void) throws {
 }
 
 /// Refuses more windows than a scenario's timeline holds.
-func checkWindowCount(_ interfaces: [RateRecording.Interface], width: Duration) throws {
+func checkWindowCount(_ interfaces: [RateRecording.Interface], width: Duration) throws(ScenarioError) {
     let count = RateRecording.windowCount(interfaces, width: width)
     guard count <= RateRecording.maximumWindows else {
         throw ScenarioError("\(count) windows of \(width.roamDescription): more than \(RateRecording.maximumWindows) (a timeline's bound); choose a wider --window")
@@ -39,6 +39,29 @@ func writeImportedScenario(_ yaml: String, name: String, notes: [String], output
         writeLine("\(output): scenario '\(name)', \(summary); add workloads to play across its links")
     } else {
         writeLine(yaml)
+    }
+}
+
+/// Writes what an import made: the scenario (``writeImportedScenario(_:name:notes:output:summary:)``)
+/// and, where `--track` named a file, the positions as a track. A track asked of a recording
+/// without positions is refused before anything is written.
+///
+/// - Parameters:
+///   - track: `--track`'s file, if given.
+///   - trackText: The track file's text, or nil when the recording has no positions.
+///   - noPositions: Why there is none, for the refusal.
+///   - whose: Whose track it is, for the line that names the file ("the drive's").
+func writeImportedScenario(_ yaml: String, name: String, notes: [String], output: String?, summary: String,
+                           track: String?, trackText: @autoclosure () -> String?, noPositions: String, whose: String) throws {
+    var text: String?
+    if track != nil {
+        guard let made = trackText() else { throw ScenarioError("--track: \(noPositions)") }
+        text = made
+    }
+    try writeImportedScenario(yaml, name: name, notes: notes, output: output, summary: summary)
+    if let track, let text {
+        try writeTextFile(text, to: track)
+        writeLine("\(track): \(whose) track, \(text.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
     }
 }
 
@@ -121,17 +144,10 @@ struct ImportGNetTrackCommand: ParsableCommand {
             let count = RateRecording.windowCount([interface], width: options.width)
             let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
                                                   header: GNetTrackImport.header(log, source: file, width: options.width), notes: notes)
-            var trackText: String?
-            if track != nil {
-                guard let text = GNetTrackImport.track(log) else { throw ScenarioError("--track: the log has no Latitude and Longitude to make a track of") }
-                trackText = text
-            }
             try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
-                                      summary: "\(count) windows of \(options.width.roamDescription) on link '\(link)'")
-            if let track, let trackText {
-                try writeTextFile(trackText, to: track)
-                writeLine("\(track): the drive's track, \(trackText.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
-            }
+                                      summary: "\(count) windows of \(options.width.roamDescription) on link '\(link)'",
+                                      track: track, trackText: GNetTrackImport.track(log),
+                                      noPositions: "the log has no Latitude and Longitude to make a track of", whose: "the drive's")
         }
     }
 }
@@ -204,17 +220,10 @@ struct ImportLumos5GCommand: ParsableCommand {
             let count = RateRecording.windowCount([interface], width: options.width)
             let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
                                                   header: Lumos5GImport.header(chosen, source: file, width: options.width), notes: notes)
-            var trackText: String?
-            if track != nil {
-                guard let text = Lumos5GImport.track(chosen) else { throw ScenarioError("--track: \(chosen.label) has no latitude and longitude to make a track of") }
-                trackText = text
-            }
             try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
-                                      summary: "\(chosen.label): \(count) windows of \(options.width.roamDescription) on link '\(link)'")
-            if let track, let trackText {
-                try writeTextFile(trackText, to: track)
-                writeLine("\(track): the run's track, \(trackText.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
-            }
+                                      summary: "\(chosen.label): \(count) windows of \(options.width.roamDescription) on link '\(link)'",
+                                      track: track, trackText: Lumos5GImport.track(chosen),
+                                      noPositions: "\(chosen.label) has no latitude and longitude to make a track of", whose: "the run's")
         }
     }
 }
@@ -325,16 +334,9 @@ struct ImportRecordingCommand: ParsableCommand {
             let recording = try DeviceRecording.read(file)
             let width = window.flatMap { try? Units.duration($0).get() } ?? recording.interval
             let made = try Self.scenario(recording, name: name, source: file, width: width, start: (try? Units.duration(start).get()) ?? .zero)
-            var trackText: String?
-            if track != nil {
-                guard let text = DeviceRecording.track(recording) else { throw ScenarioError("--track: the recording has no positions (gpsd gave roam record none)") }
-                trackText = text
-            }
-            try writeImportedScenario(made.yaml, name: name, notes: made.notes, output: output, summary: made.summary)
-            if let track, let trackText {
-                try writeTextFile(trackText, to: track)
-                writeLine("\(track): the recording's track, \(trackText.split(separator: "\n").count - 1) positions; name it relative to the scenario in mobility: phones: {phone: {track: FILE}}")
-            }
+            try writeImportedScenario(made.yaml, name: name, notes: made.notes, output: output, summary: made.summary,
+                                      track: track, trackText: DeviceRecording.track(recording),
+                                      noPositions: "the recording has no positions (gpsd gave roam record none)", whose: "the recording's")
         }
     }
 
@@ -342,10 +344,8 @@ struct ImportRecordingCommand: ParsableCommand {
     static func scenario(_ recording: DeviceRecording.Recording, name: String, source: String, width: Duration,
                          start: Duration) throws(ScenarioError) -> (yaml: String, notes: [String], summary: String) {
         let (interfaces, notes) = DeviceRecording.interfaces(recording)
+        try checkWindowCount(interfaces, width: width)
         let count = RateRecording.windowCount(interfaces, width: width)
-        guard count <= RateRecording.maximumWindows else {
-            throw ScenarioError("\(count) windows of \(width.roamDescription): more than \(RateRecording.maximumWindows) (a timeline's bound); choose a wider --window")
-        }
         let yaml = RateRecording.scenarioYAML(name: name, interfaces: interfaces, width: width, start: start,
                                               header: DeviceRecording.header(recording, source: source, width: width), notes: notes)
         return (yaml, notes, "\(count) windows of \(width.roamDescription) on link\(interfaces.count == 1 ? "" : "s") \(interfaces.map { "'\($0.link)'" }.joined(separator: ", "))")
