@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import RoamReport
 import Testing
 import TestSupport
 
@@ -105,6 +106,22 @@ struct ImportRecordingCommandTests {
         let toCell = try #require(switches.first { $0.contains("\"to\":\"cell\"") }, "\(switches)")
         let at = try #require(Double(toCell.split(separator: ",").first?.replacingOccurrences(of: "{\"t\":", with: "") ?? ""))
         #expect(at > 7 && at < 9, "moved to cell at \(at) s, the recorded Wi-Fi collapsed at 7 s: \(toCell)")
-        print("mp-traces walk: the handover client moved to cell at \(String(format: "%.2f", at)) s (the recorded Wi-Fi passed nothing from 7 s)")
+        // The report shows what was recorded (the rates the links were set to) beside what they
+        // carried: toward the phone, the Wi-Fi carried the answers before the collapse and
+        // nothing in it; the cellular link carried them in it, after the move.
+        let carried = try RecordedRun.load(directory: directory + "/run").events.compactMap { record -> (link: String, from: Double, down: Int64)? in
+            guard case .carried(let carried) = record.event, let down = carried.down else { return nil }
+            return (carried.link, (record.time - carried.interval).seconds, down)
+        }
+        func carriedDown(_ link: String, _ seconds: ClosedRange<Double>) -> [Int64] {
+            carried.filter { $0.link == link && seconds.contains($0.from) }.map(\.down)
+        }
+        let before = carriedDown("wifi", 2.9...5.1), collapsed = carriedDown("wifi", 7.9...11.1), moved = carriedDown("cell", 9.9...11.1)
+        #expect(before.count == 3 && before.allSatisfy { $0 > 100_000 }, "the Wi-Fi before the collapse: \(before) bit/s")
+        #expect(collapsed.count == 4 && collapsed.allSatisfy { $0 == 0 }, "the Wi-Fi in the collapse: \(collapsed) bit/s")
+        #expect(moved.count == 2 && moved.allSatisfy { $0 > 100_000 }, "the cellular link after the move: \(moved) bit/s")
+        #expect(NetemHost.text(directory + "/run/report.html").contains("rate: as set, and what the link carried"), "the report draws both")
+        print("mp-traces walk: the handover client moved to cell at \(String(format: "%.2f", at)) s (the recorded Wi-Fi passed nothing from 7 s); "
+            + "carried toward the phone: wifi \(before) then \(collapsed), cell \(moved) bit/s")
     }
 }
