@@ -257,13 +257,21 @@ package final class LinkEmulator: @unchecked Sendable {
         }
     }
 
-    /// Whether the packet at `start` goes to a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8).
-    static func isLinkControl(_ buffer: [UInt8], from start: Int, _ count: Int) -> Bool {
+    /// Whether the packet at `start` is the kernel's own multicast bookkeeping: IGMP (IPv4
+    /// protocol 2) to 224.0.0.0/4, or ICMPv6 (MLD reports, router and neighbour solicitations;
+    /// directly or after a hop-by-hop header, as MLD is sent) to ff00::/8. Other multicast (an
+    /// application's mDNS, SSDP) is not: it crosses the link as any packet does.
+    static func isKernelMulticast(_ buffer: [UInt8], from start: Int, _ count: Int) -> Bool {
         guard count - start >= 20 else { return false }
         switch buffer[start] >> 4 {
-        case 4: return buffer[start + 16] & 0xf0 == 0xe0
-        case 6: return count - start >= 40 && buffer[start + 24] == 0xff
-        default: return false
+        case 4:
+            return buffer[start + 16] & 0xf0 == 0xe0 && buffer[start + 9] == 2
+        case 6:
+            guard count - start >= 40, buffer[start + 24] == 0xff else { return false }
+            let next = buffer[start + 6]
+            return next == 58 || (next == 0 && count - start >= 48 && buffer[start + 40] == 58)
+        default:
+            return false
         }
     }
 }
@@ -481,11 +489,14 @@ final class Shard: @unchecked Sendable {
                 for _ in 0..<256 {
                     let count = buffer.withUnsafeMutableBytes { read(source.descriptor, $0.baseAddress, $0.count) }
                     guard count > header else { break }
-                    if LinkEmulator.isLinkControl(buffer, from: header, count) {
-                        // Multicast (MLD reports, IGMP) is the kernel's own bookkeeping, sent at
-                        // randomized times: passed on as is, so that it neither consumes the
-                        // link's random numbers nor shifts its decision log.
-                        if carrierUp[directions[index].link], !directions[index].pipeline.conditions.isBlackholed {
+                    if LinkEmulator.isKernelMulticast(buffer, from: header, count) {
+                        // The kernel's multicast bookkeeping (MLD and IGMP reports), sent at
+                        // randomized times (and whenever an interface changes, as a retag of its
+                        // quality does): passed on as is, so that it neither consumes the link's
+                        // random numbers nor shifts its decision log; but not where the direction
+                        // passes nothing (its carrier down, blackholed, every packet lost), where a
+                        // real link would not carry it either.
+                        if carrierUp[directions[index].link], !directions[index].pipeline.conditions.passesNothing {
                             if !held.isEmpty { writeHeld(to: destination) }
                             _ = buffer.withUnsafeBytes { write(destination.descriptor, $0.baseAddress, count) }
                         }

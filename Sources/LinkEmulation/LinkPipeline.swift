@@ -551,3 +551,17 @@ struct MinHeap<Element: Sendable>: Sendable {
         return top
     }
 }
+
+extension LinkConditions {
+    /// Whether a direction under these conditions delivers no packet at all: blackholed, or a
+    /// loss model that drops every packet (a random loss of 100%; Gilbert-Elliott losing all in
+    /// both states). Flows aside: the packets this is asked of never reach them.
+    var passesNothing: Bool {
+        if isBlackholed { return true }
+        switch impairment.loss {
+        case nil: return false
+        case .random(let rate, _)?: return rate >= 1
+        case let .gilbertElliott(_, _, lossInBad, lossInGood)?: return lossInBad >= 1 && lossInGood >= 1
+        }
+    }
+}

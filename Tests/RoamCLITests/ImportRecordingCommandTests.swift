@@ -99,7 +99,11 @@ struct ImportRecordingCommandTests {
             expect:
               - { workload: api, maxTimeToFirstByte: 2s }
             """
-        try (scenario + workloads + "\n").write(toFile: directory + "/walk.yaml", atomically: true, encoding: .utf8)
+        // The Wi-Fi captured: what its emulator delivered toward the phone, each packet with its time.
+        let captured = scenario.replacingOccurrences(of: "{name: wifi, between: [phone, server], type: wifi,",
+                                                     with: "{name: wifi, between: [phone, server], type: wifi, capture: true,")
+        #expect(captured != scenario)
+        try (captured + workloads + "\n").write(toFile: directory + "/walk.yaml", atomically: true, encoding: .utf8)
         let run = try RunningCommand.run(roam, ["run", directory + "/walk.yaml", "--backend", "userspace", "--quiet", "--report", directory + "/run"], timeout: 120)
         #expect(run.status == 0, "\(run.output)\(run.error)")
         let switches = NetemHost.text(directory + "/run/timeline.jsonl").split(separator: "\n").filter { $0.contains("\"type\":\"subflow-switch\"") }
@@ -118,10 +122,18 @@ struct ImportRecordingCommandTests {
         }
         let before = carriedDown("wifi", 2.9...5.1), collapsed = carriedDown("wifi", 7.9...11.1), moved = carriedDown("cell", 9.9...11.1)
         #expect(before.count == 3 && before.allSatisfy { $0 > 100_000 }, "the Wi-Fi before the collapse: \(before) bit/s")
-        // Nothing but a stray packet: one CI rehearsal counted 76 bytes (608 bit/s) in one of
-        // these seconds (not seen in local runs; its cause is not known), against 339 kbit/s of
-        // answers before.
-        #expect(collapsed.count == 4 && collapsed.allSatisfy { $0 <= 2_000 }, "the Wi-Fi in the collapse: \(collapsed) bit/s")
+        // In the collapse (from its second second: what was in flight at 7 s arrives after it)
+        // the emulator delivered nothing toward the phone, and the phone's Wi-Fi received
+        // nothing: not even the MLD reports both ends' kernels send when the link is retagged
+        // with its new quality at 7 s (76 bytes each; they once passed a direction that lost
+        // everything, and were counted here). The capture says what any such packet was.
+        let summary = try #require(NetemHost.summary(directory + "/run"))
+        let delivered = try PcapRecords.read(directory + "/run/capture-wifi-down.pcap", since: summary.started)
+        let inCollapse = delivered.filter { (7.05..<13).contains($0.at) }
+        #expect(delivered.contains { $0.at < 7 }, "the capture holds the answers before the collapse")
+        #expect(inCollapse.isEmpty, "the emulator delivered toward the phone in the collapse: \(inCollapse.prefix(5).map(\.description))")
+        #expect(collapsed.count == 4 && collapsed.allSatisfy { $0 == 0 },
+                "the Wi-Fi in the collapse: \(collapsed) bit/s; the emulator delivered \(inCollapse.count) packet(s) then: \(inCollapse.prefix(5).map(\.description))")
         #expect(moved.count == 2 && moved.allSatisfy { $0 > 100_000 }, "the cellular link after the move: \(moved) bit/s")
         #expect(NetemHost.text(directory + "/run/report.html").contains("rate: as set, and what the link carried"), "the report draws both")
         print("mp-traces walk: the handover client moved to cell at \(String(format: "%.2f", at)) s (the recorded Wi-Fi passed nothing from 7 s); "
