@@ -3,6 +3,18 @@ import CRoamRootless
 import Glibc
 import SystemPackage
 
+/// The path of `name` in this process's `PATH` (executable by it), or nil: where
+/// ``spawnProcess(_:environment:standardOutput:standardError:newProcessGroup:inheriting:contained:)``
+/// would find it, for a command to say a program is missing before it starts anything.
+package func findProgram(_ name: String) -> String? {
+    let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
+    for directory in path.split(separator: ":") where !directory.isEmpty {
+        let candidate = "\(directory)/\(name)"
+        if access(candidate, X_OK) == 0 { return candidate }
+    }
+    return nil
+}
+
 /// Starts programs the careful way, for every place Roam runs one (a scenario's `command`
 /// workloads, RoamTesting's `NodeHandle.run`).
 ///

@@ -227,6 +227,10 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
 
         let header = DeviceRecording.Recording(
             interval: every, interfaces: recorded.map { DeviceRecording.Interface(name: $0.name, type: $0.type.rawValue, target: $0.probe?.target) })
+        // Before the recording's file is made: a missing curl leaves nothing behind.
+        if throughput != nil, findProgram("curl") == nil {
+            throw RecordError(ThroughputDownload.curlMissing)
+        }
         let file: FileDescriptor
         do throws(SafePathError) {
             let (directory, name) = try SecureDirectory.parent(ofFile: output)

@@ -83,7 +83,7 @@ final class ThroughputDownload {
             try? body.readEnd.close()
             try? said.readEnd.close()
             throw RecordError(error == .noSuchFileOrDirectory
-                ? "--throughput needs curl, which is not installed (apt install curl)"
+                ? Self.curlMissing
                 : "cannot start curl for the download through \(interface): \(error)")
         }
         output = OwnedFileDescriptor(owning: body.readEnd.rawValue)
@@ -91,6 +91,9 @@ final class ThroughputDownload {
         started = now
         errorText.removeAll()
     }
+
+    /// What `roam record` says when curl is not in its `PATH`.
+    static let curlMissing = "--throughput needs curl, which is not installed (apt install curl)"
 
     /// This process's environment, for curl (its proxy settings are the user's to give).
     private static var environment: [String] {

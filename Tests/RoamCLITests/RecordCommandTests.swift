@@ -197,6 +197,11 @@ struct RecordCommandTests {
             #expect(result.status == 2 && result.error.contains(expected), "\(arguments): \(result.error)")
             #expect(access(directory + "/r.jsonl", F_OK) != 0, "\(arguments) wrote a recording")
         }
+        // --throughput where curl is not in the PATH: said before the recording's file is made.
+        let noCurl = try RunningCommand.run("/usr/bin/env", ["PATH=/nonexistent", roam, "record", "--interface", "lo", "--echoes", "0",
+                                                             "--throughput", "http://127.0.0.1:9/big", "--output", directory + "/r.jsonl"], timeout: 20)
+        #expect(noCurl.status == 2 && noCurl.error.contains("--throughput needs curl, which is not installed"), "\(noCurl.error)")
+        #expect(access(directory + "/r.jsonl", F_OK) != 0, "a recording without curl left its file")
         let bad = directory + "/bad.jsonl"
         try "{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"b\"}\n".write(toFile: bad, atomically: true, encoding: .utf8)
         let imported = try RunningCommand.run(roam, ["import", "recording", bad, "--name", "x", "-o", directory + "/out.yaml"])

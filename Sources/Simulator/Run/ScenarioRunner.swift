@@ -502,16 +502,6 @@ extension RunReport {
     }
 }
 
-/// The path of `name` in `PATH` (executable), or nil.
-func findProgram(_ name: String) -> String? {
-    let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
-    for directory in path.split(separator: ":") where !directory.isEmpty {
-        let candidate = "\(directory)/\(name)"
-        if access(candidate, X_OK) == 0 { return candidate }
-    }
-    return nil
-}
-
 /// What each part of a run takes in descriptors, for ``ScenarioRunner/descriptorsNeeded(for:)``.
 /// Measured on the userspace backend with `ls /proc/PID/fd` at a run's peak (the scale
 /// benchmark's phones, a Wi-Fi and a cellular link each; 10 to 40 phones): 7 a node, 2 a link,
