@@ -18,12 +18,18 @@ func importing(_ body: () throws -> Void) throws {
     }
 }
 
-/// Refuses more windows than a scenario's timeline holds.
-func checkWindowCount(_ interfaces: [RateRecording.Interface], width: Duration) throws(ScenarioError) {
+/// The scenario whose links play `interfaces` a window of `width` at a time (refused when
+/// there are more windows than a timeline holds), and a summary of it: "N windows of W on
+/// link 'cell'". Every recording import makes its scenario here.
+func rateScenario(_ interfaces: [RateRecording.Interface], name: String, width: Duration, start: Duration, header: [String],
+                  notes: [String]) throws(ScenarioError) -> (yaml: String, summary: String) {
     let count = RateRecording.windowCount(interfaces, width: width)
     guard count <= RateRecording.maximumWindows else {
         throw ScenarioError("\(count) windows of \(width.roamDescription): more than \(RateRecording.maximumWindows) (a timeline's bound); choose a wider --window")
     }
+    let yaml = RateRecording.scenarioYAML(name: name, interfaces: interfaces, width: width, start: start, header: header, notes: notes)
+    let links = interfaces.map { "'\($0.link)'" }.joined(separator: interfaces.count == 2 ? " and " : ", ")
+    return (yaml, "\(count) windows of \(width.roamDescription) on link\(interfaces.count == 1 ? "" : "s") \(links)")
 }
 
 /// Checks that `yaml` is a scenario the reader accepts, says the notes, and writes it to
@@ -140,12 +146,9 @@ struct ImportGNetTrackCommand: ParsableCommand {
             let log = try GNetTrackImport.read(file)
             let wanted = Set(states.split(separator: ",").map { String($0.filter { $0 != " " }) })
             let (interface, notes) = GNetTrackImport.interface(log, link: link, states: wanted)
-            try checkWindowCount([interface], width: options.width)
-            let count = RateRecording.windowCount([interface], width: options.width)
-            let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
-                                                  header: GNetTrackImport.header(log, source: file, width: options.width), notes: notes)
-            try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
-                                      summary: "\(count) windows of \(options.width.roamDescription) on link '\(link)'",
+            let made = try rateScenario([interface], name: options.name, width: options.width, start: options.offset,
+                                        header: GNetTrackImport.header(log, source: file, width: options.width), notes: notes)
+            try writeImportedScenario(made.yaml, name: options.name, notes: notes, output: options.output, summary: made.summary,
                                       track: track, trackText: GNetTrackImport.track(log),
                                       noPositions: "the log has no Latitude and Longitude to make a track of", whose: "the drive's")
         }
@@ -216,12 +219,9 @@ struct ImportLumos5GCommand: ParsableCommand {
             let runs = try Lumos5GImport.read(file)
             let chosen = try Lumos5GImport.select(runs, number: runNumber, mobility: mobility, direction: direction)
             let (interface, notes) = Lumos5GImport.interface(chosen, link: link, delay: delay.flatMap { try? Units.duration($0).get() })
-            try checkWindowCount([interface], width: options.width)
-            let count = RateRecording.windowCount([interface], width: options.width)
-            let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: [interface], width: options.width, start: options.offset,
-                                                  header: Lumos5GImport.header(chosen, source: file, width: options.width), notes: notes)
-            try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
-                                      summary: "\(chosen.label): \(count) windows of \(options.width.roamDescription) on link '\(link)'",
+            let made = try rateScenario([interface], name: options.name, width: options.width, start: options.offset,
+                                        header: Lumos5GImport.header(chosen, source: file, width: options.width), notes: notes)
+            try writeImportedScenario(made.yaml, name: options.name, notes: notes, output: options.output, summary: "\(chosen.label): \(made.summary)",
                                       track: track, trackText: Lumos5GImport.track(chosen),
                                       noPositions: "\(chosen.label) has no latitude and longitude to make a track of", whose: "the run's")
         }
@@ -272,13 +272,9 @@ struct ImportMPTracesCommand: ParsableCommand {
             let (interfaces, notes) = MPTracesImport.interfaces(wifi: wifiSeconds, cellular: cellularSeconds,
                                                                 wifiDelay: wifiDelay.flatMap { try? Units.duration($0).get() },
                                                                 cellularDelay: cellularDelay.flatMap { try? Units.duration($0).get() })
-            try checkWindowCount(interfaces, width: options.width)
-            let count = RateRecording.windowCount(interfaces, width: options.width)
             let header = MPTracesImport.header(wifi: wifiSeconds, cellular: cellularSeconds, sources: (wifi, cellular), width: options.width)
-            let yaml = RateRecording.scenarioYAML(name: options.name, interfaces: interfaces, width: options.width, start: options.offset,
-                                                  header: header, notes: notes)
-            try writeImportedScenario(yaml, name: options.name, notes: notes, output: options.output,
-                                      summary: "\(count) windows of \(options.width.roamDescription) on links 'wifi' and 'cell'")
+            let made = try rateScenario(interfaces, name: options.name, width: options.width, start: options.offset, header: header, notes: notes)
+            try writeImportedScenario(made.yaml, name: options.name, notes: notes, output: options.output, summary: made.summary)
         }
     }
 }
@@ -344,10 +340,8 @@ struct ImportRecordingCommand: ParsableCommand {
     static func scenario(_ recording: DeviceRecording.Recording, name: String, source: String, width: Duration,
                          start: Duration) throws(ScenarioError) -> (yaml: String, notes: [String], summary: String) {
         let (interfaces, notes) = DeviceRecording.interfaces(recording)
-        try checkWindowCount(interfaces, width: width)
-        let count = RateRecording.windowCount(interfaces, width: width)
-        let yaml = RateRecording.scenarioYAML(name: name, interfaces: interfaces, width: width, start: start,
-                                              header: DeviceRecording.header(recording, source: source, width: width), notes: notes)
-        return (yaml, notes, "\(count) windows of \(width.roamDescription) on link\(interfaces.count == 1 ? "" : "s") \(interfaces.map { "'\($0.link)'" }.joined(separator: ", "))")
+        let made = try rateScenario(interfaces, name: name, width: width, start: start,
+                                    header: DeviceRecording.header(recording, source: source, width: width), notes: notes)
+        return (made.yaml, notes, made.summary)
     }
 }
