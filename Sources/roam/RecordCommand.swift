@@ -300,6 +300,7 @@ struct RecordCommand: ParsableCommand, SignalHandlingCommand {
                 sample.carrier = (try? route.link(index: recorded[index].index))?.map(\.isRunning)
                 if !recorded[index].roundTrips.isEmpty {
                     sample.roundTrip = recorded[index].roundTrips.reduce(.zero, +) / recorded[index].roundTrips.count
+                    sample.roundTripMinimum = recorded[index].roundTrips.min()
                 }
                 if recorded[index].wireless, let generic, let station = (try? generic.wirelessStations(interfaceIndex: recorded[index].index))?.first {
                     sample.bssid = station.address.count == 6 ? station.address.map { byte in

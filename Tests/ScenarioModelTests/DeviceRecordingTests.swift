@@ -124,6 +124,42 @@ import Testing
         #expect(notes.contains("wlan0: 3 intervals play the download's throughput as the downlink's rate (one TCP flow's: a lower bound of the capacity); 2 without a whole interval of it keep the rate before"), "\(notes)")
     }
 
+    /// A download loads the link it measures, and the echoes beside it measure its queue: the
+    /// replay plays each interval's delay from the least round trip of the 10 s before it, which
+    /// the replay's own download adds its queue to, not the loaded mean.
+    @Test func aLoadedLinksDelayIsTheLeastRoundTripBeforeIt() throws {
+        func sample(_ seconds: Int64, mean: Int64, least: Int64, throughput: UInt64?) -> DeviceRecording.Sample {
+            var sample = DeviceRecording.Sample(at: .seconds(seconds), interface: "wlan0", carrier: true, sent: 4, received: 4, roundTrip: .milliseconds(mean))
+            sample.roundTripMinimum = .milliseconds(least)
+            sample.throughput = throughput
+            return sample
+        }
+        // Idle at first (20 ms), then loaded: 100 ms on average, the least 60 ms.
+        let loaded = DeviceRecording.Recording(interval: .seconds(1), interfaces: [Self.wifi], samples:
+            [sample(1, mean: 20, least: 20, throughput: nil)] + (2...14).map { sample($0, mean: 100, least: 60, throughput: 8_000_000) })
+        let text = Self.text(loaded)
+        #expect(text.contains(#""rtt":0.1,"rttMin":0.06}"#), "\(text)")
+        #expect(try DeviceRecording.parse(Array(text.utf8)).get() == loaded)
+        let (interfaces, notes) = DeviceRecording.interfaces(loaded)
+        let yaml = RateRecording.scenarioYAML(name: "loaded", interfaces: interfaces, width: .seconds(1),
+                                              header: DeviceRecording.header(loaded, source: "loaded.jsonl", width: .seconds(1)), notes: notes)
+        #expect(ScenarioReader.parse(yaml, file: "loaded.yaml").errors.isEmpty, "\(yaml)")
+        // 10 ms each way while the idle second is within 10 s; 30 ms (half of 60) from the
+        // interval after it left the window (the sample at 11 s speaks for 10 s to 11 s); never
+        // 50 ms, half the loaded mean.
+        #expect(yaml.contains("delay: 10ms"), "\(yaml)")
+        #expect(yaml.contains("{at: 10000ms, link: wlan0, direction: up, set: {delay: 30ms") && yaml.contains("{at: 10000ms, link: wlan0, direction: down, set: {delay: 30ms"), "\(yaml)")
+        #expect(!yaml.contains("delay: 50ms"), "\(yaml)")
+        #expect(notes.contains("wlan0: a download loaded the link while it was recorded: 14 intervals play the least round trip of the 10s before each, not their mean (the queue the download built is the replay's own traffic's to build)"), "\(notes)")
+        // Without a download, each interval plays its own mean, as before.
+        var idle = loaded
+        for index in idle.samples.indices { idle.samples[index].throughput = nil }
+        let (unloaded, unloadedNotes) = DeviceRecording.interfaces(idle)
+        let played = RateRecording.scenarioYAML(name: "idle", interfaces: unloaded, width: .seconds(1),
+                                                header: DeviceRecording.header(idle, source: "idle.jsonl", width: .seconds(1)), notes: unloadedNotes)
+        #expect(played.contains("delay: 50ms") && !unloadedNotes.contains { $0.contains("least round trip") }, "\(played)")
+    }
+
     /// gpsd's fixes: lines of their own, read back as written, and a track of metres east and
     /// north of the first fix (unmoved fixes merged), which mobility: reads.
     @Test func positionsAreATrack() throws {
@@ -171,6 +207,9 @@ import Testing
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1e9,\"interface\":\"a\"}\n", "line 2: t is not a number of seconds from 0 to a day"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n[1]\n", "line 2: not a JSON object"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"rtt\":-1}\n", "line 2: rtt is not a number of seconds from 0 to 60"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"rtt\":0.02,\"rttMin\":61}\n", "line 2: rttMin is not a number of seconds from 0 to 60"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"rtt\":0.02,\"rttMin\":0.03}\n", "line 2: rttMin is not at most rtt"),
+        ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\",\"rttMin\":0.03}\n", "line 2: rttMin is not at most rtt"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"cellular\"}]}\n{\"t\":1,\"interface\":\"a\",\"technology\":\"LTE\"}\n", "line 2: technology is not a list of access technologies"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":1,\"interface\":\"a\"}\n{\"t\":1,\"lat\":91,\"lon\":0}\n", "line 3: lat and lon are not degrees"),
         ("{\"roamRecording\":1,\"interval\":1,\"interfaces\":[{\"name\":\"a\",\"type\":\"wifi\"}]}\n{\"t\":2,\"lat\":1,\"lon\":1}\n{\"t\":2,\"lat\":1,\"lon\":1}\n", "line 3: t 2.0 is not after the position before it"),

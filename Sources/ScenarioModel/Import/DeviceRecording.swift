@@ -92,6 +92,9 @@ public enum DeviceRecording {
         public var sent: Int
         public var received: Int
         public var roundTrip: Duration?
+        /// The least of the answered echoes' round trips (`rttMin`): what a link's queue added
+        /// least to, where a download loaded it.
+        public var roundTripMinimum: Duration?
         /// On a cellular interface: the modem's access technologies (ModemManager's names, joined
         /// by `,`), its signal quality (a percentage), and its LTE (else 5G NR) RSRP (dBm), RSRQ
         /// (dB) and SNR (dB).
@@ -218,6 +221,7 @@ public enum DeviceRecording {
         members.append(("sent", .int(Int64(sample.sent))))
         members.append(("received", .int(Int64(sample.received))))
         if let roundTrip = sample.roundTrip { members.append(("rtt", .double((roundTrip.seconds * 1e6).rounded() / 1e6))) }
+        if let least = sample.roundTripMinimum { members.append(("rttMin", .double((least.seconds * 1e6).rounded() / 1e6))) }
         return JSONValue.object(members).serialized
     }
 
@@ -409,9 +413,13 @@ public enum DeviceRecording {
             }
             sample[keyPath: path] = (decibels * 10).rounded() / 10
         }
-        if let rtt = value["rtt"] {
-            guard let seconds = rtt.doubleValue, seconds >= 0, seconds <= 60 else { return .failure(ScenarioError("rtt is not a number of seconds from 0 to 60")) }
-            sample.roundTrip = .microseconds(Int64((seconds * 1e6).rounded()))
+        for (key, path) in [("rtt", \Sample.roundTrip), ("rttMin", \Sample.roundTripMinimum)] {
+            guard let given = value[key] else { continue }
+            guard let seconds = given.doubleValue, seconds >= 0, seconds <= 60 else { return .failure(ScenarioError("\(key) is not a number of seconds from 0 to 60")) }
+            sample[keyPath: path] = .microseconds(Int64((seconds * 1e6).rounded()))
+        }
+        if let least = sample.roundTripMinimum {
+            guard let mean = sample.roundTrip, least <= mean else { return .failure(ScenarioError("rttMin is not at most rtt (the least round trip of the interval, beside their mean)")) }
         }
         return .success(sample)
     }
@@ -455,6 +463,10 @@ public enum DeviceRecording {
 
     // MARK: - Replaying
 
+    /// How far back a loaded interval's delay looks for the least round trip (BBR's window for
+    /// a path's minimum round trip).
+    public static let loadedRoundTripWindow: Duration = .seconds(10)
+
     /// The recording as interfaces a scenario plays (``RateRecording``), on the recording's
     /// clock, and what could not be carried over.
     ///
@@ -470,6 +482,11 @@ public enum DeviceRecording {
             var bitrates = 0, down = 0, signals = 0, modelledDelays = 0, measured = 0
             let downloaded = samples.contains { $0.throughput != nil }
             var band: Int?
+            // While a download loaded the link, the echoes measured its queue too, which the
+            // replay's own traffic builds again: those intervals play the least round trip of the
+            // ``loadedRoundTripWindow`` before them (as BBR estimates a path's delay), not their mean.
+            var recent: [(at: Duration, roundTrip: Duration)] = []
+            var unloadedDelays = 0
             for sample in samples {
                 // A sample speaks for the interval that ends at it.
                 let at = max(.zero, sample.at - recording.interval)
@@ -478,6 +495,12 @@ public enum DeviceRecording {
                 var downRate = sample.receiveBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
                 if up != nil || downRate != nil { bitrates += 1 }
                 var roundTrip = sample.roundTrip
+                if let least = sample.roundTripMinimum ?? sample.roundTrip { recent.append((sample.at, least)) }
+                recent.removeAll { $0.at <= sample.at - loadedRoundTripWindow }
+                if downloaded, roundTrip != nil, let least = recent.map(\.roundTrip).min() {
+                    roundTrip = least
+                    unloadedDelays += 1
+                }
                 if up == nil, downRate == nil, let rsrp = sample.rsrp {
                     // A modem's signal: its band's rates, with mobility:'s hysteresis between
                     // bands; its delay where no echo measured one.
@@ -517,6 +540,9 @@ public enum DeviceRecording {
                 let unmeasured = samples.count - measured
                 notes.append("\(interface.name): \(measured) interval\(measured == 1 ? " plays" : "s play") the download's throughput as the downlink's rate (one TCP flow's: a lower bound of the capacity)"
                     + (unmeasured > 0 ? "; \(unmeasured) without a whole interval of it keep\(unmeasured == 1 ? "s" : "") the rate before" : ""))
+            }
+            if unloadedDelays > 0 {
+                notes.append("\(interface.name): a download loaded the link while it was recorded: \(unloadedDelays) interval\(unloadedDelays == 1 ? " plays" : "s play") the least round trip of the \(loadedRoundTripWindow.roamDescription) before \(unloadedDelays == 1 ? "it" : "each"), not \(unloadedDelays == 1 ? "its" : "their") mean (the queue the download built is the replay's own traffic's to build)")
             }
             if signals > 0 {
                 notes.append("\(interface.name): \(signals) interval\(signals == 1 ? "" : "s") played at the rates of the modem's RSRP band (mobility:'s cellular bands, not a measured throughput)"
