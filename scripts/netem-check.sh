@@ -22,8 +22,13 @@ modprobe tun 2>/dev/null || true
 # host's file system over 9p (measured: 4 s for the first nft, 1.2 s for the first sock_diag),
 # which would put the daemon's READY=1, and so the job it lets go, past the Wi-Fi's loss at 8 s.
 modprobe -a nf_tables nft_socket nft_chain_nat nft_masq inet_diag tcp_diag mptcp_diag 2>/dev/null || true
+nft list tables > /dev/null 2>&1 || true   # and nft itself, read once
 rm -rf "$out"
 mkdir -p "$out"
+# A VM's first Python start reads the standard library cold over 9p, and is slow: read what the
+# scenarios' programs import once first (laptop-daemon's wrapper, its first Python, said READY=1
+# at 9.1 s without this, past the Wi-Fi's loss at 8 s; 4.3 s with it).
+python3 -c 'import http.server, urllib.request, socket, struct, threading, json, select, subprocess, tempfile, shutil, signal' 2>/dev/null || true
 
 # The root namespace as `ip` shows it; it must be the same after every run.
 snapshot() {
@@ -43,13 +48,20 @@ run() {
 # Held at the end of its timeline (--hold), the run's qdiscs are read back from the kernel into
 # NAME/qdiscs (what roam attach must set too, below); then it is stopped through its control API,
 # which ends it as its timeline's end would.
-in_timeline() { # REPORT-DIR PATTERN SECONDS: waits until a line of the run's timeline there matches
-  for _ in $(seq 1 $(($3 * 10))); do grep -q "$2" "$1/timeline.jsonl" 2>/dev/null && return 0; sleep 0.1; done
+# Each look is two programs started (grep, sleep), which in the VM take CPU from the runs: three
+# runs looked for every 0.1 s put laptop-daemon's READY=1 at 5.7 and 8.6 s where it was 3.5 and
+# 3.8 s unwatched. So a run's end is looked for every second.
+in_timeline() { # REPORT-DIR PATTERN SECONDS [EVERY]: waits until a line of the run's timeline there matches
+  local every=${4:-1}
+  for _ in $(seq 1 "$(awk -v s="$3" -v e="$every" 'BEGIN {print int(s / e)}')"); do
+    grep -q "$2" "$1/timeline.jsonl" 2>/dev/null && return 0
+    sleep "$every"
+  done
   return 1
 }
 held() { in_timeline "$1" '"type":"mark".*timeline is over' 120; } # REPORT-DIR: the run or attach there holds its last conditions
 qdiscs() { for ns in "$@"; do echo "# ${ns##*-}"; ip netns exec "$ns" tc -d qdisc show | sed -E 's/ refcnt [0-9]+//' | grep -v 'dev lo '; done; }
-connected() { in_timeline "$1" '"type":"connect"' 15 || true; } # REPORT-DIR: the run there made its first connection (or 15 s passed)
+connected() { in_timeline "$1" '"type":"connect"' 15 0.25 || true; } # REPORT-DIR: the run there made its first connection (or 15 s passed)
 run_held() {
   local name=$1 scenario=$2; shift 2
   mkdir -p "$out/$name"
@@ -84,6 +96,7 @@ run netem-accuracy Tests/Fixtures/netem-accuracy.yaml
 # the timeline, a blackhole starting before the connection was fully established).
 batch=()
 traced=()
+alone=()
 play_batch() {
   [ ${#batch[@]} -gt 0 ] || return 0
   echo "${batch[*]}" >> "$out/batches"
@@ -91,17 +104,43 @@ play_batch() {
   # setup (namespaces, monitors, qdiscs) takes most of a slow VM's two CPUs for a moment, which
   # is not what the connection being made beside it should be judged on (its first request's
   # time to first byte went over a second).
-  for name in "${batch[@]}"; do run_held "$name" "scenarios/$name.yaml" & connected "$out/$name"; done
+  # A scenario that says `# netem-check: started alone until: FILE` is started first in its
+  # batch, and the next one only once FILE is in its report directory (or the run ended, or
+  # 120 s passed).
+  local name marker pid
+  for name in "${batch[@]}"; do
+    run_held "$name" "scenarios/$name.yaml" &
+    pid=$!
+    if marker=$(alone_until "$name"); then
+      # A builtin test and one sleep a look (no grep): while the run is alone, nothing else.
+      for _ in $(seq 1 480); do
+        [ -e "$out/$name/$marker" ] || ! kill -0 "$pid" 2>/dev/null && break
+        sleep 0.25
+      done
+    else
+      connected "$out/$name"
+    fi
+  done
   wait
   batch=()
+}
+# NAME: the file a scenario that must start alone waits for (its `# netem-check: started alone
+# until: FILE` line), or fails.
+alone_until() {
+  local line
+  line=$(grep -m1 '^# netem-check: started alone until: ' "scenarios/$1.yaml") || return 1
+  line=${line#\# netem-check: started alone until: }
+  echo "${line%% *}"
 }
 for scenario in scenarios/*.yaml; do
   name=$(basename "$scenario" .yaml)
   # A scenario can say why it is not played here (a line `# netem-check: skip: REASON`).
   if reason=$(grep -m1 '^# netem-check: skip: ' "$scenario"); then echo "netem-check [${SECONDS} s]: $name skipped (${reason#\# netem-check: skip: })"; continue; fi
   # Trace-driven links: netem steps the trace's rate every 100 ms. They go in the last batch,
-  # beside the shortest, which keeps the batches' longest runs together.
+  # beside the shortest, which keeps the batches' longest runs together; a scenario started
+  # alone goes first in it (its companions wait for it, so it is kept out of the full batches).
   if grep -q '^ *\(up\|down\)\?.*trace:' "$scenario"; then traced+=("$name"); continue; fi
+  if alone_until "$name" > /dev/null; then alone+=("$name"); continue; fi
   # So are a cellular radio's RRC states (netem refuses them).
   if grep -q '^ *-\? *{\?.*radio:' "$scenario"; then echo "netem-check [${SECONDS} s]: $name has radio states; skipped"; continue; fi
   # Scenarios with networks play at full length below: their programs keep the scenario's time.
@@ -109,14 +148,12 @@ for scenario in scenarios/*.yaml; do
   batch+=("$name")
   [ ${#batch[@]} -lt 3 ] || play_batch
 done
-for name in "${traced[@]}"; do
+for name in "${alone[@]}" "${traced[@]}"; do
   batch+=("$name")
   [ ${#batch[@]} -lt 3 ] || play_batch
 done
 play_batch
 # Networks at full length (nftables, tayga, unbound and the scenarios' programs, as on the host).
-# A VM's first Python start reads the standard library cold and is slow: read it once first.
-python3 -c 'import http.server, urllib.request, socket, struct, threading' 2>/dev/null || true
 # Two of them: NAT44 and NAT64 with DNS64 (coffee-shop-to-lte) and a carrier NAT's rebind
 # (carrier-nat-rebind). hotel-dns and hotel-wifi fault a resolver and hold a captive portal: what
 # they prove is the same on either backend, and NetworkScenarioTests plays them in full on the

@@ -137,15 +137,24 @@ struct NetemBackendTests {
     /// Bundled scenarios with networks on netem: every expectation holds. The NAT ones at full
     /// length, office-walk's movement at half speed (scripts/netem-check.sh says why not the
     /// resolver's and the portal's).
+    /// What each command workload of the run in DIRECTORY printed (the end of its standard output
+    /// and error), for a failure to say what went wrong in the VM, whose directories are gone
+    /// once it stops.
+    static func outputs(_ directory: String) -> String {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasSuffix(".stdout") || $0.hasSuffix(".stderr") }.sorted()
+            .compactMap { name in
+                let text = NetemHost.text(directory + "/" + name)
+                return text.isEmpty ? nil : "\(name):\n" + text.suffix(2000)
+            }.joined(separator: "\n")
+    }
+
     static let networkScenarios = ["coffee-shop-to-lte", "carrier-nat-rebind", "office-walk"]
 
     @Test(arguments: networkScenarios) func networkScenarioPasses(_ name: String) throws {
         let directory = try output() + "/network-" + name
         let exit = NetemHost.text(directory + "/exit").trimmingCharacters(in: .whitespacesAndNewlines)
-        // What each command workload printed, for a failure to say what went wrong in the VM.
-        let outputs = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".stdout") }.sorted()
-            .map { "\($0):\n" + NetemHost.text(directory + "/" + $0).suffix(3000) }.joined(separator: "\n")
-        #expect(exit == "0", "exit \(exit): \(NetemHost.text(directory + ".console"))\n\(outputs)")
+        #expect(exit == "0", "exit \(exit): \(NetemHost.text(directory + ".console"))\n\(Self.outputs(directory))")
         let summary = try #require(NetemHost.summary(directory))
         #expect(summary.backend == "netem")
         #expect(summary.timeline.failed.isEmpty, "every link and network change was applied")
@@ -174,7 +183,7 @@ struct NetemBackendTests {
             ["\"ok\":false", "\"type\":\"stall\"", "\"type\":\"disconnect\"", "\"type\":\"path-stalled\"", "\"type\":\"connect-failed\""]
                 .contains { line.contains($0) }
         }.prefix(40).joined(separator: "\n")
-        let message = Comment(rawValue: "exit \(exit), expectations that failed: \(failed): \(NetemHost.text(directory + ".console"))\n\(trouble)")
+        let message = Comment(rawValue: "exit \(exit), expectations that failed: \(failed): \(NetemHost.text(directory + ".console"))\n\(trouble)\n\(Self.outputs(directory))")
         let summary = try #require(NetemHost.summary(directory))
         #expect(exit == "0", message)
         #expect(summary.backend == "netem")
