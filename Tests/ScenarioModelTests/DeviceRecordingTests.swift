@@ -23,6 +23,17 @@ import Testing
         .init(at: .seconds(3), interface: "wwan0", carrier: true, sent: 5, received: 5, roundTrip: .milliseconds(46)),
     ])
 
+    /// The scenario that replays `recording` (a window a second) and the import's notes; the
+    /// scenario is checked to validate.
+    static func replayed(_ recording: DeviceRecording.Recording, name: String) -> (yaml: String, notes: [String]) {
+        let (interfaces, notes) = DeviceRecording.interfaces(recording)
+        let yaml = RateRecording.scenarioYAML(name: name, interfaces: interfaces, width: .seconds(1),
+                                              header: DeviceRecording.header(recording, source: "\(name).jsonl", width: .seconds(1)), notes: notes)
+        let read = ScenarioReader.parse(yaml, file: "\(name).yaml")
+        #expect(read.errors.isEmpty, "\(read.errors.map(\.message))\n\(yaml)")
+        return (yaml, notes)
+    }
+
     @Test func whatIsWrittenReadsBackAsItself() throws {
         let text = Self.text(Self.recording)
         #expect(text.hasPrefix(#"{"roamRecording":1,"interval":1.0,"interfaces":[{"name":"wlan0","type":"wifi","target":"192.168.1.1"}"#), "\(text)")
@@ -35,11 +46,7 @@ import Testing
     /// round trip each way, the share of echoes lost on the uplink, and nothing while the
     /// carrier was down; a link with no bitrate recorded is not limited, and the notes say so.
     @Test func eachInterfaceIsALinkPlayingWhatItRecorded() throws {
-        let (interfaces, notes) = DeviceRecording.interfaces(Self.recording)
-        let yaml = RateRecording.scenarioYAML(name: "walk", interfaces: interfaces, width: .seconds(1),
-                                              header: DeviceRecording.header(Self.recording, source: "walk.jsonl", width: .seconds(1)), notes: notes)
-        let read = ScenarioReader.parse(yaml, file: "walk.yaml")
-        #expect(read.errors.isEmpty, "\(read.errors.map(\.message))\n\(yaml)")
+        let (yaml, notes) = Self.replayed(Self.recording, name: "walk")
         // 72.2 Mbit/s from the access point and 65 toward it: 46.93 and 42.25 Mbit/s played.
         #expect(yaml.contains("  - {name: wlan0, between: [phone, server], type: wifi, up: {rate: 42250kbit, delay: 6ms, loss: 0%}, down: {rate: 46930kbit, delay: 6ms, loss: 0%}}"), "\(yaml)")
         #expect(yaml.contains("  - {name: wwan0, between: [phone, server], type: cellular, up: {delay: 24ms, loss: 20%}, down: {delay: 24ms, loss: 0%}}"), "\(yaml)")
@@ -77,10 +84,7 @@ import Testing
         #expect(text.contains(#"{"t":2.0,"interface":"wwan0","carrier":true,"technology":"umts","quality":60,"rsrp":-105.0,"rsrq":-11.0,"snr":13.5,"sent":2,"received":2,"rtt":0.05}"#), "\(text)")
         #expect(try DeviceRecording.parse(Array(text.utf8)).get() == recording)
 
-        let (interfaces, notes) = DeviceRecording.interfaces(recording)
-        let yaml = RateRecording.scenarioYAML(name: "drive", interfaces: interfaces, width: .seconds(1),
-                                              header: DeviceRecording.header(recording, source: "drive.jsonl", width: .seconds(1)), notes: notes)
-        #expect(ScenarioReader.parse(yaml, file: "drive.yaml").errors.isEmpty, "\(yaml)")
+        let (yaml, notes) = Self.replayed(recording, name: "drive")
         // Excellent (60 and 20 Mbit/s), then poor (4 and 1), then fair (12 and 4); 25 ms each
         // way from the echoes, then the fair band's 28 ms where none was answered.
         #expect(yaml.contains("  - {name: wwan0, between: [phone, server], type: cellular, up: {rate: 20000kbit, delay: 25ms, loss: 0%}, down: {rate: 60000kbit, delay: 25ms, loss: 0%}}"), "\(yaml)")
@@ -110,10 +114,7 @@ import Testing
         let text = Self.text(recording)
         #expect(text.contains(#""rxBitrate":72200000,"throughput":31250000,"sent":2"#), "\(text)")
         #expect(try DeviceRecording.parse(Array(text.utf8)).get() == recording)
-        let (interfaces, notes) = DeviceRecording.interfaces(recording)
-        let yaml = RateRecording.scenarioYAML(name: "walk", interfaces: interfaces, width: .seconds(1),
-                                              header: DeviceRecording.header(recording, source: "walk.jsonl", width: .seconds(1)), notes: notes)
-        #expect(ScenarioReader.parse(yaml, file: "walk.yaml").errors.isEmpty, "\(yaml)")
+        let (yaml, notes) = Self.replayed(recording, name: "walk")
         // The first measured rate from the start (not 65% of 72.2 Mbit/s), the uplink the
         // bitrate's 42.25; 3 s keeps 31.25; 4 s passes nothing; 5 s plays 8.
         #expect(yaml.contains("up: {rate: 42250kbit, delay: 10ms, loss: 0%}, down: {rate: 31250kbit, delay: 10ms, loss: 0%}}"), "\(yaml)")
@@ -140,10 +141,7 @@ import Testing
         let text = Self.text(loaded)
         #expect(text.contains(#""rtt":0.1,"rttMin":0.06}"#), "\(text)")
         #expect(try DeviceRecording.parse(Array(text.utf8)).get() == loaded)
-        let (interfaces, notes) = DeviceRecording.interfaces(loaded)
-        let yaml = RateRecording.scenarioYAML(name: "loaded", interfaces: interfaces, width: .seconds(1),
-                                              header: DeviceRecording.header(loaded, source: "loaded.jsonl", width: .seconds(1)), notes: notes)
-        #expect(ScenarioReader.parse(yaml, file: "loaded.yaml").errors.isEmpty, "\(yaml)")
+        let (yaml, notes) = Self.replayed(loaded, name: "loaded")
         // 10 ms each way while the idle second is within 10 s; 30 ms (half of 60) from the
         // interval after it left the window (the sample at 11 s speaks for 10 s to 11 s); never
         // 50 ms, half the loaded mean.
@@ -154,9 +152,7 @@ import Testing
         // Without a download, each interval plays its own mean, as before.
         var idle = loaded
         for index in idle.samples.indices { idle.samples[index].throughput = nil }
-        let (unloaded, unloadedNotes) = DeviceRecording.interfaces(idle)
-        let played = RateRecording.scenarioYAML(name: "idle", interfaces: unloaded, width: .seconds(1),
-                                                header: DeviceRecording.header(idle, source: "idle.jsonl", width: .seconds(1)), notes: unloadedNotes)
+        let (played, unloadedNotes) = Self.replayed(idle, name: "idle")
         #expect(played.contains("delay: 50ms") && !unloadedNotes.contains { $0.contains("least round trip") }, "\(played)")
     }
 
