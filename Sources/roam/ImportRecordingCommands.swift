@@ -112,8 +112,10 @@ struct ImportGNetTrackCommand: ParsableCommand {
             idle (I), pings, the cell and network mode, the position. The scenario has one cellular link between \
             phone and server whose downlink rate follows the rates measured while downloading (an idle phone's rate \
             says nothing of the link; the uplink's is the download's acknowledgements and is not played), a rate of \
-            zero passing nothing, and whose delay follows half the pings' round trips. What could not be carried over (position, the radio's figures, cell changes) is said in comments \
-            at the top. Add workloads to play something across it.
+            zero passing nothing, and whose delay follows half the pings' round trips (for pings taken while \
+            downloading, the least of the 10 s before: the replay's own traffic builds the queue again). What \
+            could not be carried over (position, the radio's figures, cell changes) is said in comments at the \
+            top. Add workloads to play something across it.
             """
     )
 

@@ -36,12 +36,12 @@ private let gnettrack = URL(fileURLWithPath: #filePath).deletingLastPathComponen
 
     /// The first seconds of the drive as the link plays them: each second's mean measured
     /// downlink rate, a second at zero passing nothing, the idle row keeping what was before it,
-    /// the delay half the ping's round trip; the uplink not played.
+    /// the delay half the ping's least round trip (taken while downloading); the uplink not played.
     @Test func eachSecondPlaysItsMeasuredDownlinkRate() throws {
         let (yaml, notes) = yaml(try log("download-driving-start.csv"))
         let read = ScenarioReader.parse(yaml, file: "drive.yaml")
         #expect(read.errors.isEmpty, "\(read.errors.map(\.message))\n\(yaml.prefix(2000))")
-        #expect(yaml.contains("links:\n  - {name: cell, between: [phone, server], type: cellular, up: {delay: 40ms, loss: 0%}, down: {rate: 115kbit, delay: 40ms, loss: 0%}}"), "\(yaml.prefix(1500))")
+        #expect(yaml.contains("links:\n  - {name: cell, between: [phone, server], type: cellular, up: {delay: 39.5ms, loss: 0%}, down: {rate: 115kbit, delay: 39.5ms, loss: 0%}}"), "\(yaml.prefix(1500))")
         for event in ["{at: 1000ms, link: cell, direction: down, set: {rate: 5kbit}}",      // 8 and 1 kbit/s
                       "{at: 3000ms, link: cell, direction: down, set: {loss: 100%}}",      // 0 (07.22.45 has no row)
                       "{at: 4000ms, link: cell, direction: down, set: {rate: 35kbit, loss: 0%}}",
@@ -96,6 +96,7 @@ private let gnettrack = URL(fileURLWithPath: #filePath).deletingLastPathComponen
         ("\(header)\n\(row.replacingOccurrences(of: ",222,", with: ",-5,"))\n", "line 2: DL_bitrate '-5' is not a number"),
         ("\(header)\n\(row)\n\(row.replacingOccurrences(of: "2019.12.16", with: "2019.12.18"))\n", "line 3: 172800 s from the first row: the log spans more than 24 h"),
         ("\(header)\n\(row.replacingOccurrences(of: "-,-,-,-,-", with: "-,-,-,-,250"))\n", "line 2: PINGLOSS '250' is not a number from 0.0 to 100.0"),
+        ("\(header)\n\(row.replacingOccurrences(of: "-,-,-,-,-", with: "80,x,-,-,0"))\n", "line 2: PINGMIN 'x' is not a number from 0.0 to 120000.0"),
         // A clock that stepped back a day, then on: more than a day in all (found by the fuzzer).
         ("\(header)\n\(row)\n\(row.replacingOccurrences(of: "2019.12.16_07.22.43", with: "2019.12.15_07.22.44"))\n\(row.replacingOccurrences(of: "07.22.43", with: "07.22.45"))\n",
          "line 4: 2 s from the first row: the log spans more than 24 h"),
@@ -106,6 +107,32 @@ private let gnettrack = URL(fileURLWithPath: #filePath).deletingLastPathComponen
             return
         }
         #expect(error.message.contains(message), "\(error.message)")
+    }
+
+    /// A ping taken while the app downloaded measured the download's queue too, which the
+    /// replay's own download builds again: it plays the least round trip (PINGMIN) of the 10 s
+    /// before it; an idle phone's ping plays its mean. Without PINGMIN, the least mean.
+    @Test func aPingTakenWhileDownloadingPlaysTheLeastRoundTripOfTheTenSecondsBefore() throws {
+        func row(_ time: String, _ state: String, _ ping: String) -> String {
+            Self.row.replacingOccurrences(of: "07.22.43", with: time).replacingOccurrences(of: ",D,-,-,-,-,-", with: ",\(state),\(ping)")
+        }
+        let text = [Self.header, row("07.22.43", "D", "100,60,140,20,0"), row("07.22.46", "I", "50,45,55,3,0"),
+                    row("07.22.48", "D", "120,90,150,20,0"), row("07.22.59", "D", "110,95,130,10,0")].joined(separator: "\n") + "\n"
+        let log = try GNetTrackImport.parse(Array(text.utf8)).get()
+        #expect(log.rows.map(\.roundTripMinimum) == [.milliseconds(60), .milliseconds(45), .milliseconds(90), .milliseconds(95)])
+        let (interface, notes) = GNetTrackImport.interface(log)
+        // 0 s: its own least; 3 s idle: its mean; 5 s: the idle ping's 45 ms is the least of the
+        // ten seconds before; 16 s: only its own least is that recent.
+        #expect(interface.samples.map(\.roundTrip) == [.milliseconds(60), .milliseconds(50), .milliseconds(45), .milliseconds(95)])
+        #expect(notes.contains { $0.contains("3 taken while the app downloaded play the least round trip (PINGMIN) of the 10s before") }, "\(notes)")
+        // A log without PINGMIN: the least of the means.
+        let withoutLeast = text.split(separator: "\n").map { line in
+            var fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            fields.remove(at: 16)
+            return fields.joined(separator: ",")
+        }.joined(separator: "\n")
+        let means = GNetTrackImport.interface(try GNetTrackImport.parse(Array(withoutLeast.utf8)).get()).interface.samples.map(\.roundTrip)
+        #expect(means == [.milliseconds(100), .milliseconds(50), .milliseconds(50), .milliseconds(110)])
     }
 
     /// A clock that stepped back (one of the published logs has one) places the row by its time.

@@ -465,7 +465,7 @@ public enum DeviceRecording {
 
     /// How far back a loaded interval's delay looks for the least round trip (BBR's window for
     /// a path's minimum round trip).
-    public static let loadedRoundTripWindow: Duration = .seconds(10)
+    public static var loadedRoundTripWindow: Duration { RateRecording.LoadedRoundTrip.window }
 
     /// The recording as interfaces a scenario plays (``RateRecording``), on the recording's
     /// clock, and what could not be carried over.
@@ -482,11 +482,9 @@ public enum DeviceRecording {
             var bitrates = 0, down = 0, signals = 0, modelledDelays = 0, measured = 0
             let downloaded = samples.contains { $0.throughput != nil }
             var band: Int?
-            // While a download loaded the link, the echoes measured its queue too, which the
-            // replay's own traffic builds again: those intervals play the least round trip of the
-            // ``loadedRoundTripWindow`` before them (as BBR estimates a path's delay), not their mean.
-            var recent: [(at: Duration, roundTrip: Duration)] = []
-            var unloadedDelays = 0
+            // While a download loaded the link, the echoes measured its queue too: those
+            // intervals play the least round trip of the 10 s before them, not their mean.
+            var loadedDelay = RateRecording.LoadedRoundTrip()
             for sample in samples {
                 // A sample speaks for the interval that ends at it.
                 let at = max(.zero, sample.at - recording.interval)
@@ -494,13 +492,8 @@ public enum DeviceRecording {
                 var up = sample.transmitBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
                 var downRate = sample.receiveBitrate.map { Rate(bitsPerSecond: Double($0) * efficiency) }
                 if up != nil || downRate != nil { bitrates += 1 }
-                var roundTrip = sample.roundTrip
-                if let least = sample.roundTripMinimum ?? sample.roundTrip { recent.append((sample.at, least)) }
-                recent.removeAll { $0.at <= sample.at - loadedRoundTripWindow }
-                if downloaded, roundTrip != nil, let least = recent.map(\.roundTrip).min() {
-                    roundTrip = least
-                    unloadedDelays += 1
-                }
+                loadedDelay.record(sample.roundTripMinimum ?? sample.roundTrip, at: sample.at)
+                var roundTrip = loadedDelay.played(sample.roundTrip, loaded: downloaded)
                 if up == nil, downRate == nil, let rsrp = sample.rsrp {
                     // A modem's signal: its band's rates, with mobility:'s hysteresis between
                     // bands; its delay where no echo measured one.
@@ -541,6 +534,7 @@ public enum DeviceRecording {
                 notes.append("\(interface.name): \(measured) interval\(measured == 1 ? " plays" : "s play") the download's throughput as the downlink's rate (one TCP flow's: a lower bound of the capacity)"
                     + (unmeasured > 0 ? "; \(unmeasured) without a whole interval of it keep\(unmeasured == 1 ? "s" : "") the rate before" : ""))
             }
+            let unloadedDelays = loadedDelay.replaced
             if unloadedDelays > 0 {
                 notes.append("\(interface.name): a download loaded the link while it was recorded: \(unloadedDelays) interval\(unloadedDelays == 1 ? " plays" : "s play") the least round trip of the \(loadedRoundTripWindow.roamDescription) before \(unloadedDelays == 1 ? "it" : "each"), not \(unloadedDelays == 1 ? "its" : "their") mean (the queue the download built is the replay's own traffic's to build)")
             }

@@ -11,7 +11,7 @@ import RoamSystem
 /// Dataset with Channel and Context Metrics", ACM MMSys 2020): `Timestamp`
 /// (`YYYY.MM.DD_HH.MM.SS`, the phone's local time, one second's resolution); `DL_bitrate` and
 /// `UL_bitrate` (the rates the phone measured, kbit/s); `State` (`D` while the test app
-/// downloads, `I` idle); `PINGAVG` (ms) and `PINGLOSS` (%), where a ping ran; `NetworkMode`
+/// downloads, `I` idle); `PINGAVG`, `PINGMIN` (ms) and `PINGLOSS` (%), where a ping ran; `NetworkMode`
 /// (`5G`, `LTE`, `HSPA+`, ...) and `CellID`; `Longitude`, `Latitude` and `Speed` (km/h); and the
 /// radio's `RSRP`, `RSRQ`, `SNR`, `CQI`, `RSSI`. A field of `-` was not measured. Other columns
 /// are ignored; the first four above are required.
@@ -30,7 +30,10 @@ public enum GNetTrackImport {
         public var up: Rate?
         /// `State`: `D` downloading, `I` idle, others as logged; nil when the log has no such column.
         public var state: String?
+        /// `PINGAVG`: the ping's mean round trip.
         public var roundTrip: Duration?
+        /// `PINGMIN`: its least round trip, what the download's queue added least to.
+        public var roundTripMinimum: Duration?
         /// `PINGLOSS` as a share (0 to 1).
         public var loss: Double?
         public var networkMode: String?
@@ -95,7 +98,7 @@ public enum GNetTrackImport {
         guard lines.count - 1 <= maximumRows else {
             return .failure(ScenarioError("\(lines.count - 1) rows: more than \(maximumRows) (split the log)"))
         }
-        let state = column("State"), ping = column("PINGAVG"), pingLoss = column("PINGLOSS"), mode = column("NetworkMode"), cell = column("CellID")
+        let state = column("State"), ping = column("PINGAVG"), pingMinimum = column("PINGMIN"), pingLoss = column("PINGLOSS"), mode = column("NetworkMode"), cell = column("CellID")
         let latitude = column("Latitude"), longitude = column("Longitude"), speed = column("Speed")
         var rows: [Row] = []
         rows.reserveCapacity(lines.count - 1)
@@ -145,12 +148,17 @@ public enum GNetTrackImport {
                  let (_, _, _, _, _, _, .failure(error)):
                 return .failure(error)
             }
+            let least: Double?
+            switch number(pingMinimum, "PINGMIN", 0...120_000) {
+            case .success(let value): least = value
+            case .failure(let error): return .failure(error)
+            }
             func word(_ index: Int?) -> String? {
                 guard let index, fields[index] != "-", !fields[index].isEmpty else { return nil }
                 return String(fields[index].prefix(32))
             }
             rows.append(Row(at: .seconds(at), down: values[0].map { .kbit($0) }, up: values[1].map { .kbit($0) }, state: word(state),
-                            roundTrip: values[2].map { .milliseconds($0) }, loss: values[3].map { $0 / 100 }, networkMode: word(mode),
+                            roundTrip: values[2].map { .milliseconds($0) }, roundTripMinimum: least.map { .milliseconds($0) }, loss: values[3].map { $0 / 100 }, networkMode: word(mode),
                             cell: word(cell), latitude: values[4], longitude: values[5], speed: values[6]))
         }
         guard !rows.isEmpty else { return .failure(ScenarioError("no rows after the header: nothing was logged")) }
@@ -194,18 +202,24 @@ public enum GNetTrackImport {
     ///   - states: The `State` values whose rates are the link's capacity (`D`: the test app
     ///     was downloading, so the link carried what it could); rows in other states (idle, or a
     ///     video player's own pace) keep the rate before them. Every row counts when the log
-    ///     has no `State` column.
+    ///     has no `State` column. A ping in such a row was taken while the link was loaded:
+    ///     it plays the least round trip of the 10 s before it (`PINGMIN`), not its mean.
     /// - Returns: The interface and the notes.
     public static func interface(_ log: Log, link: String = "cell", states: Set<String> = ["D"]) -> (interface: RateRecording.Interface, notes: [String]) {
         var notes: [String] = []
         var skipped: [String: Int] = [:]
+        // A ping taken while the app downloaded measured the download's queue too: it plays the
+        // least round trip of the 10 s before it (PINGMIN where logged), as `roam record`'s do.
+        var loadedDelay = RateRecording.LoadedRoundTrip()
         let samples = log.rows.map { row -> RateRecording.Sample in
             let counts = row.state.map { states.contains($0) } ?? true
             if !counts { skipped[row.state ?? "", default: 0] += 1 }
+            loadedDelay.record(row.roundTripMinimum.map { min($0, row.roundTrip ?? $0) } ?? row.roundTrip, at: row.at)
+            let roundTrip = loadedDelay.played(row.roundTrip, loaded: counts)
             // The uplink's measured rate while downloading is the download's acknowledgements,
             // not what the uplink could carry: it is not played (a link limited to it would
             // throttle the very download it came from).
-            return RateRecording.Sample(at: row.at, down: counts ? row.down : nil, up: nil, roundTrip: row.roundTrip, loss: row.loss)
+            return RateRecording.Sample(at: row.at, down: counts ? row.down : nil, up: nil, roundTrip: roundTrip, loss: row.loss)
         }
         if log.rows.contains(where: { $0.up != nil }) {
             notes.append("UL_bitrate is not played: while the app downloads it is the download's own acknowledgements, not the uplink's capacity; the uplink is left unlimited")
@@ -216,8 +230,10 @@ public enum GNetTrackImport {
         }
         if log.outOfOrder > 0 { notes.append("\(log.outOfOrder) row\(log.outOfOrder == 1 ? "" : "s") out of time order (the phone's clock stepped back), placed by their time") }
         let pings = log.rows.filter { $0.roundTrip != nil }.count
+        let loaded = loadedDelay.replaced
         notes.append(pings > 0
-            ? "delay: half of each ping's average round trip (\(pings) pings), held until the next; ping losses played on the uplink"
+            ? "delay: half of each ping's round trip (\(pings) pings), held until the next; ping losses played on the uplink"
+                + (loaded > 0 ? "; \(loaded) taken while the app downloaded play\(loaded == 1 ? "s" : "") the least round trip (PINGMIN) of the \(RateRecording.LoadedRoundTrip.window.roamDescription) before, not the mean (PINGAVG): the queue the download built is the replay's own traffic's to build" : "")
             : "the log has no pings: the link plays no delay (add one to the scenario's link)")
         // Cells and network modes: what a handover between them did is in the rates; the
         // changes themselves are listed.

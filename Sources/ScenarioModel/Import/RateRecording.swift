@@ -48,6 +48,35 @@ public enum RateRecording {
         }
     }
 
+    /// The delay a loaded link plays: while a download loaded the link as it was recorded, its
+    /// echoes measured the download's queue too, which the replay's own traffic builds again;
+    /// such a sample plays the least round trip recorded in the ``window`` before it (as BBR
+    /// estimates a path's delay), not its own mean. One rule for every recording that knows
+    /// when it was loaded (`roam record --throughput`, G-NetTrack's `State D`).
+    struct LoadedRoundTrip {
+        /// How far back a loaded sample looks (BBR's window for a path's minimum round trip).
+        static let window: Duration = .seconds(10)
+
+        private var recent: [(at: Duration, roundTrip: Duration)] = []
+        /// How many samples played the window's least instead of their own round trip.
+        private(set) var replaced = 0
+
+        /// Takes in a sample's least round trip (its only one where it has no least) at `at`,
+        /// in time order.
+        mutating func record(_ least: Duration?, at: Duration) {
+            if let least { recent.append((at, least)) }
+            recent.removeAll { $0.at <= at - Self.window }
+        }
+
+        /// The round trip a sample at the last recorded time plays: `roundTrip` where the link
+        /// was not loaded or nothing was measured, else the window's least.
+        mutating func played(_ roundTrip: Duration?, loaded: Bool) -> Duration? {
+            guard loaded, roundTrip != nil, let least = recent.map(\.roundTrip).min() else { return roundTrip }
+            replaced += 1
+            return least
+        }
+    }
+
     /// One recorded interface: the link it becomes.
     public struct Interface: Sendable, Hashable {
         /// The link's name and interface type (`wifi`, `cellular`).
