@@ -58,6 +58,36 @@ def played_rates(yaml_text, link="cell"):
     return rates
 
 
+def recorded_pings(path):
+    """The log's pings: (seconds from its first row, PINGAVG, PINGMIN) in ms, as G-NetTrack wrote them."""
+    import csv
+    import datetime
+    pings, first = [], None
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            at = datetime.datetime.strptime(row["Timestamp"], "%Y.%m.%d_%H.%M.%S")
+            first = first or at
+            if row.get("PINGAVG", "-") not in ("-", ""):
+                least = row.get("PINGMIN", "-")
+                pings.append(((at - first).total_seconds(), float(row["PINGAVG"]), float(least) if least not in ("-", "") else float("nan")))
+    return pings
+
+
+def probe_round_trips(report):
+    """The probe requests' times to first byte (ms) by the second they were sent in (a request's
+    event is written when it completes); and how many were sent and answered."""
+    by_second, answered, sent = {}, 0, 0
+    with open(os.path.join(report, "timeline.jsonl")) as timeline:
+        for line in timeline:
+            event = json.loads(line)
+            if event.get("type") == "request" and event.get("workload") == "probe":
+                sent += 1
+                if event.get("ok"):
+                    answered += 1
+                    by_second.setdefault(int(event["t"] - event["completionMs"] / 1000), []).append(event["ttfbMs"])
+    return by_second, answered, sent
+
+
 def trace_capacity(path, seconds):
     """Bits the trace can carry in each second from its start, repeating from its last millisecond."""
     opportunities = [int(line) for line in open(path) if line.strip()]
@@ -169,13 +199,21 @@ def main():
     rates = played_rates(text)
     with open(scenario, "a") as f:
         f.write("workloads:\n  - {name: download, kind: bulk, from: server, to: phone, size: 1gb, start: 1s}\n")
-    print("replay fidelity: %s, %d s recorded, played from %d s; a bulk TCP download over it" % (os.path.basename(options.log), len(rates) - START, START))
+        # As the phone's pings were taken while its app downloaded: a small request beside the
+        # download, whose time to first byte is the round trip through the download's queue.
+        f.write("  - {name: probe, kind: requests, from: server, to: phone, requestSize: 100b, size: 100b, interval: 250ms, timeout: 20s, start: 1s}\n")
+    pings = recorded_pings(options.log)
+    print("replay fidelity: %s, %d s recorded, played from %d s; a bulk TCP download over it, and a 100-byte request every 250 ms beside it"
+          % (os.path.basename(options.log), len(rates) - START, START))
     print("seconds compared: the link carried at least 1 Mbit/s in the second and in the one before (a step up takes TCP a round trip or more)")
     print()
     print("| backend | seconds | received / recorded, median (p10-p90) | total received / recorded | received in the %s seconds at zero |" % sum(1 for r in rates[START:] if r == 0))
     print("|---|---|---|---|---|")
+    round_trips = []
     for backend in backends:
         where, samples = run(options.roam, backend, scenario, os.path.join(out, backend))
+        by_second, answered, sent = probe_round_trips(os.path.join(out, backend))
+        round_trips.append((where, by_second, answered, sent))
         ratios, received, recorded, at_zero = [], 0.0, 0.0, 0.0
         for second in range(START, len(rates)):
             got = samples.get(second + 1)
@@ -194,6 +232,31 @@ def main():
         deciles = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else [ratios[0]] * 9
         print("| %s | %d | %.2f (%.2f-%.2f) | %.2f | %d bytes |" % (where, len(ratios), statistics.median(ratios), deciles[0], deciles[-1],
                                                                   received / recorded if recorded else 0, at_zero))
+    # Round trips: each recorded ping (taken while the phone's app downloaded) beside the
+    # replayed probes sent in the same second and the next (the ping is logged at a
+    # second's resolution).
+    print()
+    print("round trips under the download: each recorded ping (PINGAVG, its least PINGMIN) beside the median of the replay's probes sent in its second and the next")
+    print()
+    print("| backend | ping at | link then | recorded PINGAVG / PINGMIN (ms) | replayed probes, median (ms) | replayed / PINGAVG |")
+    print("|---|---|---|---|---|---|")
+    for where, by_second, answered, sent in round_trips:
+        for at, mean, least in pings:
+            second = START + int(at)
+            replayed = by_second.get(second, []) + by_second.get(second + 1, [])
+            rate = rates[second] if second < len(rates) else 0
+            median = statistics.median(replayed) if replayed else float("nan")
+            print("| %s | %d s | %s | %.0f / %.0f | %s | %s |" % (
+                where, second, "%.2f Mbit/s" % (rate / 1e6) if rate else "passing nothing", mean, least,
+                "%.0f (%d probes)" % (median, len(replayed)) if replayed else "none sent", "%.2f" % (median / mean) if replayed else "-"))
+        # Every probe sent in a second the throughput is compared in (the link carried 1 Mbit/s
+        # or more in it and the one before), beside the median of every recorded ping.
+        compared = [rtt for second in range(START, len(rates)) if rates[second] >= 1e6 and rates[second - 1] >= 1e6
+                    for rtt in by_second.get(second, [])]
+        recorded = statistics.median(mean for _, mean, _ in pings) if pings else float("nan")
+        print("| %s | the seconds compared above | 1 Mbit/s or more | %.0f (the pings' median) | %s; p90 %.0f; %d of %d probes answered in all | %s |" % (
+            where, recorded, "%.0f (%d probes)" % (statistics.median(compared), len(compared)) if compared else "none sent",
+            percentile(compared, 0.9), answered, sent, "%.2f" % (statistics.median(compared) / recorded) if compared else "-"))
     print()
     print("reports: " + out)
 
