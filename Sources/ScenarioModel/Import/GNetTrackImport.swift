@@ -11,10 +11,10 @@ import RoamSystem
 /// Dataset with Channel and Context Metrics", ACM MMSys 2020): `Timestamp`
 /// (`YYYY.MM.DD_HH.MM.SS`, the phone's local time, one second's resolution); `DL_bitrate` and
 /// `UL_bitrate` (the rates the phone measured, kbit/s); `State` (`D` while the test app
-/// downloads, `I` idle); `PINGAVG`, `PINGMIN` (ms) and `PINGLOSS` (%), where a ping ran; `NetworkMode`
-/// (`5G`, `LTE`, `HSPA+`, ...) and `CellID`; `Longitude`, `Latitude` and `Speed` (km/h); and the
-/// radio's `RSRP`, `RSRQ`, `SNR`, `CQI`, `RSSI`. A field of `-` was not measured. Other columns
-/// are ignored; the first four above are required.
+/// downloads, `I` idle); `PINGAVG`, `PINGMIN` (ms) and `PINGLOSS` (%), where a ping ran;
+/// `NetworkMode` (`5G`, `LTE`, `HSPA+`, ...) and `CellID`; `Longitude`, `Latitude` and `Speed`
+/// (km/h); and the radio's `RSRP`, `RSRQ`, `SNR`, `CQI`, `RSSI`. A field of `-` was not
+/// measured. Other columns are ignored; the first four above are required.
 public enum GNetTrackImport {
     /// The largest log read: at a row a second, several days.
     public static let maximumFileSize = 32 << 20
