@@ -136,15 +136,8 @@ def mahimahi(options, backends, out):
             ratios.append(got / capacity[second])
             received += got
             offered += capacity[second]
-        probes, answered, sent = [], 0, 0
-        with open(os.path.join(report, "timeline.jsonl")) as timeline:
-            for line in timeline:
-                event = json.loads(line)
-                if event.get("type") == "request" and event.get("workload") == "probe":
-                    sent += 1
-                    if event.get("ok"):
-                        answered += 1
-                        probes.append(event["ttfbMs"])
+        by_second, answered, sent = probe_round_trips(report)
+        probes = [rtt for rtts in by_second.values() for rtt in rtts]
         deciles = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else [float("nan")] * 9
         print("| %s | %.2f (%.2f-%.2f) | %.2f | %.0f / %.0f / %.0f | %d of %d |" % (
             where, statistics.median(ratios) if ratios else float("nan"), deciles[0], deciles[-1], received / offered if offered else 0,
